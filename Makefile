@@ -1,0 +1,38 @@
+# fleetq — see README.md. Every target sets itself up: Go fetches modules on
+# first use; nothing else needs installing.
+
+GO        ?= go
+FUNCTIONS := api dispatch scaler interruption
+STAGE     ?= dev
+BENCHTIME ?= 1x
+
+.PHONY: dev test build bench lint synth clean
+
+## dev: run the local stack (embedded DynamoDB and SQS, the API, dispatch, a local fleet)
+dev:
+	$(GO) run ./cmd/fleetq dev $(ARGS)
+
+## test: every test, race detector on, integration tests included
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, plus the CLI
+build:
+	@for f in $(FUNCTIONS); do \
+		echo "build bin/$$f/bootstrap"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w" -o bin/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/fleetq ./cmd/fleetq
+
+## bench: the benchmarks recorded in docs/benchmarks.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## lint: go vet and gofmt
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin cdk.out

@@ -1,0 +1,234 @@
+package fleetconfig
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the whole configuration of one stage.
+type Config struct {
+	// Stage names the deployment (dev, prod, ...). Workers must register with it.
+	Stage string `yaml:"stage"`
+	// Region is the AWS region the stage is deployed to (used by the CDK app).
+	Region string `yaml:"region"`
+	// JobRetention is how long a finished job is kept before its record expires by TTL.
+	JobRetention Duration `yaml:"job_retention"`
+	// RegistrationLimit is the number of worker registrations allowed per source
+	// address per minute.
+	RegistrationLimit int `yaml:"registration_limit"`
+	// Network says where the fleets' instances run (CDK app only).
+	Network Network `yaml:"network"`
+	// AgentURL is where instances download the fleetq binary from at boot (CDK app only).
+	AgentURL string `yaml:"agent_url"`
+	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
+	Fleets []Fleet `yaml:"fleets"`
+
+	// source names the file (or built-in) the config was read from, for messages.
+	source string
+}
+
+// Network places the fleets' instances. Either VPCCIDR (the stack creates a
+// VPC) or VPCID with SubnetIDs (an existing VPC) is set.
+type Network struct {
+	VPCCIDR   string   `yaml:"vpc_cidr"`
+	MaxAZs    int      `yaml:"max_azs"`
+	VPCID     string   `yaml:"vpc_id"`
+	SubnetIDs []string `yaml:"subnet_ids"`
+	// AvailabilityZones pins the AZs of an existing VPC's subnets, in the same
+	// order as SubnetIDs, so synthesis needs no account lookup.
+	AvailabilityZones []string `yaml:"availability_zones"`
+}
+
+// Fleet is one pool of identical GPU instances serving a set of workflows.
+type Fleet struct {
+	Slug        string   `yaml:"slug"`
+	Description string   `yaml:"description"`
+	Workflows   []string `yaml:"workflows"`
+
+	// SlotsPerInstance is how many jobs one instance runs at once; it is the
+	// max_concurrency the agent on the instance registers with.
+	SlotsPerInstance int `yaml:"slots_per_instance"`
+	MinInstances     int `yaml:"min_instances"`
+	MaxInstances     int `yaml:"max_instances"`
+	// IdleWindow is how long the fleet must have no queued or leased job before
+	// it scales to its minimum.
+	IdleWindow Duration `yaml:"idle_window"`
+	// ScaleInGrace is how long a worker must have been idle before it may be
+	// chosen as a scale-in victim.
+	ScaleInGrace Duration `yaml:"scale_in_grace"`
+	// BootTimeout is how long an instance may take from launch to registration
+	// before it is terminated as unhealthy.
+	BootTimeout Duration `yaml:"boot_timeout"`
+
+	WorkerCap       int  `yaml:"worker_cap"`
+	RequireApproval bool `yaml:"require_approval"`
+
+	LeaseSeconds     int `yaml:"lease_seconds"`
+	HeartbeatSeconds int `yaml:"heartbeat_seconds"`
+	PollSeconds      int `yaml:"poll_seconds"`
+
+	// JobTimeout is the default time a job may run per attempt.
+	JobTimeout Duration `yaml:"job_timeout"`
+	// QueueTimeout is the default time a job may wait before its first lease;
+	// zero means it may wait forever.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+
+	Retry         RetryPolicy `yaml:"retry"`
+	PreemptionCap int         `yaml:"preemption_cap"`
+
+	InstanceTypes   []string `yaml:"instance_types"`
+	AMIID           string   `yaml:"ami_id"`
+	AMISSMParameter string   `yaml:"ami_ssm_parameter"`
+	RootVolumeGB    int      `yaml:"root_volume_gb"`
+	Agent           Agent    `yaml:"agent"`
+}
+
+// RetryPolicy says how often a failing job is tried and how long it waits
+// between tries.
+type RetryPolicy struct {
+	MaxAttempts int        `yaml:"max_attempts"`
+	Backoff     []Duration `yaml:"backoff"`
+}
+
+// Agent is how the instances of a fleet run `fleetq worker` (CDK app only).
+type Agent struct {
+	Runner       string   `yaml:"runner"`
+	Exec         string   `yaml:"exec"`
+	ComfyUIURL   string   `yaml:"comfyui_url"`
+	DrainTimeout Duration `yaml:"drain_timeout"`
+}
+
+// Defaults applied to fields left out of the file.
+const (
+	DefaultJobRetention      = 30 * 24 * time.Hour
+	DefaultRegistrationLimit = 10
+	DefaultSlotsPerInstance  = 1
+	DefaultMaxInstances      = 10
+	DefaultIdleWindow        = 15 * time.Minute
+	DefaultScaleInGrace      = 2 * time.Minute
+	DefaultBootTimeout       = 10 * time.Minute
+	DefaultWorkerCap         = 50
+	DefaultLeaseSeconds      = 120
+	DefaultHeartbeatSeconds  = 30
+	DefaultPollSeconds       = 5
+	DefaultJobTimeout        = 90 * time.Minute
+	DefaultMaxAttempts       = 3
+	DefaultPreemptionCap     = 5
+	DefaultRootVolumeGB      = 100
+	DefaultRunner            = "comfyui"
+	DefaultComfyUIURL        = "http://127.0.0.1:8188"
+)
+
+// DefaultBackoff is the wait before the 2nd, 3rd and later attempts.
+var DefaultBackoff = []time.Duration{2 * time.Minute, 10 * time.Minute, 30 * time.Minute}
+
+// Source names where the config was read from ("config/dev.yaml", "built-in dev").
+func (c *Config) Source() string { return c.source }
+
+// Fleet returns the fleet with the given slug.
+func (c *Config) Fleet(slug string) (*Fleet, bool) {
+	for i := range c.Fleets {
+		if c.Fleets[i].Slug == slug {
+			return &c.Fleets[i], true
+		}
+	}
+	return nil, false
+}
+
+// FleetForWorkflow returns the fleet that serves a workflow; a workflow
+// belongs to exactly one fleet.
+func (c *Config) FleetForWorkflow(workflow string) (*Fleet, bool) {
+	for i := range c.Fleets {
+		for _, w := range c.Fleets[i].Workflows {
+			if w == workflow {
+				return &c.Fleets[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Serves reports whether the fleet serves the workflow.
+func (f *Fleet) Serves(workflow string) bool {
+	for _, w := range f.Workflows {
+		if w == workflow {
+			return true
+		}
+	}
+	return false
+}
+
+// LeaseDuration is how long a lease lasts without a heartbeat.
+func (f *Fleet) LeaseDuration() time.Duration { return time.Duration(f.LeaseSeconds) * time.Second }
+
+// HeartbeatInterval is how often a worker heartbeats each running job.
+func (f *Fleet) HeartbeatInterval() time.Duration {
+	return time.Duration(f.HeartbeatSeconds) * time.Second
+}
+
+// BackoffBefore returns how long a job waits after its n-th failed attempt
+// (n counts from 1); attempts past the end of the list reuse its last entry.
+func (r RetryPolicy) BackoffBefore(n int) time.Duration {
+	if len(r.Backoff) == 0 {
+		return 0
+	}
+	if n < 1 {
+		n = 1
+	}
+	if n > len(r.Backoff) {
+		n = len(r.Backoff)
+	}
+	return r.Backoff[n-1].Std()
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string
+// ("90s", "15m", "1h30m") or as a whole number of seconds.
+type Duration time.Duration
+
+// Std returns the standard library duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String formats the duration the way it is written in the file.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML accepts "15m" or 900.
+func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			var n int64
+			if _, scanErr := fmt.Sscanf(s, "%d", &n); scanErr == nil && fmt.Sprint(n) == s {
+				*d = Duration(time.Duration(n) * time.Second)
+				return nil
+			}
+			return fmt.Errorf("%q is not a duration (write e.g. 90s, 15m, 1h30m)", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := unmarshal(&n); err != nil {
+		return fmt.Errorf("not a duration (write e.g. 90s, 15m, 1h30m)")
+	}
+	*d = Duration(time.Duration(n) * time.Second)
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Names shared by the CDK app and the functions, so both sides of the
+// deployment agree without configuration.
+const (
+	// TagStage and TagFleet are set on each fleet's Auto Scaling Group (and
+	// propagated to its instances); the scaler's IAM permissions are scoped by them.
+	TagStage = "fleetq:stage"
+	TagFleet = "fleetq:fleet"
+)
+
+// ASGName is the name of a fleet's Auto Scaling Group.
+func ASGName(stage, fleet string) string { return "fleetq-" + stage + "-" + fleet }
+
+// TableName is the name of a stage's DynamoDB table.
+func TableName(stage string) string { return "fleetq-" + stage }

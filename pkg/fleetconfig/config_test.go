@@ -1,0 +1,171 @@
+package fleetconfig
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/config"
+)
+
+const minimal = `
+stage: test
+fleets:
+  - slug: gpu
+    workflows: [wf-a, wf-b]
+    instance_types: [g5.xlarge]
+`
+
+func TestParseAppliesDefaults(t *testing.T) {
+	cfg, err := Parse("minimal.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	f, ok := cfg.Fleet("gpu")
+	if !ok {
+		t.Fatal("fleet gpu not found")
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"worker_cap", f.WorkerCap, DefaultWorkerCap},
+		{"max_attempts", f.Retry.MaxAttempts, 3},
+		{"backoff", len(f.Retry.Backoff), 3},
+		{"backoff[0]", f.Retry.Backoff[0].Std(), 2 * time.Minute},
+		{"backoff[2]", f.Retry.Backoff[2].Std(), 30 * time.Minute},
+		{"preemption_cap", f.PreemptionCap, 5},
+		{"idle_window", f.IdleWindow.Std(), 15 * time.Minute},
+		{"require_approval", f.RequireApproval, false},
+		{"lease_seconds", f.LeaseSeconds, 120},
+		{"heartbeat_seconds", f.HeartbeatSeconds, 30},
+		{"job_retention", cfg.JobRetention.Std(), 30 * 24 * time.Hour},
+		{"registration_limit", cfg.RegistrationLimit, 10},
+		{"slots", f.SlotsPerInstance, 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if g, ok := cfg.FleetForWorkflow("wf-b"); !ok || g.Slug != "gpu" {
+		t.Errorf("FleetForWorkflow(wf-b) = %v, %v", g, ok)
+	}
+	if _, ok := cfg.FleetForWorkflow("nope"); ok {
+		t.Error("FleetForWorkflow(nope) found a fleet")
+	}
+}
+
+func TestBackoffBefore(t *testing.T) {
+	r := RetryPolicy{Backoff: []Duration{Duration(time.Minute), Duration(5 * time.Minute)}}
+	for n, want := range map[int]time.Duration{0: time.Minute, 1: time.Minute, 2: 5 * time.Minute, 9: 5 * time.Minute} {
+		if got := r.BackoffBefore(n); got != want {
+			t.Errorf("BackoffBefore(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func TestDurationsAcceptSecondsAndStrings(t *testing.T) {
+	doc := minimal + "    idle_window: 600\n    scale_in_grace: 90s\n"
+	cfg, err := Parse("d.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cfg.Fleets[0]
+	if f.IdleWindow.Std() != 10*time.Minute || f.ScaleInGrace.Std() != 90*time.Second {
+		t.Fatalf("idle=%s grace=%s", f.IdleWindow, f.ScaleInGrace)
+	}
+}
+
+func TestValidationNamesFileFieldAndProblem(t *testing.T) {
+	cases := []struct {
+		name string
+		doc  string
+		want string // substring of the error: "file: field: problem"
+	}{
+		{"no stage", "fleets:\n  - slug: a\n    workflows: [w]\n    instance_types: [g5.xlarge]\n", "bad.yaml: stage: is required"},
+		{"no fleets", "stage: s\n", "bad.yaml: fleets: at least one fleet is required"},
+		{"unknown field", minimal + "    colour: red\n", "field colour not found"},
+		{"bad slug", strings.Replace(minimal, "slug: gpu", "slug: GPU_1", 1), `bad.yaml: fleets[0].slug: "GPU_1" must be lowercase`},
+		{"min over max", minimal + "    min_instances: 5\n    max_instances: 2\n", "fleets[0].max_instances: must be at least min_instances (5), got 2"},
+		{"no workflows", "stage: s\nfleets:\n  - slug: a\n    instance_types: [g5.xlarge]\n", "fleets[0].workflows: at least one workflow is required"},
+		{"workflow in two fleets", minimal + "  - slug: other\n    workflows: [wf-a]\n    instance_types: [g5.xlarge]\n", `fleets[1].workflows[0]: workflow "wf-a" is already served by fleet "gpu"`},
+		{"heartbeat too slow", minimal + "    lease_seconds: 60\n    heartbeat_seconds: 40\n", "fleets[0].heartbeat_seconds: must be at most half of lease_seconds (60)"},
+		{"bad duration", minimal + "    idle_window: soon\n", `"soon" is not a duration`},
+		{"attempts out of range", minimal + "    retry:\n      max_attempts: 99\n", "fleets[0].retry.max_attempts: must be between 1 and 20, got 99"},
+		{"bad instance type", strings.Replace(minimal, "g5.xlarge", "big-gpu", 1), `fleets[0].instance_types[0]: "big-gpu" is not an EC2 instance type`},
+		{"exec runner without command", minimal + "    agent:\n      runner: exec\n", "fleets[0].agent.exec: is required when agent.runner is exec"},
+		{"bad ami", minimal + "    ami_id: ubuntu\n", `fleets[0].ami_id: "ubuntu" is not an AMI id`},
+		{"duplicate slug", minimal + "  - slug: gpu\n    workflows: [wf-c]\n    instance_types: [g5.xlarge]\n", `fleets[1].slug: "gpu" is already used by fleets[0]`},
+		{"empty", "", "bad.yaml: (file): is empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(c.doc))
+			if err == nil {
+				t.Fatalf("Parse accepted an invalid config")
+			}
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("error %T is not a *ValidationError", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error\n%s\ndoes not contain\n%s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestValidationReportsEveryProblem(t *testing.T) {
+	doc := "stage: Bad\nfleets:\n  - slug: a\n    workflows: [w]\n    instance_types: [x]\n    worker_cap: -1\n"
+	_, err := Parse("f.yaml", []byte(doc))
+	var verr *ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("got %v", err)
+	}
+	if len(verr.Problems) < 3 {
+		t.Fatalf("want at least 3 problems, got %d: %v", len(verr.Problems), err)
+	}
+}
+
+func TestLoadReadsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Source() != path || cfg.Stage != "test" {
+		t.Fatalf("source=%q stage=%q", cfg.Source(), cfg.Stage)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("Load of a missing file succeeded")
+	}
+}
+
+func TestBuiltInConfigsAreValid(t *testing.T) {
+	for _, stage := range config.Stages() {
+		cfg, err := ForStage(stage)
+		if err != nil {
+			t.Fatalf("stage %s: %v", stage, err)
+		}
+		if cfg.Stage != stage {
+			t.Errorf("config/%s.yaml declares stage %q", stage, cfg.Stage)
+		}
+	}
+	def := Default()
+	if def.Stage != "dev" {
+		t.Fatalf("default stage = %q", def.Stage)
+	}
+	if _, ok := def.FleetForWorkflow("demo-sleep"); !ok {
+		t.Fatal("the built-in config has no fleet serving demo-sleep")
+	}
+	if _, err := ForStage("nowhere"); err == nil {
+		t.Fatal("ForStage(nowhere) succeeded")
+	}
+}

@@ -1,0 +1,159 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Status is where a job is in its lifecycle.
+type Status string
+
+// The lifecycle: queued → leased → succeeded | queued (retry, preemption) | dead;
+// queued or leased → canceled.
+const (
+	Queued    Status = "queued"
+	Leased    Status = "leased"
+	Succeeded Status = "succeeded"
+	Dead      Status = "dead"
+	Canceled  Status = "canceled"
+)
+
+// Terminal reports whether no transition leaves this status (an operator
+// retry of a dead job aside).
+func (s Status) Terminal() bool { return s == Succeeded || s == Dead || s == Canceled }
+
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case Queued, Leased, Succeeded, Dead, Canceled:
+		return true
+	}
+	return false
+}
+
+// PreemptReason says why a worker gave a job back without failing it.
+type PreemptReason string
+
+// The reasons a worker may requeue a job without spending an attempt.
+const (
+	SpotInterruption PreemptReason = "spot_interruption"
+	Rebalance        PreemptReason = "rebalance"
+	Shutdown         PreemptReason = "shutdown"
+	ScaleIn          PreemptReason = "scale_in"
+)
+
+// ParsePreemptReason accepts the four reasons of the protocol.
+func ParsePreemptReason(s string) (PreemptReason, error) {
+	switch r := PreemptReason(s); r {
+	case SpotInterruption, Rebalance, Shutdown, ScaleIn:
+		return r, nil
+	}
+	return "", fmt.Errorf("reason %q must be one of spot_interruption, rebalance, shutdown, scale_in", s)
+}
+
+// Error is what a worker (or the control plane) reports about a failed attempt.
+type Error struct {
+	Code      string `json:"code,omitempty" dynamodbav:"code,omitempty"`
+	Message   string `json:"message" dynamodbav:"message"`
+	Retryable bool   `json:"retryable" dynamodbav:"retryable"`
+}
+
+// Reasons the control plane itself records on a job.
+const (
+	ReasonLeaseExpired    = "lease_expired"
+	ReasonAttemptsSpent   = "attempts_exhausted"
+	ReasonNotRetryable    = "not_retryable"
+	ReasonPreemptionCap   = "preemption_cap"
+	ReasonCanceled        = "canceled"
+	ReasonOperatorRetry   = "operator_retry"
+	ReasonWorkerGone      = "worker_gone"
+	ReasonQueueTimeout    = "queue_timeout"
+	ReasonRunTimeout      = "run_timeout"
+	ReasonLeaseFenced     = "lease_fenced"
+	ReasonDeregistered    = "deregistered"
+	ReasonRetryPromoted   = "retry_due"
+	ReasonCreated         = "created"
+	ReasonSucceeded       = "succeeded"
+	ReasonWorkerFailed    = "worker_failed"
+	ReasonInterrupted     = "interrupted"
+	ReasonInstanceStopped = "instance_stopped"
+)
+
+// HistoryEntry records one transition of a job.
+type HistoryEntry struct {
+	At      time.Time `json:"at" dynamodbav:"at"`
+	From    Status    `json:"from,omitempty" dynamodbav:"from,omitempty"`
+	To      Status    `json:"to" dynamodbav:"to"`
+	Reason  string    `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
+	Worker  string    `json:"worker_id,omitempty" dynamodbav:"worker,omitempty"`
+	Attempt int       `json:"attempt,omitempty" dynamodbav:"attempt,omitempty"`
+}
+
+// HistoryLimit is how many transitions are kept when a job's history is
+// rewritten; appends between rewrites can add at most two more (a lease and
+// its completion), so a job never carries more than HistoryLimit+2 entries.
+const HistoryLimit = 20
+
+// Trim returns the newest entries of h, keeping room for `room` appends
+// under HistoryLimit.
+func Trim(h []HistoryEntry, room int) []HistoryEntry {
+	keep := HistoryLimit - room
+	if keep < 0 {
+		keep = 0
+	}
+	if len(h) <= keep {
+		return h
+	}
+	return append([]HistoryEntry(nil), h[len(h)-keep:]...)
+}
+
+// Job is the control plane's record of one unit of work.
+type Job struct {
+	ID         string
+	TenantID   string
+	WorkflowID string
+	FleetSlug  string
+	Status     Status
+	Priority   int
+
+	// Attempts counts attempts spent: a lease starts one, a preemption gives it back.
+	Attempts       int
+	MaxAttempts    int
+	Preemptions    int
+	MaxPreemptions int
+
+	TimeoutSeconds      int
+	QueueTimeoutSeconds int
+
+	Input  json.RawMessage
+	Result json.RawMessage
+	Error  *Error
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// NotBefore is when a job waiting out a retry backoff may be leased again.
+	NotBefore time.Time
+	// FirstLeasedAt is when the job was first leased (zero until then).
+	FirstLeasedAt time.Time
+	LeasedAt      time.Time
+
+	// LeaseToken fences the current (or, once released, the last) lease.
+	LeaseToken     string
+	LeaseExpiresAt time.Time
+	WorkerID       string
+	Progress       *float64
+
+	// Reason is why the job is in its current status (e.g. lease_expired, preemption_cap).
+	Reason string
+	// CancelRequested is set when an operator canceled the job while it was leased.
+	CancelRequested bool
+
+	History []HistoryEntry
+}
+
+// Priority bounds: higher runs first.
+const (
+	MinPriority = -1000
+	MaxPriority = 1000
+)

@@ -1,0 +1,355 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetq/fleetq/pkg/clock"
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+)
+
+// DynamoDB is the part of the DynamoDB API the store uses; *dynamodb.Client
+// satisfies it.
+type DynamoDB interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Options configure a Store.
+type Options struct {
+	// Table is the DynamoDB table name.
+	Table string
+	// Config supplies each fleet's lease, retry, preemption and cap settings.
+	Config *fleetconfig.Config
+	// Clock is the source of "now" for every rule (default: the wall clock).
+	Clock clock.Clock
+	// CandidateLimit is how many ready jobs one poll reads from the index (default 25).
+	CandidateLimit int
+	// LeaseSpread is how many of the oldest top candidates a poll picks among
+	// at random, so concurrent pollers do not all race for the same job
+	// (default 8; 1 gives strict priority-then-age order).
+	LeaseSpread int
+	// Logger receives structured logs (default: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Store is fleetq's state in DynamoDB.
+type Store struct {
+	db     DynamoDB
+	table  string
+	cfg    *fleetconfig.Config
+	clock  clock.Clock
+	limit  int
+	spread int
+	log    *slog.Logger
+
+	claims    atomic.Int64
+	conflicts atomic.Int64
+}
+
+// New returns a store over the given table.
+func New(db DynamoDB, o Options) *Store {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.CandidateLimit <= 0 {
+		o.CandidateLimit = 25
+	}
+	if o.LeaseSpread <= 0 {
+		o.LeaseSpread = 8
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Store{db: db, table: o.Table, cfg: o.Config, clock: o.Clock, limit: o.CandidateLimit, spread: o.LeaseSpread, log: o.Logger}
+}
+
+// Config returns the fleet configuration the store applies.
+func (s *Store) Config() *fleetconfig.Config { return s.cfg }
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+// LeaseStats counts lease claims and the claims lost to another poller.
+type LeaseStats struct {
+	Claims    int64
+	Conflicts int64
+}
+
+// LeaseStats returns the claim counters since the store was created.
+func (s *Store) LeaseStats() LeaseStats {
+	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
+}
+
+func (s *Store) fleet(slug string) (*fleetconfig.Fleet, error) {
+	f, ok := s.cfg.Fleet(slug)
+	if !ok {
+		return nil, fmt.Errorf("fleet %q: %w", slug, ErrNotFound)
+	}
+	return f, nil
+}
+
+func (s *Store) retention() time.Duration { return s.cfg.JobRetention.Std() }
+
+func newToken() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+func randIntN(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return mrand.IntN(n)
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: pk},
+		AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// getItem reads one item with a strongly consistent read into out.
+func (s *Store) getItem(ctx context.Context, pk, sk string, out any) (bool, error) {
+	res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            key(pk, sk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, fmt.Errorf("get %s: %w", pk, err)
+	}
+	if res.Item == nil {
+		return false, nil
+	}
+	if err := attributevalue.UnmarshalMap(res.Item, out); err != nil {
+		return false, fmt.Errorf("decode %s: %w", pk, err)
+	}
+	return true, nil
+}
+
+// update is one conditional UpdateItem, usable alone or inside a transaction.
+type update struct {
+	pk, sk string
+	set    expression.UpdateBuilder
+	cond   expression.ConditionBuilder
+}
+
+func (u update) build() (expression.Expression, error) {
+	b := expression.NewBuilder().WithUpdate(u.set)
+	if u.cond.IsSet() {
+		b = b.WithCondition(u.cond)
+	}
+	return b.Build()
+}
+
+func (s *Store) updateItem(ctx context.Context, u update) error {
+	e, err := u.build()
+	if err != nil {
+		return fmt.Errorf("build update of %s: %w", u.pk, err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(u.pk, u.sk),
+		UpdateExpression:          e.Update(),
+		ConditionExpression:       e.Condition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil {
+		if isConditionFailed(err) {
+			return errConditionFailed
+		}
+		return fmt.Errorf("update %s: %w", u.pk, err)
+	}
+	return nil
+}
+
+// txItem is one member of a write transaction.
+type txItem struct {
+	update *update
+	put    map[string]types.AttributeValue
+	putIf  expression.ConditionBuilder
+	delete *update // pk/sk and cond only
+}
+
+// txFailed reports which members of a canceled transaction failed their condition.
+type txFailed struct{ failed []bool }
+
+func (e *txFailed) Error() string { return "transaction canceled by a failed condition" }
+
+// failedAt reports whether member i failed its condition.
+func (e *txFailed) failedAt(i int) bool { return i < len(e.failed) && e.failed[i] }
+
+func (s *Store) transact(ctx context.Context, items ...txItem) error {
+	in := &dynamodb.TransactWriteItemsInput{}
+	for _, it := range items {
+		var tw types.TransactWriteItem
+		switch {
+		case it.update != nil:
+			e, err := it.update.build()
+			if err != nil {
+				return fmt.Errorf("build update of %s: %w", it.update.pk, err)
+			}
+			tw.Update = &types.Update{
+				TableName:                 aws.String(s.table),
+				Key:                       key(it.update.pk, it.update.sk),
+				UpdateExpression:          e.Update(),
+				ConditionExpression:       e.Condition(),
+				ExpressionAttributeNames:  e.Names(),
+				ExpressionAttributeValues: e.Values(),
+			}
+		case it.put != nil:
+			p := &types.Put{TableName: aws.String(s.table), Item: it.put}
+			if it.putIf.IsSet() {
+				e, err := expression.NewBuilder().WithCondition(it.putIf).Build()
+				if err != nil {
+					return fmt.Errorf("build put condition: %w", err)
+				}
+				p.ConditionExpression = e.Condition()
+				p.ExpressionAttributeNames = e.Names()
+				p.ExpressionAttributeValues = e.Values()
+			}
+			tw.Put = p
+		case it.delete != nil:
+			d := &types.Delete{TableName: aws.String(s.table), Key: key(it.delete.pk, it.delete.sk)}
+			if it.delete.cond.IsSet() {
+				e, err := expression.NewBuilder().WithCondition(it.delete.cond).Build()
+				if err != nil {
+					return fmt.Errorf("build delete condition: %w", err)
+				}
+				d.ConditionExpression = e.Condition()
+				d.ExpressionAttributeNames = e.Names()
+				d.ExpressionAttributeValues = e.Values()
+			}
+			tw.Delete = d
+		}
+		in.TransactItems = append(in.TransactItems, tw)
+	}
+	_, err := s.db.TransactWriteItems(ctx, in)
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		f := &txFailed{failed: make([]bool, len(items))}
+		conditional := false
+		for i, r := range tce.CancellationReasons {
+			if i < len(f.failed) && aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				f.failed[i] = true
+				conditional = true
+			}
+		}
+		if conditional {
+			return f
+		}
+		// Canceled for another reason (a concurrent transaction on the same
+		// items, throttling): nothing was written, the caller may retry.
+		return fmt.Errorf("%w: %s", ErrContention, aws.ToString(tce.Message))
+	}
+	return fmt.Errorf("transact: %w", err)
+}
+
+// null is a NULL attribute value. Attributes are cleared by setting them to
+// NULL rather than with REMOVE: the result reads the same, TTL ignores a
+// non-number, and it does not depend on emulators implementing REMOVE.
+func null() expression.ValueBuilder { return expression.Value(&types.AttributeValueMemberNULL{Value: true}) }
+
+var errConditionFailed = errors.New("condition failed")
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf) || errors.Is(err, errConditionFailed)
+}
+
+// queryIndex reads up to limit items of one IndexByState partition whose sort
+// key is below `below` (all when empty), in sort-key order.
+func (s *Store) queryIndex(ctx context.Context, partition, below string, limit int, forward bool) ([]jobItem, error) {
+	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
+	if below != "" {
+		kc = kc.And(expression.Key(AttrGSI1SK).LessThan(expression.Value(below)))
+	}
+	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(IndexByState),
+		KeyConditionExpression:    e.KeyCondition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+		ScanIndexForward:          aws.Bool(forward),
+	}
+	var out []jobItem
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(out)))
+		}
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", partition, err)
+		}
+		var page []jobItem
+		if err := attributevalue.UnmarshalListOfMaps(res.Items, &page); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", partition, err)
+		}
+		out = append(out, page...)
+		if len(res.LastEvaluatedKey) == 0 || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// countIndex counts the items of one IndexByState partition. Its cost is
+// bounded by the partition's size, which for the live partitions (ready,
+// delayed, leased) is the fleet's live backlog.
+func (s *Store) countIndex(ctx context.Context, partition string) (int, error) {
+	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
+	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return 0, fmt.Errorf("build count: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(IndexByState),
+		KeyConditionExpression:    e.KeyCondition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+		Select:                    types.SelectCount,
+	}
+	n := 0
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return 0, fmt.Errorf("count %s: %w", partition, err)
+		}
+		n += int(res.Count)
+		if len(res.LastEvaluatedKey) == 0 {
+			return n, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
