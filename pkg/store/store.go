@@ -274,7 +274,9 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 // null is a NULL attribute value. Attributes are cleared by setting them to
 // NULL rather than with REMOVE: the result reads the same, TTL ignores a
 // non-number, and it does not depend on emulators implementing REMOVE.
-func null() expression.ValueBuilder { return expression.Value(&types.AttributeValueMemberNULL{Value: true}) }
+func null() expression.ValueBuilder {
+	return expression.Value(&types.AttributeValueMemberNULL{Value: true})
+}
 
 var errConditionFailed = errors.New("condition failed")
 
