@@ -41,9 +41,11 @@ type Network struct {
 
 // Fleet is one pool of identical GPU instances serving a set of workflows.
 type Fleet struct {
-	Slug        string   `yaml:"slug"`
-	Description string   `yaml:"description"`
-	Workflows   []string `yaml:"workflows"`
+	Slug        string `yaml:"slug"`
+	Description string `yaml:"description"`
+	// Workflows are the workflows the fleet serves; each belongs to one fleet.
+	// A fleet without workflows accepts no workers (422 no_workflows).
+	Workflows []string `yaml:"workflows"`
 
 	// SlotsPerInstance is how many jobs one instance runs at once; it is the
 	// max_concurrency the agent on the instance registers with.

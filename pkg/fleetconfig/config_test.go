@@ -59,6 +59,18 @@ func TestParseAppliesDefaults(t *testing.T) {
 	}
 }
 
+func TestFleetWithoutWorkflowsIsValid(t *testing.T) {
+	// A fleet may be declared before any workflow is assigned to it; its
+	// workers are then refused at registration (422 no_workflows).
+	cfg, err := Parse("f.yaml", []byte("stage: s\nfleets:\n  - slug: a\n    instance_types: [g5.xlarge]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := cfg.Fleet("a"); len(f.Workflows) != 0 {
+		t.Fatalf("workflows = %v", f.Workflows)
+	}
+}
+
 func TestBackoffBefore(t *testing.T) {
 	r := RetryPolicy{Backoff: []Duration{Duration(time.Minute), Duration(5 * time.Minute)}}
 	for n, want := range map[int]time.Duration{0: time.Minute, 1: time.Minute, 2: 5 * time.Minute, 9: 5 * time.Minute} {
@@ -91,7 +103,6 @@ func TestValidationNamesFileFieldAndProblem(t *testing.T) {
 		{"unknown field", minimal + "    colour: red\n", "field colour not found"},
 		{"bad slug", strings.Replace(minimal, "slug: gpu", "slug: GPU_1", 1), `bad.yaml: fleets[0].slug: "GPU_1" must be lowercase`},
 		{"min over max", minimal + "    min_instances: 5\n    max_instances: 2\n", "fleets[0].max_instances: must be at least min_instances (5), got 2"},
-		{"no workflows", "stage: s\nfleets:\n  - slug: a\n    instance_types: [g5.xlarge]\n", "fleets[0].workflows: at least one workflow is required"},
 		{"workflow in two fleets", minimal + "  - slug: other\n    workflows: [wf-a]\n    instance_types: [g5.xlarge]\n", `fleets[1].workflows[0]: workflow "wf-a" is already served by fleet "gpu"`},
 		{"heartbeat too slow", minimal + "    lease_seconds: 60\n    heartbeat_seconds: 40\n", "fleets[0].heartbeat_seconds: must be at most half of lease_seconds (60)"},
 		{"bad duration", minimal + "    idle_window: soon\n", `"soon" is not a duration`},

@@ -234,9 +234,6 @@ func (f *Fleet) validate(at string, k *checker) {
 	} else if !namePattern.MatchString(f.Slug) {
 		k.add(at+".slug", "%q must be lowercase letters, digits and dashes (at most 31)", f.Slug)
 	}
-	if len(f.Workflows) == 0 {
-		k.add(at+".workflows", "at least one workflow is required")
-	}
 	seen := map[string]bool{}
 	for j, w := range f.Workflows {
 		field := fmt.Sprintf("%s.workflows[%d]", at, j)

@@ -114,6 +114,7 @@ type workerItem struct {
 	Leases         int      `dynamodbav:"leases"`
 	RegisteredMS   int64    `dynamodbav:"registered_ms"`
 	LastSeenMS     int64    `dynamodbav:"last_seen_ms"`
+	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
 }
 
@@ -133,6 +134,7 @@ func (it *workerItem) toWorker() Worker {
 		Leases:         it.Leases,
 		RegisteredAt:   fromMS(it.RegisteredMS),
 		LastSeenAt:     fromMS(it.LastSeenMS),
+		LastReleaseAt:  fromMS(it.LastReleaseMS),
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

@@ -176,13 +176,15 @@ func leaseHeldBy(token, worker string) expression.ConditionBuilder {
 	return leaseHeld(token).And(expression.Name("worker_id").Equal(expression.Value(worker)))
 }
 
-func workerLeaseDelta(workerID string, delta int, now time.Time, cond expression.ConditionBuilder) txItem {
+// releaseFromWorker is the worker half of ending a lease: one lease fewer,
+// and the release time the scaler reads as "idle since".
+func releaseFromWorker(workerID string, now time.Time, cond expression.ConditionBuilder) *update {
 	pk, sk := workerKey(workerID)
-	return txItem{update: &update{pk: pk, sk: sk,
-		set: expression.Set(expression.Name("leases"), expression.Plus(expression.Name("leases"), expression.Value(delta))).
-			Set(expression.Name("last_seen_ms"), expression.Value(ms(now))),
+	return &update{pk: pk, sk: sk,
+		set: expression.Set(expression.Name("leases"), expression.Minus(expression.Name("leases"), expression.Value(1))).
+			Set(expression.Name("last_release_ms"), expression.Value(ms(now))),
 		cond: cond,
-	}}
+	}
 }
 
 // releaseBySystem ends a lease on the control plane's initiative (expiry,
@@ -190,11 +192,7 @@ func workerLeaseDelta(workerID string, delta int, now time.Time, cond expression
 // move together; when the holder no longer exists, the job moves alone.
 func (s *Store) releaseBySystem(ctx context.Context, u update, holder string, now time.Time) error {
 	if holder != "" {
-		pk, sk := workerKey(holder)
-		err := s.transact(ctx, txItem{update: &u}, txItem{update: &update{pk: pk, sk: sk,
-			set:  expression.Set(expression.Name("leases"), expression.Plus(expression.Name("leases"), expression.Value(-1))),
-			cond: expression.AttributeExists(expression.Name(AttrPK)),
-		}})
+		err := s.transact(ctx, txItem{update: &u}, txItem{update: releaseFromWorker(holder, now, expression.AttributeExists(expression.Name(AttrPK)))})
 		var tf *txFailed
 		switch {
 		case err == nil:

@@ -82,6 +82,9 @@ func TestLeaseGrantsFreshFencedLease(t *testing.T) {
 	if !j.LeaseExpiresAt.Equal(t0.Add(120 * time.Second)) {
 		t.Fatalf("lease expires %s", j.LeaseExpiresAt)
 	}
+	if idle := e.worker("w1").IdleSince(); !idle.IsZero() {
+		t.Fatalf("a worker with a lease is idle since %s", idle)
+	}
 	if string(j.Input) != `{"n":1}` {
 		t.Fatalf("input = %s", j.Input)
 	}
@@ -164,6 +167,9 @@ func TestCompleteIsIdempotentAndTerminal(t *testing.T) {
 		t.Fatalf("completed job = %+v", done)
 	}
 	e.wantLeases("w1", 0)
+	if idle := e.worker("w1").IdleSince(); !idle.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("worker idle since %s, want the completion time", idle)
+	}
 	if err := e.st.Complete(e.ctx, w, "j", j.LeaseToken, json.RawMessage(`{"url":"s3://x"}`)); err != nil {
 		t.Fatalf("repeat complete: %v", err)
 	}

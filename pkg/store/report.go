@@ -70,7 +70,9 @@ func (s *Store) Complete(ctx context.Context, a WorkerAuth, jobID, token string,
 	it := &jobItem{PK: pk, SK: sk, JobID: jobID, Fleet: a.Fleet, Status: string(job.Leased)}
 	c := change{it: it, to: job.Succeeded, reason: job.ReasonSucceeded, worker: a.WorkerID, result: string(result), keepCounters: true}
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
-	err := s.transact(ctx, txItem{update: &u}, workerLeaseDelta(a.WorkerID, -1, now, authCond(a)))
+	w := releaseFromWorker(a.WorkerID, now, authCond(a))
+	w.set = w.set.Set(expression.Name("last_seen_ms"), expression.Value(ms(now)))
+	err := s.transact(ctx, txItem{update: &u}, txItem{update: w})
 	if err == nil {
 		s.log.Info("job succeeded", "job_id", jobID, "worker_id", a.WorkerID, "fleet", a.Fleet)
 		return nil
@@ -158,7 +160,9 @@ func (s *Store) workerRelease(ctx context.Context, a WorkerAuth, jobID, token st
 	c, o := decide(j, now)
 	c.it, c.full, c.worker = it, true, a.WorkerID
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
-	err = s.transact(ctx, txItem{update: &u}, workerLeaseDelta(a.WorkerID, -1, now, authCond(a)))
+	w := releaseFromWorker(a.WorkerID, now, authCond(a))
+	w.set = w.set.Set(expression.Name("last_seen_ms"), expression.Value(ms(now)))
+	err = s.transact(ctx, txItem{update: &u}, txItem{update: w})
 	var tf *txFailed
 	switch {
 	case err == nil:

@@ -43,6 +43,20 @@ type Worker struct {
 	Leases         int
 	RegisteredAt   time.Time
 	LastSeenAt     time.Time
+	// LastReleaseAt is when the worker last gave up a lease (zero if never).
+	LastReleaseAt time.Time
+}
+
+// IdleSince is when the worker last held no lease: its last release, or its
+// registration if it never had one. It is zero while it holds a lease.
+func (w Worker) IdleSince() time.Time {
+	if w.Leases > 0 {
+		return time.Time{}
+	}
+	if w.LastReleaseAt.After(w.RegisteredAt) {
+		return w.LastReleaseAt
+	}
+	return w.RegisteredAt
 }
 
 // WorkerAuth is what a worker's bearer token proves: who it is, its fleet, and
