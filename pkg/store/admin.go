@@ -195,3 +195,46 @@ func (s *Store) JobTTL(ctx context.Context, id string) (int64, error) {
 	}
 	return it.TTL, nil
 }
+
+// Decision is a scaling decision as recorded for a fleet.
+type Decision struct {
+	At        time.Time      `dynamodbav:"at" json:"at"`
+	Desired   int            `dynamodbav:"desired" json:"desired"`
+	Reason    string         `dynamodbav:"reason" json:"reason"`
+	Victims   []string       `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
+	Inputs    map[string]int `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
+	InService int            `dynamodbav:"in_service" json:"in_service"`
+}
+
+// FleetState is what the store keeps per fleet besides its jobs and workers.
+type FleetState struct {
+	Slug    string
+	Workers int
+	// Desired and InService are the capacity the scaler last saw or set.
+	Desired   int
+	InService int
+	// LastActiveAt is when the fleet last had queued or leased work.
+	LastActiveAt time.Time
+	LastDecision *Decision
+}
+
+type fleetItem struct {
+	Workers      int       `dynamodbav:"workers"`
+	Desired      int       `dynamodbav:"desired"`
+	InService    int       `dynamodbav:"in_service"`
+	LastActiveMS int64     `dynamodbav:"last_active_ms"`
+	LastDecision *Decision `dynamodbav:"last_decision"`
+}
+
+// GetFleetState reads a fleet's state; a fleet never touched reads as zeros.
+func (s *Store) GetFleetState(ctx context.Context, slug string) (FleetState, error) {
+	pk, sk := fleetKey(slug)
+	var it fleetItem
+	if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+		return FleetState{}, err
+	}
+	return FleetState{
+		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
+		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
+	}, nil
+}

@@ -1,0 +1,238 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fleetq/fleetq/pkg/clock"
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/submission"
+)
+
+// WorkerStore is what the worker routes need of the store.
+type WorkerStore interface {
+	TakeRegistrationSlot(ctx context.Context, source string, limit int) (time.Duration, error)
+	RegisterWorker(ctx context.Context, r store.Registration) (store.Worker, error)
+	LeaseNext(ctx context.Context, a store.WorkerAuth, workflows []string) (job.Job, error)
+	Heartbeat(ctx context.Context, a store.WorkerAuth, jobID, token string, progress *float64) (store.HeartbeatResult, error)
+	Complete(ctx context.Context, a store.WorkerAuth, jobID, token string, result json.RawMessage) error
+	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (store.Outcome, error)
+	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (store.Outcome, error)
+	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
+}
+
+// JobStore is what the producer routes need.
+type JobStore interface {
+	GetJob(ctx context.Context, id string) (job.Job, error)
+	Cancel(ctx context.Context, id string) (job.Status, error)
+}
+
+// AdminStore is what the operator routes need.
+type AdminStore interface {
+	CountBacklog(ctx context.Context, fleet string) (store.Backlog, error)
+	GetFleetState(ctx context.Context, fleet string) (store.FleetState, error)
+	ListWorkers(ctx context.Context, fleet string) ([]store.Worker, error)
+	GetWorker(ctx context.Context, id string) (store.Worker, error)
+	SetWorkerApproved(ctx context.Context, id string, approved bool) (store.Worker, error)
+	RevokeWorker(ctx context.Context, id string) (store.Worker, error)
+	DrainWorker(ctx context.Context, id string) (store.Worker, error)
+	RotateWorkerToken(ctx context.Context, id, tokenHash string) (store.Worker, error)
+	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]store.JobSummary, error)
+	RetryDead(ctx context.Context, id string) (job.Job, error)
+	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
+}
+
+// Store is everything the API needs of the store; *store.Store satisfies it.
+type Store interface {
+	WorkerStore
+	JobStore
+	AdminStore
+}
+
+// Enqueuer puts a submission on the submission queue.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, body []byte) error
+}
+
+// SecretSource supplies the stage's fleet secret.
+type SecretSource interface {
+	FleetSecret(ctx context.Context) (string, error)
+}
+
+// OperatorAuthenticator says who the operator behind a request is.
+type OperatorAuthenticator interface {
+	AuthenticateOperator(r *http.Request) (string, error)
+}
+
+// Assets presigns a leased job's inputs and outputs (nil: none).
+type Assets interface {
+	LeaseURLs(ctx context.Context, j job.Job) (inputURLs map[string]string, outputURL string, err error)
+}
+
+// Options wire the API.
+type Options struct {
+	Config      *fleetconfig.Config
+	Store       Store
+	Queue       Enqueuer
+	FleetSecret SecretSource
+	Operator    OperatorAuthenticator
+	Assets      Assets
+	Clock       clock.Clock
+	Logger      *slog.Logger
+	// RegisterLimit is registrations per minute per source address (default:
+	// the config's registration_limit).
+	RegisterLimit int
+	// NewJobID names jobs submitted without a job_id (default: a random UUID).
+	NewJobID func() string
+}
+
+type server struct {
+	Options
+	log *slog.Logger
+}
+
+// New returns the API handler.
+func New(o Options) http.Handler {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RegisterLimit <= 0 {
+		o.RegisterLimit = o.Config.RegistrationLimit
+	}
+	if o.NewJobID == nil {
+		o.NewJobID = uuid.NewString
+	}
+	s := &server{Options: o, log: o.Logger}
+	mux := http.NewServeMux()
+	route := func(pattern string, handlers map[string]http.HandlerFunc) {
+		mux.Handle(pattern, methods(handlers))
+	}
+	route("/api/worker/register", map[string]http.HandlerFunc{"POST": s.register})
+	route("/api/worker/poll", map[string]http.HandlerFunc{"POST": s.worker(s.poll)})
+	route("/api/worker/heartbeat", map[string]http.HandlerFunc{"POST": s.worker(s.heartbeat)})
+	route("/api/worker/complete", map[string]http.HandlerFunc{"POST": s.worker(s.complete)})
+	route("/api/worker/fail", map[string]http.HandlerFunc{"POST": s.worker(s.fail)})
+	route("/api/worker/requeue", map[string]http.HandlerFunc{"POST": s.worker(s.requeue)})
+	route("/api/worker/deregister", map[string]http.HandlerFunc{"POST": s.worker(s.deregister)})
+
+	route("/api/jobs", map[string]http.HandlerFunc{"POST": s.operator(s.submit)})
+	route("/api/jobs/{job_id}", map[string]http.HandlerFunc{"GET": s.operator(s.getJob)})
+	route("/api/jobs/{job_id}/cancel", map[string]http.HandlerFunc{"POST": s.operator(s.cancel)})
+
+	route("/api/admin/fleets", map[string]http.HandlerFunc{"GET": s.operator(s.fleets)})
+	route("/api/admin/workers", map[string]http.HandlerFunc{"GET": s.operator(s.workers)})
+	route("/api/admin/workers/{worker_id}/{action}", map[string]http.HandlerFunc{"POST": s.operator(s.workerAction)})
+	route("/api/admin/jobs", map[string]http.HandlerFunc{"GET": s.operator(s.adminJobs)})
+	route("/api/admin/jobs/{job_id}/retry", map[string]http.HandlerFunc{"POST": s.operator(s.retryJob)})
+	route("/api/admin/rejected", map[string]http.HandlerFunc{"GET": s.operator(s.rejected)})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notFound("no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.recoverer(s.logged(mux))
+}
+
+// methods answers 405 with the protocol's error shape for a known path and
+// an unknown method.
+func methods(handlers map[string]http.HandlerFunc) http.Handler {
+	allowed := make([]string, 0, len(handlers))
+	for m := range handlers {
+		allowed = append(allowed, m)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := handlers[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		var body errorBody
+		body.Error.Code = "invalid_argument"
+		body.Error.Message = "method " + r.Method + " is not allowed here; use " + strings.Join(allowed, " or ")
+		writeJSON(w, http.StatusMethodNotAllowed, body)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readBody reads at most the protocol's 256 KiB and decodes it strictly.
+func readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, submission.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument", Message: "the body is larger than 256 KiB"}
+		}
+		return invalid("could not read the body: %v", err)
+	}
+	return decode(data, v, allowEmpty)
+}
+
+// sourceAddress is the caller's address without its port. Behind API
+// Gateway the proxy adapter puts the client's source IP in RemoteAddr.
+func sourceAddress(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.writeError(w, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rfc3339 formats a time as the protocol's RFC 3339 UTC string, or nil for zero.
+func rfc3339(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return &s
+}

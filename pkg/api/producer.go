@@ -1,0 +1,149 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/submission"
+)
+
+type operatorCtxKey struct{}
+
+// operator requires the operator credential (IAM in AWS, a bearer token elsewhere).
+func (s *server) operator(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.Operator.AuthenticateOperator(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(contextWith(r, operatorCtxKey{}, who)))
+	}
+}
+
+// submit validates a submission and puts it on the submission queue; the
+// dispatch function creates the job. A job_id is assigned when missing, so the
+// producer can follow the job and a resubmission of the same body with that
+// id yields one job.
+func (s *server) submit(w http.ResponseWriter, r *http.Request) {
+	data, err := readAll(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sub, err := submission.Parse(data, s.Config)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sub.JobID == "" {
+		sub.JobID = s.NewJobID()
+	}
+	body, err := json.Marshal(sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.Queue.Enqueue(r.Context(), body); err != nil {
+		s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
+		s.writeError(w, r, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the submission queue did not accept the job; nothing was queued, retry"})
+		return
+	}
+	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID)
+	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": sub.JobID, "status": "accepted"})
+}
+
+func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var raw json.RawMessage
+	if err := readBody(w, r, &raw, false); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, err
+	}
+	return raw, nil
+}
+
+// jobView is GET /api/jobs/{job_id}.
+type jobView struct {
+	JobID          string          `json:"job_id"`
+	TenantID       string          `json:"tenant_id"`
+	WorkflowID     string          `json:"workflow_id"`
+	FleetSlug      string          `json:"fleet_slug"`
+	Status         job.Status      `json:"status"`
+	Reason         string          `json:"reason,omitempty"`
+	Attempts       int             `json:"attempts"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Preemptions    int             `json:"preemptions"`
+	Priority       int             `json:"priority"`
+	CreatedAt      *string         `json:"created_at"`
+	UpdatedAt      *string         `json:"updated_at"`
+	NotBefore      *string         `json:"not_before,omitempty"`
+	LeaseExpiresAt *string         `json:"lease_expires_at"`
+	WorkerID       *string         `json:"worker_id"`
+	Progress       *float64        `json:"progress,omitempty"`
+	Result         json.RawMessage `json:"result"`
+	Error          *job.Error      `json:"error"`
+	History        []historyView   `json:"history"`
+}
+
+type historyView struct {
+	At      *string    `json:"at"`
+	From    job.Status `json:"from,omitempty"`
+	To      job.Status `json:"to"`
+	Reason  string     `json:"reason,omitempty"`
+	Worker  string     `json:"worker_id,omitempty"`
+	Attempt int        `json:"attempt,omitempty"`
+}
+
+func viewJob(j job.Job) jobView {
+	v := jobView{
+		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: j.Status, Reason: j.Reason,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
+		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Error: j.Error, Result: j.Result,
+		History: make([]historyView, 0, len(j.History)),
+	}
+	if len(v.Result) == 0 {
+		v.Result = json.RawMessage("null")
+	}
+	if j.Status == job.Leased {
+		v.LeaseExpiresAt = rfc3339(j.LeaseExpiresAt)
+		v.WorkerID = &j.WorkerID
+		v.Progress = j.Progress
+	}
+	if j.Status == job.Queued && j.NotBefore.After(j.UpdatedAt) {
+		v.NotBefore = rfc3339(j.NotBefore)
+	}
+	for _, h := range j.History {
+		v.History = append(v.History, historyView{At: rfc3339(h.At), From: h.From, To: h.To, Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
+	}
+	return v
+}
+
+func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewJob(j))
+}
+
+func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("job_id")
+	st, err := s.Store.Cancel(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(st)})
+}

@@ -1,0 +1,282 @@
+// Package devstack is `fleetq dev`: the whole control plane on one machine.
+// It runs embedded DynamoDB-API and SQS-API servers on loopback (or uses the
+// endpoints in FLEETQ_DYNAMODB_ENDPOINT / FLEETQ_SQS_ENDPOINT), creates the
+// table and queues, serves the HTTP API, and feeds the dispatch handler from
+// the submission queue the way Lambda's event source mapping would. Every
+// component is the production code; only the triggers are local.
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fleetq/fleetq/pkg/api"
+	"github.com/fleetq/fleetq/pkg/auth"
+	"github.com/fleetq/fleetq/pkg/awsenv"
+	"github.com/fleetq/fleetq/pkg/clock"
+	"github.com/fleetq/fleetq/pkg/dispatch"
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/localaws"
+	"github.com/fleetq/fleetq/pkg/sqsqueue"
+	"github.com/fleetq/fleetq/pkg/store"
+)
+
+// Options configure a dev stack.
+type Options struct {
+	// Addr is where the API listens (default 127.0.0.1:8080; ":0" picks a port).
+	Addr   string
+	Config *fleetconfig.Config
+	// FleetSecret and OperatorToken are generated when empty.
+	FleetSecret   string
+	OperatorToken string
+	// RegisterLimit is registrations per minute per source address (default: the config's).
+	RegisterLimit int
+	Clock         clock.Clock
+	Logger        *slog.Logger
+	// VisibilityTimeout of submissions being dispatched (default 30s) and
+	// MaxReceives before a submission goes to the dead-letter queue (default 5).
+	VisibilityTimeout time.Duration
+	MaxReceives       int
+}
+
+// EventHandler handles one EventBridge event and answers a JSON-able summary.
+type EventHandler func(context.Context, events.CloudWatchEvent) (any, error)
+
+// Stack is a running dev stack.
+type Stack struct {
+	URL           string
+	FleetSecret   string
+	OperatorToken string
+	Config        *fleetconfig.Config
+	Store         *store.Store
+	DynamoDB      *dynamodb.Client
+	SQS           *sqs.Client
+	Table         string
+	QueueURL      string
+	DLQURL        string
+	Dispatch      *dispatch.Handler
+
+	log      *slog.Logger
+	server   *http.Server
+	ddb      *localaws.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.RWMutex
+	handlers map[string]EventHandler
+}
+
+// Start brings the stack up and returns once the API answers.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if o.Config == nil {
+		o.Config = fleetconfig.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.FleetSecret == "" {
+		o.FleetSecret = auth.RandomSecret(24)
+	}
+	if o.OperatorToken == "" {
+		o.OperatorToken = auth.RandomSecret(24)
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.VisibilityTimeout <= 0 {
+		o.VisibilityTimeout = 30 * time.Second
+	}
+	if o.MaxReceives <= 0 {
+		o.MaxReceives = 5
+	}
+	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
+	if err := s.startBackends(ctx, o); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Store = store.New(s.DynamoDB, store.Options{Table: s.Table, Config: o.Config, Clock: o.Clock, Logger: o.Logger})
+	s.Dispatch = &dispatch.Handler{Config: o.Config, Store: s.Store, Logger: o.Logger}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	esm := &EventSourceMapping{
+		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
+		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
+		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) { return s.Dispatch.Handle(ctx, ev) },
+		Logger:  o.Logger,
+	}
+	s.Go(func() { esm.Run(runCtx) })
+
+	apiHandler := api.New(api.Options{
+		Config: o.Config, Store: s.Store, Queue: sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
+		FleetSecret: auth.StaticSecret(o.FleetSecret), Operator: auth.OperatorToken(o.OperatorToken),
+		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/local/events", s.localEvents)
+	mux.Handle("/", apiHandler)
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.Go(func() {
+		if err := s.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("API server stopped", "error", err.Error())
+		}
+	})
+	return s, nil
+}
+
+// Go runs f until the stack closes (Close waits for it).
+func (s *Stack) Go(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+func (s *Stack) startBackends(ctx context.Context, o Options) error {
+	ddbURL := aws.ToString(awsenv.Endpoint(awsenv.EnvDynamoDBEndpoint))
+	if ddbURL == "" {
+		srv, err := localaws.StartDynamoDB("")
+		if err != nil {
+			return err
+		}
+		s.ddb, ddbURL = srv, srv.URL
+	}
+	sqsURL := aws.ToString(awsenv.Endpoint(awsenv.EnvSQSEndpoint))
+	if sqsURL == "" {
+		srv, err := localaws.SharedSQS("")
+		if err != nil {
+			return err
+		}
+		sqsURL = srv.URL
+	}
+	s.DynamoDB = localaws.DynamoDBClient(ddbURL)
+	s.SQS = localaws.SQSClient(sqsURL)
+	suffix := strings.ToLower(auth.RandomSecret(4))
+	suffix = strings.NewReplacer("_", "x", "-", "y").Replace(suffix)
+	s.Table = fleetconfig.TableName(o.Config.Stage) + "-" + suffix
+	if err := store.CreateTable(ctx, s.DynamoDB, s.Table); err != nil {
+		return err
+	}
+	base := "fleetq-" + o.Config.Stage + "-" + suffix
+	var err error
+	if s.DLQURL, err = createQueue(ctx, s.SQS, base+"-submissions-dlq", 0); err != nil {
+		return err
+	}
+	s.QueueURL, err = createQueue(ctx, s.SQS, base+"-submissions", o.VisibilityTimeout)
+	return err
+}
+
+func createQueue(ctx context.Context, c *sqs.Client, name string, visibility time.Duration) (string, error) {
+	attrs := map[string]string{}
+	if visibility > 0 {
+		attrs["VisibilityTimeout"] = fmt.Sprint(int(visibility / time.Second))
+	}
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		return "", fmt.Errorf("create queue %s: %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+func lastSegment(u string) string { return u[strings.LastIndex(u, "/")+1:] }
+
+// HandleEvents routes EventBridge events of a source and detail-type to h,
+// for POST /local/events.
+func (s *Stack) HandleEvents(source, detailType string, h EventHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers[source+"|"+detailType] = h
+}
+
+// DeliverEvent runs the handler for an event as its EventBridge rule would.
+func (s *Stack) DeliverEvent(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+	s.mu.RLock()
+	h, ok := s.handlers[ev.Source+"|"+ev.DetailType]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument",
+			Message: fmt.Sprintf("no rule routes source %q detail-type %q in this stack", ev.Source, ev.DetailType)}
+	}
+	return h(ctx, ev)
+}
+
+// localEvents is POST /local/events: an EventBridge event in, its handler's summary out.
+func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
+	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
+		writeErr(w, &api.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "this route needs the operator credential"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeErr(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: "invalid_argument", Message: "use POST"})
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
+	if err != nil {
+		writeErr(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument", Message: "the body is larger than 256 KiB"})
+		return
+	}
+	var ev events.CloudWatchEvent
+	if err := json.Unmarshal(data, &ev); err != nil || ev.Source == "" || ev.DetailType == "" {
+		writeErr(w, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: "the body must be an EventBridge event with source and detail-type"})
+		return
+	}
+	summary, err := s.DeliverEvent(r.Context(), ev)
+	if err != nil {
+		var ae *api.Error
+		if !errors.As(err, &ae) {
+			s.log.Error("local event handler failed", "source", ev.Source, "detail_type", ev.DetailType, "error", err.Error())
+			ae = &api.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "the handler failed; see the stack's log"}
+		}
+		writeErr(w, ae)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(summary)
+}
+
+func writeErr(w http.ResponseWriter, e *api.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+}
+
+// Close stops the API, the event source mapping and the embedded DynamoDB.
+func (s *Stack) Close() error {
+	if s.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.server.Shutdown(ctx)
+		cancel()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.ddb != nil {
+		return s.ddb.Close()
+	}
+	return nil
+}
