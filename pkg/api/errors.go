@@ -94,4 +94,3 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	body.Error.Code, body.Error.Message = e.Code, e.Message
 	writeJSON(w, e.Status, body)
 }
-

@@ -163,7 +163,9 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func workerOf(r *http.Request) store.WorkerAuth { return r.Context().Value(workerCtxKey{}).(store.WorkerAuth) }
+func workerOf(r *http.Request) store.WorkerAuth {
+	return r.Context().Value(workerCtxKey{}).(store.WorkerAuth)
+}
 
 type pollRequest struct {
 	CurrentLoad *int `json:"current_load"`

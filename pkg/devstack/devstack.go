@@ -118,8 +118,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	esm := &EventSourceMapping{
 		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
-		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) { return s.Dispatch.Handle(ctx, ev) },
-		Logger:  o.Logger,
+		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			return s.Dispatch.Handle(ctx, ev)
+		},
+		Logger: o.Logger,
 	}
 	s.Go(func() { esm.Run(runCtx) })
 

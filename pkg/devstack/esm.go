@@ -112,7 +112,7 @@ func (m *EventSourceMapping) invoke(ctx context.Context, batch []sqstypes.Messag
 		byID[id] = msg
 		ev.Records = append(ev.Records, events.SQSMessage{
 			MessageId: id, ReceiptHandle: aws.ToString(msg.ReceiptHandle), Body: aws.ToString(msg.Body),
-			Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(n)},
+			Attributes:  map[string]string{"ApproximateReceiveCount": strconv.Itoa(n)},
 			EventSource: "aws:sqs", EventSourceARN: m.QueueARN, AWSRegion: "us-east-1",
 		})
 	}
