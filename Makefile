@@ -2,7 +2,7 @@
 # first use; nothing else needs installing.
 
 GO        ?= go
-FUNCTIONS := api dispatch scaler interruption
+FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
 BENCHTIME ?= 1x
 

@@ -1,0 +1,25 @@
+// Command dispatch is the SQS-triggered function that turns submissions into
+// jobs (pkg/dispatch). The event source mapping must enable
+// ReportBatchItemFailures so only failed records are redelivered.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/fleetq/fleetq/pkg/dispatch"
+	"github.com/fleetq/fleetq/pkg/lambdaenv"
+)
+
+func main() {
+	env, err := lambdaenv.Load(context.Background(), os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dispatch:", err)
+		os.Exit(1)
+	}
+	h := &dispatch.Handler{Config: env.Config, Store: env.Store(), Logger: env.Logger}
+	lambda.Start(h.Handle)
+}
