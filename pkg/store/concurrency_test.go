@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/store"
+)
+
+// A retry backoff of zero lets a failed job be leased again at once, so the
+// race below exercises re-leasing as much as first leases.
+const raceConfig = `
+stage: test
+fleets:
+  - slug: gpu
+    workflows: [wf-a]
+    instance_types: [g5.xlarge]
+    worker_cap: 100
+    lease_seconds: 600
+    retry:
+      max_attempts: 3
+      backoff: [0s, 0s, 0s]
+    preemption_cap: 3
+`
+
+// TestConcurrentWorkersLeaseEachJobExclusively races 50 workers over 500 jobs
+// with random completions, failures and requeues. The clock never moves, so no
+// lease expires: any moment at which two workers hold the same job is a bug in
+// the fencing, not a legitimate re-lease. Every job must end in exactly one
+// terminal state, reported by exactly one worker.
+func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
+	if testing.Short() {
+		t.Skip("race of 50 workers over 500 jobs")
+	}
+	const workers, jobs = 50, 500
+	cfg, err := fleetconfig.Parse("race.yaml", []byte(raceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, func(o *store.Options) { o.LeaseSpread = 8 })
+	for i := range jobs {
+		e.submit(fmt.Sprintf("job-%04d", i), "wf-a", i%3)
+	}
+	auths := make([]store.WorkerAuth, workers)
+	for i := range auths {
+		auths[i] = e.register(fmt.Sprintf("w%02d", i), "gpu", 1)
+	}
+
+	var (
+		mu        sync.Mutex
+		holder    = map[string]string{} // job id -> worker holding its lease now
+		terminals = map[string][]job.Status{}
+		violation atomic.Value
+		done      atomic.Int64
+		leases    atomic.Int64
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	flag := func(format string, args ...any) {
+		violation.CompareAndSwap(nil, fmt.Sprintf(format, args...))
+		cancel()
+	}
+	terminal := func(id string, s job.Status) {
+		mu.Lock()
+		terminals[id] = append(terminals[id], s)
+		mu.Unlock()
+		if done.Add(1) == jobs {
+			cancel()
+		}
+	}
+
+	var wg sync.WaitGroup
+	for w, a := range auths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				j, err := e.st.LeaseNext(ctx, a, []string{"wf-a"})
+				if errors.Is(err, store.ErrNoJob) || errors.Is(err, store.ErrContention) {
+					// An empty poll backs off as an agent would, so the
+					// idle workers do not starve the busy ones.
+					time.Sleep(time.Duration(1+rng.IntN(5)) * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						flag("LeaseNext(%s): %v", a.WorkerID, err)
+					}
+					return
+				}
+				leases.Add(1)
+				mu.Lock()
+				if other, held := holder[j.ID]; held {
+					mu.Unlock()
+					flag("%s leased %s while %s held it", a.WorkerID, j.ID, other)
+					return
+				}
+				holder[j.ID] = a.WorkerID
+				mu.Unlock()
+
+				// Give the job up in our books before the release is
+				// written: once it commits, another worker may lease it.
+				release := func() {
+					mu.Lock()
+					delete(holder, j.ID)
+					mu.Unlock()
+				}
+				// The calls below run under a context that is never
+				// canceled: a release cut short would leave a lease no
+				// clock will ever expire, and the final check would fail.
+				bg := context.Background()
+				switch r := rng.IntN(10); {
+				case r < 6:
+					release()
+					if err := e.st.Complete(bg, a, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+						flag("Complete(%s): %v", j.ID, err)
+						return
+					}
+					terminal(j.ID, job.Succeeded)
+				case r < 8:
+					release()
+					out, err := e.st.Fail(bg, a, j.ID, j.LeaseToken, job.Error{Message: "flaky", Retryable: true})
+					if err != nil {
+						flag("Fail(%s): %v", j.ID, err)
+						return
+					}
+					if out.Status.Terminal() {
+						terminal(j.ID, out.Status)
+					}
+				default:
+					release()
+					out, err := e.st.Requeue(bg, a, j.ID, j.LeaseToken, job.SpotInterruption)
+					if err != nil {
+						flag("Requeue(%s): %v", j.ID, err)
+						return
+					}
+					if out.Status.Terminal() {
+						terminal(j.ID, out.Status)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v := violation.Load(); v != nil {
+		t.Fatal(v)
+	}
+	if got := done.Load(); got != jobs {
+		t.Fatalf("%d of %d jobs reached a terminal state", got, jobs)
+	}
+	for i := range jobs {
+		id := fmt.Sprintf("job-%04d", i)
+		reported := terminals[id]
+		if len(reported) != 1 {
+			t.Fatalf("%s: terminal outcomes reported %v, want exactly one", id, reported)
+		}
+		j, err := e.st.GetJob(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != reported[0] {
+			t.Fatalf("%s: stored status %s, reported %s", id, j.Status, reported[0])
+		}
+	}
+	for _, a := range auths {
+		w, err := e.st.GetWorker(context.Background(), a.WorkerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Leases != 0 {
+			t.Fatalf("worker %s still counts %d leases after every job ended", a.WorkerID, w.Leases)
+		}
+	}
+	t.Logf("%d leases for %d jobs by %d workers", leases.Load(), jobs, workers)
+}
