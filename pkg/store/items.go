@@ -135,6 +135,7 @@ func (it *workerItem) toWorker() Worker {
 		RegisteredAt:   fromMS(it.RegisteredMS),
 		LastSeenAt:     fromMS(it.LastSeenMS),
 		LastReleaseAt:  fromMS(it.LastReleaseMS),
+		SourceIP:       it.SourceIP,
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)
