@@ -4,7 +4,7 @@
 GO        ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
-BENCHTIME ?= 1x
+BENCHTIME ?= 1s
 
 .PHONY: dev test build bench lint synth clean
 

@@ -44,12 +44,12 @@ const (
 )
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	stack *devstack.Stack
 	http  *http.Client
 }
 
-func newHarness(t *testing.T, mutate ...func(*devstack.Options)) *harness {
+func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	t.Helper()
 	cfg, err := fleetconfig.Parse("stack.yaml", []byte(stackConfig))
 	if err != nil {

@@ -51,6 +51,9 @@ type Options struct {
 	// MaxReceives before a submission goes to the dead-letter queue (default 5).
 	VisibilityTimeout time.Duration
 	MaxReceives       int
+	// DynamoDBOptions are applied to the stack's DynamoDB client (benchmarks
+	// count requests with awsenv.CountRequests).
+	DynamoDBOptions []func(*dynamodb.Options)
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -174,7 +177,7 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		}
 		sqsURL = srv.URL
 	}
-	s.DynamoDB = localaws.DynamoDBClient(ddbURL)
+	s.DynamoDB = localaws.DynamoDBClient(ddbURL, o.DynamoDBOptions...)
 	s.SQS = localaws.SQSClient(sqsURL)
 	suffix := strings.ToLower(auth.RandomSecret(4))
 	suffix = strings.NewReplacer("_", "x", "-", "y").Replace(suffix)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"time"
 
@@ -20,23 +21,42 @@ import (
 //
 // Due retries and expired leases found on the way are put back in the ready
 // queue and claimed like any other job. ErrNoJob means nothing to lease now.
+// leaseRereads is how many times a poll reads the ready queue again after
+// losing a claim to another poller. Each read doubles the window of oldest
+// jobs the claim is picked from at random: with few pollers the order stays
+// close to strict priority-then-age, and the harder pollers collide, the
+// wider they spread. The last read tries every candidate in turn.
+const leaseRereads = 4
+
 func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string) (job.Job, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
 		return job.Job{}, err
 	}
-	for round := 0; round < 2; round++ {
+	for round := 0; round <= leaseRereads; round++ {
 		now := s.clock.Now()
 		cands, err := s.queryIndex(ctx, readyPartition(f.Slug), "", s.limit, true)
 		if err != nil {
 			return job.Job{}, err
 		}
-		j, lost, err := s.claimFirst(ctx, a, workflows, spreadOrder(servable(cands, workflows), s.spread), f.LeaseDuration(), now)
+		ready := spreadOrder(servable(cands, workflows), s.leaseWindow()<<round)
+		if round < leaseRereads && len(ready) > 1 {
+			// One claim per read: a lost claim says the read is stale, and
+			// the jobs next to the lost one are the likeliest to be gone too,
+			// so read again rather than spend failed transactions on them.
+			ready = ready[:1]
+		}
+		j, lost, err := s.claimFirst(ctx, a, workflows, ready, f.LeaseDuration(), now)
+		if lost {
+			s.widenLeaseWindow()
+		} else if err == nil {
+			s.narrowLeaseWindow()
+		}
 		if err == nil || !errors.Is(err, ErrNoJob) {
 			return j, err
 		}
-		if lost && len(cands) == s.limit {
-			continue // every candidate went to other pollers; look again
+		if lost {
+			continue
 		}
 		// Nothing ready: bring back due retries and expired leases, then try those.
 		back, err := s.reclaimable(ctx, f.Slug, now)
@@ -68,10 +88,34 @@ func servable(cands []jobItem, workflows []string) []jobItem {
 	return out
 }
 
-// spreadOrder starts at a random one of the first `spread` candidates of the
-// top priority and wraps around, so that concurrent pollers reading the same
-// head of the queue mostly try different jobs. Priority order is kept: the
-// start is chosen only among jobs of the highest priority present.
+// The lease window is how many of the oldest top-priority candidates a poll
+// picks its claim from at random. It adapts to contention as TCP's window
+// does, in reverse: it doubles (up to the candidate limit) when a claim is
+// lost to another poller and shrinks by one on each claim won at the first
+// try, so a quiet fleet leases in nearly strict order and a crowded one
+// spreads its pollers over more jobs. It is per Store, i.e. per process or
+// warm Lambda instance; each learns the contention it sees.
+func (s *Store) leaseWindow() int {
+	return max(int(s.window.Load()), s.spread)
+}
+
+func (s *Store) widenLeaseWindow() {
+	w := s.window.Load()
+	s.window.CompareAndSwap(w, int64(min(2*max(int(w), s.spread), s.limit)))
+}
+
+func (s *Store) narrowLeaseWindow() {
+	if w := s.window.Load(); int(w) > s.spread {
+		s.window.CompareAndSwap(w, w-1)
+	}
+}
+
+// spreadOrder shuffles the first `spread` candidates of the top priority and
+// keeps the rest in order, so that concurrent pollers reading the same head
+// of the queue mostly try different jobs, and a poller that loses one claim
+// moves to a random other job rather than to the one its rivals try next.
+// Priority order is kept: only jobs of the highest priority present are
+// shuffled, and only the oldest `spread` of them.
 func spreadOrder(cands []jobItem, spread int) []jobItem {
 	if len(cands) < 2 || spread < 2 {
 		return cands
@@ -80,14 +124,9 @@ func spreadOrder(cands []jobItem, spread int) []jobItem {
 	for top < len(cands) && top < spread && cands[top].Priority == cands[0].Priority {
 		top++
 	}
-	start := randIntN(top)
-	if start == 0 {
-		return cands
-	}
-	out := make([]jobItem, 0, len(cands))
-	out = append(out, cands[start:top]...)
-	out = append(out, cands[:start]...)
-	return append(out, cands[top:]...)
+	out := slices.Clone(cands)
+	mrand.Shuffle(top, func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 // claimFirst tries the candidates in order. lost reports whether any were

@@ -40,11 +40,13 @@ type Options struct {
 	Config *fleetconfig.Config
 	// Clock is the source of "now" for every rule (default: the wall clock).
 	Clock clock.Clock
-	// CandidateLimit is how many ready jobs one poll reads from the index (default 25).
+	// CandidateLimit is how many ready jobs one poll reads from the index,
+	// and the widest the lease window grows (default 100).
 	CandidateLimit int
-	// LeaseSpread is how many of the oldest top candidates a poll picks among
-	// at random, so concurrent pollers do not all race for the same job
-	// (default 8; 1 gives strict priority-then-age order).
+	// LeaseSpread is the narrowest lease window: how many of the oldest
+	// top-priority candidates a poll picks its claim from at random when no
+	// claim is being lost to other pollers (default 8; 1 gives strict
+	// priority-then-age order until pollers collide). See leaseWindow.
 	LeaseSpread int
 	// Logger receives structured logs (default: slog.Default()).
 	Logger *slog.Logger
@@ -62,6 +64,7 @@ type Store struct {
 
 	claims    atomic.Int64
 	conflicts atomic.Int64
+	window    atomic.Int64
 }
 
 // New returns a store over the given table.
@@ -70,7 +73,7 @@ func New(db DynamoDB, o Options) *Store {
 		o.Clock = clock.Real{}
 	}
 	if o.CandidateLimit <= 0 {
-		o.CandidateLimit = 25
+		o.CandidateLimit = 100
 	}
 	if o.LeaseSpread <= 0 {
 		o.LeaseSpread = 8
