@@ -55,10 +55,10 @@ func benchEnv(b *testing.B, jobs, workers int) (*env, []store.WorkerAuth) {
 
 // BenchmarkLeaseNext is the lease path of one poller with work waiting: an
 // index query, the claim transaction and the read of the leased job. Tables
-// are refilled every 100 leases, outside the timer, so the embedded server's
+// are refilled every MaxSlots leases, outside the timer, so the embedded server's
 // per-transaction cost (it copies the table) does not grow with b.N.
 func BenchmarkLeaseNext(b *testing.B) {
-	const batch = 100
+	const batch = fleetconfig.MaxSlots // one worker holds at most this many leases
 	var (
 		e    *env
 		a    store.WorkerAuth
