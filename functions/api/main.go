@@ -16,6 +16,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/api"
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/awsenv"
+	"github.com/fleetq/fleetq/pkg/jobevents"
 	"github.com/fleetq/fleetq/pkg/lambdaenv"
 	"github.com/fleetq/fleetq/pkg/sqsqueue"
 )
@@ -42,9 +43,15 @@ func newHandler(ctx context.Context) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	st := env.Store()
+	var events api.Announcer
+	if bus := env.Lookup(awsenv.EnvEventBus); bus != "" {
+		events = &jobevents.Relay{Outbox: st, Publisher: jobevents.EventBridge{Client: env.EventBridge(), Bus: bus}, Logger: env.Logger}
+	}
 	return api.New(api.Options{
 		Config:      env.Config,
-		Store:       env.Store(),
+		Store:       st,
+		Events:      events,
 		Queue:       sqsqueue.Queue{Client: env.SQS(), URL: queueURL},
 		FleetSecret: &auth.SSMSecret{Client: env.SSM(), Name: param},
 		Operator:    auth.IAMOperator{},

@@ -81,6 +81,13 @@ type Assets interface {
 	LeaseURLs(ctx context.Context, j job.Job) (inputURLs map[string]string, outputURL string, err error)
 }
 
+// Announcer publishes a job's pending lifecycle events right after the
+// transition that created them. It is best effort: what it misses, the
+// outbox relay sends later.
+type Announcer interface {
+	Announce(ctx context.Context, jobID string)
+}
+
 // Options wire the API.
 type Options struct {
 	Config      *fleetconfig.Config
@@ -89,8 +96,10 @@ type Options struct {
 	FleetSecret SecretSource
 	Operator    OperatorAuthenticator
 	Assets      Assets
-	Clock       clock.Clock
-	Logger      *slog.Logger
+	// Events announces job outcomes at once (nil: only the relay does).
+	Events Announcer
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// RegisterLimit is registrations per minute per source address (default:
 	// the config's registration_limit).
 	RegisterLimit int
@@ -101,6 +110,12 @@ type Options struct {
 type server struct {
 	Options
 	log *slog.Logger
+}
+
+func (s *server) announce(ctx context.Context, jobID string) {
+	if s.Events != nil {
+		s.Events.Announce(ctx, jobID)
+	}
 }
 
 // New returns the API handler.

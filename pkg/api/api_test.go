@@ -398,3 +398,30 @@ func (h *harness) submissionQueueEmpty() bool {
 	}
 	return true
 }
+
+func TestLifecycleEventsReachTheLocalBus(t *testing.T) {
+	h := newHarness(t)
+	id := h.submit(map[string]any{"job_id": "ev-1", "tenant_id": "t", "workflow_id": "wf-a"})
+	token := h.register("w1", "gpu")
+	l, _ := h.poll(token)
+	h.want(h.do("POST", "/api/worker/fail", token, map[string]any{"job_id": id, "lease_token": l.token, "error": map[string]any{"code": "oom", "message": "out of memory"}}), 200, "")
+	h.want(h.do("POST", "/api/admin/jobs/"+id+"/retry", "op", nil), 409, "conflict") // queued for retry, not dead
+	h.want(h.do("POST", "/api/jobs/"+id+"/cancel", "op", nil), 200, "")
+
+	r := h.do("GET", "/local/events/recent", "op", nil)
+	h.want(r, 200, "")
+	evs := r.body["events"].([]any)
+	var types []string
+	for _, e := range evs {
+		ev := e.(map[string]any)
+		if ev["source"] != "fleetq" || ev["detail"].(map[string]any)["job_id"] != id {
+			t.Fatalf("event %v", ev)
+		}
+		types = append(types, ev["detail-type"].(string))
+	}
+	if strings.Join(types, ",") != "Job Failed,Job Canceled" {
+		t.Fatalf("events %v, want the retry then the cancellation", types)
+	}
+	h.want(h.do("GET", "/local/events/recent", "", nil), 401, "unauthenticated")
+	h.want(h.do("GET", "/local/events/recent?limit=0", "op", nil), 400, "invalid_argument")
+}

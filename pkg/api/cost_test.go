@@ -21,10 +21,13 @@ func (c lifecycleCost) total() int64 {
 }
 
 // countingHarness is a dev stack whose DynamoDB client counts every request
-// attempt with the SDK middleware.
-func countingHarness(tb testing.TB) (*harness, *atomic.Int64) {
+// attempt with the SDK middleware. No background relay runs (it would add
+// requests of its own); announce says whether the API publishes a job's
+// events right after its transition.
+func countingHarness(tb testing.TB, announce bool) (*harness, *atomic.Int64) {
 	var n atomic.Int64
 	h := newHarness(tb, func(o *devstack.Options) {
+		o.RelayInterval, o.NoAnnounce = -1, !announce
 		o.DynamoDBOptions = append(o.DynamoDBOptions, func(d *dynamodb.Options) {
 			d.APIOptions = append(d.APIOptions, awsenv.CountRequests(&n))
 		})
@@ -64,7 +67,7 @@ func runLifecycle(h *harness, n *atomic.Int64, token, id string) lifecycleCost {
 // together cost at most eight DynamoDB requests. The count is exact, not
 // timed, so it is checked here as well as reported by the benchmark.
 func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
-	h, n := countingHarness(t)
+	h, n := countingHarness(t, false)
 	token := h.register("w1", "gpu")
 	for i := range 3 {
 		c := runLifecycle(h, n, token, fmt.Sprintf("cost-%d", i))
@@ -77,9 +80,31 @@ func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
 	}
 }
 
-// BenchmarkJobLifecycle reports DynamoDB requests per job by phase.
+// TestAnnouncingAnOutcomeCostsThreeRequests: publishing the completion's
+// event from the outbox reads the job's pending events and the job, and
+// deletes the event once published.
+func TestAnnouncingAnOutcomeCostsThreeRequests(t *testing.T) {
+	h, n := countingHarness(t, true)
+	token := h.register("w1", "gpu")
+	c := runLifecycle(h, n, token, "announced")
+	if c.complete != 1+3 {
+		t.Fatalf("complete with its announcement cost %d requests (%+v), want 1 + 3", c.complete, c)
+	}
+	evs := h.stack.Events.Recent(0)
+	if len(evs) != 1 || evs[0].DetailType != "Job Succeeded" || evs[0].Detail.JobID != "announced" {
+		t.Fatalf("bus holds %+v, want the one Job Succeeded", evs)
+	}
+}
+
+// BenchmarkJobLifecycle reports DynamoDB requests per job by phase, without
+// and with the outcome's announcement.
 func BenchmarkJobLifecycle(b *testing.B) {
-	h, n := countingHarness(b)
+	b.Run("lifecycle", func(b *testing.B) { benchLifecycle(b, false) })
+	b.Run("with-announcement", func(b *testing.B) { benchLifecycle(b, true) })
+}
+
+func benchLifecycle(b *testing.B, announce bool) {
+	h, n := countingHarness(b, announce)
 	token := h.register("w1", "gpu")
 	var sum lifecycleCost
 	b.ResetTimer()

@@ -144,6 +144,7 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.announce(r.Context(), id)
 	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(st)})
 }

@@ -298,6 +298,7 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.announce(r.Context(), req.JobID)
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(job.Succeeded)})
 }
 
@@ -336,6 +337,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.announce(r.Context(), req.JobID)
 	writeJSON(w, http.StatusOK, outcomeBody(out))
 }
 
@@ -372,6 +374,7 @@ func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.announce(r.Context(), req.JobID)
 	writeJSON(w, http.StatusOK, outcomeBody(out))
 }
 

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/dispatch"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/jobevents"
 	"github.com/fleetq/fleetq/pkg/localaws"
 	"github.com/fleetq/fleetq/pkg/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/store"
@@ -54,6 +56,13 @@ type Options struct {
 	// DynamoDBOptions are applied to the stack's DynamoDB client (benchmarks
 	// count requests with awsenv.CountRequests).
 	DynamoDBOptions []func(*dynamodb.Options)
+	// RelayInterval is how often the outbox relay drains job events to the
+	// stack's bus (default 500ms; negative: never, announcements only).
+	RelayInterval time.Duration
+	// NoAnnounce stops the API from publishing a job's events right after
+	// its transition, leaving them to the relay (benchmarks use it to count
+	// the lifecycle's own requests apart from the announcement's).
+	NoAnnounce bool
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -72,6 +81,10 @@ type Stack struct {
 	QueueURL      string
 	DLQURL        string
 	Dispatch      *dispatch.Handler
+	// Events is the in-process event bus job lifecycle events go to
+	// (GET /local/events/recent); Relay moves them there from the outbox.
+	Events *jobevents.Bus
+	Relay  *jobevents.Relay
 
 	log      *slog.Logger
 	server   *http.Server
@@ -115,6 +128,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Store = store.New(s.DynamoDB, store.Options{Table: s.Table, Config: o.Config, Clock: o.Clock, Logger: o.Logger})
 	s.Dispatch = &dispatch.Handler{Config: o.Config, Store: s.Store, Logger: o.Logger}
+	s.Events = &jobevents.Bus{Keep: 1000}
+	s.Relay = &jobevents.Relay{Outbox: s.Store, Publisher: s.Events, Logger: o.Logger}
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -127,14 +142,25 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Logger: o.Logger,
 	}
 	s.Go(func() { esm.Run(runCtx) })
+	if o.RelayInterval == 0 {
+		o.RelayInterval = 500 * time.Millisecond
+	}
+	if o.RelayInterval > 0 {
+		s.Go(func() { s.Relay.Run(runCtx, o.RelayInterval) })
+	}
+	var announcer api.Announcer = s.Relay
+	if o.NoAnnounce {
+		announcer = nil
+	}
 
 	apiHandler := api.New(api.Options{
 		Config: o.Config, Store: s.Store, Queue: sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
 		FleetSecret: auth.StaticSecret(o.FleetSecret), Operator: auth.OperatorToken(o.OperatorToken),
-		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit,
+		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit, Events: announcer,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.localEvents)
+	mux.HandleFunc("/local/events/recent", s.recentEvents)
 	mux.Handle("/", apiHandler)
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -261,6 +287,31 @@ func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(summary)
+}
+
+// recentEvents is GET /local/events/recent[?limit=N]: the newest job
+// lifecycle events the stack published, oldest first.
+func (s *Stack) recentEvents(w http.ResponseWriter, r *http.Request) {
+	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
+		writeErr(w, &api.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "this route needs the operator credential"})
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeErr(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: "invalid_argument", Message: "use GET"})
+		return
+	}
+	limit := 100
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			writeErr(w, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `query "limit": must be between 1 and 1000`})
+			return
+		}
+		limit = n
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"events": s.Events.Recent(limit)})
 }
 
 func writeErr(w http.ResponseWriter, e *api.Error) {

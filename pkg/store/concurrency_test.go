@@ -182,4 +182,48 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 		}
 	}
 	t.Logf("%d leases for %d jobs by %d workers", leases.Load(), jobs, workers)
+
+	// Every outcome is announced exactly once, whatever the event bus does:
+	// relay through a bus that refuses a third of the calls until the
+	// outbox is empty, with two relays racing.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rngMu sync.Mutex
+	rec := &recorder{fail: func() bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(3) == 0 }}
+	for pass := 0; pass < 100; pass++ {
+		var rw sync.WaitGroup
+		var sent atomic.Int64
+		for range 2 {
+			rw.Add(1)
+			go func() {
+				defer rw.Done()
+				n, _ := e.st.RelayOutbox(context.Background(), rec, 100)
+				sent.Add(int64(n))
+			}()
+		}
+		rw.Wait()
+		if sent.Load() == 0 {
+			break
+		}
+	}
+	rec.fail = nil // the bus recovers: whatever is left must now go out
+	for {
+		n, err := e.st.RelayOutbox(context.Background(), rec, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	outcomes := map[string][]string{}
+	for _, ev := range rec.byID(t) {
+		if ev.DetailType != store.EventFailed {
+			outcomes[ev.Detail.JobID] = append(outcomes[ev.Detail.JobID], ev.Detail.Status)
+		}
+	}
+	for id, reported := range terminals {
+		if got := outcomes[id]; len(got) != 1 || got[0] != string(reported[0]) {
+			t.Fatalf("%s ended %s but its outcome events are %v", id, reported[0], got)
+		}
+	}
 }

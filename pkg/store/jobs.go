@@ -162,7 +162,7 @@ func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.T
 	if c.result != "" {
 		set = set.Set(expression.Name("result"), expression.Value(c.result))
 	}
-	return update{pk: it.PK, sk: it.SK, set: set, cond: cond}
+	return update{pk: it.PK, sk: it.SK, set: set, cond: cond, event: s.outboxItem(c, now)}
 }
 
 // leaseHeld is the condition that the job is leased under this token.
