@@ -41,6 +41,11 @@ type jobItem struct {
 	FirstLeasedMS  int64 `dynamodbav:"first_leased_ms,omitempty"`
 	LeasedMS       int64 `dynamodbav:"leased_ms,omitempty"`
 	LeaseExpiresMS int64 `dynamodbav:"lease_expires_ms,omitempty"`
+	// QueueDeadlineMS is when a never-leased job expires (0: never; cleared
+	// by the first lease). RunDeadlineMS is when the current attempt must
+	// end (0: no limit).
+	QueueDeadlineMS int64 `dynamodbav:"queue_deadline_ms"`
+	RunDeadlineMS   int64 `dynamodbav:"run_deadline_ms"`
 
 	LeaseToken      string   `dynamodbav:"lease_token,omitempty"`
 	WorkerID        string   `dynamodbav:"worker_id,omitempty"`

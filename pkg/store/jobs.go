@@ -54,6 +54,9 @@ func (s *Store) CreateJob(ctx context.Context, n NewJob) (j job.Job, created boo
 	if it.QueueTimeoutS == 0 {
 		it.QueueTimeoutS = int(f.QueueTimeout.Std() / time.Second)
 	}
+	if it.QueueTimeoutS > 0 {
+		it.QueueDeadlineMS = ms(now.Add(time.Duration(it.QueueTimeoutS) * time.Second))
+	}
 	it.PK, it.SK = jobKey(n.ID)
 	it.GSI1PK, it.GSI1SK = readyPartition(f.Slug), readySortKey(n.Priority, now, n.ID)
 	av, err := attributevalue.MarshalMap(it)

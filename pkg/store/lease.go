@@ -39,6 +39,9 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if err != nil {
 			return job.Job{}, err
 		}
+		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
+			return job.Job{}, err
+		}
 		ready := spreadOrder(servable(cands, workflows), s.leaseWindow()<<round)
 		if round < leaseRereads && len(ready) > 1 {
 			// One claim per read: a lost claim says the read is stale, and
@@ -153,6 +156,16 @@ var errJobTaken = errors.New("job taken by another poller")
 func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor time.Duration, now time.Time) (job.Job, error) {
 	token := newToken()
 	exp := now.Add(leaseFor)
+	var runDeadline int64
+	if c.TimeoutS > 0 {
+		// A lease never outlives the attempt's run time: heartbeats extend
+		// it up to the deadline and no further (see Heartbeat).
+		d := now.Add(time.Duration(c.TimeoutS) * time.Second)
+		runDeadline = ms(d)
+		if d.Before(exp) {
+			exp = d
+		}
+	}
 	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
 	set := expression.Set(expression.Name("status"), expression.Value(string(job.Leased))).
 		Set(expression.Name("lease_token"), expression.Value(token)).
@@ -166,9 +179,12 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		Set(expression.Name(AttrGSI1PK), expression.Value(leasedPartition(a.Fleet))).
 		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, c.JobID))).
 		Set(expression.Name("history"), expression.ListAppend(expression.Name("history"), expression.Value([]job.HistoryEntry{entry}))).
-		Set(expression.Name("progress"), null())
+		Set(expression.Name("progress"), null()).
+		Set(expression.Name("run_deadline_ms"), expression.Value(runDeadline)).
+		Set(expression.Name("queue_deadline_ms"), expression.Value(0))
 	cond := expression.Name("status").Equal(expression.Value(string(job.Queued))).
-		And(expression.Name(AttrGSI1PK).Equal(expression.Value(readyPartition(a.Fleet))))
+		And(expression.Name(AttrGSI1PK).Equal(expression.Value(readyPartition(a.Fleet)))).
+		And(queueDeadlineOpen(now))
 	wpk, wsk := workerKey(a.WorkerID)
 	wcond := authCond(a).
 		And(expression.Name("wstatus").Equal(expression.Value(string(WorkerActive)))).
@@ -324,6 +340,17 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 	j := it.toJob()
 	if j.LeaseToken != token || !job.LeaseExpired(j, now) {
 		return "", nil
+	}
+	if it.RunDeadlineMS > 0 && it.RunDeadlineMS <= ms(now) {
+		// The lease ran out at the run deadline: the attempt overran.
+		if err := s.expireRun(ctx, it, now); err != nil {
+			return "", err
+		}
+		cur, err := s.getJobItem(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return job.Status(cur.Status), nil
 	}
 	o := job.AfterLeaseExpiry(j)
 	c := change{it: it, full: true, to: o.Status, reason: job.ReasonLeaseExpired, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID}

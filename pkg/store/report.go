@@ -22,12 +22,21 @@ type HeartbeatResult struct {
 // Heartbeat extends a lease and marks the worker seen, in one transaction
 // that also re-checks the worker's token.
 func (s *Store) Heartbeat(ctx context.Context, a WorkerAuth, jobID, token string, progress *float64) (HeartbeatResult, error) {
+	return s.heartbeat(ctx, a, jobID, token, progress, time.Time{})
+}
+
+// heartbeat extends the lease by the fleet's lease time, or only up to
+// limit when that is earlier (the attempt's run deadline).
+func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string, progress *float64, limit time.Time) (HeartbeatResult, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
 		return HeartbeatResult{}, err
 	}
 	now := s.clock.Now()
 	exp := now.Add(f.LeaseDuration())
+	if !limit.IsZero() && limit.Before(exp) {
+		exp = limit
+	}
 	pk, sk := jobKey(jobID)
 	set := expression.Set(expression.Name("lease_expires_ms"), expression.Value(ms(exp))).
 		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, jobID))).
@@ -37,7 +46,7 @@ func (s *Store) Heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 	}
 	wpk, wsk := workerKey(a.WorkerID)
 	err = s.transact(ctx,
-		txItem{update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID)}},
+		txItem{update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))}},
 		txItem{update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name("last_seen_ms"), expression.Value(ms(now))), cond: authCond(a)}},
 	)
 	if err == nil {
@@ -59,6 +68,20 @@ func (s *Store) Heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 	}
 	if it.Status == string(job.Canceled) && it.LeaseToken == token && it.WorkerID == a.WorkerID {
 		return HeartbeatResult{LeaseExpiresAt: fromMS(it.LeaseExpiresMS), Cancel: true}, nil
+	}
+	if it.Status == string(job.Leased) && it.LeaseToken == token && it.WorkerID == a.WorkerID && it.RunDeadlineMS > 0 {
+		deadline := fromMS(it.RunDeadlineMS)
+		if !deadline.After(now) {
+			// The attempt overran: revoke the lease, fail the attempt.
+			if err := s.expireRun(ctx, it, now); err != nil {
+				return HeartbeatResult{}, err
+			}
+			return HeartbeatResult{}, ErrLeaseLost
+		}
+		if exp.After(deadline) && limit.IsZero() {
+			// The last extension ends at the run deadline, not past it.
+			return s.heartbeat(ctx, a, jobID, token, progress, deadline)
+		}
 	}
 	return HeartbeatResult{}, ErrLeaseLost
 }
