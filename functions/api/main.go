@@ -11,9 +11,11 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fleetq/fleetq/pkg/api"
+	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/awsenv"
 	"github.com/fleetq/fleetq/pkg/jobevents"
@@ -48,10 +50,15 @@ func newHandler(ctx context.Context) (http.Handler, error) {
 	if bus := env.Lookup(awsenv.EnvEventBus); bus != "" {
 		events = &jobevents.Relay{Outbox: st, Publisher: jobevents.EventBridge{Client: env.EventBridge(), Bus: bus}, Logger: env.Logger}
 	}
+	var files api.Assets
+	if bucket := env.Lookup(awsenv.EnvBucket); bucket != "" {
+		files = &assets.S3{Presign: s3.NewPresignClient(env.S3()), Bucket: bucket}
+	}
 	return api.New(api.Options{
 		Config:      env.Config,
 		Store:       st,
 		Events:      events,
+		Assets:      files,
 		Queue:       sqsqueue.Queue{Client: env.SQS(), URL: queueURL},
 		FleetSecret: &auth.SSMSecret{Client: env.SSM(), Name: param},
 		Operator:    auth.IAMOperator{},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/job"
@@ -76,9 +77,11 @@ type OperatorAuthenticator interface {
 	AuthenticateOperator(r *http.Request) (string, error)
 }
 
-// Assets presigns a leased job's inputs and outputs (nil: none).
+// Assets presigns a leased job's inputs and outputs, and producers' uploads
+// (nil: the stage has no asset bucket).
 type Assets interface {
-	LeaseURLs(ctx context.Context, j job.Job) (inputURLs map[string]string, outputURL string, err error)
+	LeaseURLs(ctx context.Context, j job.Job) (assets.URLs, error)
+	NewUpload(ctx context.Context, tenant, filename, contentType string) (assets.Upload, error)
 }
 
 // Announcer publishes a job's pending lifecycle events right after the
@@ -148,6 +151,7 @@ func New(o Options) http.Handler {
 	route("/api/jobs", map[string]http.HandlerFunc{"POST": s.operator(s.submit)})
 	route("/api/jobs/{job_id}", map[string]http.HandlerFunc{"GET": s.operator(s.getJob)})
 	route("/api/jobs/{job_id}/cancel", map[string]http.HandlerFunc{"POST": s.operator(s.cancel)})
+	route("/api/uploads", map[string]http.HandlerFunc{"POST": s.operator(s.upload)})
 
 	route("/api/admin/fleets", map[string]http.HandlerFunc{"GET": s.operator(s.fleets)})
 	route("/api/admin/workers", map[string]http.HandlerFunc{"GET": s.operator(s.workers)})

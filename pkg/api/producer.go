@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
+	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/submission"
 )
@@ -147,4 +149,45 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 	s.announce(r.Context(), id)
 	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(st)})
+}
+
+type uploadRequest struct {
+	TenantID    string `json:"tenant_id"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+}
+
+// upload presigns a PUT for a producer to upload one input file under its
+// tenant's prefix; the answered key is what the job's input_keys name.
+func (s *server) upload(w http.ResponseWriter, r *http.Request) {
+	var req uploadRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch {
+	case req.TenantID == "":
+		s.writeError(w, r, invalid("field \"tenant_id\" is required"))
+		return
+	case !submission.IDPattern.MatchString(req.TenantID):
+		s.writeError(w, r, invalid("field \"tenant_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", req.TenantID))
+		return
+	case !assets.ValidFilename(req.Filename):
+		s.writeError(w, r, invalid("field \"filename\": %q must be 1-255 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Filename))
+		return
+	case len(req.ContentType) > 255 || strings.ContainsAny(req.ContentType, "\r\n"):
+		s.writeError(w, r, invalid("field \"content_type\": must be a media type of at most 255 characters"))
+		return
+	}
+	if s.Assets == nil {
+		s.writeError(w, r, notFound("this stage has no asset bucket"))
+		return
+	}
+	up, err := s.Assets.NewUpload(r.Context(), req.TenantID, req.Filename, req.ContentType)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
+	writeJSON(w, http.StatusOK, map[string]any{"key": up.Key, "url": up.URL, "expires_at": rfc3339(up.ExpiresAt)})
 }

@@ -183,6 +183,8 @@ type leasedJob struct {
 	Input          json.RawMessage   `json:"input"`
 	InputURLs      map[string]string `json:"input_urls"`
 	OutputURL      string            `json:"output_url"`
+	// OutputURLs has one URL per output the job's input names in "outputs".
+	OutputURLs map[string]string `json:"output_urls,omitempty"`
 }
 
 func (s *server) poll(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +217,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 		out.Input = json.RawMessage(`{}`)
 	}
 	if s.Assets != nil {
-		in, o, err := s.Assets.LeaseURLs(r.Context(), j)
+		u, err := s.Assets.LeaseURLs(r.Context(), j)
 		if err != nil {
 			// The lease stands; the job comes back to the queue when it
 			// expires. Say why rather than hand out a job without its inputs.
@@ -223,7 +225,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		out.InputURLs, out.OutputURL = in, o
+		out.InputURLs, out.OutputURL, out.OutputURLs = u.Inputs, u.Output, u.Outputs
 	}
 	s.log.InfoContext(r.Context(), "job leased", "job_id", j.ID, "worker_id", a.WorkerID, "fleet", a.Fleet, "attempt", j.Attempts)
 	writeJSON(w, http.StatusOK, map[string]any{"job": out})
@@ -250,6 +252,8 @@ func (l leaseRef) validate() error {
 type heartbeatRequest struct {
 	leaseRef
 	Progress *float64 `json:"progress"`
+	// RefreshURLs asks for fresh presigned URLs, valid for the extended lease.
+	RefreshURLs bool `json:"refresh_urls"`
 }
 
 func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -271,7 +275,25 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": rfc3339(res.LeaseExpiresAt), "cancel": res.Cancel})
+	body := map[string]any{"lease_expires_at": rfc3339(res.LeaseExpiresAt), "cancel": res.Cancel}
+	if req.RefreshURLs && s.Assets != nil && !res.Cancel {
+		j, err := s.Store.GetJob(r.Context(), req.JobID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		j.LeaseExpiresAt = res.LeaseExpiresAt
+		u, err := s.Assets.LeaseURLs(r.Context(), j)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		body["input_urls"], body["output_url"] = u.Inputs, u.Output
+		if len(u.Outputs) > 0 {
+			body["output_urls"] = u.Outputs
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 type completeRequest struct {

@@ -23,9 +23,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fleetq/fleetq/pkg/api"
+	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/awsenv"
 	"github.com/fleetq/fleetq/pkg/clock"
@@ -86,9 +88,15 @@ type Stack struct {
 	Events *jobevents.Bus
 	Relay  *jobevents.Relay
 
+	// S3 holds job inputs and outputs in Bucket; Assets presigns its URLs.
+	S3     *s3.Client
+	Bucket string
+	Assets *assets.S3
+
 	log      *slog.Logger
 	server   *http.Server
 	ddb      *localaws.Server
+	s3srv    *localaws.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	mu       sync.RWMutex
@@ -156,7 +164,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	apiHandler := api.New(api.Options{
 		Config: o.Config, Store: s.Store, Queue: sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
 		FleetSecret: auth.StaticSecret(o.FleetSecret), Operator: auth.OperatorToken(o.OperatorToken),
-		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit, Events: announcer,
+		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit, Events: announcer, Assets: s.Assets,
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.localEvents)
@@ -204,6 +212,15 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		sqsURL = srv.URL
 	}
 	s.DynamoDB = localaws.DynamoDBClient(ddbURL, o.DynamoDBOptions...)
+	s3URL := aws.ToString(awsenv.Endpoint(awsenv.EnvS3Endpoint))
+	if s3URL == "" {
+		srv, err := localaws.StartS3("")
+		if err != nil {
+			return err
+		}
+		s.s3srv, s3URL = srv, srv.URL
+	}
+	s.S3 = localaws.S3Client(s3URL)
 	s.SQS = localaws.SQSClient(sqsURL)
 	suffix := strings.ToLower(auth.RandomSecret(4))
 	suffix = strings.NewReplacer("_", "x", "-", "y").Replace(suffix)
@@ -212,6 +229,11 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		return err
 	}
 	base := "fleetq-" + o.Config.Stage + "-" + suffix
+	s.Bucket = base + "-assets"
+	if _, err := s.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)}); err != nil {
+		return fmt.Errorf("create bucket %s: %w", s.Bucket, err)
+	}
+	s.Assets = &assets.S3{Presign: s3.NewPresignClient(s.S3), Bucket: s.Bucket, Clock: o.Clock}
 	var err error
 	if s.DLQURL, err = createQueue(ctx, s.SQS, base+"-submissions-dlq", 0); err != nil {
 		return err
@@ -331,8 +353,12 @@ func (s *Stack) Close() error {
 		s.cancel()
 	}
 	s.wg.Wait()
-	if s.ddb != nil {
-		return s.ddb.Close()
+	var errs []error
+	if s.s3srv != nil {
+		errs = append(errs, s.s3srv.Close())
 	}
-	return nil
+	if s.ddb != nil {
+		errs = append(errs, s.ddb.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -124,6 +125,16 @@ func (e *Env) SSM() *ssm.Client {
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Env) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint) })
+}
+
+// S3 returns an S3 client (FLEETQ_S3_ENDPOINT overrides the endpoint, with
+// path-style addressing as local S3 servers need).
+func (e *Env) S3() *s3.Client {
+	return s3.NewFromConfig(e.AWS, func(o *s3.Options) {
+		if ep := e.endpoint(awsenv.EnvS3Endpoint); ep != nil {
+			o.BaseEndpoint, o.UsePathStyle = ep, true
+		}
+	})
 }
 
 // Store returns the job store on the function's table.

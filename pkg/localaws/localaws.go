@@ -19,7 +19,10 @@ import (
 	"github.com/Admiral-Piett/goaws/app/router"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/sirupsen/logrus"
 	minidyn "github.com/truora/minidyn/server"
 
@@ -64,6 +67,21 @@ func serve(addr string, h http.Handler) (*Server, error) {
 // ("127.0.0.1:0" for any free port). Each server has its own tables.
 func StartDynamoDB(addr string) (*Server, error) {
 	return serve(addr, minidyn.NewServer())
+}
+
+// StartS3 starts an embedded S3-API server (in memory) on addr. Presigned
+// URLs made for it work with any HTTP client, as they do against S3.
+func StartS3(addr string) (*Server, error) {
+	return serve(addr, gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+}
+
+// S3Client returns a real SDK client for a local S3 endpoint (path-style
+// addressing: bucket names are not host names on loopback).
+func S3Client(endpoint string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(awsenv.Static(""), append([]func(*s3.Options){func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	}}, optFns...)...)
 }
 
 var (

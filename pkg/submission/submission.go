@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
@@ -84,6 +85,9 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 		return &Error{Msg: err.Error()}
 	}
 	s.Input = obj
+	if _, err := assets.ParseRefs(s.TenantID, s.Input); err != nil {
+		return &Error{Msg: err.Error()}
+	}
 	if s.MaxAttempts < 0 || s.MaxAttempts > fleetconfig.MaxAttemptsLimit {
 		return invalid("field \"max_attempts\": must be between 1 and %d, got %d", fleetconfig.MaxAttemptsLimit, s.MaxAttempts)
 	}
