@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"time"
+)
+
+// Trigger says why a policy is asked to decide.
+type Trigger int
+
+const (
+	// Tick is the policy's own schedule (Interval).
+	Tick Trigger = iota
+	// Arrival is a job just queued (policies that wake on enqueue act on it).
+	Arrival
+	// Idle is an instance whose last job just ended.
+	Idle
+)
+
+// InstanceView is an instance as the control plane sees it.
+type InstanceView struct {
+	ID         int
+	LaunchedAt time.Duration
+	// Registered is false while the instance boots.
+	Registered bool
+	// Draining is true after a Spot interruption notice.
+	Draining  bool
+	Busy      int           // jobs running on it
+	IdleSince time.Duration // when it last had no job (meaningful when Busy is 0)
+}
+
+// Observation is what a policy can see at one instant.
+type Observation struct {
+	Now time.Duration
+	// Queued and Leased are job records: waiting, and running.
+	Queued, Leased int
+	Instances      []InstanceView
+	Desired        int
+	Slots          int
+	MinInstances   int
+	MaxInstances   int
+}
+
+// Action is a policy's answer.
+type Action struct {
+	// Desired is the new desired capacity, or -1 to leave it.
+	Desired int
+	// Terminate names instances to terminate, each lowering the desired
+	// capacity by one (TerminateInstanceInAutoScalingGroup with decrement).
+	Terminate []int
+}
+
+// Keep leaves everything as it is.
+var Keep = Action{Desired: -1}
+
+// VictimRule is who leaves when the desired capacity drops below the live
+// instances.
+type VictimRule int
+
+const (
+	// VictimNamed: the policy names its victims (scale-in protection on,
+	// the group never chooses).
+	VictimNamed VictimRule = iota
+	// VictimRandom: the Auto Scaling Group chooses (its default termination
+	// policy balances zones and prefers old launch templates, which is
+	// blind to which instances are busy; modelled as a random choice).
+	VictimRandom
+	// VictimNewest: Kubernetes' ReplicaSet removes the most recently
+	// started pods first.
+	VictimNewest
+)
+
+// Policy is a scaling policy under simulation.
+type Policy interface {
+	Name() string
+	// Interval is how often Decide(Tick) runs.
+	Interval() time.Duration
+	Victims() VictimRule
+	Decide(Trigger, Observation) Action
+}
+
+// Sample is one point of a run's timeline.
+type Sample struct {
+	At        time.Duration
+	InService int // registered, not draining
+	Running   int // jobs running
+	Waiting   int // jobs queued
+}
+
+// Result is one policy's run over one workload.
+type Result struct {
+	Policy            string  `json:"policy"`
+	Workload          string  `json:"-"`
+	Jobs              int     `json:"jobs"`
+	Completed         int     `json:"completed"`
+	Killed            int     `json:"killed"`
+	SpotRequeued      int     `json:"spot_requeued"`
+	P50WaitS          float64 `json:"p50_wait_s"`
+	P95WaitS          float64 `json:"p95_wait_s"`
+	TTFLIdleMaxS      float64 `json:"ttfl_idle_max_s"`
+	TTFLIdleP50S      float64 `json:"ttfl_idle_p50_s"`
+	ColdStarts        int     `json:"cold_starts"`
+	GPUHours          float64 `json:"gpu_hours"`
+	BusyGPUHours      float64 `json:"busy_gpu_hours"`
+	Utilization       float64 `json:"utilization"`
+	CostUSD           float64 `json:"cost_usd"`
+	PeakInstances     int     `json:"peak_instances"`
+	Launches          int     `json:"launches"`
+	SpotInterruptions int     `json:"spot_interruptions"`
+	// Queued and Running are jobs not finished when the horizon ended.
+	Queued   int      `json:"unfinished_queued"`
+	Running  int      `json:"unfinished_running"`
+	Timeline []Sample `json:"-"`
+}
+
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		b = 1
+	}
+	return (a + b - 1) / b
+}
+
+func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }

@@ -1,0 +1,48 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is one workload's results, one per policy.
+type Report struct {
+	Workload string   `json:"workload"`
+	Seed     uint64   `json:"seed"`
+	Results  []Result `json:"results"`
+}
+
+// WriteTable prints the report as an aligned table.
+func (r Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "workload %s (seed %d)\n", r.Workload, r.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join([]string{"policy", "jobs", "done", "killed", "spot", "p50 wait", "p95 wait", "idle→lease", "GPU-h", "busy-h", "util", "cost $", "peak", ""}, "\t"))
+	for _, x := range r.Results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.2f\t%d\t\n",
+			x.Policy, x.Jobs, x.Completed, x.Killed, x.SpotRequeued,
+			dur(x.P50WaitS), dur(x.P95WaitS), dur(x.TTFLIdleMaxS),
+			x.GPUHours, x.BusyGPUHours, 100*x.Utilization, x.CostUSD, x.PeakInstances)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON prints the report for machines.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func dur(s float64) string {
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%.0fs", s)
+	case s < 3600:
+		return fmt.Sprintf("%.1fm", s/60)
+	default:
+		return fmt.Sprintf("%.1fh", s/3600)
+	}
+}

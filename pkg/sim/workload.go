@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// JobSpec is one job of a workload.
+type JobSpec struct {
+	Arrival  time.Duration // since the start of the simulation
+	Duration time.Duration // how long it runs once started
+	Workflow string
+}
+
+// Workload is a named list of jobs, ordered by arrival.
+type Workload struct {
+	Name string
+	Jobs []JobSpec
+	// Slots is the slots per instance the workload's fleet usually has
+	// (a fleet config given to the simulation overrides it).
+	Slots int
+	// MaxInstances is the usual fleet size limit for it.
+	MaxInstances int
+}
+
+// BuiltIns are the workloads modelled on the design documents.
+var BuiltIns = []string{"regen3d", "video", "backtest"}
+
+// BuiltIn generates a built-in workload for days days.
+func BuiltIn(name string, seed uint64, days int) (Workload, error) {
+	if days < 1 {
+		days = 1
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	switch name {
+	case "regen3d":
+		return regen3d(rng, days), nil
+	case "video":
+		return video(rng, days), nil
+	case "backtest":
+		return backtest(rng, days), nil
+	}
+	return Workload{}, fmt.Errorf("unknown workload %q: use %s or a CSV file", name, strings.Join(BuiltIns, ", "))
+}
+
+const day = 24 * time.Hour
+
+// regen3d: 1,000 scenes a day, ~35 minutes each (log-normal), arriving
+// with a diurnal rhythm (busiest mid-afternoon, quietest before dawn), one
+// scene per GPU.
+func regen3d(rng *rand.Rand, days int) Workload {
+	const perDay = 1000.0
+	const amp = 0.6 // peak-to-mean swing of the arrival rate
+	mean := perDay / day.Seconds()
+	rate := func(t float64) float64 {
+		phase := 2 * math.Pi * (t/day.Seconds() - 9.0/24) // low at 03:00, high at 15:00
+		return mean * (1 - amp*math.Cos(phase))
+	}
+	w := Workload{Name: "regen3d", Slots: 1, MaxInstances: 60}
+	end := float64(days) * day.Seconds()
+	peak := mean * (1 + amp)
+	// Thinning of a Poisson process at the peak rate.
+	for t := rng.ExpFloat64() / peak; t < end; t += rng.ExpFloat64() / peak {
+		if rng.Float64()*peak > rate(t) {
+			continue
+		}
+		w.Jobs = append(w.Jobs, JobSpec{Arrival: secs(t), Duration: lognormal(rng, 35*time.Minute, 0.35, 5*time.Minute, 120*time.Minute), Workflow: "regen3d"})
+	}
+	return w
+}
+
+// video: image and video jobs of 1 to 30 minutes in bursts (a user uploads
+// a batch), bursts during the working day.
+func video(rng *rand.Rand, days int) Workload {
+	w := Workload{Name: "video", Slots: 2, MaxInstances: 20}
+	for d := range days {
+		base := time.Duration(d) * day
+		for t := 8 * time.Hour; t < 22*time.Hour; {
+			t += secs(rng.ExpFloat64() * (50 * time.Minute).Seconds())
+			if t >= 22*time.Hour {
+				break
+			}
+			n := 5 + rng.IntN(36)
+			for range n {
+				at := base + t + secs(rng.Float64()*120)
+				dur := secs(math.Exp(math.Log(60) + rng.Float64()*(math.Log(1800)-math.Log(60)))) // log-uniform 1-30 min
+				w.Jobs = append(w.Jobs, JobSpec{Arrival: at, Duration: dur, Workflow: "video"})
+			}
+		}
+	}
+	sortJobs(w.Jobs)
+	return w
+}
+
+// backtest: bursts of several ~80-minute simulation runs, hours apart.
+func backtest(rng *rand.Rand, days int) Workload {
+	w := Workload{Name: "backtest", Slots: 1, MaxInstances: 10}
+	end := time.Duration(days) * day
+	for t := secs(rng.Float64() * 3600); t < end; t += 3*time.Hour + secs(rng.Float64()*3*3600) {
+		n := 3 + rng.IntN(6)
+		for range n {
+			at := t + secs(rng.Float64()*300)
+			dur := 80*time.Minute + secs((rng.Float64()-0.5)*16*60)
+			w.Jobs = append(w.Jobs, JobSpec{Arrival: at, Duration: dur, Workflow: "backtest"})
+		}
+	}
+	sortJobs(w.Jobs)
+	return w
+}
+
+func lognormal(rng *rand.Rand, mean time.Duration, sigma float64, lo, hi time.Duration) time.Duration {
+	mu := math.Log(mean.Seconds()) - sigma*sigma/2
+	d := secs(math.Exp(mu + sigma*rng.NormFloat64()))
+	return min(max(d, lo), hi)
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Second) }
+
+func sortJobs(js []JobSpec) {
+	slices.SortStableFunc(js, func(a, b JobSpec) int { return int(a.Arrival - b.Arrival) })
+}
+
+// LoadCSV reads a workload from CSV rows of arrival_seconds,
+// duration_seconds, workflow (a header row is allowed).
+func LoadCSV(name string, r io.Reader) (Workload, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1 // the workflow column is optional
+	rows, err := cr.ReadAll()
+	if err != nil {
+		return Workload{}, fmt.Errorf("%s: %w", name, err)
+	}
+	w := Workload{Name: name, Slots: 1, MaxInstances: 10}
+	for i, row := range rows {
+		if len(row) < 2 {
+			return Workload{}, fmt.Errorf("%s:%d: want arrival_seconds,duration_seconds[,workflow]", name, i+1)
+		}
+		at, err1 := strconv.ParseFloat(strings.TrimSpace(row[0]), 64)
+		dur, err2 := strconv.ParseFloat(strings.TrimSpace(row[1]), 64)
+		if err1 != nil || err2 != nil {
+			if i == 0 {
+				continue // header
+			}
+			return Workload{}, fmt.Errorf("%s:%d: arrival and duration must be seconds", name, i+1)
+		}
+		if at < 0 || dur <= 0 {
+			return Workload{}, fmt.Errorf("%s:%d: arrival must be >= 0 and duration > 0", name, i+1)
+		}
+		wf := "csv"
+		if len(row) > 2 && strings.TrimSpace(row[2]) != "" {
+			wf = strings.TrimSpace(row[2])
+		}
+		w.Jobs = append(w.Jobs, JobSpec{Arrival: secs(at), Duration: secs(dur), Workflow: wf})
+	}
+	if len(w.Jobs) == 0 {
+		return Workload{}, fmt.Errorf("%s: no jobs", name)
+	}
+	sortJobs(w.Jobs)
+	return w, nil
+}
