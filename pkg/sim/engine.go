@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -10,6 +11,11 @@ import (
 
 // Options configure the simulated fleet and world.
 type Options struct {
+	// Fleet, when set, supplies the fleet's settings (slots, min/max
+	// instances, and what fleetq's policy reads: idle window, scale-in
+	// grace, boot timeout, heartbeat). Slots, MinInstances and MaxInstances
+	// below override it when set.
+	Fleet        *fleetconfig.Fleet
 	Slots        int
 	MinInstances int
 	MaxInstances int
@@ -28,6 +34,17 @@ type Options struct {
 }
 
 func (o *Options) defaults(w Workload) {
+	if f := o.Fleet; f != nil {
+		if o.Slots < 1 {
+			o.Slots = f.SlotsPerInstance
+		}
+		if o.MinInstances == 0 {
+			o.MinInstances = f.MinInstances
+		}
+		if o.MaxInstances < 1 {
+			o.MaxInstances = f.MaxInstances
+		}
+	}
 	if o.Slots < 1 {
 		o.Slots = max(w.Slots, 1)
 	}

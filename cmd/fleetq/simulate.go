@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/sim"
+)
+
+func init() {
+	register("simulate", "replay a day of GPU work through fleetq's scaling policy and today's alternatives", runSimulate)
+}
+
+func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fleetq simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workload := fs.String("workload", "regen3d", "regen3d, video, backtest, or a CSV file of arrival_seconds,duration_seconds[,workflow]")
+	policy := fs.String("policy", "all", "all, or a comma-separated list of: "+strings.Join(sim.PolicyNames(), ", "))
+	seed := fs.Uint64("seed", 1, "random seed: the same flags give the same numbers")
+	days := fs.Int("days", 1, "days of arrivals to generate (built-in workloads)")
+	configFile := fs.String("config", "", "fleet config whose fleet settings (slots, min/max, idle window, grace, boot timeout) feed the policies")
+	fleetSlug := fs.String("fleet", "", "the fleet of --config to use (default: its first)")
+	spot := fs.Float64("spot-rate", 0.01, "Spot interruptions per instance-hour")
+	price := fs.Float64("price", 0.45, "cost of one GPU instance-hour in dollars")
+	bootMin := fs.Duration("boot-min", 3*time.Minute, "shortest launch-to-registered delay")
+	bootMax := fs.Duration("boot-max", 5*time.Minute, "longest launch-to-registered delay")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fleetq simulate [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Simulates a fleet under each scaling policy over the same workload and prints one row per policy.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	w, err := loadWorkload(*workload, *seed, *days)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq simulate:", err)
+		return 2
+	}
+	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax}
+	if *configFile != "" {
+		cfg, err := fleetconfig.Load(*configFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "fleetq simulate:", err)
+			return 2
+		}
+		f := &cfg.Fleets[0]
+		if *fleetSlug != "" {
+			var ok bool
+			if f, ok = cfg.Fleet(*fleetSlug); !ok {
+				fmt.Fprintf(stderr, "fleetq simulate: %s has no fleet %q\n", *configFile, *fleetSlug)
+				return 2
+			}
+		}
+		o.Fleet = f
+	}
+	r, err := sim.Simulate(w, strings.Split(*policy, ","), o)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq simulate:", err)
+		return 2
+	}
+	if *asJSON {
+		err = r.WriteJSON(stdout)
+	} else {
+		err = r.WriteTable(stdout)
+	}
+	if err == nil && *plotFile != "" {
+		err = writePlot(r, *plotFile)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq simulate:", err)
+		return 1
+	}
+	return 0
+}
+
+func loadWorkload(name string, seed uint64, days int) (sim.Workload, error) {
+	if strings.HasSuffix(strings.ToLower(name), ".csv") {
+		f, err := os.Open(name)
+		if err != nil {
+			return sim.Workload{}, err
+		}
+		defer f.Close()
+		return sim.LoadCSV(name, f)
+	}
+	return sim.BuiltIn(name, seed, days)
+}
+
+func writePlot(r sim.Report, name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := r.WritePlot(f, name); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
