@@ -2,11 +2,12 @@ package sim
 
 import (
 	"container/heap"
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
 )
 
 // Options configure the simulated fleet and world.
