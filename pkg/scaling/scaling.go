@@ -1,0 +1,336 @@
+// Package scaling is fleetq's scaling policy: from a fleet's job records
+// (queued and leased work), its workers and its instances, it computes the
+// desired capacity, the instances to terminate, and a one-line reason.
+//
+// It is pure: no AWS, no clock of its own (the caller passes Now). The
+// scaler runs it once a minute per fleet, dispatch's wake-on-enqueue uses
+// Need, and the simulator drives the very same Decide.
+//
+// The rules, in short:
+//   - capacity follows work: ceil((ready + leased) / slots), clamped to the
+//     fleet's min and max; instances booting (and launches the group has not
+//     started yet) count as capacity on the way, so a tick never launches
+//     twice for the same work;
+//   - the fleet scales to its minimum only after no ready or leased job for
+//     the idle window;
+//   - it shrinks only by workers with no lease that have been idle past the
+//     scale-in grace; never a worker with a lease, never an instance still
+//     booting (until the boot timeout, after which an instance that never
+//     registered is terminated as unhealthy);
+//   - draining and unresponsive workers are not capacity; once they hold no
+//     lease their instances are terminated.
+package scaling
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+)
+
+// Settings are the fleet settings the policy applies.
+type Settings struct {
+	Slots        int // jobs one instance runs at once
+	Min, Max     int
+	IdleWindow   time.Duration
+	ScaleInGrace time.Duration
+	BootTimeout  time.Duration
+	// Unresponsive is how long a worker may go unseen before it no longer
+	// counts as capacity (three heartbeats).
+	Unresponsive time.Duration
+}
+
+// SettingsOf reads the policy settings of a configured fleet.
+func SettingsOf(f *fleetconfig.Fleet) Settings {
+	return Settings{
+		Slots:        f.SlotsPerInstance,
+		Min:          f.MinInstances,
+		Max:          f.MaxInstances,
+		IdleWindow:   f.IdleWindow.Std(),
+		ScaleInGrace: f.ScaleInGrace.Std(),
+		BootTimeout:  f.BootTimeout.Std(),
+		Unresponsive: 3 * f.HeartbeatInterval(),
+	}
+}
+
+// Instance is a live instance of the fleet's group (terminating ones are
+// left out by the caller).
+type Instance struct {
+	ID string
+	// Booting is true while the group has not put it in service.
+	Booting bool
+	// FirstSeen is when the control plane first saw the instance (the group
+	// does not report launch times); zero means now.
+	FirstSeen time.Time
+}
+
+// Worker is a registered worker as the policy sees it.
+type Worker struct {
+	ID         string
+	InstanceID string
+	Leases     int
+	Draining   bool // draining or revoked: takes no new work
+	LastSeen   time.Time
+	// IdleSince is when it last held no lease (meaningful when Leases is 0).
+	IdleSince time.Time
+}
+
+// Input is everything one decision looks at.
+type Input struct {
+	Now      time.Time
+	Settings Settings
+	// Ready are queued jobs that may be leased now; Leased are running.
+	// Jobs waiting out a retry backoff are not work yet.
+	Ready, Leased int
+	// Desired is the group's desired capacity now.
+	Desired   int
+	Instances []Instance
+	Workers   []Worker
+	// LastActiveAt is when the fleet last had ready or leased work (the
+	// previous decision's LastActiveAt).
+	LastActiveAt time.Time
+}
+
+// Why a victim is terminated.
+const (
+	WhyIdle         = "idle"         // idle past the grace, not needed
+	WhyDrained      = "drained"      // draining and done with its work
+	WhyUnresponsive = "unresponsive" // not seen for three heartbeats, no lease
+	WhyUnhealthy    = "unhealthy"    // never registered within the boot timeout
+)
+
+// Victim is an instance to terminate. WorkerID is empty when no worker
+// registered on it. A victim with a worker must be claimed with the store's
+// conditional drain (no lease) before it is terminated.
+type Victim struct {
+	InstanceID string `json:"instance_id"`
+	WorkerID   string `json:"worker_id,omitempty"`
+	Why        string `json:"why"`
+}
+
+// Counts are the numbers a decision was made from, for records and metrics.
+type Counts struct {
+	Ready        int `json:"ready"`
+	Leased       int `json:"leased"`
+	Need         int `json:"need"`
+	Instances    int `json:"instances"`
+	Booting      int `json:"booting"`
+	Busy         int `json:"busy"`
+	Idle         int `json:"idle"`
+	Draining     int `json:"draining"`
+	Unresponsive int `json:"unresponsive"`
+	Unhealthy    int `json:"unhealthy"`
+	// Capacity is booting plus active responsive instances, in instances.
+	Capacity int `json:"capacity"`
+}
+
+// Decision is the policy's answer.
+type Decision struct {
+	// Desired is the group's desired capacity once the victims are
+	// terminated (each termination lowers it by one) and launches asked for.
+	Desired int
+	// Launch is how many instances the decision adds.
+	Launch  int
+	Victims []Victim
+	Reason  string
+	// LastActiveAt carries the idle clock to the next decision.
+	LastActiveAt time.Time
+	Counts       Counts
+}
+
+// Need is the instances a backlog needs: ceil(work / slots), clamped to the
+// fleet's min and max.
+func Need(s Settings, work int) int {
+	return clamp(s.Min, s.Max, ceilDiv(work, s.Slots))
+}
+
+// Decide applies the rules to one fleet.
+func Decide(in Input) Decision {
+	s := in.Settings
+	now := in.Now
+	workers := make(map[string]Worker, len(in.Workers))
+	for _, w := range in.Workers {
+		if w.InstanceID != "" {
+			workers[w.InstanceID] = w
+		}
+	}
+
+	var c Counts
+	c.Ready, c.Leased, c.Instances = in.Ready, in.Leased, len(in.Instances)
+	var victims []Victim
+	var idle []Worker
+	for _, inst := range in.Instances {
+		w, ok := workers[inst.ID]
+		switch {
+		case !ok:
+			seen := inst.FirstSeen
+			if seen.IsZero() {
+				seen = now
+			}
+			if s.BootTimeout > 0 && now.Sub(seen) >= s.BootTimeout {
+				c.Unhealthy++
+				victims = append(victims, Victim{InstanceID: inst.ID, Why: WhyUnhealthy})
+			} else {
+				c.Booting++
+			}
+		case w.Draining:
+			c.Draining++
+			if w.Leases <= 0 {
+				victims = append(victims, Victim{InstanceID: inst.ID, WorkerID: w.ID, Why: WhyDrained})
+			}
+		case s.Unresponsive > 0 && now.Sub(w.LastSeen) > s.Unresponsive:
+			c.Unresponsive++
+			if w.Leases <= 0 {
+				victims = append(victims, Victim{InstanceID: inst.ID, WorkerID: w.ID, Why: WhyUnresponsive})
+			}
+		case w.Leases > 0:
+			c.Busy++
+		default:
+			c.Idle++
+			idle = append(idle, w)
+		}
+	}
+	// Launches the group was asked for but has not started are on the way.
+	pending := max(0, in.Desired-len(in.Instances))
+	c.Booting += pending
+	c.Capacity = c.Booting + c.Busy + c.Idle
+
+	work := in.Ready + in.Leased
+	c.Need = ceilDiv(work, s.Slots)
+	lastActive := in.LastActiveAt
+	if work > 0 {
+		lastActive = now
+	}
+	quiet := now.Sub(lastActive)
+	windowOver := lastActive.IsZero() || quiet >= s.IdleWindow
+
+	var want int
+	var why string
+	switch {
+	case work > 0:
+		want = clamp(s.Min, s.Max, c.Need)
+		why = fmt.Sprintf("%d ready + %d leased need %d × %d slots", in.Ready, in.Leased, c.Need, max(1, s.Slots))
+		if c.Need > s.Max {
+			why += fmt.Sprintf(" (max %d)", s.Max)
+		}
+	case windowOver:
+		want = s.Min
+		if lastActive.IsZero() {
+			why = "no work"
+		} else {
+			why = fmt.Sprintf("no work for %s (idle window %s)", round(quiet), s.IdleWindow)
+		}
+	default:
+		want = clamp(s.Min, s.Max, c.Capacity)
+		why = fmt.Sprintf("no work for %s of the %s idle window", round(quiet), s.IdleWindow)
+	}
+
+	// Shrink only by workers idle past the grace, longest idle first.
+	var shrunk, kept int
+	if excess := c.Capacity - want; excess > 0 {
+		sort.Slice(idle, func(i, j int) bool {
+			if !idle[i].IdleSince.Equal(idle[j].IdleSince) {
+				return idle[i].IdleSince.Before(idle[j].IdleSince)
+			}
+			return idle[i].ID < idle[j].ID
+		})
+		for _, w := range idle {
+			if shrunk == excess {
+				break
+			}
+			if now.Sub(w.IdleSince) < s.ScaleInGrace {
+				continue
+			}
+			victims = append(victims, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyIdle})
+			shrunk++
+		}
+		kept = min(excess, c.Idle) - shrunk
+	}
+
+	// The group after terminations; launch up to the wanted capacity, within
+	// the max (non-capacity instances still occupy the group) and up to the min.
+	remaining := len(in.Instances) + pending - len(victims)
+	launch := max(0, want-(c.Capacity-shrunk))
+	launch = min(launch, max(0, s.Max-remaining))
+	launch = max(launch, s.Min-remaining)
+
+	d := Decision{
+		Desired:      remaining + launch,
+		Launch:       launch,
+		Victims:      victims,
+		LastActiveAt: lastActive,
+		Counts:       c,
+	}
+	d.Reason = reason(in, d, why, shrunk, kept)
+	return d
+}
+
+func reason(in Input, d Decision, why string, shrunk, kept int) string {
+	c := d.Counts
+	from := max(in.Desired, len(in.Instances))
+	var b strings.Builder
+	switch {
+	case d.Desired > from:
+		fmt.Fprintf(&b, "grow %d→%d: %s", from, d.Desired, why)
+	case d.Desired < from:
+		fmt.Fprintf(&b, "shrink %d→%d: %s", from, d.Desired, why)
+	default:
+		fmt.Fprintf(&b, "hold %d: %s", d.Desired, why)
+	}
+	fmt.Fprintf(&b, "; have %d busy, %d idle, %d booting", c.Busy, c.Idle, c.Booting)
+	if shrunk > 0 {
+		fmt.Fprintf(&b, "; terminate %d idle past %s", shrunk, in.Settings.ScaleInGrace)
+	}
+	if kept > 0 {
+		fmt.Fprintf(&b, "; keep %d idle within the %s grace", kept, in.Settings.ScaleInGrace)
+	}
+	for _, k := range []struct {
+		why, text string
+	}{
+		{WhyDrained, "drained"},
+		{WhyUnresponsive, "unresponsive"},
+		{WhyUnhealthy, fmt.Sprintf("never registered in %s", in.Settings.BootTimeout)},
+	} {
+		if n := countWhy(d.Victims, k.why); n > 0 {
+			fmt.Fprintf(&b, "; terminate %d %s", n, k.text)
+		}
+	}
+	if d.Launch > 0 {
+		fmt.Fprintf(&b, "; launch %d", d.Launch)
+	}
+	return b.String()
+}
+
+func countWhy(vs []Victim, why string) int {
+	n := 0
+	for _, v := range vs {
+		if v.Why == why {
+			n++
+		}
+	}
+	return n
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+func ceilDiv(a, b int) int {
+	if b <= 0 {
+		b = 1
+	}
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+func clamp(lo, hi, v int) int {
+	if v > hi {
+		v = hi
+	}
+	if v < lo {
+		v = lo
+	}
+	return v
+}
