@@ -216,14 +216,23 @@ type FleetState struct {
 	// LastActiveAt is when the fleet last had queued or leased work.
 	LastActiveAt time.Time
 	LastDecision *Decision
+	// History is the fleet's recent decisions, newest first (at most
+	// DecisionHistory); FirstSeen is when each live instance was first seen.
+	History   []Decision
+	FirstSeen map[string]time.Time
+	// WokenAt is the last wake-on-enqueue.
+	WokenAt time.Time
 }
 
 type fleetItem struct {
-	Workers      int       `dynamodbav:"workers"`
-	Desired      int       `dynamodbav:"desired"`
-	InService    int       `dynamodbav:"in_service"`
-	LastActiveMS int64     `dynamodbav:"last_active_ms"`
-	LastDecision *Decision `dynamodbav:"last_decision"`
+	Workers      int              `dynamodbav:"workers"`
+	Desired      int              `dynamodbav:"desired"`
+	InService    int              `dynamodbav:"in_service"`
+	LastActiveMS int64            `dynamodbav:"last_active_ms"`
+	LastDecision *Decision        `dynamodbav:"last_decision"`
+	History      []Decision       `dynamodbav:"history"`
+	FirstSeen    map[string]int64 `dynamodbav:"first_seen"`
+	WokenMS      int64            `dynamodbav:"woken_ms"`
 }
 
 // GetFleetState reads a fleet's state; a fleet never touched reads as zeros.
@@ -233,8 +242,16 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (FleetState, err
 	if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
 		return FleetState{}, err
 	}
-	return FleetState{
+	st := FleetState{
 		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
 		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
-	}, nil
+		History: it.History, WokenAt: fromMS(it.WokenMS),
+	}
+	if len(it.FirstSeen) > 0 {
+		st.FirstSeen = make(map[string]time.Time, len(it.FirstSeen))
+		for id, v := range it.FirstSeen {
+			st.FirstSeen[id] = fromMS(v)
+		}
+	}
+	return st, nil
 }

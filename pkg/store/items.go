@@ -120,6 +120,7 @@ type workerItem struct {
 	RegisteredMS   int64    `dynamodbav:"registered_ms"`
 	LastSeenMS     int64    `dynamodbav:"last_seen_ms"`
 	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
+	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
 }
 
@@ -140,6 +141,7 @@ func (it *workerItem) toWorker() Worker {
 		RegisteredAt:   fromMS(it.RegisteredMS),
 		LastSeenAt:     fromMS(it.LastSeenMS),
 		LastReleaseAt:  fromMS(it.LastReleaseMS),
+		LastClaimAt:    fromMS(it.LastClaimMS),
 		SourceIP:       it.SourceIP,
 	}
 	if it.Capabilities != "" {

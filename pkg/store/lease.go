@@ -194,7 +194,8 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		txItem{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
 		txItem{update: &update{pk: wpk, sk: wsk,
 			set: expression.Set(expression.Name("leases"), expression.Plus(expression.Name("leases"), expression.Value(1))).
-				Set(expression.Name("last_seen_ms"), expression.Value(ms(now))),
+				Set(expression.Name("last_seen_ms"), expression.Value(ms(now))).
+				Set(expression.Name("last_claim_ms"), expression.Value(ms(now))),
 			cond: wcond,
 		}},
 	)

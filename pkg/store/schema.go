@@ -38,7 +38,7 @@ var ByStateProjection = []string{
 	"created_ms", "updated_ms", "first_leased_ms", "queue_timeout_s", "timeout_s", "leased_ms",
 	"reason", "error_code",
 	"fleet", "instance_id", "instance_type", "az", "wstatus", "approved", "leases",
-	"max_concurrency", "last_seen_ms", "registered_ms",
+	"max_concurrency", "last_seen_ms", "registered_ms", "last_release_ms", "last_claim_ms",
 }
 
 // ByInstanceProjection lists the non-key attributes copied into IndexByInstance.

@@ -45,6 +45,8 @@ type Worker struct {
 	LastSeenAt     time.Time
 	// LastReleaseAt is when the worker last gave up a lease (zero if never).
 	LastReleaseAt time.Time
+	// LastClaimAt is when the worker last leased a job (zero if never).
+	LastClaimAt time.Time
 	// SourceIP is the address the worker last registered from.
 	SourceIP string
 }

@@ -1,0 +1,202 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/store"
+)
+
+func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := e.st.WakeFleet(e.ctx, "gpu", 2)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Fatalf("%d callers woke the fleet, want exactly 1", won)
+	}
+	st, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Desired != 2 || !st.WokenAt.Equal(t0) || !st.LastActiveAt.Equal(t0) {
+		t.Fatalf("state after wake: %+v", st)
+	}
+	// Awake: no second wake until the scaler records zero again.
+	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 3); ok {
+		t.Fatal("woke an awake fleet")
+	}
+	if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: store.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 1); !ok {
+		t.Fatal("a fleet recorded at zero must wake again")
+	}
+}
+
+func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
+	e := newEnv(t)
+	seen := map[string]time.Time{"i-1": t0.Add(-time.Minute)}
+	for i := range store.DecisionHistory + 5 {
+		d := store.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: fmt.Sprintf("grow to %d", i)}
+		if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same decision again is not history.
+	last := store.Decision{At: t0.Add(time.Hour), Desired: store.DecisionHistory + 4, Reason: fmt.Sprintf("grow to %d", store.DecisionHistory+4)}
+	if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: last, LastActiveAt: last.At}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.History) != store.DecisionHistory {
+		t.Fatalf("history holds %d, want %d", len(st.History), store.DecisionHistory)
+	}
+	if st.History[0].Desired != store.DecisionHistory+4 || !st.History[0].At.Equal(t0.Add(time.Duration(store.DecisionHistory+4)*time.Minute)) {
+		t.Fatalf("newest history entry %+v", st.History[0])
+	}
+	if st.LastDecision == nil || !st.LastDecision.At.Equal(last.At) || st.Desired != last.Desired || !st.LastActiveAt.Equal(last.At) {
+		t.Fatalf("last decision %+v, state %+v", st.LastDecision, st)
+	}
+	if len(st.FirstSeen) != 0 {
+		t.Fatalf("first-seen times not replaced: %v", st.FirstSeen)
+	}
+}
+
+func TestFleetSnapshotAndRecentOutcomes(t *testing.T) {
+	e := newEnv(t)
+	a := e.register("w1", "gpu", 4)
+	e.submit("j1", "wf-a", 0)
+	e.clock.Advance(time.Second)
+	e.submit("j2", "wf-a", 5)
+	e.submit("j3", "wf-b", 0)
+	e.submit("j4", "wf-a", 0)
+	j := e.lease(a) // j2: highest priority
+	e.clock.Advance(90 * time.Second)
+	if err := e.st.Complete(e.ctx, a, j.ID, j.LeaseToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	j = e.lease(a)
+	snap, err := e.st.FleetSnapshot(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Ready != 2 || snap.Leased != 1 || snap.LeasesByWorker["w1"] != 1 || !snap.OldestReady.Equal(t0.Add(time.Second)) {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	out, err := e.st.RecentOutcomes(e.ctx, "gpu", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Succeeded != 1 || out.Dead != 0 || len(out.Runs) != 1 || out.Runs[0] != 90*time.Second {
+		t.Fatalf("outcomes %+v", out)
+	}
+	if out, _ := e.st.RecentOutcomes(e.ctx, "gpu", e.clock.Now().Add(time.Second)); out.Succeeded != 0 {
+		t.Fatalf("outcomes after the window: %+v", out)
+	}
+}
+
+func TestReconcileLeaseCountsLeavesFreshClaimsAlone(t *testing.T) {
+	e := newEnv(t)
+	a := e.register("w1", "gpu", 4)
+	e.register("w2", "gpu", 4)
+	e.submit("j1", "wf-a", 0)
+	e.lease(a)
+	// The index shows nothing for w1 (as if it lagged): a fresh claim must survive.
+	n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{})
+	if err != nil || n != 0 {
+		t.Fatalf("reconciled %d, %v; want 0", n, err)
+	}
+	e.wantLeases("w1", 1)
+	e.clock.Advance(store.LeaseCountQuiet + time.Second)
+	// Now the index is authoritative: w1 holds one, and a wrong count is set right.
+	if n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{"w1": 1}); err != nil || n != 0 {
+		t.Fatalf("reconciled %d, %v; want 0", n, err)
+	}
+	if n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{"w1": 1, "w2": 2}); err != nil || n != 1 {
+		t.Fatalf("reconciled %d, %v; want 1", n, err)
+	}
+	e.wantLeases("w2", 2)
+}
+
+func TestRemoveStaleWorkersRequeuesTheirLeases(t *testing.T) {
+	e := newEnv(t)
+	a := e.register("w1", "gpu", 1)
+	e.submit("j1", "wf-a", 0)
+	e.lease(a)
+	e.clock.Advance(30 * time.Minute)
+	e.register("w2", "gpu", 1)
+	n, err := e.st.RemoveStaleWorkers(e.ctx, "gpu", e.clock.Now().Add(-20*time.Minute))
+	if err != nil || n != 1 {
+		t.Fatalf("removed %d, %v; want 1", n, err)
+	}
+	if _, err := e.st.GetWorker(e.ctx, "w1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("stale worker still there: %v", err)
+	}
+	e.worker("w2")
+	j := e.wantStatus("j1", "queued")
+	if j.Attempts != 0 {
+		t.Fatalf("requeue of a removed worker's lease spent an attempt: %d", j.Attempts)
+	}
+}
+
+// A worker chosen as a scale-in victim that leases a job in the same instant
+// is either not drained or its lease never happened — never both.
+func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
+	e := newEnv(t)
+	const rounds = 40
+	for i := range rounds {
+		id := fmt.Sprintf("w%d", i)
+		a := e.register(id, "gpu", 1)
+		e.submit(fmt.Sprintf("j%d", i), "wf-a", 0)
+		var wg sync.WaitGroup
+		var drainErr, leaseErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); drainErr = e.st.DrainIdleWorker(e.ctx, id) }()
+		go func() { defer wg.Done(); _, leaseErr = e.st.LeaseNext(e.ctx, a, e.workflows("gpu")) }()
+		wg.Wait()
+		w := e.worker(id)
+		drained, leased := drainErr == nil, leaseErr == nil
+		if drained && leased {
+			t.Fatalf("round %d: worker drained and leased a job (worker %+v)", i, w)
+		}
+		if !drained && !leased {
+			t.Fatalf("round %d: neither drain (%v) nor lease (%v) happened", i, drainErr, leaseErr)
+		}
+		if drained && (w.Status != store.WorkerDraining || w.Leases != 0) {
+			t.Fatalf("round %d: drained worker reads %+v", i, w)
+		}
+		if leased && (w.Status != store.WorkerActive || w.Leases != 1) {
+			t.Fatalf("round %d: leasing worker reads %+v", i, w)
+		}
+		// Clear the round: the worker (under the fleet's worker cap) and its job.
+		if _, err := e.st.RemoveWorker(e.ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.Cancel(e.ctx, fmt.Sprintf("j%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
