@@ -25,16 +25,18 @@ type Store interface {
 	RecordRejection(ctx context.Context, r store.Rejection) error
 }
 
-// Waker raises a fleet's capacity when work arrives for it (wake on enqueue).
+// Waker raises a fleet's capacity when work arrives for it (wake on enqueue):
+// jobs is how many jobs the batch created for the fleet.
 type Waker interface {
-	Wake(ctx context.Context, fleet string) error
+	Wake(ctx context.Context, fleet string, jobs int) error
 }
 
 // Handler is the dispatch function's logic.
 type Handler struct {
 	Config *fleetconfig.Config
 	Store  Store
-	// Waker, when set, is called once per fleet per batch that created work.
+	// Waker, when set, is called once per fleet per batch that created
+	// work, after the batch's jobs are stored.
 	Waker  Waker
 	Logger *slog.Logger
 }
@@ -46,7 +48,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		log = slog.Default()
 	}
 	var resp events.SQSEventResponse
-	woken := map[string]bool{}
+	created := map[string]int{}
+	var order []string
 	for _, rec := range ev.Records {
 		fleet, err := h.record(ctx, log, rec)
 		if err != nil {
@@ -54,11 +57,18 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 			continue
 		}
-		if fleet != "" && h.Waker != nil && !woken[fleet] {
-			woken[fleet] = true
-			// Waking is best effort here: the job is stored, and the
+		if fleet != "" {
+			if created[fleet] == 0 {
+				order = append(order, fleet)
+			}
+			created[fleet]++
+		}
+	}
+	if h.Waker != nil {
+		for _, fleet := range order {
+			// Waking is best effort here: the jobs are stored, and the
 			// scaler's next tick raises capacity if this call failed.
-			if err := h.Waker.Wake(ctx, fleet); err != nil {
+			if err := h.Waker.Wake(ctx, fleet, created[fleet]); err != nil {
 				log.WarnContext(ctx, "wake fleet", "fleet", fleet, "error", err.Error())
 			}
 		}

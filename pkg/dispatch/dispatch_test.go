@@ -28,7 +28,7 @@ func msg(id, body string) events.SQSMessage { return events.SQSMessage{MessageId
 
 type recordingWaker struct{ fleets []string }
 
-func (w *recordingWaker) Wake(_ context.Context, fleet string) error {
+func (w *recordingWaker) Wake(_ context.Context, fleet string, _ int) error {
 	w.fleets = append(w.fleets, fleet)
 	return nil
 }

@@ -85,7 +85,7 @@ func TestDecide(t *testing.T) {
 			desired: 2, victims: "i-2:idle,i-3:idle"},
 		{name: "never a worker with a lease", in: (&fleet{}).worker(1, time.Hour).worker(1, time.Hour).worker(1, time.Hour).input(0, 1), desired: 3},
 		{name: "never an instance still booting", in: func() Input {
-			i := (&fleet{}).booting(5 * time.Minute).booting(5 * time.Minute).input(0, 0)
+			i := (&fleet{}).booting(5*time.Minute).booting(5*time.Minute).input(0, 0)
 			i.LastActiveAt = t0.Add(-time.Hour)
 			return i
 		}(), desired: 2},

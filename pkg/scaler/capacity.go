@@ -1,0 +1,52 @@
+// Package scaler is the once-a-minute control loop of every fleet: it
+// promotes due retries, expires queue deadlines, sweeps run-out leases,
+// keeps worker records honest, asks the scaling policy (pkg/scaling) for a
+// decision, carries it out on the fleet's capacity, records it, and emits the
+// fleet's metrics. It also holds the Waker dispatch uses to scale a fleet
+// from zero the moment work arrives.
+package scaler
+
+import (
+	"context"
+	"time"
+)
+
+// Instance is one machine of a fleet.
+type Instance struct {
+	ID string
+	// Booting is true until the group puts the instance in service.
+	Booting bool
+}
+
+// Group is a fleet's capacity as its group reports it. Instances leaving the
+// group (terminating) are left out.
+type Group struct {
+	Desired   int
+	Instances []Instance
+}
+
+// InService counts the instances in service.
+func (g Group) InService() int {
+	n := 0
+	for _, i := range g.Instances {
+		if !i.Booting {
+			n++
+		}
+	}
+	return n
+}
+
+// Capacity is where a fleet's machines come from: an Auto Scaling Group in
+// AWS (see ASG), a local fleet of in-process workers in the dev stack. The
+// group never chooses a victim itself: instances are protected from its
+// scale-in, and the scaler names each one it terminates.
+type Capacity interface {
+	Describe(ctx context.Context, fleet string) (Group, error)
+	// SetDesired sets the group's desired capacity.
+	SetDesired(ctx context.Context, fleet string, n int) error
+	// Terminate ends one instance and lowers the desired capacity by one.
+	Terminate(ctx context.Context, fleet, instanceID string) error
+}
+
+// Clock tells the time.
+type Clock interface{ Now() time.Time }
