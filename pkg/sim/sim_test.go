@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-func baselines() []Policy {
-	return []Policy{NewVisibleOnly(), NewTargetTracking(), NewKEDA(), Oracle{}}
+// policies are fresh instances of every policy (a policy keeps state over a run).
+func policies() []Policy {
+	return []Policy{NewFleetq(nil), NewVisibleOnly(), NewTargetTracking(), NewKEDA(), Oracle{}}
 }
 
 func TestSameSeedSameNumbers(t *testing.T) {
@@ -18,9 +19,9 @@ func TestSameSeedSameNumbers(t *testing.T) {
 		if !reflect.DeepEqual(w1, w2) {
 			t.Fatalf("%s: the same seed generated different workloads", name)
 		}
-		for i, p := range baselines() {
+		for i, p := range policies() {
 			a := Run(w1, p, Options{Seed: 7, SpotRate: 0.05})
-			b := Run(w2, baselines()[i], Options{Seed: 7, SpotRate: 0.05})
+			b := Run(w2, policies()[i], Options{Seed: 7, SpotRate: 0.05})
 			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("%s/%s: two runs with seed 7 differ:\n%+v\n%+v", name, p.Name(), a, b)
 			}
@@ -35,7 +36,7 @@ func TestSameSeedSameNumbers(t *testing.T) {
 func TestEveryArrivalIsAccountedFor(t *testing.T) {
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 3, 1)
-		for _, p := range baselines() {
+		for _, p := range policies() {
 			r := Run(w, p, Options{Seed: 3, SpotRate: 0.1, Horizon: 20 * time.Hour})
 			if r.Jobs != len(w.Jobs) || r.Completed+r.Queued+r.Running != r.Jobs {
 				t.Fatalf("%s/%s: %d jobs = %d completed + %d queued + %d running?", name, p.Name(), r.Jobs, r.Completed, r.Queued, r.Running)
@@ -63,9 +64,39 @@ func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
 	if r.Killed == 0 {
 		t.Fatalf("visible-only killed no busy worker: %+v", r)
 	}
-	o := Run(seedScenario(), Oracle{}, Options{Seed: 1, BootMin: 3 * time.Minute, BootMax: 3 * time.Minute, Horizon: 6 * time.Hour})
-	if o.Killed != 0 || o.Completed != 3 {
-		t.Fatalf("oracle: %+v", o)
+	for _, p := range []Policy{Oracle{}, NewFleetq(nil)} {
+		o := Run(seedScenario(), p, Options{Seed: 1, BootMin: 3 * time.Minute, BootMax: 3 * time.Minute, Horizon: 6 * time.Hour})
+		if o.Killed != 0 || o.Completed != 3 {
+			t.Fatalf("%s: %+v", p.Name(), o)
+		}
+	}
+}
+
+// The targets docs/simulation.md reports, on the built-in workloads with the
+// default seed and options of fleetq simulate: fleetq kills no job, bills
+// within 15% of the oracle's GPU-hours and fewer than KEDA, and leases the
+// first job after idle within the boot delay plus a minute.
+func TestFleetqMeetsItsTargets(t *testing.T) {
+	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}
+	for _, name := range BuiltIns {
+		w, _ := BuiltIn(name, 1, 1)
+		r, err := Simulate(w, []string{"fleetq", "keda", "oracle"}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, k, or := r.Results[0], r.Results[1], r.Results[2]
+		if f.Killed != 0 || f.Completed != f.Jobs {
+			t.Errorf("%s: fleetq killed %d, completed %d of %d", name, f.Killed, f.Completed, f.Jobs)
+		}
+		if f.GPUHours > 1.15*or.GPUHours {
+			t.Errorf("%s: fleetq billed %.1f GPU-h, more than 15%% over the oracle's %.1f", name, f.GPUHours, or.GPUHours)
+		}
+		if f.GPUHours >= k.GPUHours {
+			t.Errorf("%s: fleetq billed %.1f GPU-h, KEDA %.1f", name, f.GPUHours, k.GPUHours)
+		}
+		if max := (5*time.Minute + time.Minute).Seconds(); f.TTFLIdleMaxS > max {
+			t.Errorf("%s: fleetq's time to first lease from idle %.0fs > boot + 60s (%.0fs)", name, f.TTFLIdleMaxS, max)
+		}
 	}
 }
 
