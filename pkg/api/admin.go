@@ -20,6 +20,10 @@ type decisionView struct {
 	Desired int      `json:"desired"`
 	Reason  string   `json:"reason"`
 	Victims []string `json:"victims,omitempty"`
+	// InService and Inputs are what the decision saw (instances in service;
+	// ready, leased, booting, busy, idle ... counts).
+	InService int            `json:"in_service"`
+	Inputs    map[string]int `json:"inputs,omitempty"`
 }
 
 type fleetView struct {
@@ -34,9 +38,20 @@ type fleetView struct {
 	Min          int           `json:"min"`
 	Max          int           `json:"max"`
 	LastDecision *decisionView `json:"last_decision"`
+	// History is the fleet's recent decisions, newest first, with ?history=true.
+	History []decisionView `json:"history,omitempty"`
 }
 
 func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
+	var history bool
+	switch h := r.URL.Query().Get("history"); h {
+	case "", "false":
+	case "true":
+		history = true
+	default:
+		s.writeError(w, r, &Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `query "history": must be true or false`})
+		return
+	}
 	out := make([]fleetView, 0, len(s.Config.Fleets))
 	for i := range s.Config.Fleets {
 		f := &s.Config.Fleets[i]
@@ -58,11 +73,21 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 			v.Workflows = []string{}
 		}
 		if d := st.LastDecision; d != nil {
-			v.LastDecision = &decisionView{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims}
+			dv := viewDecision(*d)
+			v.LastDecision = &dv
+		}
+		if history {
+			for _, d := range st.History {
+				v.History = append(v.History, viewDecision(d))
+			}
 		}
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"fleets": out})
+}
+
+func viewDecision(d store.Decision) decisionView {
+	return decisionView{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
 }
 
 type workerView struct {

@@ -35,6 +35,8 @@ import (
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/jobevents"
 	"github.com/fleetq/fleetq/pkg/localaws"
+	"github.com/fleetq/fleetq/pkg/localfleet"
+	"github.com/fleetq/fleetq/pkg/scaler"
 	"github.com/fleetq/fleetq/pkg/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/store"
 )
@@ -61,6 +63,8 @@ type Options struct {
 	// RelayInterval is how often the outbox relay drains job events to the
 	// stack's bus (default 500ms; negative: never, announcements only).
 	RelayInterval time.Duration
+	// Fleet configures the scaler and the local fleet.
+	Fleet FleetOptions
 	// NoAnnounce stops the API from publishing a job's events right after
 	// its transition, leaving them to the relay (benchmarks use it to count
 	// the lifecycle's own requests apart from the announcement's).
@@ -87,6 +91,11 @@ type Stack struct {
 	// (GET /local/events/recent); Relay moves them there from the outbox.
 	Events *jobevents.Bus
 	Relay  *jobevents.Relay
+
+	// Scaler ticks every fleet; Fleet is the local fleet it scales (nil
+	// with FleetOptions.NoLocalFleet).
+	Scaler *scaler.Scaler
+	Fleet  *localfleet.Fleet
 
 	// S3 holds job inputs and outputs in Bucket; Assets presigns its URLs.
 	S3     *s3.Client
@@ -156,6 +165,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.RelayInterval > 0 {
 		s.Go(func() { s.Relay.Run(runCtx, o.RelayInterval) })
 	}
+	s.startFleet(runCtx, o)
 	var announcer api.Announcer = s.Relay
 	if o.NoAnnounce {
 		announcer = nil
@@ -351,6 +361,9 @@ func (s *Stack) Close() error {
 	}
 	if s.cancel != nil {
 		s.cancel()
+	}
+	if s.Fleet != nil {
+		s.Fleet.Close()
 	}
 	s.wg.Wait()
 	var errs []error

@@ -116,8 +116,10 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	if err != nil {
 		return r, err
 	}
-	if r.Group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
-		return r, err
+	if s.Capacity != nil {
+		if r.Group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
+			return r, err
+		}
 	}
 
 	in := scaling.Input{
@@ -144,6 +146,13 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	}
 	d := scaling.Decide(in)
 	r.Decision = d
+	if s.Capacity == nil {
+		// No capacity attached (workers started by hand): keep the books
+		// and record what the policy would do.
+		d.Reason = "advisory, no capacity attached: " + d.Reason
+		r.Decision, r.Desired = d, d.Desired
+		return r, s.record(ctx, f, r, d, d.Reason, firstSeen, workers, now)
+	}
 
 	// Scale in: claim each victim with the conditional drain (it holds only
 	// while the worker has no lease), then terminate it, lowering desired.
@@ -186,6 +195,11 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	if len(r.Kept) > 0 {
 		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
 	}
+	return r, s.record(ctx, f, r, d, reason, firstSeen, workers, now)
+}
+
+// record stores the decision, logs it and emits the fleet's metrics.
+func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, d scaling.Decision, reason string, firstSeen map[string]time.Time, workers []store.Worker, now time.Time) error {
 	rec := store.Decision{
 		At: now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
 		Victims: victimNames(d.Victims),
@@ -196,15 +210,15 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
 		},
 	}
-	if err := st.RecordDecision(ctx, f.Slug, store.FleetRecord{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: firstSeen}); err != nil {
-		return r, err
+	if err := s.Store.RecordDecision(ctx, f.Slug, store.FleetRecord{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: firstSeen}); err != nil {
+		return err
 	}
 	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", reason,
 		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
 	if err := s.emitMetrics(ctx, f, r, workers, now); err != nil {
 		s.log().Warn("metrics", "fleet", f.Slug, "error", err.Error())
 	}
-	return r, nil
+	return nil
 }
 
 func victimNames(vs []scaling.Victim) []string {

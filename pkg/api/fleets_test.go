@@ -1,0 +1,55 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fleetq/fleetq/events"
+	"github.com/fleetq/fleetq/pkg/devstack"
+)
+
+// A scheduled tick delivered as EventBridge would scales the local fleet
+// for queued work, and GET /api/admin/fleets shows the decision and, with
+// ?history=true, the history.
+func TestScheduledTickDecisionShowsInAdminFleets(t *testing.T) {
+	h := newHarness(t, func(o *devstack.Options) { o.Fleet.Tick = -1 })
+	for range 3 {
+		h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
+	}
+	h.waitFor(h.submissionQueueEmpty, "dispatch")
+	var tick map[string]any
+	if err := json.Unmarshal(mustRead(t, "schedule-tick.json"), &tick); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("POST", "/local/events", "op", tick)
+	h.want(r, 200, "")
+	if !strings.Contains(string(r.raw), `"fleet_slug":"gpu"`) {
+		t.Fatalf("tick summary %s", r.raw)
+	}
+	fl := h.do("GET", "/api/admin/fleets?history=true", "op", nil)
+	h.want(fl, 200, "")
+	gpu := fl.body["fleets"].([]any)[0].(map[string]any)
+	last := gpu["last_decision"].(map[string]any)
+	// Three jobs need three single-slot instances (dispatch's wake may have
+	// asked for some of them already).
+	if gpu["desired"].(float64) != 3 || last["desired"].(float64) != 3 || !strings.Contains(last["reason"].(string), "3 ready + 0 leased need 3") {
+		t.Fatalf("gpu fleet after the tick: %v", gpu)
+	}
+	if hist, ok := gpu["history"].([]any); !ok || len(hist) != 1 {
+		t.Fatalf("history = %v", gpu["history"])
+	}
+	if g, _ := h.stack.Fleet.Describe(t.Context(), "gpu"); g.Desired != 3 {
+		t.Fatalf("local fleet desired %d", g.Desired)
+	}
+	h.want(h.do("GET", "/api/admin/fleets?history=maybe", "op", nil), 400, "invalid_argument")
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := events.FS.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
