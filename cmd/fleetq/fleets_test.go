@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fleetq/fleetq/pkg/devstack"
+)
+
+func TestFleetsPrintsTheLastDecision(t *testing.T) {
+	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+		OperatorToken: "op-token", Fleet: devstack.FleetOptions{Tick: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	if _, err := stack.Scaler.Tick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := runCLI(t.Context(), []string{"fleets", "--api", stack.URL, "--operator-token", "op-token", "--history"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "LAST DECISION") || !strings.Contains(out.String(), "demo ") || !strings.Contains(out.String(), "hold 0: no work") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	code = runCLI(t.Context(), []string{"fleets", "--api", stack.URL, "--operator-token", "wrong"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "401 unauthenticated") {
+		t.Fatalf("wrong token: exit %d, %s", code, errOut.String())
+	}
+}
+
+// Without an operator token the request is signed for API Gateway's IAM
+// authorization with the default AWS credentials.
+func TestFleetsSignsWithSigV4WithoutAToken(t *testing.T) {
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"fleets":[]}`))
+	}))
+	defer srv.Close()
+	t.Setenv("FLEETQ_OPERATOR_TOKEN", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"fleets", "--api", srv.URL}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") || !strings.Contains(auth, "/eu-west-1/execute-api/aws4_request") {
+		t.Fatalf("Authorization = %q", auth)
+	}
+}
