@@ -94,4 +94,3 @@ func (c *operatorClient) authorize(ctx context.Context, req *http.Request, body 
 	sum := sha256.Sum256(body)
 	return v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", region, time.Now())
 }
-
