@@ -19,9 +19,16 @@ import (
 	"github.com/fleetq/fleetq/pkg/scaler"
 )
 
-// Launch starts the worker of an instance once it has booted. The worker
-// runs until stop is called (the instance is gone: no goodbye).
-type Launch func(ctx context.Context, fleet, instanceID string) (stop func())
+// Machine is the worker running on a booted instance.
+type Machine interface {
+	// Stop ends it at once, as an instance's termination does: no goodbye.
+	Stop()
+	// Running is how many jobs it is running now.
+	Running() int
+}
+
+// Launch starts the worker of an instance once it has booted.
+type Launch func(ctx context.Context, fleet, instanceID string) Machine
 
 // Interrupt delivers a Spot interruption warning for an instance, the way
 // EventBridge would deliver it to the interruption function.
@@ -47,7 +54,7 @@ type instance struct {
 	id         string
 	launchedAt time.Time
 	inService  bool
-	stop       func()
+	machine    Machine
 	// reclaimAt is when a warned instance disappears (zero: not warned).
 	reclaimAt time.Time
 }
@@ -66,7 +73,7 @@ type Fleet struct {
 	rng    *rand.Rand
 	ctx    context.Context
 
-	launched, terminated, interrupted int
+	launched, terminated, interrupted, killedBusy int
 	peak                              map[string]int
 }
 
@@ -130,6 +137,9 @@ func (f *Fleet) Terminate(_ context.Context, fleet, instanceID string) error {
 	if !ok {
 		return nil // already gone
 	}
+	if in.machine != nil && in.machine.Running() > 0 {
+		f.killedBusy++
+	}
 	f.remove(g, in)
 	g.desired = max(0, g.desired-1)
 	f.terminated++
@@ -137,8 +147,8 @@ func (f *Fleet) Terminate(_ context.Context, fleet, instanceID string) error {
 }
 
 func (f *Fleet) remove(g *group, in *instance) {
-	if in.stop != nil {
-		in.stop()
+	if in.machine != nil {
+		in.machine.Stop()
 	}
 	delete(g.instances, in.id)
 }
@@ -203,7 +213,7 @@ func (f *Fleet) reconcile(slug string, g *group) {
 		if !in.inService && now.Sub(in.launchedAt) >= f.o.BootDelay {
 			in.inService = true
 			if f.o.Launch != nil {
-				in.stop = f.o.Launch(f.ctx, slug, in.id)
+				in.machine = f.o.Launch(f.ctx, slug, in.id)
 			}
 		}
 	}
@@ -222,6 +232,9 @@ func (f *Fleet) slugs() []string {
 // Stats are a local fleet's counters since it started.
 type Stats struct {
 	Launched, Terminated, Interrupted int
+	// KilledBusy counts instances terminated (by the scaler) while their
+	// worker was running a job: fleetq's scale-in must keep it at zero.
+	KilledBusy int
 	// Peak is the most instances each fleet had at once.
 	Peak map[string]int
 }
@@ -234,7 +247,7 @@ func (f *Fleet) Stats() Stats {
 	for k, v := range f.peak {
 		peak[k] = v
 	}
-	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, Peak: peak}
+	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, KilledBusy: f.killedBusy, Peak: peak}
 }
 
 // Close stops every worker.

@@ -68,12 +68,19 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// machine is a booted instance in these tests; its worker's jobs are
+// driven by the test through the store.
+type machine struct{}
+
+func (machine) Stop()        {}
+func (machine) Running() int { return 0 }
+
 // launch plays the agent of a booted instance: it registers a worker.
-func (h *harness) launch(ctx context.Context, fleet, instanceID string) func() {
+func (h *harness) launch(ctx context.Context, fleet, instanceID string) localfleet.Machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.register {
-		return func() {}
+		return machine{}
 	}
 	a := store.WorkerAuth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
 	if _, err := h.st.RegisterWorker(ctx, store.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
@@ -81,7 +88,7 @@ func (h *harness) launch(ctx context.Context, fleet, instanceID string) func() {
 		h.t.Errorf("register %s: %v", instanceID, err)
 	}
 	h.workers[instanceID] = a
-	return func() {}
+	return machine{}
 }
 
 func (h *harness) submit(n int, prefix string) {
