@@ -74,7 +74,7 @@ type Fleet struct {
 	ctx    context.Context
 
 	launched, terminated, interrupted, killedBusy int
-	peak                              map[string]int
+	peak                                          map[string]int
 }
 
 // New returns an empty local fleet; ctx bounds the workers it launches.
