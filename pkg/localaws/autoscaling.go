@@ -81,7 +81,7 @@ type AutoScaling struct {
 	calls       []ASGCall
 	completions []ASGLifecycleCompletion
 	requestSeq  int
-	// PageSize bounds the groups in one DescribeAutoScalingGroups page when
+	// pageSize bounds the groups in one DescribeAutoScalingGroups page when
 	// the request names no MaxRecords (the service's default is 50).
 	pageSize int
 }
