@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -214,7 +215,7 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 // SetDesired sets the group's desired capacity to n, ignoring any cooldown:
 // the scaler has its own pacing.
 func (a *Adapter) SetDesired(ctx context.Context, groupName string, n int) error {
-	if n < 0 || int64(n) > int64(^uint32(0)>>1) {
+	if n < 0 || n > math.MaxInt32 {
 		return fmt.Errorf("set desired capacity of auto scaling group %q: %d out of range", groupName, n)
 	}
 	err := a.retry(ctx, func() error {

@@ -267,6 +267,7 @@ func TestThrottlingAndServerErrorsAreRetriedWithBackoff(t *testing.T) {
 		{Status: http.StatusBadRequest, Code: "Throttling", Message: "Rate exceeded"},
 		{Status: http.StatusBadRequest, Code: "ThrottlingException", Message: "Rate exceeded"},
 		{Status: http.StatusBadRequest, Code: "RequestLimitExceeded", Message: "Request limit exceeded."},
+		{Status: http.StatusBadRequest, Code: "ResourceContention", Message: "You already have a pending update to an Auto Scaling resource."},
 		{Status: http.StatusInternalServerError, Code: "InternalFailure", Message: "internal error"},
 		{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable", Message: "unavailable"},
 	}
