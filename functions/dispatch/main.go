@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/dispatch"
 	"github.com/fleetq/fleetq/pkg/lambdaenv"
+	"github.com/fleetq/fleetq/pkg/scaler"
 )
 
 func main() {
@@ -20,6 +21,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dispatch:", err)
 		os.Exit(1)
 	}
-	h := &dispatch.Handler{Config: env.Config, Store: env.Store(), Logger: env.Logger}
+	st := env.Store()
+	groups, err := env.FleetGroups()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dispatch:", err)
+		os.Exit(1)
+	}
+	// Wake on enqueue: a fleet at zero is raised in this invocation.
+	waker := &scaler.Waker{Store: st, Capacity: groups, Logger: env.Logger}
+	h := &dispatch.Handler{Config: env.Config, Store: st, Waker: waker, Logger: env.Logger}
 	lambda.Start(h.Handle)
 }

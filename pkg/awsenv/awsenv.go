@@ -87,4 +87,7 @@ const (
 	EnvEventBus = "FLEETQ_EVENT_BUS"
 	// EnvLogLevel is debug, info (default), warn or error.
 	EnvLogLevel = "FLEETQ_LOG_LEVEL"
+	// EnvFleetGroups maps each fleet's slug to its Auto Scaling Group's
+	// name, as a JSON object (the scaler and dispatch's wake read it).
+	EnvFleetGroups = "FLEETQ_FLEET_GROUPS"
 )

@@ -13,14 +13,17 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/fleetq/fleetq/pkg/asg"
 	"github.com/fleetq/fleetq/pkg/awsenv"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/scaler"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
@@ -135,6 +138,35 @@ func (e *Env) S3() *s3.Client {
 			o.BaseEndpoint, o.UsePathStyle = ep, true
 		}
 	})
+}
+
+// AutoScaling returns an Auto Scaling client (FLEETQ_AUTOSCALING_ENDPOINT
+// overrides the endpoint) with the SDK's own retries off: pkg/asg retries
+// throttling itself, and the two would multiply.
+func (e *Env) AutoScaling() *autoscaling.Client {
+	return autoscaling.NewFromConfig(e.AWS, func(o *autoscaling.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvAutoScalingEndpoint)
+		asg.WithoutSDKRetries(o)
+	})
+}
+
+// FleetGroups returns the fleets' Auto Scaling Groups as scaling capacity,
+// from FLEETQ_FLEET_GROUPS.
+func (e *Env) FleetGroups() (scaler.Groups, error) {
+	raw, err := e.Require(awsenv.EnvFleetGroups)
+	if err != nil {
+		return scaler.Groups{}, err
+	}
+	names, err := scaler.ParseGroupNames(raw)
+	if err != nil {
+		return scaler.Groups{}, fmt.Errorf("%s: %w", awsenv.EnvFleetGroups, err)
+	}
+	for _, f := range e.Config.Fleets {
+		if names[f.Slug] == "" {
+			return scaler.Groups{}, fmt.Errorf("%s: fleet %s has no group", awsenv.EnvFleetGroups, f.Slug)
+		}
+	}
+	return scaler.Groups{Adapter: asg.New(e.AutoScaling(), asg.Options{}), Names: names}, nil
 }
 
 // Store returns the job store on the function's table.

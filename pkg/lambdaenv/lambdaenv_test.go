@@ -72,3 +72,30 @@ func TestLoggerWritesJSONAtLevel(t *testing.T) {
 		t.Fatalf("record %v", rec)
 	}
 }
+
+func TestFleetGroups(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	for name, c := range map[string]struct{ groups, want string }{
+		"unset":         {"", awsenv.EnvFleetGroups},
+		"not JSON":      {"demo=fleetq-dev-demo", "JSON object"},
+		"fleet missing": {`{"other":"g"}`, "fleet demo has no group"},
+		"ok":            {`{"demo":"fleetq-dev-demo"}`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := Load(context.Background(), env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := e.FleetGroups()
+			if c.want == "" {
+				if err != nil || g.Names["demo"] != "fleetq-dev-demo" || g.Adapter == nil {
+					t.Fatalf("groups %+v, %v", g, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}

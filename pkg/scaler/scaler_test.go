@@ -243,15 +243,21 @@ func TestTickRecordsMetrics(t *testing.T) {
 	h := newHarness(t)
 	h.submit(3, "a")
 	h.tick()
-	line := strings.TrimSpace(h.metrics.String())
-	if line == "" {
-		t.Skip("metrics writer not wired")
+	lines := strings.Split(strings.TrimSpace(h.metrics.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one EMF line per fleet per tick, got %q", lines)
 	}
 	var doc map[string]any
-	if err := json.Unmarshal([]byte(strings.Split(line, "\n")[0]), &doc); err != nil {
-		t.Fatalf("metrics line %q: %v", line, err)
+	if err := json.Unmarshal([]byte(lines[0]), &doc); err != nil {
+		t.Fatalf("metrics line %q: %v", lines[0], err)
 	}
-	if doc["FleetSlug"] != "gpu" || doc["Stage"] != "test" || doc["QueueDepth"] != float64(3) || doc["DesiredCapacity"] != float64(2) {
+	if doc["FleetSlug"] != "gpu" || doc["Stage"] != "test" || doc["QueueDepth"] != float64(3) || doc["DesiredCapacity"] != float64(2) ||
+		doc["Queued"] != float64(3) || doc["OldestQueuedAgeSeconds"] != float64(0) {
 		t.Fatalf("metrics %v", doc)
+	}
+	aws := doc["_aws"].(map[string]any)
+	defs := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
+	if defs["Namespace"] != "fleetq" || len(defs["Metrics"].([]any)) != 13 {
+		t.Fatalf("EMF directive %v", defs)
 	}
 }
