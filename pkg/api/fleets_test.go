@@ -53,3 +53,29 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// Every EventBridge sample in events/ is routed by POST /local/events to the
+// handler its AWS rule routes it to, and answers that handler's summary.
+func TestEverySampleEventIsRoutedLocally(t *testing.T) {
+	h := newHarness(t, func(o *devstack.Options) { o.Fleet.Tick = -1 })
+	entries, err := events.FS.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := 0
+	for _, e := range entries {
+		var ev map[string]any
+		if err := json.Unmarshal(mustRead(t, e.Name()), &ev); err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		if _, ok := ev["detail-type"]; !ok {
+			continue // not an EventBridge event (API Gateway, SQS)
+		}
+		r := h.do("POST", "/local/events", "op", ev)
+		h.want(r, 200, "")
+		routed++
+	}
+	if routed != 5 {
+		t.Fatalf("routed %d samples, want the schedule and the four EC2/Auto Scaling events", routed)
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/dispatch"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/jobevents"
 	"github.com/fleetq/fleetq/pkg/localaws"
 	"github.com/fleetq/fleetq/pkg/localfleet"
@@ -96,6 +97,9 @@ type Stack struct {
 	// with FleetOptions.NoLocalFleet).
 	Scaler *scaler.Scaler
 	Fleet  *localfleet.Fleet
+	// Interruptions handles the EC2 and Auto Scaling events of PROTOCOL.md
+	// posted to /local/events.
+	Interruptions *interruption.Handler
 
 	// S3 holds job inputs and outputs in Bucket; Assets presigns its URLs.
 	S3     *s3.Client

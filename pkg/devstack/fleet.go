@@ -2,10 +2,12 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/localfleet"
 	"github.com/fleetq/fleetq/pkg/scaler"
 )
@@ -40,8 +42,9 @@ const (
 	scheduleDetailType = "Scheduled Event"
 )
 
-// startFleet wires wake-on-enqueue, the scaler (its loop and its schedule
-// event) and the local fleet.
+// startFleet wires the interruption handler (EC2 and Auto Scaling events
+// posted to /local/events), wake-on-enqueue, the scaler (its loop and its
+// schedule event) and the local fleet.
 func (s *Stack) startFleet(ctx context.Context, o Options) {
 	fo := o.Fleet
 	if fo.Tick == 0 {
@@ -50,7 +53,17 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	if fo.BootDelay <= 0 {
 		fo.BootDelay = 20 * time.Second
 	}
-	s.Scaler = &scaler.Scaler{Store: s.Store, Clock: o.Clock, Logger: o.Logger, Stage: o.Config.Stage, Relay: s.Relay}
+	s.Interruptions = &interruption.Handler{Store: s.Store, Logger: o.Logger}
+	for _, r := range []struct{ source, detailType string }{
+		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
+		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
+	} {
+		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+			return s.Interruptions.Handle(ctx, ev)
+		})
+	}
+	s.Scaler = &scaler.Scaler{Store: s.Store, Clock: o.Clock, Logger: o.Logger, Stage: o.Config.Stage, Relay: s.Relay,
+		Interruptions: s.Store.SpotInterruptions}
 	if !fo.NoLocalFleet {
 		max := map[string]int{}
 		for _, f := range o.Config.Fleets {
@@ -93,7 +106,8 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 // to whatever handles the EC2 event in this stack, as EventBridge would.
 func (s *Stack) interruptLocal(ctx context.Context, fleet, instanceID string) error {
 	ev := events.CloudWatchEvent{
-		Source: "aws.ec2", DetailType: "EC2 Spot Instance Interruption Warning", Time: time.Now().UTC(),
+		ID: fmt.Sprintf("local-spot-%s-%d", instanceID, time.Now().UnixNano()), Source: "aws.ec2",
+		DetailType: interruption.SpotWarning, Time: time.Now().UTC(),
 		Detail: []byte(`{"instance-id":"` + instanceID + `","instance-action":"terminate"}`),
 	}
 	_, err := s.DeliverEvent(ctx, ev)
