@@ -6,10 +6,14 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
 BENCHTIME ?= 1s
 
-.PHONY: dev test build bench lint synth clean
+.PHONY: dev serve test build bench lint synth clean
 
-## dev: run the local stack (embedded DynamoDB and SQS, the API, dispatch, a local fleet)
+## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
+	$(GO) run ./cmd/fleetq dev --demo $(ARGS)
+
+## serve: the local stack, kept running (embedded AWS APIs, the API, dispatch, scaler, local fleet)
+serve:
 	$(GO) run ./cmd/fleetq dev $(ARGS)
 
 ## test: every test, race detector on, integration tests included

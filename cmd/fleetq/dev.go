@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/devstack"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
@@ -23,7 +25,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	operator := fs.String("operator-token", "", "operator bearer token for producer and admin routes (random and printed when empty)")
 	configFile := fs.String("config", "", "fleet config file (default: the built-in config/dev.yaml)")
 	registerLimit := fs.Int("register-limit", 10, "worker registrations allowed per minute per source address")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error (the demo defaults to warn)")
+	noLocalFleet := fs.Bool("no-local-fleet", false, "start no local fleet: bring your own workers (the scaler's decisions are advisory)")
+	tick := fs.Duration("tick", time.Minute, "how often the scaler runs (the demo defaults to 5s)")
+	bootDelay := fs.Duration("boot-delay", 20*time.Second, "how long a local instance takes to start its worker (the demo defaults to 8s)")
+	idleWindow := fs.Duration("idle-window", 0, "override every fleet's idle window (the demo defaults to 20s)")
+	spotRate := fs.Float64("spot-rate", 0, "interrupt local instances at random, per instance-hour, through the Spot warning path")
+	demo := fs.Bool("demo", false, "run the demo: a burst of demo-sleep jobs on an empty fleet, a live table while it scales 0 → N → 0, a summary; then exit")
+	jobs := fs.Int("jobs", 16, "jobs the demo submits")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq dev [flags]")
 		fmt.Fprintln(stderr)
@@ -35,6 +44,29 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *demo {
+		if *noLocalFleet {
+			fmt.Fprintln(stderr, "fleetq dev: --demo needs the local fleet")
+			return 2
+		}
+		if !set["tick"] {
+			*tick = 5 * time.Second
+		}
+		if !set["boot-delay"] {
+			*bootDelay = 8 * time.Second
+		}
+		if !set["idle-window"] {
+			*idleWindow = 20 * time.Second
+		}
+		if !set["log-level"] {
+			*logLevel = "warn"
+		}
+		if !set["addr"] {
+			*addr = "127.0.0.1:0"
+		}
+	}
 	cfg := fleetconfig.Default()
 	if *configFile != "" {
 		var err error
@@ -43,23 +75,59 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if *idleWindow > 0 {
+		// A development override below the config's 1-minute floor: the
+		// scale-in grace shrinks with it so idle workers can leave in time.
+		for i := range cfg.Fleets {
+			f := &cfg.Fleets[i]
+			f.IdleWindow = fleetconfig.Duration(*idleWindow)
+			f.ScaleInGrace = fleetconfig.Duration(min(f.ScaleInGrace.Std(), *idleWindow/4))
+		}
+	}
 	log, err := lambdaenv.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	fo := devstack.FleetOptions{Tick: *tick, NoLocalFleet: *noLocalFleet, LocalAgents: !*noLocalFleet, BootDelay: *bootDelay, SpotRate: *spotRate}
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Addr: *addr, Config: cfg, FleetSecret: *secret, OperatorToken: *operator, RegisterLimit: *registerLimit, Logger: log,
+		Fleet: fo,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq dev:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "fleetq dev ready at %s  stage=%s  fleet-secret=%s  operator-token=%s\n", stack.URL, cfg.Stage, stack.FleetSecret, stack.OperatorToken)
+	if *demo {
+		return runDemo(ctx, stack, *jobs, stdout, stderr)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "fleetq dev: shutting down")
 	if err := stack.Close(); err != nil {
 		fmt.Fprintln(stderr, "fleetq dev:", err)
+		return 1
+	}
+	return 0
+}
+
+// runDemo runs the dev stack's demo and prints its summary; the exit code
+// says whether nothing was lost and no busy worker was killed.
+func runDemo(ctx context.Context, stack *devstack.Stack, jobs int, stdout, stderr io.Writer) int {
+	defer stack.Close()
+	live := false
+	if f, ok := stdout.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			live = true
+		}
+	}
+	sum, err := stack.RunDemo(ctx, devstack.DemoOptions{Jobs: jobs, Out: stdout, Live: live})
+	fmt.Fprintf(stdout, "\nsummary: %s\n", sum)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq dev --demo:", err)
+		return 1
+	}
+	if sum.Lost != 0 || sum.KilledBusy != 0 {
 		return 1
 	}
 	return 0

@@ -107,6 +107,7 @@ type Stack struct {
 	Assets *assets.S3
 
 	log      *slog.Logger
+	agents   agents
 	server   *http.Server
 	ddb      *localaws.Server
 	s3srv    *localaws.Server
@@ -152,8 +153,18 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.Events = &jobevents.Bus{Keep: 1000}
 	s.Relay = &jobevents.Relay{Outbox: s.Store, Publisher: s.Events, Logger: o.Logger}
 
+	// Listen first: the local fleet's workers need the URL.
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	s.URL = "http://" + ln.Addr().String()
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	// The scaler, the local fleet and wake-on-enqueue are wired before the
+	// dispatch loop starts.
+	s.startFleet(runCtx, o)
 	esm := &EventSourceMapping{
 		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
@@ -169,7 +180,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.RelayInterval > 0 {
 		s.Go(func() { s.Relay.Run(runCtx, o.RelayInterval) })
 	}
-	s.startFleet(runCtx, o)
 	var announcer api.Announcer = s.Relay
 	if o.NoAnnounce {
 		announcer = nil
@@ -184,12 +194,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	mux.HandleFunc("/local/events", s.localEvents)
 	mux.HandleFunc("/local/events/recent", s.recentEvents)
 	mux.Handle("/", apiHandler)
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
-	}
-	s.URL = "http://" + ln.Addr().String()
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.Go(func() {
 		if err := s.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -369,6 +373,7 @@ func (s *Stack) Close() error {
 	if s.Fleet != nil {
 		s.Fleet.Close()
 	}
+	s.closeAgents()
 	s.wg.Wait()
 	var errs []error
 	if s.s3srv != nil {

@@ -29,8 +29,11 @@ type FleetOptions struct {
 	SpotRate float64
 	// SpotNotice is the time from a warning to the instance's end (default 2m).
 	SpotNotice time.Duration
-	// Launch starts the worker of a booted local instance (the dev command
-	// runs the agent in process); nil launches instances that never register.
+	// LocalAgents runs the worker agent (sleep runner) in process on every
+	// booted local instance. Without it, and without Launch, instances boot
+	// but never register (tests that drive workers themselves).
+	LocalAgents bool
+	// Launch overrides what runs on a booted local instance.
 	Launch localfleet.Launch
 	// Seed makes the random interruptions repeatable.
 	Seed uint64
@@ -64,6 +67,9 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	}
 	s.Scaler = &scaler.Scaler{Store: s.Store, Clock: o.Clock, Logger: o.Logger, Stage: o.Config.Stage, Relay: s.Relay,
 		Interruptions: s.Store.SpotInterruptions}
+	if fo.Launch == nil && fo.LocalAgents {
+		fo.Launch = s.launchAgent
+	}
 	if !fo.NoLocalFleet {
 		max := map[string]int{}
 		for _, f := range o.Config.Fleets {

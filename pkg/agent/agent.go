@@ -1,0 +1,484 @@
+// Package agent is the worker agent every GPU machine runs (`fleetq
+// worker`): it waits for its runner to be ready, registers with the fleet
+// secret, polls for jobs up to its concurrency, heartbeats each, stops a
+// job the moment it is canceled or its lease is lost, and reports the
+// outcome. On a Spot interruption notice it requeues its running jobs
+// (no attempt spent), deregisters and exits well inside the two minutes; on
+// a rebalance recommendation it stops leasing and lets its jobs finish; on
+// Drain (SIGTERM) it stops leasing, lets jobs finish within the drain
+// timeout, requeues the rest and deregisters.
+//
+// The dev stack's local fleet runs this same code in process.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Requeue reasons (PROTOCOL.md).
+const (
+	ReasonSpot     = "spot_interruption"
+	ReasonShutdown = "shutdown"
+)
+
+// Config configures an agent.
+type Config struct {
+	// API is the fleetq API's base URL; FleetSecret registers the worker.
+	API         string
+	FleetSecret string
+	Fleet       string
+	Stage       string
+	WorkerID    string
+	// InstanceID, InstanceType and AZ are registered with the worker (the
+	// interruption function finds the worker by instance id).
+	InstanceID, InstanceType, AZ string
+	MaxConcurrency               int
+	Runner                       Runner
+	// Metadata, when set, is polled every SpotPoll (default 5s) for Spot
+	// interruption notices and rebalance recommendations.
+	Metadata *Metadata
+	SpotPoll time.Duration
+	// DrainTimeout is how long Drain lets running jobs finish before it
+	// requeues them (default 0: at once).
+	DrainTimeout time.Duration
+	HTTP         *http.Client
+	Logger       *slog.Logger
+	// ReadyPoll is how often an unready runner is asked again (default 2s).
+	ReadyPoll time.Duration
+	// Backoff bounds the retry delay of registration and polling (default
+	// 1s doubling up to 1m, jittered).
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Agent is one worker.
+type Agent struct {
+	cfg    Config
+	client *Client
+	log    *slog.Logger
+
+	stop chan string // ReasonSpot or ReasonShutdown
+
+	mu      sync.Mutex
+	jobs    map[string]*running
+	freed   chan struct{}
+	leasing atomic.Bool
+	reg     Registered
+	wg      sync.WaitGroup
+}
+
+type running struct {
+	lease    Lease
+	cancel   context.CancelFunc
+	settled  atomic.Bool  // someone has reported (or given up) this job's outcome
+	progress atomic.Value // float64
+}
+
+// New checks the configuration and returns an agent.
+func New(c Config) (*Agent, error) {
+	switch {
+	case c.API == "":
+		return nil, errors.New("agent: no API URL")
+	case c.FleetSecret == "":
+		return nil, errors.New("agent: no fleet secret")
+	case c.Fleet == "" || c.Stage == "" || c.WorkerID == "":
+		return nil, errors.New("agent: fleet, stage and worker id are required")
+	case c.Runner == nil:
+		return nil, errors.New("agent: no runner")
+	}
+	if c.MaxConcurrency < 1 {
+		c.MaxConcurrency = 1
+	}
+	if c.SpotPoll <= 0 {
+		c.SpotPoll = 5 * time.Second
+	}
+	if c.ReadyPoll <= 0 {
+		c.ReadyPoll = 2 * time.Second
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = max(time.Minute, c.BackoffBase)
+	}
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{Timeout: 60 * time.Second}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	a := &Agent{
+		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
+		log:  c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet),
+		stop: make(chan string, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
+	}
+	a.leasing.Store(true)
+	return a, nil
+}
+
+// Drain asks the agent to shut down gracefully (what SIGTERM does): stop
+// leasing, let running jobs finish within the drain timeout, requeue the
+// rest, deregister, and return from Run.
+func (a *Agent) Drain() { a.signal(ReasonShutdown) }
+
+func (a *Agent) signal(reason string) {
+	select {
+	case a.stop <- reason:
+	default:
+	}
+}
+
+// Running is how many jobs the agent is running now.
+func (a *Agent) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.jobs)
+}
+
+// Run runs the agent until Drain, a Spot notice, or ctx ends. Ending ctx is
+// a hard stop, like the machine vanishing: running jobs are abandoned
+// unreported (their leases expire, or the interruption function requeues
+// them) and the worker does not deregister.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.waitReady(ctx); err != nil {
+		return nil
+	}
+	if err := a.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if a.cfg.Metadata != nil {
+		go a.watchMetadata(ctx)
+	}
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			a.abandon()
+			return nil
+		case reason := <-a.stop:
+			return a.shutdown(ctx, reason)
+		default:
+		}
+		if !a.leasing.Load() || a.Running() >= a.cfg.MaxConcurrency {
+			if a.wait(ctx, a.freed, 0) {
+				continue
+			}
+			continue
+		}
+		lease, err := a.client.Poll(ctx, a.Running())
+		switch {
+		case err == nil && lease != nil:
+			failures = 0
+			a.start(ctx, *lease)
+			continue
+		case err == nil:
+			failures = 0
+			a.wait(ctx, nil, jitter(time.Duration(a.reg.PollSeconds)*time.Second))
+		case ctx.Err() != nil:
+			continue
+		case isCode(err, http.StatusUnauthorized, ""):
+			// The token stopped working (rotated, or the worker was removed):
+			// register again and go on.
+			a.log.Warn("worker token refused; registering again")
+			if err := a.register(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+		case isCode(err, http.StatusForbidden, ""):
+			// Revoked, unapproved or draining: nothing to lease for now.
+			a.log.Info("not allowed to lease now", "reason", err.Error())
+			a.wait(ctx, nil, jitter(time.Duration(max(a.reg.PollSeconds, 5))*time.Second))
+		default:
+			failures++
+			a.log.Warn("poll failed", "error", err.Error())
+			a.wait(ctx, nil, a.backoff(failures, err))
+		}
+	}
+}
+
+// wait blocks until d passes (0: no timeout), ch fires, a stop is asked or
+// ctx ends; a stop is put back for the main loop. It answers whether ch fired.
+func (a *Agent) wait(ctx context.Context, ch chan struct{}, d time.Duration) bool {
+	var timer <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case reason := <-a.stop:
+		a.signal(reason)
+	case <-ch:
+		return true
+	case <-timer:
+	}
+	return false
+}
+
+func (a *Agent) waitReady(ctx context.Context) error {
+	for {
+		err := a.cfg.Runner.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		a.log.Info("runner not ready", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case reason := <-a.stop:
+			a.signal(reason)
+			return errors.New("stopped before the runner was ready")
+		case <-time.After(a.cfg.ReadyPoll):
+		}
+	}
+}
+
+// register registers the worker, retrying with jittered backoff on 429,
+// 5xx and network errors (and a full fleet, which may free up).
+func (a *Agent) register(ctx context.Context) error {
+	r := Registration{
+		WorkerID: a.cfg.WorkerID, Fleet: a.cfg.Fleet, Stage: a.cfg.Stage, MaxConcurrency: a.cfg.MaxConcurrency,
+		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AZ: a.cfg.AZ,
+	}
+	for attempt := 1; ; attempt++ {
+		reg, err := a.client.Register(ctx, a.cfg.FleetSecret, r)
+		if err == nil {
+			if reg.PollSeconds <= 0 {
+				reg.PollSeconds = 5
+			}
+			if reg.HeartbeatSeconds <= 0 {
+				reg.HeartbeatSeconds = 30
+			}
+			a.mu.Lock()
+			a.reg = reg
+			a.mu.Unlock()
+			a.log.Info("registered", "workflows", reg.Workflows, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
+			return nil
+		}
+		if !retryable(err) && !isCode(err, http.StatusConflict, "") && !isCode(err, http.StatusUnprocessableEntity, "") {
+			return fmt.Errorf("register: %w", err)
+		}
+		d := a.backoff(attempt, err)
+		a.log.Warn("register failed; retrying", "error", err.Error(), "in", d.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+func (a *Agent) backoff(attempt int, err error) time.Duration {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.RetryAfter > 0 {
+		return ae.RetryAfter
+	}
+	d := a.cfg.BackoffBase << min(attempt-1, 16)
+	if d > a.cfg.BackoffMax || d <= 0 {
+		d = a.cfg.BackoffMax
+	}
+	return jitter(d)
+}
+
+// jitter spreads d over [0.8d, 1.2d].
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// start runs a leased job in its own goroutine with its heartbeat.
+func (a *Agent) start(ctx context.Context, l Lease) {
+	jobCtx, cancel := context.WithCancel(ctx)
+	r := &running{lease: l, cancel: cancel}
+	a.mu.Lock()
+	a.jobs[l.JobID] = r
+	hb := time.Duration(a.reg.HeartbeatSeconds) * time.Second
+	a.mu.Unlock()
+	log := a.log.With("job_id", l.JobID, "workflow_id", l.WorkflowID, "attempt", l.Attempt)
+	log.Info("job leased")
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer a.finished(l.JobID)
+		beatDone := make(chan struct{})
+		go a.heartbeat(ctx, jobCtx, r, hb, log, beatDone)
+		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Progress: func(p float64) { r.progress.Store(p) }}
+		result, err := a.cfg.Runner.Run(jobCtx, job)
+		cancel()
+		<-beatDone
+		if !r.settled.CompareAndSwap(false, true) {
+			return // canceled, lease lost, or requeued by a shutdown
+		}
+		a.report(ctx, l, result, err, log)
+	}()
+}
+
+func (a *Agent) finished(jobID string) {
+	a.mu.Lock()
+	delete(a.jobs, jobID)
+	a.mu.Unlock()
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat extends the lease until the job ends; a cancel or a lost lease
+// stops the job at once.
+func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Duration, log *slog.Logger, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-jobCtx.Done():
+			return
+		case <-t.C:
+		}
+		var progress *float64
+		if p, ok := r.progress.Load().(float64); ok {
+			progress = &p
+		}
+		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, false)
+		switch {
+		case err == nil && beat.Cancel:
+			if r.settled.CompareAndSwap(false, true) {
+				log.Info("job canceled by an operator; stopping it")
+				r.cancel()
+			}
+			return
+		case isCode(err, http.StatusConflict, "lease_lost"):
+			if r.settled.CompareAndSwap(false, true) {
+				log.Warn("lease lost; stopping the job")
+				r.cancel()
+			}
+			return
+		case err != nil && jobCtx.Err() == nil:
+			log.Warn("heartbeat failed", "error", err.Error())
+		}
+	}
+}
+
+// report sends the job's outcome, retrying transient failures a few times
+// (a lost lease ends it: the job belongs to someone else now).
+func (a *Agent) report(ctx context.Context, l Lease, result json.RawMessage, runErr error, log *slog.Logger) {
+	for attempt := 1; attempt <= 5; attempt++ {
+		var err error
+		if runErr == nil {
+			err = a.client.Complete(ctx, l.JobID, l.LeaseToken, result)
+		} else {
+			err = a.client.Fail(ctx, l.JobID, l.LeaseToken, asJobError(runErr))
+		}
+		switch {
+		case err == nil:
+			if runErr == nil {
+				log.Info("job succeeded")
+			} else {
+				je := asJobError(runErr)
+				log.Info("job failed", "code", je.Code, "retryable", je.Retryable, "error", je.Message)
+			}
+			return
+		case isCode(err, http.StatusConflict, "lease_lost"):
+			log.Warn("lease lost before the outcome was reported")
+			return
+		case !retryable(err) || ctx.Err() != nil:
+			log.Error("reporting the outcome failed", "error", err.Error())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(a.backoff(attempt, err)):
+		}
+	}
+}
+
+// requeueAll gives back every running job with reason and stops it.
+func (a *Agent) requeueAll(ctx context.Context, reason string) {
+	a.mu.Lock()
+	jobs := make([]*running, 0, len(a.jobs))
+	for _, r := range a.jobs {
+		jobs = append(jobs, r)
+	}
+	a.mu.Unlock()
+	for _, r := range jobs {
+		if !r.settled.CompareAndSwap(false, true) {
+			continue
+		}
+		r.cancel()
+		if err := a.client.Requeue(ctx, r.lease.JobID, r.lease.LeaseToken, reason); err != nil {
+			a.log.Warn("requeue failed; the lease will expire or deregistration gives it back", "job_id", r.lease.JobID, "error", err.Error())
+			continue
+		}
+		a.log.Info("job requeued", "job_id", r.lease.JobID, "reason", reason)
+	}
+}
+
+// shutdown ends the agent for a Spot notice or a drain.
+func (a *Agent) shutdown(ctx context.Context, reason string) error {
+	a.leasing.Store(false)
+	a.log.Info("shutting down", "reason", reason, "running", a.Running())
+	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 {
+		finished := make(chan struct{})
+		go func() { a.wg.Wait(); close(finished) }()
+		select {
+		case <-finished:
+		case <-time.After(a.cfg.DrainTimeout):
+		case <-ctx.Done():
+		}
+	}
+	a.requeueAll(ctx, reason)
+	a.wg.Wait()
+	if err := a.client.Deregister(ctx); err != nil {
+		a.log.Warn("deregister failed", "error", err.Error())
+	} else {
+		a.log.Info("deregistered")
+	}
+	return nil
+}
+
+// abandon stops every job without reporting (the machine is gone).
+func (a *Agent) abandon() {
+	a.mu.Lock()
+	for _, r := range a.jobs {
+		r.settled.Store(true)
+		r.cancel()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// watchMetadata polls the instance metadata for a Spot notice (shut down
+// now) or a rebalance recommendation (stop leasing).
+func (a *Agent) watchMetadata(ctx context.Context) {
+	t := time.NewTicker(a.cfg.SpotPoll)
+	defer t.Stop()
+	for {
+		if spot, err := a.cfg.Metadata.SpotNotice(ctx); err == nil && spot {
+			a.log.Warn("Spot interruption notice")
+			a.signal(ReasonSpot)
+			return
+		}
+		if a.leasing.Load() {
+			if rb, err := a.cfg.Metadata.Rebalance(ctx); err == nil && rb {
+				a.log.Warn("rebalance recommendation: no new leases; running jobs go on")
+				a.leasing.Store(false)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ExitPermanent is the exit code with which a command says its job can
+// never succeed (EX_DATAERR): the job goes dead instead of being retried.
+const ExitPermanent = 65
+
+// ExecRunner runs a shell command per job.
+//
+// The command gets the job as JSON on stdin:
+//
+//	{"job_id", "tenant_id", "workflow_id", "attempt", "input": {...},
+//	 "inputs": {"<name>": "/local/path"}, "output_dir": "/local/dir"}
+//
+// and the same paths in the environment (FLEETQ_JOB_ID, FLEETQ_INPUT_DIR,
+// FLEETQ_OUTPUT_DIR). Named inputs (input_urls) are downloaded first. The
+// command writes its main output to $FLEETQ_OUTPUT_DIR/output and named
+// outputs to $FLEETQ_OUTPUT_DIR/<name>; those that exist are uploaded to the
+// job's presigned URLs after a successful exit. The last line of stdout is
+// the job's result (JSON; any other text is wrapped as {"output": line}).
+// Exit 0 is success, ExitPermanent a permanent failure, anything else a
+// retryable one; the tail of stderr goes into the error message.
+type ExecRunner struct {
+	Command string
+	// WorkDir holds each job's input and output directories (default: the
+	// system's temporary directory).
+	WorkDir string
+}
+
+func (r ExecRunner) Ready(context.Context) error {
+	if strings.TrimSpace(r.Command) == "" {
+		return errors.New("exec runner: no command")
+	}
+	return nil
+}
+
+const stderrTail = 2048
+
+func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
+	dir, err := os.MkdirTemp(r.WorkDir, "fleetq-job-")
+	if err != nil {
+		return nil, Retryable("workdir", "create job directory: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	inDir, outDir := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	for _, d := range []string{inDir, outDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, Retryable("workdir", "create job directory: %v", err)
+		}
+	}
+	inputs, err := fetchInputs(ctx, j.HTTP, j.InputURLs, inDir)
+	if err != nil {
+		return nil, err
+	}
+	stdin, _ := json.Marshal(map[string]any{
+		"job_id": j.JobID, "tenant_id": j.TenantID, "workflow_id": j.WorkflowID, "attempt": j.Attempt,
+		"input": j.Input, "inputs": inputs, "output_dir": outDir,
+	})
+
+	cmd := exec.Command("/bin/sh", "-c", r.Command)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), "FLEETQ_JOB_ID="+j.JobID, "FLEETQ_INPUT_DIR="+inDir, "FLEETQ_OUTPUT_DIR="+outDir)
+	// Its own process group, so a stop ends the whole command tree.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, Permanent("exec_start", "start %q: %v", r.Command, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, Retryable("exec_wait", "run %q: %v", r.Command, err)
+		}
+		msg := fmt.Sprintf("command exited with %d", ee.ExitCode())
+		if tail := tailOf(stderr.Bytes(), stderrTail); tail != "" {
+			msg += ": " + tail
+		}
+		if ee.ExitCode() == ExitPermanent {
+			return nil, Permanent("exit_65", "%s", msg)
+		}
+		return nil, Retryable(fmt.Sprintf("exit_%d", ee.ExitCode()), "%s", msg)
+	}
+	if err := uploadOutputs(ctx, j, outDir); err != nil {
+		return nil, err
+	}
+	return resultOf(stdout.Bytes()), nil
+}
+
+// uploadOutputs puts output_dir/output to output_url and each named output
+// to its URL, for the files the command wrote.
+func uploadOutputs(ctx context.Context, j *Job, outDir string) error {
+	targets := map[string]string{}
+	if j.OutputURL != "" {
+		targets["output"] = j.OutputURL
+	}
+	for name, url := range j.OutputURLs {
+		if name == filepath.Base(name) {
+			targets[name] = url
+		}
+	}
+	for _, name := range sortedKeys(targets) {
+		p := filepath.Join(outDir, name)
+		if _, err := os.Stat(p); err != nil {
+			continue // not written: nothing to upload
+		}
+		if err := upload(ctx, j.HTTP, targets[name], p); err != nil {
+			return Retryable("output_upload", "upload output %q: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// resultOf is the last non-empty stdout line as JSON.
+func resultOf(stdout []byte) json.RawMessage {
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return nil
+	}
+	if json.Valid([]byte(last)) {
+		return json.RawMessage(last)
+	}
+	b, _ := json.Marshal(map[string]string{"output": last})
+	return b
+}
+
+func tailOf(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
