@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/fleetq/fleetq/pkg/agent"
+	"github.com/fleetq/fleetq/pkg/lambdaenv"
+)
+
+func init() {
+	register("worker", "run the worker agent on a GPU machine: register, lease, run, report", runWorker)
+}
+
+// env reads FLEETQ_<NAME> for a flag's default.
+func env(name, def string) string {
+	if v := os.Getenv("FLEETQ_" + name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fleetq worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	api := fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)")
+	secret := fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm")
+	secretFile := fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)")
+	secretSSM := fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)")
+	fleet := fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)")
+	stage := fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)")
+	workerID := fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)")
+	maxConc, _ := strconv.Atoi(env("MAX_CONCURRENCY", "1"))
+	concurrency := fs.Int("max-concurrency", maxConc, "jobs run at once (env FLEETQ_MAX_CONCURRENCY)")
+	runner := fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)")
+	execCmd := fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)")
+	comfy := fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner (env FLEETQ_COMFYUI_URL)")
+	imdsEndpoint := fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)")
+	noIMDS := fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)")
+	drainDefault, _ := time.ParseDuration(env("DRAIN_TIMEOUT", "0s"))
+	drain := fs.Duration("drain-timeout", drainDefault, "on SIGTERM/SIGINT, how long running jobs may finish before they are requeued (env FLEETQ_DRAIN_TIMEOUT)")
+	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Runs jobs of one fleet on this machine: waits for the runner, registers with the fleet secret,")
+		fmt.Fprintln(stderr, "leases up to --max-concurrency jobs, heartbeats them, and reports each outcome. A Spot")
+		fmt.Fprintln(stderr, "interruption notice requeues running jobs (no attempt spent) and exits; SIGTERM drains.")
+		fmt.Fprintln(stderr, "Every flag can be set with the FLEETQ_* variable named in its help. See docs/worker.md.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := lambdaenv.NewLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq worker:", err)
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "fleetq worker: "+format+"\n", a...)
+		return 2
+	}
+	if *api == "" || *fleet == "" || *stage == "" {
+		return fail("--api, --fleet and --stage are required")
+	}
+	var r agent.Runner
+	switch *runner {
+	case "exec":
+		if *execCmd == "" {
+			return fail("the exec runner needs --exec")
+		}
+		r = agent.ExecRunner{Command: *execCmd}
+	case "comfyui":
+		r = agent.ComfyUIRunner{URL: *comfy}
+	case "sleep":
+		r = agent.SleepRunner{}
+	default:
+		return fail("--runner must be exec, comfyui or sleep, not %q", *runner)
+	}
+	fleetSecret, err := readSecret(ctx, *secret, *secretFile, *secretSSM)
+	if err != nil {
+		return fail("%v", err)
+	}
+
+	cfg := agent.Config{
+		API: *api, FleetSecret: fleetSecret, Fleet: *fleet, Stage: *stage, WorkerID: *workerID,
+		MaxConcurrency: *concurrency, Runner: r, DrainTimeout: *drain, Logger: log,
+	}
+	if !*noIMDS {
+		md := agent.NewMetadata(*imdsEndpoint)
+		idCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		id, err := md.Identity(idCtx)
+		cancel()
+		if err != nil {
+			log.Warn("no instance metadata: not watching for Spot notices", "error", err.Error())
+		} else {
+			cfg.Metadata = md
+			cfg.InstanceID, cfg.InstanceType, cfg.AZ = id.InstanceID, id.InstanceType, id.AZ
+		}
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = cfg.InstanceID
+	}
+	if cfg.WorkerID == "" {
+		if cfg.WorkerID, err = os.Hostname(); err != nil {
+			return fail("no --worker-id and no hostname: %v", err)
+		}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	// SIGTERM and SIGINT drain; the run context ends only when the drain is over.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			log.Info("signal: draining")
+			a.Drain()
+		case <-runCtx.Done():
+		}
+	}()
+	if err := a.Run(runCtx); err != nil {
+		fmt.Fprintln(stderr, "fleetq worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// readSecret takes the fleet secret from exactly one place.
+func readSecret(ctx context.Context, value, file, param string) (string, error) {
+	n := 0
+	for _, s := range []string{value, file, param} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return "", fmt.Errorf("give the fleet secret once: --fleet-secret, --fleet-secret-file or --fleet-secret-ssm")
+	}
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("fleet secret file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case param != "":
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return "", fmt.Errorf("fleet secret from SSM: %w", err)
+		}
+		out, err := ssm.NewFromConfig(cfg).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param), WithDecryption: aws.Bool(true)})
+		if err != nil {
+			return "", fmt.Errorf("fleet secret from SSM parameter %s: %w", param, err)
+		}
+		return aws.ToString(out.Parameter.Value), nil
+	}
+	return value, nil
+}
