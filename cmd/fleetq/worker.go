@@ -120,6 +120,11 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail("no --worker-id and no hostname: %v", err)
 		}
 	}
+	if cfg.InstanceID == "" {
+		// Off EC2 the worker id stands for the instance, so interruption
+		// events (e.g. posted to the dev stack) can name it.
+		cfg.InstanceID = cfg.WorkerID
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return fail("%v", err)
