@@ -124,6 +124,11 @@ func New(c Config) (*Agent, error) {
 	return a, nil
 }
 
+// SpotNotice tells the agent its machine is about to be reclaimed, as the
+// instance metadata's spot/instance-action does: it requeues its running
+// jobs, deregisters and returns from Run.
+func (a *Agent) SpotNotice() { a.signal(ReasonSpot) }
+
 // Drain asks the agent to shut down gracefully (what SIGTERM does): stop
 // leasing, let running jobs finish within the drain timeout, requeue the
 // rest, deregister, and return from Run.
@@ -136,8 +141,23 @@ func (a *Agent) signal(reason string) {
 	}
 }
 
-// Running is how many jobs the agent is running now.
+// Running is how many jobs the agent is running whose outcome is still
+// its to report (a job being stopped after a cancel, a lost lease or a
+// requeue no longer counts: its work is not lost with the machine).
 func (a *Agent) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, r := range a.jobs {
+		if !r.settled.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// slotsUsed is how many job goroutines are alive.
+func (a *Agent) slotsUsed() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.jobs)
@@ -170,13 +190,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.shutdown(ctx, reason)
 		default:
 		}
-		if !a.leasing.Load() || a.Running() >= a.cfg.MaxConcurrency {
+		if !a.leasing.Load() || a.slotsUsed() >= a.cfg.MaxConcurrency {
 			if a.wait(ctx, a.freed, 0) {
 				continue
 			}
 			continue
 		}
-		lease, err := a.client.Poll(ctx, a.Running())
+		lease, err := a.client.Poll(ctx, a.slotsUsed())
 		switch {
 		case err == nil && lease != nil:
 			failures = 0
@@ -427,7 +447,7 @@ func (a *Agent) requeueAll(ctx context.Context, reason string) {
 // shutdown ends the agent for a Spot notice or a drain.
 func (a *Agent) shutdown(ctx context.Context, reason string) error {
 	a.leasing.Store(false)
-	a.log.Info("shutting down", "reason", reason, "running", a.Running())
+	a.log.Info("shutting down", "reason", reason, "running", a.slotsUsed())
 	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 {
 		finished := make(chan struct{})
 		go func() { a.wg.Wait(); close(finished) }()

@@ -25,6 +25,9 @@ type agentMachine struct {
 func (m *agentMachine) Stop()        { m.cancel() }
 func (m *agentMachine) Running() int { return m.a.Running() }
 
+// SpotNotice is what the instance metadata tells the agent on EC2.
+func (m *agentMachine) SpotNotice() { m.a.SpotNotice() }
+
 // launchAgent starts the worker agent, with the sleep runner, on a booted
 // local instance: the same code `fleetq worker` runs on an EC2 instance,
 // talking to the stack over HTTP.

@@ -27,6 +27,12 @@ type Machine interface {
 	Running() int
 }
 
+// Noticed is a Machine that can be told of a Spot interruption notice the
+// way the instance metadata service tells the agent on EC2.
+type Noticed interface {
+	SpotNotice()
+}
+
 // Launch starts the worker of an instance once it has booted.
 type Launch func(ctx context.Context, fleet, instanceID string) Machine
 
@@ -172,6 +178,9 @@ func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
 			if f.o.SpotRate > 0 && in.inService && in.reclaimAt.IsZero() && f.rng.Float64() < f.o.SpotRate*elapsed.Hours() {
 				in.reclaimAt = now.Add(f.o.Notice)
 				f.interrupted++
+				if n, ok := in.machine.(Noticed); ok {
+					n.SpotNotice()
+				}
 				warn = append(warn, warning{slug, in.id})
 			}
 		}
