@@ -6,7 +6,7 @@ FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
 BENCHTIME ?= 1s
 
-.PHONY: dev serve test build bench lint synth clean
+.PHONY: dev serve test build bench lint synth deploy clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -28,6 +28,14 @@ build:
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w" -o bin/$$f/bootstrap ./functions/$$f || exit 1; \
 	done
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/fleetq ./cmd/fleetq
+
+## synth: the CDK cloud assembly of $(STAGE) in cdk.out/, offline (no AWS account needed)
+synth:
+	$(GO) run ./infra/cdk -stage $(STAGE) -out cdk.out
+
+## deploy: build the functions, then deploy $(STAGE) with the CDK CLI (needs AWS credentials and npx)
+deploy: build
+	npx --yes aws-cdk@2 deploy -c stage=$(STAGE) --require-approval broadening
 
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:

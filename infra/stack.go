@@ -1,0 +1,410 @@
+// Package infra is the CDK app (aws-cdk-go) that deploys one fleetq stage:
+// the four functions, the HTTP API, the submission queue and its DLQ, the
+// table, the event bus and rules, the assets bucket, and one Spot Auto
+// Scaling Group per fleet of the stage's fleet config, with alarms and a
+// dashboard. Synthesis needs no AWS account: nothing is looked up.
+package infra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetq/fleetq/config"
+	"github.com/fleetq/fleetq/pkg/awsenv"
+	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/store"
+)
+
+// Options configure a stage's stack.
+type Options struct {
+	Config *fleetconfig.Config
+	// ConfigYAML is the config's text; each function is deployed with it as
+	// fleet.yaml (FLEETQ_CONFIG_FILE), so the functions run the very config
+	// the stack was built from.
+	ConfigYAML []byte
+	// BinDir holds <function>/bootstrap as `make build` writes them
+	// (default bin). A function without its binary is synthesized from a
+	// placeholder (see Placeholders) so synthesis works before a build.
+	BinDir string
+	// SecretParam is the SSM SecureString parameter holding the fleet
+	// secret (default /fleetq/<stage>/fleet-secret), created out of band.
+	SecretParam string
+}
+
+// Functions are the stage's Lambda functions.
+var Functions = []string{"api", "dispatch", "scaler", "interruption"}
+
+// Tags the fleets' groups carry; the scaler's and the interruption
+// function's Auto Scaling permissions are scoped by TagStage.
+const (
+	TagStage = "fleetq:stage"
+	TagFleet = "fleetq:fleet"
+	// LifecycleHook is the terminate hook of every group.
+	LifecycleHook = "fleetq-drain"
+)
+
+// Stack is a synthesized stage and what its tests look at.
+type Stack struct {
+	Stack awscdk.Stack
+	// Placeholders are the functions synthesized without a built binary.
+	Placeholders []string
+}
+
+// GroupName is the Auto Scaling Group of a fleet.
+func GroupName(stage, fleet string) string { return fmt.Sprintf("fleetq-%s-%s", stage, fleet) }
+
+// New builds the stage's stack in app.
+func New(app constructs.Construct, o Options) (*Stack, error) {
+	cfg := o.Config
+	if cfg == nil {
+		return nil, fmt.Errorf("infra: no fleet config")
+	}
+	if len(cfg.Fleets) == 0 {
+		return nil, fmt.Errorf("infra: the %s config has no fleets", cfg.Stage)
+	}
+	if o.BinDir == "" {
+		o.BinDir = "bin"
+	}
+	if len(o.ConfigYAML) == 0 {
+		return nil, fmt.Errorf("infra: no config text to deploy the functions with")
+	}
+	if o.SecretParam == "" {
+		o.SecretParam = "/fleetq/" + cfg.Stage + "/fleet-secret"
+	}
+	stage := cfg.Stage
+	prod := stage != "dev"
+	name := func(s string) *string { return jsii.String("fleetq-" + stage + "-" + s) }
+	retain := awscdk.RemovalPolicy_DESTROY
+	if prod {
+		retain = awscdk.RemovalPolicy_RETAIN
+	}
+
+	st := awscdk.NewStack(app, jsii.String("fleetq-"+stage), &awscdk.StackProps{
+		Env:         &awscdk.Environment{Region: jsii.String(cfg.Region)},
+		Description: jsii.String("fleetq control plane, stage " + stage),
+	})
+	s := &Stack{Stack: st}
+	awscdk.Tags_Of(st).Add(jsii.String(TagStage), jsii.String(stage), nil)
+
+	// State: one table, its two indexes from pkg/store's schema.
+	table := awsdynamodb.NewTable(st, jsii.String("Table"), &awsdynamodb.TableProps{
+		TableName:                        jsii.String(fleetconfig.TableName(stage)),
+		PartitionKey:                     &awsdynamodb.Attribute{Name: jsii.String(store.AttrPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:                          &awsdynamodb.Attribute{Name: jsii.String(store.AttrSK), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:                      awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: jsii.Bool(true)},
+		TimeToLiveAttribute:              jsii.String(store.AttrTTL),
+		DeletionProtection:               jsii.Bool(prod),
+		RemovalPolicy:                    retain,
+	})
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:        jsii.String(store.IndexByState),
+		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(store.AttrGSI1PK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(store.AttrGSI1SK), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
+		NonKeyAttributes: jsii.Strings(store.ByStateProjection...),
+	})
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:        jsii.String(store.IndexByInstance),
+		PartitionKey:     &awsdynamodb.Attribute{Name: jsii.String(store.AttrGSI2PK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:          &awsdynamodb.Attribute{Name: jsii.String(store.AttrGSI2SK), Type: awsdynamodb.AttributeType_STRING},
+		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
+		NonKeyAttributes: jsii.Strings(store.ByInstanceProjection...),
+	})
+
+	// Submissions: the queue producers (and the API) send to, with a DLQ.
+	dlq := awssqs.NewQueue(st, jsii.String("SubmitDLQ"), &awssqs.QueueProps{
+		QueueName: name("submit-dlq"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	queue := awssqs.NewQueue(st, jsii.String("SubmitQueue"), &awssqs.QueueProps{
+		QueueName: name("submit"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
+		// Six times the dispatch function's timeout, as Lambda advises for
+		// SQS event sources.
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
+		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
+	})
+
+	bus := awsevents.NewEventBus(st, jsii.String("JobEvents"), &awsevents.EventBusProps{EventBusName: name("jobs")})
+
+	bucket := awss3.NewBucket(st, jsii.String("Assets"), &awss3.BucketProps{
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id: jsii.String("expire-tenant-objects"), Prefix: jsii.String("tenants/"),
+			Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		RemovalPolicy:     retain,
+		AutoDeleteObjects: jsii.Bool(!prod),
+	})
+
+	groups := map[string]string{}
+	for _, f := range cfg.Fleets {
+		groups[f.Slug] = GroupName(stage, f.Slug)
+	}
+	groupsJSON, _ := json.Marshal(groups)
+	logRetention := awslogs.RetentionDays_ONE_MONTH
+	if !prod {
+		logRetention = awslogs.RetentionDays_ONE_WEEK
+	}
+	common := map[string]*string{
+		awsenv.EnvStage:      jsii.String(stage),
+		awsenv.EnvConfigFile: jsii.String("/var/task/" + ConfigFileName),
+		awsenv.EnvTable:      table.TableName(),
+		awsenv.EnvLogLevel:   jsii.String("info"),
+	}
+	fn := func(id string, memory, timeoutSec float64, env map[string]*string) awslambda.Function {
+		code, placeholder, err := functionCode(o.BinDir, stage, id, o.ConfigYAML)
+		if err != nil {
+			panic(err)
+		}
+		if placeholder {
+			s.Placeholders = append(s.Placeholders, id)
+		}
+		all := map[string]*string{}
+		for k, v := range common {
+			all[k] = v
+		}
+		for k, v := range env {
+			all[k] = v
+		}
+		logs := awslogs.NewLogGroup(st, jsii.String(strings.ToUpper(id[:1])+id[1:]+"Logs"), &awslogs.LogGroupProps{
+			Retention: logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		return awslambda.NewFunction(st, jsii.String(strings.ToUpper(id[:1])+id[1:]), &awslambda.FunctionProps{
+			FunctionName: name(id),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture: awslambda.Architecture_ARM_64(),
+			Handler:      jsii.String("bootstrap"),
+			Code:         code,
+			MemorySize:   jsii.Number(memory),
+			Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
+			Environment:  &all,
+			LogGroup:     logs,
+		})
+	}
+	// api: one request at a time, a few DynamoDB calls each; 256 MB keeps
+	// cold starts short; 29 s is API Gateway's own limit.
+	apiFn := fn("api", 256, 29, map[string]*string{
+		awsenv.EnvSubmitQueueURL:   queue.QueueUrl(),
+		awsenv.EnvFleetSecretParam: jsii.String(o.SecretParam),
+		awsenv.EnvBucket:           bucket.BucketName(),
+		awsenv.EnvEventBus:         bus.EventBusName(),
+	})
+	// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
+	dispatchFn := fn("dispatch", 256, 30, map[string]*string{
+		awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
+	})
+	// scaler: every fleet in turn, each a handful of reads and writes and
+	// Auto Scaling calls with retries; well inside its one-minute period.
+	scalerFn := fn("scaler", 256, 50, map[string]*string{
+		awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
+		awsenv.EnvEventBus:    bus.EventBusName(),
+	})
+	// interruption: one event, a few writes and one Auto Scaling call.
+	interruptFn := fn("interruption", 128, 30, nil)
+
+	for _, f := range []awslambda.Function{apiFn, dispatchFn, scalerFn, interruptFn} {
+		table.GrantReadWriteData(f)
+	}
+	queue.GrantSendMessages(apiFn)
+	bucket.GrantReadWrite(apiFn, jsii.String("tenants/*"))
+	bus.GrantPutEventsTo(apiFn, nil)
+	bus.GrantPutEventsTo(scalerFn, nil)
+	secretARN := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ssm"), Resource: jsii.String("parameter"),
+		ResourceName: jsii.String(strings.TrimPrefix(o.SecretParam, "/"))})
+	readSecret := []awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("ssm:GetParameter"), Resources: &[]*string{secretARN}}),
+		// The SecureString's key is the account's aws/ssm key, decrypted only through SSM.
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:    jsii.Strings("kms:Decrypt"),
+			Resources:  &[]*string{st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("kms"), Resource: jsii.String("key"), ResourceName: jsii.String("*")})},
+			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"kms:ViaService": "ssm." + cfg.Region + ".amazonaws.com"}},
+		}),
+	}
+	for _, p := range readSecret {
+		apiFn.AddToRolePolicy(p)
+	}
+	groupARN := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
+		ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
+	tagged := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: stage}}
+	// Describe* actions support no resource-level permissions: "*" is the
+	// narrowest resource AWS accepts for them.
+	describe := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("autoscaling:DescribeAutoScalingGroups"), Resources: jsii.Strings("*")})
+	scalerFn.AddToRolePolicy(describe)
+	scalerFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"),
+		Resources: &[]*string{groupARN}, Conditions: tagged,
+	}))
+	dispatchFn.AddToRolePolicy(describe)
+	dispatchFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("autoscaling:SetDesiredCapacity"), Resources: &[]*string{groupARN}, Conditions: tagged,
+	}))
+	interruptFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("autoscaling:CompleteLifecycleAction"), Resources: &[]*string{groupARN}, Conditions: tagged,
+	}))
+
+	dispatchFn.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(10),
+	}))
+	awsevents.NewRule(st, jsii.String("ScalerTick"), &awsevents.RuleProps{
+		RuleName: name("scaler-tick"),
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(scalerFn, nil)},
+	})
+	target := &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(interruptFn, &awseventstargets.LambdaFunctionProps{
+		RetryAttempts: jsii.Number(8), MaxEventAge: awscdk.Duration_Hours(jsii.Number(1)),
+	})}
+	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
+		RuleName: name("spot-rebalance"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"),
+			DetailType: jsii.Strings("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")},
+		Targets: target,
+	})
+	awsevents.NewRule(st, jsii.String("InstanceStopping"), &awsevents.RuleProps{
+		RuleName: name("instance-state"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings("EC2 Instance State-change Notification"),
+			Detail: &map[string]interface{}{"state": []string{"shutting-down", "terminated"}}},
+		Targets: target,
+	})
+	awsevents.NewRule(st, jsii.String("TerminateLifecycle"), &awsevents.RuleProps{
+		RuleName: name("terminate-hook"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.autoscaling"), DetailType: jsii.Strings("EC2 Instance-terminate Lifecycle Action"),
+			Detail: &map[string]interface{}{"AutoScalingGroupName": groupNames(cfg)}},
+		Targets: target,
+	})
+
+	// HTTP API: worker routes check the fleet secret and tokens in the
+	// handler; producer and operator routes need IAM (SigV4).
+	api := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName: name("api"), CreateDefaultStage: jsii.Bool(false),
+	})
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), apiFn, nil)
+	for _, r := range []string{"register", "poll", "heartbeat", "complete", "fail", "requeue", "deregister"} {
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String("/api/worker/" + r),
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}, Integration: integration})
+	}
+	iam := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	for _, r := range []struct {
+		path    string
+		methods []awsapigatewayv2.HttpMethod
+	}{
+		{"/api/jobs", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
+		{"/api/jobs/{job_id}", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET}},
+		{"/api/jobs/{job_id}/cancel", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
+		{"/api/uploads", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
+		{"/api/admin/{proxy+}", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET, awsapigatewayv2.HttpMethod_POST}},
+	} {
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.path), Methods: &r.methods, Integration: integration, Authorizer: iam})
+	}
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	awsapigatewayv2.NewCfnStage(st, jsii.String("ApiStage"), &awsapigatewayv2.CfnStageProps{
+		ApiId: api.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
+		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingBurstLimit: jsii.Number(200), ThrottlingRateLimit: jsii.Number(100),
+		},
+		AccessLogSettings: &awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+			DestinationArn: accessLogs.LogGroupArn(),
+			Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","method":"$context.httpMethod",` +
+				`"path":"$context.path","status":"$context.status","latency":"$context.responseLatency","caller":"$context.identity.caller"}`),
+		},
+	})
+
+	s.fleets(cfg, api, o.SecretParam, secretARN)
+	s.alarms(cfg, dlq, []awslambda.Function{apiFn, dispatchFn, scalerFn, interruptFn})
+
+	out := func(id string, v *string) { awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{Value: v}) }
+	out("ApiUrl", api.ApiEndpoint())
+	out("SubmitQueueUrl", queue.QueueUrl())
+	out("TableName", table.TableName())
+	out("BucketName", bucket.BucketName())
+	return s, nil
+}
+
+func groupNames(cfg *fleetconfig.Config) []string {
+	var out []string
+	for _, f := range cfg.Fleets {
+		out = append(out, GroupName(cfg.Stage, f.Slug))
+	}
+	return out
+}
+
+// ConfigFileName is the fleet config inside every function's package.
+const ConfigFileName = "fleet.yaml"
+
+// functionCode stages a function's package: bin/<name>/bootstrap as `make
+// build` made it (else a placeholder bootstrap that only says to build
+// first) and the fleet config.
+func functionCode(binDir, stage, name string, configYAML []byte) (awslambda.Code, bool, error) {
+	dir := filepath.Join(os.TempDir(), "fleetq-cdk-assets", stage, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, false, err
+	}
+	bootstrap, err := os.ReadFile(filepath.Join(binDir, name, "bootstrap"))
+	placeholder := err != nil
+	if placeholder {
+		bootstrap = []byte("#!/bin/sh\necho 'fleetq " + name + ": deployed without its binary; run make build, then deploy again' >&2\nexit 1\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), bootstrap, 0o755); err != nil {
+		return nil, false, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ConfigFileName), configYAML, 0o644); err != nil {
+		return nil, false, err
+	}
+	return awslambda.Code_FromAsset(jsii.String(dir), nil), placeholder, nil
+}
+
+// LoadConfig reads the stage's fleet config — file when given (it must be
+// of that stage), else the built-in config/<stage>.yaml — and answers it
+// with its text, which the functions are deployed with. Validation errors
+// name the file, the field and the problem, and stop synthesis.
+func LoadConfig(stage, file string) (*fleetconfig.Config, []byte, error) {
+	if file == "" {
+		raw, ok := config.Stage(stage)
+		if !ok {
+			_, err := fleetconfig.ForStage(stage)
+			return nil, nil, err
+		}
+		cfg, err := fleetconfig.Parse("config/"+stage+".yaml", raw)
+		return cfg, raw, err
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := fleetconfig.Parse(file, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stage != "" && cfg.Stage != stage {
+		return nil, nil, fmt.Errorf("%s is the config of stage %q, not %q", file, cfg.Stage, stage)
+	}
+	return cfg, raw, nil
+}

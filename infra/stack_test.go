@@ -1,0 +1,287 @@
+package infra_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetq/fleetq/infra"
+	"github.com/fleetq/fleetq/pkg/store"
+)
+
+// Each stage is synthesized once (a synthesis costs seconds) and its
+// template shared by the tests.
+var (
+	mu        sync.Mutex
+	templates = map[string]synthesized{}
+)
+
+type synthesized struct {
+	tpl   assertions.Template
+	stack *infra.Stack
+	json  map[string]any
+}
+
+func synth(t *testing.T, stage string) synthesized {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if s, ok := templates[stage]; ok {
+		return s
+	}
+	cfg, raw, err := infra.LoadConfig(stage, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	st, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw, BinDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := assertions.Template_FromStack(st.Stack, nil)
+	var doc map[string]any
+	b, _ := json.Marshal(tpl.ToJSON())
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := synthesized{tpl: tpl, stack: st, json: doc}
+	templates[stage] = s
+	return s
+}
+
+// resources returns the template's resources of a type, by logical id.
+func (s synthesized) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.json["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] == typ {
+			props, _ := res["Properties"].(map[string]any)
+			out[id] = props
+		}
+	}
+	return out
+}
+
+func obj(m map[string]any) *map[string]any { return &m }
+
+func TestSpotGroupPerFleet(t *testing.T) {
+	s := synth(t, "prod")
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(2))
+	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::AutoScalingGroup"), obj(map[string]any{
+		"AutoScalingGroupName":             "fleetq-prod-video-a10g",
+		"MinSize":                          "0",
+		"MaxSize":                          "10",
+		"CapacityRebalance":                true,
+		"NewInstancesProtectedFromScaleIn": true,
+		"MixedInstancesPolicy": map[string]any{
+			"InstancesDistribution": map[string]any{
+				"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0,
+				"SpotAllocationStrategy": "capacity-optimized-prioritized",
+			},
+			"LaunchTemplate": assertions.Match_ObjectLike(&map[string]any{
+				"Overrides": []any{
+					map[string]any{"InstanceType": "g5.xlarge"}, map[string]any{"InstanceType": "g5.2xlarge"}, map[string]any{"InstanceType": "g6.xlarge"},
+				},
+			}),
+		},
+		"LifecycleHookSpecificationList": []any{map[string]any{
+			"LifecycleHookName": infra.LifecycleHook, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+			"HeartbeatTimeout": 300, "DefaultResult": "CONTINUE",
+		}},
+		"Tags": assertions.Match_ArrayWith(&[]any{map[string]any{"Key": infra.TagStage, "Value": "prod", "PropagateAtLaunch": true}}),
+	}))
+	for id, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		if _, ok := g["DesiredCapacity"]; ok {
+			t.Errorf("%s sets DesiredCapacity: a stack update would reset the scaler's", id)
+		}
+		if subnets := g["VPCZoneIdentifier"].([]any); len(subnets) < 2 {
+			t.Errorf("%s spans %d subnets, want several zones", id, len(subnets))
+		}
+	}
+	s.tpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), obj(map[string]any{
+		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{
+			"ImageId":         "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
+			"MetadataOptions": assertions.Match_ObjectLike(&map[string]any{"HttpTokens": "required"}),
+		}),
+	}))
+	// The user data starts the agent for the fleet with the secret's parameter.
+	for _, lt := range s.resources("AWS::EC2::LaunchTemplate") {
+		ud, _ := json.Marshal(lt["LaunchTemplateData"].(map[string]any)["UserData"])
+		for _, want := range []string{"fleetq worker", "FLEETQ_FLEET_SECRET_SSM=/fleetq/prod/fleet-secret", "FLEETQ_STAGE=prod", "FLEETQ_API="} {
+			if !strings.Contains(string(ud), want) {
+				t.Errorf("user data lacks %q: %s", want, ud)
+			}
+		}
+	}
+}
+
+func TestRoutesAuthorization(t *testing.T) {
+	s := synth(t, "dev")
+	auth := map[string]string{}
+	for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
+		at, _ := r["AuthorizationType"].(string)
+		auth[r["RouteKey"].(string)] = at
+	}
+	for _, route := range []string{"register", "poll", "heartbeat", "complete", "fail", "requeue", "deregister"} {
+		if a := auth["POST /api/worker/"+route]; a != "" && a != "NONE" {
+			t.Errorf("worker route %s has authorization %q; the handler checks the fleet secret and tokens", route, a)
+		}
+	}
+	for _, key := range []string{"POST /api/jobs", "GET /api/jobs/{job_id}", "POST /api/jobs/{job_id}/cancel", "POST /api/uploads", "GET /api/admin/{proxy+}", "POST /api/admin/{proxy+}"} {
+		if auth[key] != "AWS_IAM" {
+			t.Errorf("%s: authorization %q, want AWS_IAM (all routes: %v)", key, auth[key], auth)
+		}
+	}
+	s.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), obj(map[string]any{
+		"StageName":            "$default",
+		"DefaultRouteSettings": map[string]any{"ThrottlingBurstLimit": 200, "ThrottlingRateLimit": 100},
+		"AccessLogSettings":    assertions.Match_ObjectLike(&map[string]any{"DestinationArn": assertions.Match_AnyValue()}),
+	}))
+}
+
+func TestQueueTableBucketRules(t *testing.T) {
+	dev, prod := synth(t, "dev"), synth(t, "prod")
+	dev.tpl.HasResourceProperties(jsii.String("AWS::SQS::Queue"), obj(map[string]any{
+		"QueueName": "fleetq-dev-submit", "SqsManagedSseEnabled": true,
+		"RedrivePolicy": assertions.Match_ObjectLike(&map[string]any{"maxReceiveCount": 5}),
+	}))
+	dev.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj(map[string]any{
+		"BatchSize": 10, "FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+		"ScalingConfig": map[string]any{"MaximumConcurrency": 10}, "MaximumBatchingWindowInSeconds": 1,
+	}))
+	for stage, s := range map[string]synthesized{"dev": dev, "prod": prod} {
+		s.tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), obj(map[string]any{
+			"TableName": "fleetq-" + stage, "BillingMode": "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": store.AttrTTL, "Enabled": true},
+			"DeletionProtectionEnabled":        stage != "dev",
+			"GlobalSecondaryIndexes": []any{
+				assertions.Match_ObjectLike(&map[string]any{"IndexName": store.IndexByState,
+					"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": store.ByStateProjection}}),
+				assertions.Match_ObjectLike(&map[string]any{"IndexName": store.IndexByInstance}),
+			},
+		}))
+	}
+	dev.tpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), obj(map[string]any{
+		"PublicAccessBlockConfiguration": map[string]any{"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true},
+		"BucketEncryption":               assertions.Match_AnyValue(),
+		"LifecycleConfiguration":         assertions.Match_AnyValue(),
+	}))
+	dev.tpl.HasResourceProperties(jsii.String("AWS::S3::BucketPolicy"), obj(map[string]any{
+		"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(&map[string]any{"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}}),
+		})}),
+	}))
+	dev.tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj(map[string]any{"ScheduleExpression": "rate(1 minute)"}))
+	var detailTypes []string
+	for _, r := range dev.resources("AWS::Events::Rule") {
+		if p, ok := r["EventPattern"].(map[string]any); ok {
+			for _, d := range p["detail-type"].([]any) {
+				detailTypes = append(detailTypes, d.(string))
+			}
+		}
+	}
+	slices.Sort(detailTypes)
+	want := []string{"EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification", "EC2 Instance-terminate Lifecycle Action", "EC2 Spot Instance Interruption Warning"}
+	if !slices.Equal(detailTypes, want) {
+		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
+	}
+	// Alarms: two per fleet, the DLQ, and each function's errors.
+	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*1+1+4))
+	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*2+1+4))
+	prod.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(map[string]any{
+		"AlarmName": "fleetq-prod-video-a10g-oldest-queued", "Threshold": 1800, "MetricName": "OldestQueuedAgeSeconds", "Namespace": "fleetq",
+	}))
+	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
+	for _, o := range []string{"ApiUrl", "SubmitQueueUrl", "TableName", "BucketName"} {
+		if _, ok := dev.json["Outputs"].(map[string]any)[o]; !ok {
+			t.Errorf("no output %s", o)
+		}
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	s := synth(t, "dev")
+	fns := map[string]map[string]any{}
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if n, ok := f["FunctionName"].(string); ok {
+			fns[n] = f
+		}
+	}
+	for _, name := range infra.Functions {
+		f, ok := fns["fleetq-dev-"+name]
+		if !ok {
+			t.Fatalf("no function %s (have %v)", name, fns)
+		}
+		if f["Runtime"] != "provided.al2023" || f["Architectures"].([]any)[0] != "arm64" || f["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v %v %v", name, f["Runtime"], f["Architectures"], f["Handler"])
+		}
+		env := f["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if env["FLEETQ_STAGE"] != "dev" || env["FLEETQ_CONFIG_FILE"] != "/var/task/"+infra.ConfigFileName || env["FLEETQ_TABLE"] == nil {
+			t.Errorf("%s: environment %v", name, env)
+		}
+		if name == "scaler" || name == "dispatch" {
+			if env["FLEETQ_FLEET_GROUPS"] != `{"demo":"fleetq-dev-demo"}` {
+				t.Errorf("%s: fleet groups %v", name, env["FLEETQ_FLEET_GROUPS"])
+			}
+		}
+	}
+	if len(s.stack.Placeholders) != len(infra.Functions) {
+		t.Errorf("placeholders %v: the test synthesizes without binaries", s.stack.Placeholders)
+	}
+}
+
+// No IAM statement grants "*" where a narrower resource exists: the only
+// wildcard is autoscaling:DescribeAutoScalingGroups, which supports no
+// resource-level permission.
+func TestIAMLeastPrivilege(t *testing.T) {
+	for _, stage := range []string{"dev", "prod"} {
+		s := synth(t, stage)
+		for id, p := range s.resources("AWS::IAM::Policy") {
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				stmt := st.(map[string]any)
+				resources := stmt["Resource"]
+				if rs, ok := resources.([]any); ok && len(rs) == 1 {
+					resources = rs[0]
+				}
+				if resources != "*" {
+					continue
+				}
+				actions := stmt["Action"]
+				if a, ok := actions.(string); !ok || a != "autoscaling:DescribeAutoScalingGroups" {
+					t.Errorf("%s %s: %v on *", stage, id, actions)
+				}
+			}
+		}
+		// Auto Scaling writes are scoped to the stage's tagged groups.
+		for id, p := range s.resources("AWS::IAM::Policy") {
+			b, _ := json.Marshal(p)
+			if strings.Contains(string(b), "autoscaling:SetDesiredCapacity") && !strings.Contains(string(b), `"aws:ResourceTag/fleetq:stage":"`+stage+`"`) {
+				t.Errorf("%s %s: Auto Scaling writes not scoped by the stage tag: %s", stage, id, b)
+			}
+		}
+	}
+}
+
+func TestBadConfigFailsSynthesisWithItsMessage(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "prod.yaml")
+	if err := os.WriteFile(bad, []byte("stage: prod\nfleets:\n  - slug: x\n    workflows: [a]\n    instance_types: [g5.xlarge]\n    max_instances: -1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := infra.LoadConfig("prod", bad)
+	if err == nil || !strings.Contains(err.Error(), "prod.yaml") || !strings.Contains(err.Error(), "max_instances") {
+		t.Fatalf("err = %v, want the config's validation message", err)
+	}
+	if _, _, err := infra.LoadConfig("nope", ""); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("unknown stage: %v", err)
+	}
+}
