@@ -191,9 +191,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		default:
 		}
 		if !a.leasing.Load() || a.slotsUsed() >= a.cfg.MaxConcurrency {
-			if a.wait(ctx, a.freed, 0) {
-				continue
-			}
+			a.wait(ctx, a.freed, 0) // a slot frees, or a stop arrives
 			continue
 		}
 		lease, err := a.client.Poll(ctx, a.slotsUsed())
