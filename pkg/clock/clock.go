@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -47,4 +48,19 @@ func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	f.now = t.UTC()
 	f.mu.Unlock()
+}
+
+// Every calls f every interval of wall-clock time until ctx ends (the dev
+// stack's background loops; in AWS a schedule drives the same work).
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }

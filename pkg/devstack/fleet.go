@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/localfleet"
 	"github.com/fleetq/fleetq/pkg/scaler"
@@ -92,18 +93,11 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	})
 	if fo.Tick > 0 {
 		s.Go(func() {
-			t := time.NewTicker(fo.Tick)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
-						s.log.Warn("scaler tick", "error", err.Error())
-					}
+			clock.Every(ctx, fo.Tick, func() {
+				if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("scaler tick", "error", err.Error())
 				}
-			}
+			})
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
@@ -154,18 +155,11 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 // Run drains every interval until ctx ends (the dev stack's relay; in AWS
 // the scaler tick drains).
 func (r *Relay) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
-				r.log().WarnContext(ctx, "relay of job events failed; retrying", "error", err.Error())
-			}
+	clock.Every(ctx, interval, func() {
+		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+			r.log().WarnContext(ctx, "relay of job events failed; retrying", "error", err.Error())
 		}
-	}
+	})
 }
 
 func (r *Relay) log() *slog.Logger {
