@@ -216,7 +216,8 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	if err := a.wait(t); err != nil {
 		t.Fatalf("agent: %v", err)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// The notice gives two minutes; the agent must be done well inside them.
+	if took := time.Since(start); took > time.Minute {
 		t.Fatalf("shutdown took %s", took)
 	}
 	j := e.job("j1")
