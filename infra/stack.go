@@ -300,10 +300,13 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 
 	// HTTP API: worker routes check the fleet secret and tokens in the
 	// handler; producer and operator routes need IAM (SigV4).
-	api := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
-		ApiName: name("api"), CreateDefaultStage: jsii.Bool(false),
-	})
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), apiFn, nil)
+	// Every other method and path goes to the handler too (no authorizer),
+	// so a wrong path or method is answered in the protocol's error shape;
+	// the handler itself refuses operator routes without an IAM identity.
+	api := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName: name("api"), CreateDefaultStage: jsii.Bool(false), DefaultIntegration: integration,
+	})
 	for _, r := range []string{"register", "poll", "heartbeat", "complete", "fail", "requeue", "deregister"} {
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String("/api/worker/" + r),
 			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}, Integration: integration})

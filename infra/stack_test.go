@@ -135,6 +135,9 @@ func TestRoutesAuthorization(t *testing.T) {
 			t.Errorf("worker route %s has authorization %q; the handler checks the fleet secret and tokens", route, a)
 		}
 	}
+	if a, ok := auth["$default"]; !ok || (a != "" && a != "NONE") {
+		t.Errorf("$default route: present %v, authorization %q", ok, a)
+	}
 	for _, key := range []string{"POST /api/jobs", "GET /api/jobs/{job_id}", "POST /api/jobs/{job_id}/cancel", "POST /api/uploads", "GET /api/admin/{proxy+}", "POST /api/admin/{proxy+}"} {
 		if auth[key] != "AWS_IAM" {
 			t.Errorf("%s: authorization %q, want AWS_IAM (all routes: %v)", key, auth[key], auth)
