@@ -56,7 +56,9 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 		t.Fatal(err)
 	}
 	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecret: fleetSecret, OperatorToken: operatorToken,
-		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second}
+		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second,
+		// The scaler runs only when a test posts the schedule event.
+		Fleet: devstack.FleetOptions{Tick: -1}}
 	for _, m := range mutate {
 		m(&o)
 	}
