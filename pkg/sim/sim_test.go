@@ -249,3 +249,14 @@ func TestPlotWritesSVGAndPNG(t *testing.T) {
 		t.Fatal("a .gif name was accepted")
 	}
 }
+
+// BenchmarkSimulateRegen3D: every policy over a day of the regen3d workload,
+// what `fleetq simulate --workload regen3d` runs.
+func BenchmarkSimulateRegen3D(b *testing.B) {
+	w, _ := BuiltIn("regen3d", 1, 1)
+	for b.Loop() {
+		if _, err := Simulate(w, []string{"all"}, Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
