@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,10 @@ type Config struct {
 	// Backoff bounds the retry delay of registration and polling (default
 	// 1s doubling up to 1m, jittered).
 	BackoffBase, BackoffMax time.Duration
+	// URLRefreshMargin: a heartbeat asks for fresh presigned URLs when the
+	// job's output URLs expire within it (default: two heartbeats, at
+	// least a minute).
+	URLRefreshMargin time.Duration
 }
 
 // Agent is one worker.
@@ -80,6 +86,51 @@ type running struct {
 	cancel   context.CancelFunc
 	settled  atomic.Bool  // someone has reported (or given up) this job's outcome
 	progress atomic.Value // float64
+	outputs  atomic.Pointer[outputURLs]
+}
+
+// outputURLs are a job's current output URLs and when they expire.
+type outputURLs struct {
+	main       string
+	named      map[string]string
+	validUntil time.Time // zero: no URLs, or an expiry the agent cannot read
+}
+
+func newOutputURLs(main string, named map[string]string) *outputURLs {
+	o := &outputURLs{main: main, named: named}
+	for _, u := range append([]string{main}, sortedKeysValues(named)...) {
+		if t, ok := presignedExpiry(u); ok && (o.validUntil.IsZero() || t.Before(o.validUntil)) {
+			o.validUntil = t
+		}
+	}
+	return o
+}
+
+// presignedExpiry reads a SigV4 presigned URL's expiry (X-Amz-Date plus
+// X-Amz-Expires).
+func presignedExpiry(raw string) (time.Time, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return time.Time{}, false
+	}
+	q := u.Query()
+	signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	secs, err := strconv.Atoi(q.Get("X-Amz-Expires"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return signed.Add(time.Duration(secs) * time.Second), true
+}
+
+func sortedKeysValues(m map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
 }
 
 // New checks the configuration and returns an agent.
@@ -318,6 +369,7 @@ func jitter(d time.Duration) time.Duration {
 func (a *Agent) start(ctx context.Context, l Lease) {
 	jobCtx, cancel := context.WithCancel(ctx)
 	r := &running{lease: l, cancel: cancel}
+	r.outputs.Store(newOutputURLs(l.OutputURL, l.OutputURLs))
 	a.mu.Lock()
 	a.jobs[l.JobID] = r
 	hb := time.Duration(a.reg.HeartbeatSeconds) * time.Second
@@ -330,7 +382,8 @@ func (a *Agent) start(ctx context.Context, l Lease) {
 		defer a.finished(l.JobID)
 		beatDone := make(chan struct{})
 		go a.heartbeat(ctx, jobCtx, r, hb, log, beatDone)
-		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Progress: func(p float64) { r.progress.Store(p) }}
+		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Progress: func(p float64) { r.progress.Store(p) },
+			outputs: func() (string, map[string]string) { o := r.outputs.Load(); return o.main, o.named }}
 		result, err := a.cfg.Runner.Run(jobCtx, job)
 		cancel()
 		<-beatDone
@@ -367,7 +420,17 @@ func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Du
 		if p, ok := r.progress.Load().(float64); ok {
 			progress = &p
 		}
-		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, false)
+		cur := r.outputs.Load()
+		margin := a.cfg.URLRefreshMargin
+		if margin <= 0 {
+			margin = max(2*every, time.Minute)
+		}
+		refresh := !cur.validUntil.IsZero() && time.Until(cur.validUntil) < margin
+		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, refresh)
+		if err == nil && refresh && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
+			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs))
+			log.Debug("output URLs refreshed")
+		}
 		switch {
 		case err == nil && beat.Cancel:
 			if r.settled.CompareAndSwap(false, true) {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -76,4 +78,45 @@ func TestJobWithInputAndOutputUnderTheDevStack(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// recordingRunner notes the output URL a job started with and the one it
+// would upload to at its end.
+type recordingRunner struct {
+	agent.ExecRunner
+	mu           sync.Mutex
+	first, final string
+}
+
+func (r *recordingRunner) Run(ctx context.Context, j *agent.Job) (json.RawMessage, error) {
+	res, err := r.ExecRunner.Run(ctx, j)
+	main, _ := j.Outputs()
+	r.mu.Lock()
+	r.first, r.final = j.OutputURL, main
+	r.mu.Unlock()
+	return res, err
+}
+
+// A job that outlives its presigned URLs uploads with fresh ones its
+// heartbeats fetched (here the margin makes every heartbeat refresh).
+func TestLongJobUploadsWithRefreshedURLs(t *testing.T) {
+	e := newStack(t, false)
+	e.create("long-out", `{}`)
+	r := &recordingRunner{ExecRunner: agent.ExecRunner{Command: `sleep 2.5; echo done > "$FLEETQ_OUTPUT_DIR/output"`}}
+	e.start("exec-2", r, func(c *agent.Config) { c.URLRefreshMargin = time.Hour })
+	e.waitFor("long-out to succeed", func() bool {
+		j, err := e.stack.Store.GetJob(e.ctx, "long-out")
+		return err == nil && j.Status == job.Succeeded
+	})
+	r.mu.Lock()
+	first, final := r.first, r.final
+	r.mu.Unlock()
+	if first == "" || final == "" || first == final {
+		t.Fatalf("output URL not refreshed: started with %q, uploaded to %q", first, final)
+	}
+	obj, err := e.stack.S3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.stack.Bucket), Key: aws.String("tenants/t/jobs/long-out/output")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Body.Close()
 }

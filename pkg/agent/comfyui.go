@@ -314,12 +314,13 @@ func (r ComfyUIRunner) deliver(ctx context.Context, j *Job, id string, outputs m
 	for _, n := range nodes {
 		ordered = append(ordered, outputs[n]...)
 	}
+	main, named := j.Outputs()
 	targets := []string{}
-	if j.OutputURL != "" {
-		targets = append(targets, j.OutputURL)
+	if main != "" {
+		targets = append(targets, main)
 	}
-	for _, name := range sortedKeys(j.OutputURLs) {
-		targets = append(targets, j.OutputURLs[name])
+	for _, name := range sortedKeys(named) {
+		targets = append(targets, named[name])
 	}
 	for i, f := range ordered {
 		if i >= len(targets) {

@@ -117,11 +117,12 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 // uploadOutputs puts output_dir/output to output_url and each named output
 // to its URL, for the files the command wrote.
 func uploadOutputs(ctx context.Context, j *Job, outDir string) error {
+	main, named := j.Outputs()
 	targets := map[string]string{}
-	if j.OutputURL != "" {
-		targets["output"] = j.OutputURL
+	if main != "" {
+		targets["output"] = main
 	}
-	for name, url := range j.OutputURLs {
+	for name, url := range named {
 		if name == filepath.Base(name) {
 			targets[name] = url
 		}

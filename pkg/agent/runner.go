@@ -32,6 +32,20 @@ type Job struct {
 	Progress func(float64)
 	// HTTP fetches inputs and stores outputs through the presigned URLs.
 	HTTP *http.Client
+
+	// outputs, when set, answers the freshest output URLs (see Outputs).
+	outputs func() (string, map[string]string)
+}
+
+// Outputs answers the output URLs to upload to now. Presigned URLs expire
+// with the lease (plus a grace), so for a job that runs longer the agent
+// fetches fresh ones with its heartbeats; runners upload with these, not
+// with the lease's original URLs.
+func (j *Job) Outputs() (url string, named map[string]string) {
+	if j.outputs != nil {
+		return j.outputs()
+	}
+	return j.OutputURL, j.OutputURLs
 }
 
 // JobError is a job's failure as the runner judges it.
