@@ -27,17 +27,10 @@ type operatorClient struct {
 
 func operatorFlags(fs *flag.FlagSet) *operatorClient {
 	c := &operatorClient{http: &http.Client{Timeout: 30 * time.Second}}
-	fs.StringVar(&c.api, "api", envOr("FLEETQ_API", "http://127.0.0.1:8080"), "fleetq API URL (env FLEETQ_API)")
-	fs.StringVar(&c.token, "operator-token", os.Getenv("FLEETQ_OPERATOR_TOKEN"), "operator bearer token of the dev stack (env FLEETQ_OPERATOR_TOKEN); empty: sign with AWS credentials (SigV4)")
+	fs.StringVar(&c.api, "api", env("API", "http://127.0.0.1:8080"), "fleetq API URL (env FLEETQ_API)")
+	fs.StringVar(&c.token, "operator-token", env("OPERATOR_TOKEN", ""), "operator bearer token of the dev stack (env FLEETQ_OPERATOR_TOKEN); empty: sign with AWS credentials (SigV4)")
 	fs.StringVar(&c.region, "region", os.Getenv("AWS_REGION"), "AWS region of the API for SigV4 signing (env AWS_REGION)")
 	return c
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // get fetches path and decodes the JSON answer into out; an error answer
