@@ -7,10 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // What the scaler reads and writes: the fleet's live backlog in one pass,
@@ -74,7 +72,7 @@ type Outcomes struct {
 // (the terminal partitions are ordered by finish time).
 func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Time) (Outcomes, error) {
 	var o Outcomes
-	ok, err := s.queryIndexFrom(ctx, terminalPartition(fleet, "succeeded"), sortTime(since))
+	ok, err := s.queryIndexRange(ctx, terminalPartition(fleet, "succeeded"), sortTime(since), "", 0, true)
 	if err != nil {
 		return o, err
 	}
@@ -85,41 +83,12 @@ func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Tim
 		}
 	}
 	sort.Slice(o.Runs, func(i, j int) bool { return o.Runs[i] < o.Runs[j] })
-	dead, err := s.queryIndexFrom(ctx, terminalPartition(fleet, "dead"), sortTime(since))
+	dead, err := s.queryIndexRange(ctx, terminalPartition(fleet, "dead"), sortTime(since), "", 0, true)
 	if err != nil {
 		return o, err
 	}
 	o.Dead = len(dead)
 	return o, nil
-}
-
-func (s *Store) queryIndexFrom(ctx context.Context, partition, from string) ([]jobItem, error) {
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition)).
-		And(expression.Key(AttrGSI1SK).GreaterThanEqual(expression.Value(from)))
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-	if err != nil {
-		return nil, fmt.Errorf("build query: %w", err)
-	}
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		IndexName:                 aws.String(IndexByState),
-		KeyConditionExpression:    e.KeyCondition(),
-		ExpressionAttributeNames:  e.Names(),
-		ExpressionAttributeValues: e.Values(),
-	})
-	var out []jobItem
-	for p.HasMorePages() {
-		res, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", partition, err)
-		}
-		var page []jobItem
-		if err := attributevalue.UnmarshalListOfMaps(res.Items, &page); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", partition, err)
-		}
-		out = append(out, page...)
-	}
-	return out, nil
 }
 
 // WakeFleet raises a fleet's recorded desired capacity from zero to desired

@@ -309,8 +309,19 @@ func isConditionFailed(err error) bool {
 // queryIndex reads up to limit items of one IndexByState partition whose sort
 // key is below `below` (all when empty), in sort-key order.
 func (s *Store) queryIndex(ctx context.Context, partition, below string, limit int, forward bool) ([]jobItem, error) {
+	return s.queryIndexRange(ctx, partition, "", below, limit, forward)
+}
+
+// queryIndexRange reads up to limit items of one IndexByState partition
+// whose sort key is at least from (when set) and below `below` (when set).
+func (s *Store) queryIndexRange(ctx context.Context, partition, from, below string, limit int, forward bool) ([]jobItem, error) {
 	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
-	if below != "" {
+	switch {
+	case from != "" && below != "":
+		return nil, fmt.Errorf("query %s: a range needs one bound", partition)
+	case from != "":
+		kc = kc.And(expression.Key(AttrGSI1SK).GreaterThanEqual(expression.Value(from)))
+	case below != "":
 		kc = kc.And(expression.Key(AttrGSI1SK).LessThan(expression.Value(below)))
 	}
 	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
