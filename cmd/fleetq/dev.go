@@ -10,7 +10,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/devstack"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/lambdaenv"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 func init() {
@@ -84,7 +84,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			f.ScaleInGrace = fleetconfig.Duration(min(f.ScaleInGrace.Std(), *idleWindow/4))
 		}
 	}
-	log, err := lambdaenv.NewLogger(stderr, *logLevel)
+	log, err := system.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/fleetq/fleetq/pkg/agent"
-	"github.com/fleetq/fleetq/pkg/lambdaenv"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 func init() {
@@ -65,7 +65,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log, err := lambdaenv.NewLogger(stderr, *logLevel)
+	log, err := system.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq worker:", err)
 		return 2

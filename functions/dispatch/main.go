@@ -1,6 +1,7 @@
 // Command dispatch is the SQS-triggered function that turns submissions into
-// jobs (pkg/dispatch). The event source mapping must enable
-// ReportBatchItemFailures so only failed records are redelivered.
+// jobs and wakes a fleet at zero (pkg/dispatch, built by pkg/system). The
+// event source mapping must enable ReportBatchItemFailures so only failed
+// records are redelivered.
 package main
 
 import (
@@ -10,25 +11,19 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/dispatch"
-	"github.com/fleetq/fleetq/pkg/lambdaenv"
-	"github.com/fleetq/fleetq/pkg/scaler"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 func main() {
-	env, err := lambdaenv.Load(context.Background(), os.Getenv, os.Stderr)
+	env, err := system.LoadLambda(context.Background(), os.Getenv, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dispatch:", err)
 		os.Exit(1)
 	}
-	st := env.Store()
-	groups, err := env.FleetGroups()
+	h, err := env.DispatchHandler()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dispatch:", err)
 		os.Exit(1)
 	}
-	// Wake on enqueue: a fleet at zero is raised in this invocation.
-	waker := &scaler.Waker{Store: st, Capacity: groups, Logger: env.Logger}
-	h := &dispatch.Handler{Config: env.Config, Store: st, Waker: waker, Logger: env.Logger}
-	lambda.Start(h.Handle)
+	lambda.Start(h)
 }

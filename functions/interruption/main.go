@@ -1,7 +1,7 @@
 // Command interruption is the EventBridge-triggered function for the EC2
 // Spot interruption warnings, rebalance recommendations, instance state
 // changes and Auto Scaling terminate lifecycle actions of the stage's
-// fleets (pkg/interruption).
+// fleets (pkg/interruption, built by pkg/system).
 package main
 
 import (
@@ -11,17 +11,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/asg"
-	"github.com/fleetq/fleetq/pkg/interruption"
-	"github.com/fleetq/fleetq/pkg/lambdaenv"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 func main() {
-	env, err := lambdaenv.Load(context.Background(), os.Getenv, os.Stderr)
+	env, err := system.LoadLambda(context.Background(), os.Getenv, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "interruption:", err)
 		os.Exit(1)
 	}
-	h := &interruption.Handler{Store: env.Store(), Lifecycle: asg.New(env.AutoScaling(), asg.Options{}), Logger: env.Logger}
-	lambda.Start(h.Handle)
+	lambda.Start(env.InterruptionHandler())
 }

@@ -132,7 +132,15 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 		last = row
 		sum.Succeeded = done
 		if terminal == o.Jobs && g.Desired == 0 && len(g.Instances) == 0 {
-			break
+			// The group empties before the tick that emptied it records
+			// its decision: the demo ends once the record says 0 too.
+			st, err := s.Store.GetFleetState(ctx, fleet)
+			if err != nil {
+				return sum, err
+			}
+			if st.Desired == 0 && st.LastDecision != nil && st.LastDecision.Desired == 0 {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -40,6 +40,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/scaler"
 	"github.com/fleetq/fleetq/pkg/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 // Options configure a dev stack.
@@ -81,13 +82,16 @@ type Stack struct {
 	FleetSecret   string
 	OperatorToken string
 	Config        *fleetconfig.Config
-	Store         *store.Store
-	DynamoDB      *dynamodb.Client
-	SQS           *sqs.Client
-	Table         string
-	QueueURL      string
-	DLQURL        string
-	Dispatch      *dispatch.Handler
+	// Env is what the stack's functions are built from (pkg/system, as in
+	// AWS); Store and Relay are its.
+	Env      *system.Env
+	Store    *store.Store
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	Table    string
+	QueueURL string
+	DLQURL   string
+	Dispatch *dispatch.Handler
 	// Events is the in-process event bus job lifecycle events go to
 	// (GET /local/events/recent); Relay moves them there from the outbox.
 	Events *jobevents.Bus
@@ -148,10 +152,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	s.Store = store.New(s.DynamoDB, store.Options{Table: s.Table, Config: o.Config, Clock: o.Clock, Logger: o.Logger})
-	s.Dispatch = &dispatch.Handler{Config: o.Config, Store: s.Store, Logger: o.Logger}
 	s.Events = &jobevents.Bus{Keep: 1000}
-	s.Relay = &jobevents.Relay{Outbox: s.Store, Publisher: s.Events, Logger: o.Logger}
+	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, s.Events)
+	s.Store, s.Relay = s.Env.Store, s.Env.Relay
 
 	// Listen first: the local fleet's workers need the URL.
 	ln, err := net.Listen("tcp", o.Addr)
@@ -168,10 +171,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	esm := &EventSourceMapping{
 		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
-		Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-			return s.Dispatch.Handle(ctx, ev)
-		},
-		Logger: o.Logger,
+		Handler: s.Dispatch.Handle, Logger: o.Logger,
 	}
 	s.Go(func() { esm.Run(runCtx) })
 	if o.RelayInterval == 0 {
@@ -180,16 +180,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.RelayInterval > 0 {
 		s.Go(func() { s.Relay.Run(runCtx, o.RelayInterval) })
 	}
-	var announcer api.Announcer = s.Relay
+	apiOpts := []system.APIOption{system.RegisterLimit(o.RegisterLimit)}
 	if o.NoAnnounce {
-		announcer = nil
+		apiOpts = append(apiOpts, system.NoAnnounce())
 	}
-
-	apiHandler := api.New(api.Options{
-		Config: o.Config, Store: s.Store, Queue: sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
-		FleetSecret: auth.StaticSecret(o.FleetSecret), Operator: auth.OperatorToken(o.OperatorToken),
-		Clock: o.Clock, Logger: o.Logger, RegisterLimit: o.RegisterLimit, Events: announcer, Assets: s.Assets,
-	})
+	apiHandler := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
+		auth.StaticSecret(o.FleetSecret), auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.localEvents)
 	mux.HandleFunc("/local/events/recent", s.recentEvents)

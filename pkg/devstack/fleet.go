@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -11,6 +12,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/localfleet"
 	"github.com/fleetq/fleetq/pkg/scaler"
+	"github.com/fleetq/fleetq/pkg/system"
 )
 
 // FleetOptions configure the dev stack's scaler and local fleet.
@@ -38,6 +40,9 @@ type FleetOptions struct {
 	Launch localfleet.Launch
 	// Seed makes the random interruptions repeatable.
 	Seed uint64
+	// Metrics receives the scaler's Embedded Metric Format lines (nil:
+	// none), as stdout does in Lambda.
+	Metrics io.Writer
 }
 
 // Scheduled Event of the scaler's EventBridge rule.
@@ -57,20 +62,14 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	if fo.BootDelay <= 0 {
 		fo.BootDelay = 20 * time.Second
 	}
-	s.Interruptions = &interruption.Handler{Store: s.Store, Logger: o.Logger}
-	for _, r := range []struct{ source, detailType string }{
-		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
-		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
-	} {
-		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
-			return s.Interruptions.Handle(ctx, ev)
-		})
-	}
-	s.Scaler = &scaler.Scaler{Store: s.Store, Clock: o.Clock, Logger: o.Logger, Stage: o.Config.Stage, Relay: s.Relay,
-		Interruptions: s.Store.SpotInterruptions}
 	if fo.Launch == nil && fo.LocalAgents {
 		fo.Launch = s.launchAgent
 	}
+	// Without a local fleet there are no groups: dispatch wakes nothing,
+	// the scaler keeps the books, and lifecycle actions have no group to
+	// complete.
+	var capacity scaler.Capacity
+	var lifecycle interruption.Lifecycle = noGroups{}
 	if !fo.NoLocalFleet {
 		max := map[string]int{}
 		for _, f := range o.Config.Fleets {
@@ -80,16 +79,23 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 			Clock: o.Clock, BootDelay: fo.BootDelay, Launch: fo.Launch, MaxInstances: max,
 			SpotRate: fo.SpotRate, Notice: fo.SpotNotice, Seed: fo.Seed, Interrupt: s.interruptLocal,
 		})
-		s.Scaler.Capacity = s.Fleet
-		s.Dispatch.Waker = &scaler.Waker{Store: s.Store, Capacity: s.Fleet, Logger: o.Logger}
+		capacity, lifecycle = s.Fleet, s.Fleet
 		s.Go(func() { s.Fleet.Run(ctx, time.Second) })
 	}
-	s.HandleEvents(scheduleSource, scheduleDetailType, func(ctx context.Context, _ events.CloudWatchEvent) (any, error) {
-		reports, err := s.Scaler.Tick(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return tickSummary(reports), nil
+	s.Dispatch = system.NewDispatch(s.Env, capacity)
+	s.Scaler = system.NewScaler(s.Env, capacity, fo.Metrics)
+	s.Interruptions = system.NewInterruption(s.Env, lifecycle)
+	for _, r := range []struct{ source, detailType string }{
+		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
+		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
+	} {
+		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+			return s.Interruptions.Handle(ctx, ev)
+		})
+	}
+	tick := system.ScheduleHandler(s.Scaler)
+	s.HandleEvents(scheduleSource, scheduleDetailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+		return tick(ctx, ev)
 	})
 	if fo.Tick > 0 {
 		s.Go(func() {
@@ -102,6 +108,12 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	}
 }
 
+// noGroups completes no lifecycle action: a stack without a local fleet
+// has no group whose hook could be waiting.
+type noGroups struct{}
+
+func (noGroups) CompleteLifecycle(context.Context, string, string, string, string) error { return nil }
+
 // interruptLocal delivers a Spot interruption warning for a local instance
 // to whatever handles the EC2 event in this stack, as EventBridge would.
 func (s *Stack) interruptLocal(ctx context.Context, fleet, instanceID string) error {
@@ -112,22 +124,4 @@ func (s *Stack) interruptLocal(ctx context.Context, fleet, instanceID string) er
 	}
 	_, err := s.DeliverEvent(ctx, ev)
 	return err
-}
-
-type fleetTick struct {
-	Fleet      string   `json:"fleet_slug"`
-	Desired    int      `json:"desired"`
-	Reason     string   `json:"reason"`
-	Terminated []string `json:"terminated,omitempty"`
-	Requeued   int      `json:"swept_requeued"`
-	Dead       int      `json:"swept_dead"`
-}
-
-func tickSummary(reports []scaler.FleetReport) map[string]any {
-	out := make([]fleetTick, 0, len(reports))
-	for _, r := range reports {
-		out = append(out, fleetTick{Fleet: r.Fleet, Desired: r.Desired, Reason: r.Decision.Reason,
-			Terminated: r.Terminated, Requeued: r.Swept.Requeued, Dead: r.Swept.Dead})
-	}
-	return map[string]any{"fleets": out}
 }

@@ -152,6 +152,23 @@ func (f *Fleet) Terminate(_ context.Context, fleet, instanceID string) error {
 	return nil
 }
 
+// CompleteLifecycle lets a terminate lifecycle action go on, as an Auto
+// Scaling group does when its hook is completed with CONTINUE: the instance
+// ends, and the group replaces it if its desired capacity still counts it.
+// An instance no group has is already gone.
+func (f *Fleet) CompleteLifecycle(_ context.Context, _, _, instanceID, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		if in, ok := g.instances[instanceID]; ok {
+			f.remove(g, in)
+			f.terminated++
+			return nil
+		}
+	}
+	return nil
+}
+
 func (f *Fleet) remove(g *group, in *instance) {
 	if in.machine != nil {
 		in.machine.Stop()

@@ -1,9 +1,4 @@
-// Package lambdaenv wires a fleetq Lambda function from its environment: the
-// stage's fleet config, a structured logger, the AWS configuration, and
-// clients that honour the FLEETQ_*_ENDPOINT overrides. Every function's main
-// calls Load and then hands the pieces to the package holding its logic, so
-// functions/ stays a few lines each.
-package lambdaenv
+package system
 
 import (
 	"context"
@@ -12,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,20 +15,30 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/fleetq/fleetq/pkg/api"
 	"github.com/fleetq/fleetq/pkg/asg"
+	"github.com/fleetq/fleetq/pkg/assets"
+	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/awsenv"
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/interruption"
+	"github.com/fleetq/fleetq/pkg/jobevents"
 	"github.com/fleetq/fleetq/pkg/scaler"
+	"github.com/fleetq/fleetq/pkg/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
-// Env is what a function reads from its environment.
-type Env struct {
-	Config *fleetconfig.Config
-	Table  string
-	AWS    aws.Config
-	Logger *slog.Logger
+// Lambda is a function's environment in AWS: the variables the stack sets,
+// the AWS configuration, clients that honour the FLEETQ_*_ENDPOINT
+// overrides, and the Env every function is built from. Each function's main
+// is LoadLambda and one of the handler methods.
+type Lambda struct {
+	*Env
+	Table string
+	AWS   aws.Config
 
 	getenv func(string) string
 }
@@ -40,10 +46,11 @@ type Env struct {
 // Getenv reads one variable (os.Getenv in Lambda; a map in tests).
 type Getenv func(string) string
 
-// Load reads the stage, fleet config, table name and log level, and the
-// default AWS configuration. A missing or malformed variable is an error
-// that names it: a function that cannot know its table must not start.
-func Load(ctx context.Context, getenv Getenv, logOut io.Writer) (*Env, error) {
+// LoadLambda reads the stage, fleet config, table name, log level and event
+// bus, and the default AWS configuration. A missing or malformed variable is
+// an error that names it: a function that cannot know its table must not
+// start.
+func LoadLambda(ctx context.Context, getenv Getenv, logOut io.Writer) (*Lambda, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -67,7 +74,14 @@ func Load(ctx context.Context, getenv Getenv, logOut io.Writer) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Config: cfg, Table: table, AWS: awsCfg, Logger: log.With("stage", cfg.Stage), getenv: getenv}, nil
+	l := &Lambda{Table: table, AWS: awsCfg, getenv: getenv}
+	log = log.With("stage", cfg.Stage)
+	var events store.Publisher
+	if bus := getenv(awsenv.EnvEventBus); bus != "" {
+		events = jobevents.EventBridge{Client: l.EventBridge(), Bus: bus}
+	}
+	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events)
+	return l, nil
 }
 
 // LoadConfig returns the fleet config named by FLEETQ_CONFIG_FILE, else the
@@ -92,7 +106,7 @@ func LoadConfig(getenv Getenv) (*fleetconfig.Config, error) {
 }
 
 // Require returns a variable's value or an error naming it.
-func (e *Env) Require(name string) (string, error) {
+func (e *Lambda) Require(name string) (string, error) {
 	v := e.getenv(name)
 	if v == "" {
 		return "", fmt.Errorf("%s is not set", name)
@@ -101,9 +115,9 @@ func (e *Env) Require(name string) (string, error) {
 }
 
 // Lookup returns a variable's value, empty when unset.
-func (e *Env) Lookup(name string) string { return e.getenv(name) }
+func (e *Lambda) Lookup(name string) string { return e.getenv(name) }
 
-func (e *Env) endpoint(name string) *string {
+func (e *Lambda) endpoint(name string) *string {
 	if v := e.getenv(name); v != "" {
 		return aws.String(v)
 	}
@@ -111,28 +125,28 @@ func (e *Env) endpoint(name string) *string {
 }
 
 // DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the endpoint).
-func (e *Env) DynamoDB() *dynamodb.Client {
+func (e *Lambda) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint) })
 }
 
 // SQS returns an SQS client (FLEETQ_SQS_ENDPOINT overrides the endpoint).
-func (e *Env) SQS() *sqs.Client {
+func (e *Lambda) SQS() *sqs.Client {
 	return sqs.NewFromConfig(e.AWS, func(o *sqs.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSQSEndpoint) })
 }
 
 // SSM returns an SSM client (FLEETQ_SSM_ENDPOINT overrides the endpoint).
-func (e *Env) SSM() *ssm.Client {
+func (e *Lambda) SSM() *ssm.Client {
 	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint) })
 }
 
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
-func (e *Env) EventBridge() *eventbridge.Client {
+func (e *Lambda) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint) })
 }
 
 // S3 returns an S3 client (FLEETQ_S3_ENDPOINT overrides the endpoint, with
 // path-style addressing as local S3 servers need).
-func (e *Env) S3() *s3.Client {
+func (e *Lambda) S3() *s3.Client {
 	return s3.NewFromConfig(e.AWS, func(o *s3.Options) {
 		if ep := e.endpoint(awsenv.EnvS3Endpoint); ep != nil {
 			o.BaseEndpoint, o.UsePathStyle = ep, true
@@ -143,7 +157,7 @@ func (e *Env) S3() *s3.Client {
 // AutoScaling returns an Auto Scaling client (FLEETQ_AUTOSCALING_ENDPOINT
 // overrides the endpoint) with the SDK's own retries off: pkg/asg retries
 // throttling itself, and the two would multiply.
-func (e *Env) AutoScaling() *autoscaling.Client {
+func (e *Lambda) AutoScaling() *autoscaling.Client {
 	return autoscaling.NewFromConfig(e.AWS, func(o *autoscaling.Options) {
 		o.BaseEndpoint = e.endpoint(awsenv.EnvAutoScalingEndpoint)
 		asg.WithoutSDKRetries(o)
@@ -152,7 +166,7 @@ func (e *Env) AutoScaling() *autoscaling.Client {
 
 // FleetGroups returns the fleets' Auto Scaling Groups as scaling capacity,
 // from FLEETQ_FLEET_GROUPS.
-func (e *Env) FleetGroups() (scaler.Groups, error) {
+func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 	raw, err := e.Require(awsenv.EnvFleetGroups)
 	if err != nil {
 		return scaler.Groups{}, err
@@ -169,9 +183,54 @@ func (e *Env) FleetGroups() (scaler.Groups, error) {
 	return scaler.Groups{Adapter: asg.New(e.AutoScaling(), asg.Options{}), Names: names}, nil
 }
 
-// Store returns the job store on the function's table.
-func (e *Env) Store() *store.Store {
-	return store.New(e.DynamoDB(), store.Options{Table: e.Table, Config: e.Config, Logger: e.Logger})
+// APIHandler returns the API function's handler: the HTTP API behind API
+// Gateway (payload format 2.0), with submissions to FLEETQ_SUBMIT_QUEUE_URL,
+// the fleet secret from the SSM parameter FLEETQ_FLEET_SECRET_PARAM, IAM
+// operators, and presigned URLs on FLEETQ_BUCKET when set.
+func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	queueURL, err := e.Require(awsenv.EnvSubmitQueueURL)
+	if err != nil {
+		return nil, err
+	}
+	param, err := e.Require(awsenv.EnvFleetSecretParam)
+	if err != nil {
+		return nil, err
+	}
+	var files api.Assets
+	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
+		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
+	}
+	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, &auth.SSMSecret{Client: e.SSM(), Name: param},
+		auth.IAMOperator{}, files)
+	return httpadapter.NewV2(h).ProxyWithContext, nil
+}
+
+// DispatchHandler returns the dispatch function's handler, waking the
+// fleets' groups of FLEETQ_FLEET_GROUPS.
+func (e *Lambda) DispatchHandler() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+	groups, err := e.FleetGroups()
+	if err != nil {
+		return nil, err
+	}
+	return NewDispatch(e.Env, groups).Handle, nil
+}
+
+// ScalerHandler returns the scaler function's handler: one tick per
+// scheduled event over the groups of FLEETQ_FLEET_GROUPS, with the metric
+// lines written to metrics (stdout, which CloudWatch Logs turns into
+// metrics).
+func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.CloudWatchEvent) (TickSummary, error), error) {
+	groups, err := e.FleetGroups()
+	if err != nil {
+		return nil, err
+	}
+	return ScheduleHandler(NewScaler(e.Env, groups, metrics)), nil
+}
+
+// InterruptionHandler returns the interruption function's handler, which
+// completes lifecycle actions through the Auto Scaling API.
+func (e *Lambda) InterruptionHandler() func(context.Context, events.CloudWatchEvent) (interruption.Summary, error) {
+	return NewInterruption(e.Env, asg.New(e.AutoScaling(), asg.Options{})).Handle
 }
 
 // NewLogger returns a JSON logger at level (debug, info, warn or error).

@@ -1,4 +1,4 @@
-package lambdaenv
+package system
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func env(m map[string]string) Getenv { return func(k string) string { return m[k
 
 func TestLoadBuiltInStage(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
-	e, err := Load(context.Background(), env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
+	e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLoadRefusesBadEnvironment(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Load(context.Background(), env(c.vars), io.Discard)
+			_, err := LoadLambda(context.Background(), env(c.vars), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
 			}
@@ -82,7 +82,7 @@ func TestFleetGroups(t *testing.T) {
 		"ok":            {`{"demo":"fleetq-dev-demo"}`, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, err := Load(context.Background(), env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
+			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

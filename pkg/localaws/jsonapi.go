@@ -1,0 +1,103 @@
+package localaws
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// JSONAPI serves the two AWS JSON 1.1 actions a fleetq function calls
+// besides DynamoDB and SQS: SSM GetParameter (the fleet secret) and
+// EventBridge PutEvents (job lifecycle events). The Lambda constructors run
+// against it in tests, through the real SDK clients, exactly as in AWS.
+type JSONAPI struct {
+	*Server
+
+	mu     sync.Mutex
+	params map[string]string
+	events []PutEventsEntry
+}
+
+// PutEventsEntry is one event a PutEvents call delivered.
+type PutEventsEntry struct {
+	Source       string `json:"Source"`
+	DetailType   string `json:"DetailType"`
+	Detail       string `json:"Detail"`
+	EventBusName string `json:"EventBusName"`
+}
+
+// StartJSONAPI starts the server on addr ("" for any loopback port).
+func StartJSONAPI(addr string) (*JSONAPI, error) {
+	a := &JSONAPI{params: map[string]string{}}
+	srv, err := serve(addr, a)
+	if err != nil {
+		return nil, err
+	}
+	a.Server = srv
+	return a, nil
+}
+
+// PutParameter stores an SSM parameter's value.
+func (a *JSONAPI) PutParameter(name, value string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.params[name] = value
+}
+
+// Events returns every event PutEvents accepted, oldest first.
+func (a *JSONAPI) Events() []PutEventsEntry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]PutEventsEntry(nil), a.events...)
+}
+
+// ServeHTTP answers one JSON 1.1 request, routed by its X-Amz-Target.
+func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	target := r.Header.Get("X-Amz-Target")
+	switch target {
+	case "AmazonSSM.GetParameter":
+		var in struct{ Name string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" {
+			writeJSONError(w, "ValidationException", "Name is required")
+			return
+		}
+		a.mu.Lock()
+		v, ok := a.params[in.Name]
+		a.mu.Unlock()
+		if !ok {
+			writeJSONError(w, "ParameterNotFound", fmt.Sprintf("Parameter %s not found.", in.Name))
+			return
+		}
+		writeJSON(w, map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "SecureString", "Value": v, "Version": 1}})
+	case "AWSEvents.PutEvents":
+		var in struct{ Entries []PutEventsEntry }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 {
+			writeJSONError(w, "ValidationException", "Entries must hold 1 to 10 events")
+			return
+		}
+		out := make([]map[string]string, len(in.Entries))
+		a.mu.Lock()
+		for i, e := range in.Entries {
+			a.events = append(a.events, e)
+			out[i] = map[string]string{"EventId": fmt.Sprintf("local-%d", len(a.events))}
+		}
+		a.mu.Unlock()
+		writeJSON(w, map[string]any{"FailedEntryCount": 0, "Entries": out})
+	default:
+		writeJSONError(w, "UnknownOperationException", "unknown operation "+strings.TrimSpace(target))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeJSONError writes an AWS JSON 1.1 error: the code in __type, HTTP 400.
+func writeJSONError(w http.ResponseWriter, code, message string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": code, "message": message})
+}
