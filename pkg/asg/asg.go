@@ -16,7 +16,7 @@
 // # Launch time
 //
 // DescribeAutoScalingGroups does not report when an instance launched, and
-// the adapter makes no extra EC2 call to find out: Instance.LaunchedAt is
+// the adapter makes no extra EC2 call to find out: Instance.FirstSeen is
 // always zero here. The scaler tracks boot time itself, from the first tick
 // it sees an instance Pending.
 package asg
@@ -36,40 +36,36 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
-// Lifecycle states the scaler counts (the service's own names).
+// Lifecycle states the scaler counts (the service's own names, defined with
+// the instance type in pkg/scaling).
 const (
-	StateInService      = "InService"
-	StatePending        = "Pending"
-	StatePendingWait    = "Pending:Wait"
-	StatePendingProceed = "Pending:Proceed"
+	StateInService      = scaling.StateInService
+	StatePending        = scaling.StatePending
+	StatePendingWait    = scaling.StatePendingWait
+	StatePendingProceed = scaling.StatePendingProceed
 )
 
 // ErrGroupNotFound is returned by Describe when no group has the name.
 var ErrGroupNotFound = errors.New("auto scaling group not found")
 
-// Instance is one instance of a group as DescribeAutoScalingGroups reports it.
-type Instance struct {
-	ID, LifecycleState, HealthStatus, InstanceType, AZ string
-	// LaunchedAt is zero if unknown, which it always is from this adapter
-	// (see the package documentation).
-	LaunchedAt           time.Time
-	ProtectedFromScaleIn bool
-}
-
 // Group is a group's capacity and instances.
 type Group struct {
 	Name              string
 	Desired, Min, Max int
-	Instances         []Instance
+	// Instances are as DescribeAutoScalingGroups reports them, in every
+	// lifecycle state (FirstSeen left zero).
+	Instances []scaling.Instance
 }
 
 // InService counts the instances in service.
 func (g Group) InService() int {
 	n := 0
 	for _, in := range g.Instances {
-		if in.LifecycleState == StateInService {
+		if in.InService() {
 			n++
 		}
 	}
@@ -81,8 +77,7 @@ func (g Group) InService() int {
 func (g Group) Pending() int {
 	n := 0
 	for _, in := range g.Instances {
-		switch in.LifecycleState {
-		case StatePending, StatePendingWait, StatePendingProceed:
+		if in.Booting() {
 			n++
 		}
 	}
@@ -200,7 +195,7 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 		Max:     int(aws.ToInt32(found.MaxSize)),
 	}
 	for _, in := range found.Instances {
-		g.Instances = append(g.Instances, Instance{
+		g.Instances = append(g.Instances, scaling.Instance{
 			ID:                   aws.ToString(in.InstanceId),
 			LifecycleState:       string(in.LifecycleState),
 			HealthStatus:         aws.ToString(in.HealthStatus),

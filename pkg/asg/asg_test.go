@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/asg"
 	"github.com/fleetq/fleetq/pkg/localaws"
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
 // sleeps records the adapter's waits instead of waiting.
@@ -95,7 +96,7 @@ func TestDescribeReportsCapacityAndInstanceStates(t *testing.T) {
 	if got := g.Pending(); got != 3 {
 		t.Errorf("Pending() = %d, want 3 (Pending, Pending:Wait, Pending:Proceed)", got)
 	}
-	want := asg.Instance{ID: "i-a", LifecycleState: "InService", HealthStatus: "Healthy", InstanceType: "g5.xlarge", AZ: "us-east-1a", ProtectedFromScaleIn: true}
+	want := scaling.Instance{ID: "i-a", LifecycleState: "InService", HealthStatus: "Healthy", InstanceType: "g5.xlarge", AZ: "us-east-1a", ProtectedFromScaleIn: true}
 	if g.Instances[0] != want {
 		t.Errorf("instance 0 = %+v, want %+v", g.Instances[0], want)
 	}
@@ -103,8 +104,8 @@ func TestDescribeReportsCapacityAndInstanceStates(t *testing.T) {
 		t.Errorf("instance 1 = %+v", g.Instances[1])
 	}
 	for _, in := range g.Instances {
-		if !in.LaunchedAt.IsZero() {
-			t.Errorf("%s LaunchedAt = %v, want zero (not reported by the API)", in.ID, in.LaunchedAt)
+		if !in.FirstSeen.IsZero() {
+			t.Errorf("%s FirstSeen = %v, want zero (no launch time reported by the API)", in.ID, in.FirstSeen)
 		}
 	}
 	calls := h.fake.Calls()
