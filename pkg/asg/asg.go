@@ -52,6 +52,12 @@ const (
 // ErrGroupNotFound is returned by Describe when no group has the name.
 var ErrGroupNotFound = errors.New("auto scaling group not found")
 
+// ErrNoActiveLifecycleAction is returned (wrapping the service's error) by
+// CompleteLifecycle when the instance or token has no lifecycle action
+// waiting: it was completed already, it timed out, or there never was one.
+// A duplicate delivery of a lifecycle event meets it.
+var ErrNoActiveLifecycleAction = errors.New("no active lifecycle action")
+
 // Group is a group's capacity and instances.
 type Group struct {
 	Name              string
@@ -255,9 +261,22 @@ func instanceGone(err error) bool {
 	return strings.Contains(strings.ToLower(ae.ErrorMessage()), "not found")
 }
 
+// noActiveLifecycleAction reports the service's answer to completing a
+// lifecycle action that is not (or no longer) waiting: ValidationError "No
+// active Lifecycle Action found with instance ID i-..." (or "... with token
+// ..." when only the token names it).
+func noActiveLifecycleAction(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	return strings.HasPrefix(strings.ToLower(ae.ErrorMessage()), "no active lifecycle action")
+}
+
 // CompleteLifecycle completes the lifecycle action instanceID is waiting on
 // with CONTINUE. token may be empty (the instance ID then names the action);
-// instanceID may be empty if token is given.
+// instanceID may be empty if token is given. An action that is not waiting
+// (any more) gives an error that matches ErrNoActiveLifecycleAction.
 func (a *Adapter) CompleteLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error {
 	in := &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(groupName),
@@ -274,6 +293,9 @@ func (a *Adapter) CompleteLifecycle(ctx context.Context, groupName, hookName, in
 		_, err := a.api.CompleteLifecycleAction(ctx, in)
 		return err
 	})
+	if err != nil && noActiveLifecycleAction(err) {
+		return fmt.Errorf("complete lifecycle action %s of instance %s in auto scaling group %q: %w: %w", hookName, instanceID, groupName, ErrNoActiveLifecycleAction, err)
+	}
 	if err != nil {
 		return fmt.Errorf("complete lifecycle action %s of instance %s in auto scaling group %q: %w", hookName, instanceID, groupName, err)
 	}
