@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/fleetq/fleetq/pkg/asg"
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/lambdaenv"
 )
@@ -22,6 +23,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "interruption:", err)
 		os.Exit(1)
 	}
-	h := &interruption.Handler{Store: env.Store(), Lifecycle: asg.New(env.AutoScaling(), asg.Options{}), Logger: env.Logger}
+	h := interruption.New(env.Store(), asg.New(env.AutoScaling(), asg.Options{}), clock.Real{}, env.Logger)
 	lambda.Start(h.Handle)
 }
