@@ -16,7 +16,7 @@
 // # Launch time
 //
 // DescribeAutoScalingGroups does not report when an instance launched, and
-// the adapter makes no extra EC2 call to find out: Instance.LaunchedAt is
+// the adapter makes no extra EC2 call to find out: Instance.FirstSeen is
 // always zero here. The scaler tracks boot time itself, from the first tick
 // it sees an instance Pending.
 package asg
@@ -36,40 +36,42 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
-// Lifecycle states the scaler counts (the service's own names).
+// Lifecycle states the scaler counts (the service's own names, defined with
+// the instance type in pkg/scaling).
 const (
-	StateInService      = "InService"
-	StatePending        = "Pending"
-	StatePendingWait    = "Pending:Wait"
-	StatePendingProceed = "Pending:Proceed"
+	StateInService      = scaling.StateInService
+	StatePending        = scaling.StatePending
+	StatePendingWait    = scaling.StatePendingWait
+	StatePendingProceed = scaling.StatePendingProceed
 )
 
 // ErrGroupNotFound is returned by Describe when no group has the name.
 var ErrGroupNotFound = errors.New("auto scaling group not found")
 
-// Instance is one instance of a group as DescribeAutoScalingGroups reports it.
-type Instance struct {
-	ID, LifecycleState, HealthStatus, InstanceType, AZ string
-	// LaunchedAt is zero if unknown, which it always is from this adapter
-	// (see the package documentation).
-	LaunchedAt           time.Time
-	ProtectedFromScaleIn bool
-}
+// ErrNoActiveLifecycleAction is returned (wrapping the service's error) by
+// CompleteLifecycle when the instance or token has no lifecycle action
+// waiting: it was completed already, it timed out, or there never was one.
+// A duplicate delivery of a lifecycle event meets it.
+var ErrNoActiveLifecycleAction = errors.New("no active lifecycle action")
 
 // Group is a group's capacity and instances.
 type Group struct {
 	Name              string
 	Desired, Min, Max int
-	Instances         []Instance
+	// Instances are as DescribeAutoScalingGroups reports them, in every
+	// lifecycle state (FirstSeen left zero).
+	Instances []scaling.Instance
 }
 
 // InService counts the instances in service.
 func (g Group) InService() int {
 	n := 0
 	for _, in := range g.Instances {
-		if in.LifecycleState == StateInService {
+		if in.InService() {
 			n++
 		}
 	}
@@ -81,8 +83,7 @@ func (g Group) InService() int {
 func (g Group) Pending() int {
 	n := 0
 	for _, in := range g.Instances {
-		switch in.LifecycleState {
-		case StatePending, StatePendingWait, StatePendingProceed:
+		if in.Booting() {
 			n++
 		}
 	}
@@ -200,7 +201,7 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 		Max:     int(aws.ToInt32(found.MaxSize)),
 	}
 	for _, in := range found.Instances {
-		g.Instances = append(g.Instances, Instance{
+		g.Instances = append(g.Instances, scaling.Instance{
 			ID:                   aws.ToString(in.InstanceId),
 			LifecycleState:       string(in.LifecycleState),
 			HealthStatus:         aws.ToString(in.HealthStatus),
@@ -260,9 +261,22 @@ func instanceGone(err error) bool {
 	return strings.Contains(strings.ToLower(ae.ErrorMessage()), "not found")
 }
 
+// noActiveLifecycleAction reports the service's answer to completing a
+// lifecycle action that is not (or no longer) waiting: ValidationError "No
+// active Lifecycle Action found with instance ID i-..." (or "... with token
+// ..." when only the token names it).
+func noActiveLifecycleAction(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	return strings.HasPrefix(strings.ToLower(ae.ErrorMessage()), "no active lifecycle action")
+}
+
 // CompleteLifecycle completes the lifecycle action instanceID is waiting on
 // with CONTINUE. token may be empty (the instance ID then names the action);
-// instanceID may be empty if token is given.
+// instanceID may be empty if token is given. An action that is not waiting
+// (any more) gives an error that matches ErrNoActiveLifecycleAction.
 func (a *Adapter) CompleteLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error {
 	in := &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(groupName),
@@ -279,6 +293,9 @@ func (a *Adapter) CompleteLifecycle(ctx context.Context, groupName, hookName, in
 		_, err := a.api.CompleteLifecycleAction(ctx, in)
 		return err
 	})
+	if err != nil && noActiveLifecycleAction(err) {
+		return fmt.Errorf("complete lifecycle action %s of instance %s in auto scaling group %q: %w: %w", hookName, instanceID, groupName, ErrNoActiveLifecycleAction, err)
+	}
 	if err != nil {
 		return fmt.Errorf("complete lifecycle action %s of instance %s in auto scaling group %q: %w", hookName, instanceID, groupName, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/asg"
 	"github.com/fleetq/fleetq/pkg/localaws"
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
 // sleeps records the adapter's waits instead of waiting.
@@ -95,7 +96,7 @@ func TestDescribeReportsCapacityAndInstanceStates(t *testing.T) {
 	if got := g.Pending(); got != 3 {
 		t.Errorf("Pending() = %d, want 3 (Pending, Pending:Wait, Pending:Proceed)", got)
 	}
-	want := asg.Instance{ID: "i-a", LifecycleState: "InService", HealthStatus: "Healthy", InstanceType: "g5.xlarge", AZ: "us-east-1a", ProtectedFromScaleIn: true}
+	want := scaling.Instance{ID: "i-a", LifecycleState: "InService", HealthStatus: "Healthy", InstanceType: "g5.xlarge", AZ: "us-east-1a", ProtectedFromScaleIn: true}
 	if g.Instances[0] != want {
 		t.Errorf("instance 0 = %+v, want %+v", g.Instances[0], want)
 	}
@@ -103,8 +104,8 @@ func TestDescribeReportsCapacityAndInstanceStates(t *testing.T) {
 		t.Errorf("instance 1 = %+v", g.Instances[1])
 	}
 	for _, in := range g.Instances {
-		if !in.LaunchedAt.IsZero() {
-			t.Errorf("%s LaunchedAt = %v, want zero (not reported by the API)", in.ID, in.LaunchedAt)
+		if !in.FirstSeen.IsZero() {
+			t.Errorf("%s FirstSeen = %v, want zero (no launch time reported by the API)", in.ID, in.FirstSeen)
 		}
 	}
 	calls := h.fake.Calls()
@@ -255,9 +256,40 @@ func TestCompleteLifecycle(t *testing.T) {
 	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
 		t.Fatalf("completing with no action waiting: err = %v, want ValidationError", err)
 	}
+	if !errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+		t.Errorf("completing with no action waiting: err = %v, want ErrNoActiveLifecycleAction", err)
+	}
 	for _, s := range []string{"fleetq-dev-gpu", "launch", "i-a"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
+		}
+	}
+}
+
+func TestCompleteLifecycleNoActiveAction(t *testing.T) {
+	h := newHarness(t, asg.Options{})
+	h.fake.PutGroup(gpuGroup())
+	ctx := context.Background()
+	// Completed once; the second completion (a duplicate event) finds no
+	// action, by instance or by token alone.
+	if err := h.ad.CompleteLifecycle(ctx, "fleetq-dev-gpu", "drain", "i-f", "tok-f"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ instance, token string }{{"i-f", "tok-f"}, {"", "tok-f"}, {"i-unknown", ""}} {
+		err := h.ad.CompleteLifecycle(ctx, "fleetq-dev-gpu", "drain", c.instance, c.token)
+		if !errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+			t.Errorf("%+v: err = %v, want ErrNoActiveLifecycleAction", c, err)
+		}
+	}
+	// Not retried: one request each.
+	if n := h.fake.CallCount("CompleteLifecycleAction"); n != 4 {
+		t.Errorf("CompleteLifecycleAction requests = %d, want 4", n)
+	}
+	// Other validation errors are not it.
+	for _, c := range []struct{ group, hook string }{{"fleetq-dev-gpu", "no-such-hook"}, {"no-such-group", "drain"}} {
+		err := h.ad.CompleteLifecycle(ctx, c.group, c.hook, "i-d", "tok-d")
+		if err == nil || errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+			t.Errorf("%+v: err = %v, want another error", c, err)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	// the scaler keeps the books, and lifecycle actions have no group to
 	// complete.
 	var capacity scaler.Capacity
-	var lifecycle interruption.Lifecycle = noGroups{}
+	var lifecycle interruption.Lifecycle = interruption.NoAutoScaling
 	if !fo.NoLocalFleet {
 		max := map[string]int{}
 		for _, f := range o.Config.Fleets {
@@ -107,12 +107,6 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 		})
 	}
 }
-
-// noGroups completes no lifecycle action: a stack without a local fleet
-// has no group whose hook could be waiting.
-type noGroups struct{}
-
-func (noGroups) CompleteLifecycle(context.Context, string, string, string, string) error { return nil }
 
 // interruptLocal delivers a Spot interruption warning for a local instance
 // to whatever handles the EC2 event in this stack, as EventBridge would.

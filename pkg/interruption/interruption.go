@@ -12,6 +12,11 @@
 //   - EC2 Instance-terminate Lifecycle Action: drained, leases requeued,
 //     then the lifecycle action is completed with CONTINUE.
 //
+// Each detail type has its own small parser (Parse) into a typed Message;
+// a table maps the message's Kind to its action; Handle is parse, look up,
+// run. An event of another detail type, or with a detail that cannot be
+// read, is refused with an error before anything changes.
+//
 // Every step is idempotent and safe under duplicate or out-of-order
 // delivery; a race with the agent's own requeue is settled by the lease
 // token (one of them moves the job, the other finds the lease gone). An
@@ -20,25 +25,17 @@ package interruption
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/fleetq/fleetq/pkg/asg"
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
-)
-
-// Detail types handled.
-const (
-	SpotWarning   = "EC2 Spot Instance Interruption Warning"
-	Rebalance     = "EC2 Instance Rebalance Recommendation"
-	StateChange   = "EC2 Instance State-change Notification"
-	TerminateHook = "EC2 Instance-terminate Lifecycle Action"
 )
 
 // Store is what the handler needs of the store.
@@ -50,23 +47,52 @@ type Store interface {
 	RecordInterruption(ctx context.Context, in store.Interruption) (bool, error)
 }
 
-// Lifecycle completes Auto Scaling lifecycle actions (pkg/asg's Adapter).
+// Lifecycle completes Auto Scaling lifecycle actions (pkg/asg's Adapter). An
+// action no longer waiting is reported as asg.ErrNoActiveLifecycleAction.
 type Lifecycle interface {
 	CompleteLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error
 }
 
-// Handler handles one event at a time.
+// NoAutoScaling is the Lifecycle of a stack without Auto Scaling groups (the
+// dev stack's local fleet): it completes nothing, and the handler notes that
+// the lifecycle action, if any, times out on its own.
+var NoAutoScaling Lifecycle = noAutoScaling{}
+
+type noAutoScaling struct{}
+
+// errNoAutoScaling is NoAutoScaling's answer.
+var errNoAutoScaling = errors.New("no auto scaling group here")
+
+func (noAutoScaling) CompleteLifecycle(context.Context, string, string, string, string) error {
+	return errNoAutoScaling
+}
+
+// Handler handles one event at a time. Build it with New; the fields are
+// exported for callers that still build it as a literal, where a nil
+// Lifecycle is NoAutoScaling and a nil Clock the wall clock.
 type Handler struct {
-	Store Store
-	// Lifecycle, when nil, leaves lifecycle actions to time out (the dev
-	// stack has no Auto Scaling group).
+	Store     Store
 	Lifecycle Lifecycle
-	Logger    *slog.Logger
+	// Clock dates an event that carries no time.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// New returns a handler over the store. lifecycle completes terminate
+// lifecycle actions (NoAutoScaling where there is no group); clk dates events
+// that carry no time; log may be nil (slog's default). store, lifecycle and
+// clk are required: New panics without them.
+func New(store Store, lifecycle Lifecycle, clk clock.Clock, log *slog.Logger) *Handler {
+	if store == nil || lifecycle == nil || clk == nil {
+		panic("interruption.New: store, lifecycle and clock are required")
+	}
+	return &Handler{Store: store, Lifecycle: lifecycle, Clock: clk, Logger: log}
 }
 
 // Summary is what the handler did.
 type Summary struct {
 	Event      string `json:"event"`
+	Kind       Kind   `json:"kind,omitempty"`
 	InstanceID string `json:"instance_id"`
 	WorkerID   string `json:"worker_id,omitempty"`
 	Drained    bool   `json:"drained,omitempty"`
@@ -76,135 +102,171 @@ type Summary struct {
 	Note       string `json:"note,omitempty"`
 }
 
-type ec2Detail struct {
-	InstanceID string `json:"instance-id"`
-	State      string `json:"state"`
-}
-
-type hookDetail struct {
-	Token      string `json:"LifecycleActionToken"`
-	Group      string `json:"AutoScalingGroupName"`
-	Hook       string `json:"LifecycleHookName"`
-	InstanceID string `json:"EC2InstanceId"`
-	Transition string `json:"LifecycleTransition"`
-}
-
-// ErrUnsupported is an event this handler has no rule for.
-var ErrUnsupported = errors.New("unsupported event")
-
-// Handle handles one EventBridge event.
+// Handle handles one EventBridge event: it parses the detail into its
+// message, looks up the action of the message's kind, and runs it. An event
+// it cannot parse (ErrUnsupported, ErrMalformed) changes nothing.
 func (h *Handler) Handle(ctx context.Context, ev events.CloudWatchEvent) (Summary, error) {
 	s := Summary{Event: ev.DetailType}
-	switch ev.DetailType {
-	case SpotWarning, Rebalance, StateChange:
-		var d ec2Detail
-		if err := json.Unmarshal(ev.Detail, &d); err != nil || d.InstanceID == "" {
-			return s, fmt.Errorf("%s: detail has no instance-id", ev.DetailType)
-		}
-		s.InstanceID = d.InstanceID
-		if ev.DetailType == StateChange && d.State != "shutting-down" && d.State != "terminated" {
-			s.Note = "state " + d.State + " needs nothing"
-			return s, nil
-		}
-		return h.onInstance(ctx, ev, s)
-	case TerminateHook:
-		var d hookDetail
-		if err := json.Unmarshal(ev.Detail, &d); err != nil || d.InstanceID == "" {
-			return s, fmt.Errorf("%s: detail has no EC2InstanceId", ev.DetailType)
-		}
-		s.InstanceID = d.InstanceID
-		s, err := h.onInstance(ctx, ev, s)
-		if err != nil {
-			return s, err
-		}
-		if h.Lifecycle == nil {
-			s.Note = "no Auto Scaling group here: the lifecycle action times out on its own"
-			return s, nil
-		}
-		if err := h.Lifecycle.CompleteLifecycle(ctx, d.Group, d.Hook, d.InstanceID, d.Token); err != nil {
-			if strings.Contains(err.Error(), "No active Lifecycle Action") {
-				// A duplicate delivery: the action was completed (or timed out).
-				s.Note = "lifecycle action already completed"
-				return s, nil
-			}
-			return s, fmt.Errorf("complete lifecycle action of %s: %w", d.InstanceID, err)
-		}
-		s.Completed = true
-		return s, nil
-	default:
-		return s, fmt.Errorf("%w: %s %q", ErrUnsupported, ev.Source, ev.DetailType)
-	}
-}
-
-// onInstance applies the event's rule to the worker on the instance.
-func (h *Handler) onInstance(ctx context.Context, ev events.CloudWatchEvent, s Summary) (Summary, error) {
-	log := h.log().With("event", ev.DetailType, "event_id", ev.ID, "instance_id", s.InstanceID)
-	w, err := h.Store.WorkerByInstance(ctx, s.InstanceID)
-	if errors.Is(err, store.ErrNotFound) {
-		log.Info("no worker on the instance; nothing to do")
-		s.Note = "no worker runs on this instance"
-		return s, nil
-	}
+	msg, err := Parse(ev)
 	if err != nil {
 		return s, err
 	}
-	s.WorkerID = w.ID
-	log = log.With("worker_id", w.ID, "fleet", w.Fleet)
+	s.Kind, s.InstanceID = msg.Kind(), msg.InstanceID()
+	act, ok := actions[msg.Kind()]
+	if !ok {
+		return s, fmt.Errorf("%w: no action for %s", ErrUnsupported, msg.Kind())
+	}
 	at := ev.Time
 	if at.IsZero() {
-		at = time.Now()
+		at = h.clock().Now()
 	}
-	count := func(kind string) error {
-		if ev.ID == "" {
+	in := input{id: ev.ID, at: at, msg: msg,
+		log: h.log().With("event", ev.DetailType, "event_id", ev.ID, "instance_id", s.InstanceID)}
+	err = act(ctx, h, in, &s)
+	return s, err
+}
+
+// input is one parsed event as an action sees it.
+type input struct {
+	id  string    // the event's id (counts it once)
+	at  time.Time // when it happened
+	msg Message
+	log *slog.Logger
+}
+
+// action is what the handler does for one kind of message.
+type action func(ctx context.Context, h *Handler, in input, s *Summary) error
+
+// step is one change to the worker on the event's instance.
+type step func(ctx context.Context, h *Handler, w store.Worker, s *Summary) error
+
+// actions maps each kind of message to its action.
+var actions = map[Kind]action{
+	// Drained and its leases requeued at once: a preemption, no attempt spent.
+	KindSpotWarning: onWorker(store.InterruptSpot, drain, requeue(job.SpotInterruption)),
+	// Drained (no new leases); its running jobs go on.
+	KindRebalance: onWorker(store.InterruptRebalance, drain),
+	// Its leases requeued and the worker removed.
+	KindInstanceEnding: onWorker(store.InterruptTerminated, remove),
+	KindInstanceState:  stateNeedsNothing,
+	// Drained, leases requeued, then the action completed with CONTINUE
+	// (whether or not a worker ran there).
+	KindTerminateAction: then(onWorker("", drain, requeue(job.Shutdown)), completeLifecycle),
+}
+
+// onWorker runs steps on the worker of the event's instance, then counts the
+// interruption as kind ("" counts nothing). No worker there is a no-op.
+func onWorker(kind string, steps ...step) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		w, err := h.Store.WorkerByInstance(ctx, s.InstanceID)
+		if errors.Is(err, store.ErrNotFound) {
+			in.log.Info("no worker on the instance; nothing to do")
+			s.Note = "no worker runs on this instance"
 			return nil
 		}
-		_, err := h.Store.RecordInterruption(ctx, store.Interruption{EventID: ev.ID, Fleet: w.Fleet, Kind: kind, InstanceType: w.InstanceType, AZ: w.AZ, At: at})
-		return err
-	}
-	drain := func() error {
-		if _, err := h.Store.DrainWorker(ctx, w.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil {
 			return err
 		}
-		s.Drained = true
+		s.WorkerID = w.ID
+		for _, st := range steps {
+			if err := st(ctx, h, w, s); err != nil {
+				return err
+			}
+		}
+		if kind != "" && in.id != "" {
+			if _, err := h.Store.RecordInterruption(ctx, store.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: kind,
+				InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}); err != nil {
+				return err
+			}
+		}
+		in.log.Info("interruption handled", "worker_id", w.ID, "fleet", w.Fleet,
+			"drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
 		return nil
 	}
-	switch ev.DetailType {
-	case SpotWarning:
-		if err := drain(); err != nil {
-			return s, err
+}
+
+// then runs a, then b.
+func then(a, b action) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		if err := a(ctx, h, in, s); err != nil {
+			return err
 		}
-		if s.Requeued, err = h.Store.RequeueWorkerLeases(ctx, w.ID, string(job.SpotInterruption)); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return s, err
-		}
-		if err := count(store.InterruptSpot); err != nil {
-			return s, err
-		}
-	case Rebalance:
-		if err := drain(); err != nil {
-			return s, err
-		}
-		if err := count(store.InterruptRebalance); err != nil {
-			return s, err
-		}
-	case StateChange:
-		n, err := h.Store.RemoveWorker(ctx, w.ID, string(job.Shutdown))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return s, err
-		}
-		s.Requeued, s.Removed = n, err == nil
-		if err := count(store.InterruptTerminated); err != nil {
-			return s, err
-		}
-	case TerminateHook:
-		if err := drain(); err != nil {
-			return s, err
-		}
-		if s.Requeued, err = h.Store.RequeueWorkerLeases(ctx, w.ID, string(job.Shutdown)); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return s, err
-		}
+		return b(ctx, h, in, s)
 	}
-	log.Info("interruption handled", "drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
-	return s, nil
+}
+
+// drain stops the worker taking new leases.
+func drain(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+	if _, err := h.Store.DrainWorker(ctx, w.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s.Drained = true
+	return nil
+}
+
+// requeue puts the worker's leased jobs back in the queue for reason.
+func requeue(reason job.PreemptReason) step {
+	return func(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+		n, err := h.Store.RequeueWorkerLeases(ctx, w.ID, string(reason))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		s.Requeued = n
+		return nil
+	}
+}
+
+// remove requeues the worker's leases and deletes the worker.
+func remove(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+	n, err := h.Store.RemoveWorker(ctx, w.ID, string(job.Shutdown))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s.Requeued, s.Removed = n, err == nil
+	return nil
+}
+
+// stateNeedsNothing notes a state change that ends nothing.
+func stateNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) error {
+	state := ""
+	if m, ok := in.msg.(InstanceStateChange); ok {
+		state = m.State
+	}
+	s.Note = "state " + state + " needs nothing"
+	return nil
+}
+
+// completeLifecycle completes the terminate lifecycle action with CONTINUE.
+// An action no longer waiting (a duplicate delivery: completed already, or
+// timed out) is done too.
+func completeLifecycle(ctx context.Context, h *Handler, in input, s *Summary) error {
+	m, ok := in.msg.(TerminateLifecycleAction)
+	if !ok {
+		return fmt.Errorf("complete lifecycle action: %s is not a %s", in.msg.Kind(), KindTerminateAction)
+	}
+	lc := h.Lifecycle
+	if lc == nil {
+		lc = NoAutoScaling
+	}
+	err := lc.CompleteLifecycle(ctx, m.Group, m.Hook, m.Instance, m.Token)
+	switch {
+	case errors.Is(err, errNoAutoScaling):
+		s.Note = "no Auto Scaling group here: the lifecycle action times out on its own"
+	case errors.Is(err, asg.ErrNoActiveLifecycleAction):
+		s.Note = "lifecycle action already completed"
+	case err != nil:
+		return fmt.Errorf("complete lifecycle action of %s: %w", m.Instance, err)
+	default:
+		s.Completed = true
+	}
+	return nil
+}
+
+func (h *Handler) clock() clock.Clock {
+	if h.Clock != nil {
+		return h.Clock
+	}
+	return clock.Real{}
 }
 
 func (h *Handler) log() *slog.Logger {

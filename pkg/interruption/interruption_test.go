@@ -45,6 +45,7 @@ type env struct {
 	st   *store.Store
 	h    *interruption.Handler
 	asg  *localaws.AutoScaling
+	clk  *clock.Fake
 	auth store.WorkerAuth
 }
 
@@ -64,9 +65,10 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = srv.Close() })
 	srv.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-demo", Max: 3, Desired: 1, LifecycleHooks: []string{"fleetq-drain"}})
 	srv.AddInstance("fleetq-dev-demo", localaws.ASGInstance{ID: instance, LifecycleState: "Terminating:Wait", LifecycleToken: hookToken})
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{})
-	e := &env{t: t, ctx: context.Background(), st: st, asg: srv,
-		h: &interruption.Handler{Store: st, Lifecycle: ad, Logger: slog.New(slog.DiscardHandler)}}
+	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
+	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 34, 0, 0, time.UTC))
+	e := &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
+		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}
 	e.auth = store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "h1"}
 	if _, err := st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test", InstanceID: instance,
 		InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 2, TokenHash: "h1"}); err != nil {
@@ -222,15 +224,166 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 	}
 }
 
-func TestUnsupportedAndMalformedEvents(t *testing.T) {
-	e := newEnv(t)
-	if _, err := e.h.Handle(e.ctx, events.CloudWatchEvent{Source: "aws.ec2", DetailType: "EC2 Something"}); !errors.Is(err, interruption.ErrUnsupported) {
-		t.Fatalf("unsupported: %v", err)
+// state is what an event can change: the job, the worker, the counts and
+// the Auto Scaling requests.
+type state struct {
+	job       job.Status
+	worker    store.WorkerStatus
+	leases    int
+	counts    int
+	asgCalls  int
+	completed int
+}
+
+func (e *env) state(jobID string) state {
+	e.t.Helper()
+	w, err := e.st.GetWorker(e.ctx, "w1")
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return state{job: e.job(jobID).Status, worker: w.Status, leases: w.Leases, counts: len(counts),
+		asgCalls: len(e.asg.Calls()), completed: len(e.asg.LifecycleCompletions())}
+}
+
+func TestUnsupportedAndMalformedEventsChangeNothing(t *testing.T) {
+	e := newEnv(t)
+	e.leased("j1")
+	before := e.state("j1")
+	withDetail := func(name, detail string) events.CloudWatchEvent {
+		ev := sample(t, name)
+		ev.Detail = json.RawMessage(detail)
+		return ev
+	}
+	withSource := func(name, source string) events.CloudWatchEvent {
+		ev := sample(t, name)
+		ev.Source = source
+		return ev
+	}
+	hook := sample(t, "asg-instance-terminate-lifecycle-action.json")
+	for _, c := range []struct {
+		name string
+		ev   events.CloudWatchEvent
+		want error
+		says string // the error names what is wrong
+	}{
+		{"unknown detail type", events.CloudWatchEvent{Source: "aws.ec2", DetailType: "EC2 Something", Detail: json.RawMessage(`{"instance-id":"` + instance + `"}`)},
+			interruption.ErrUnsupported, "EC2 Something"},
+		{"no detail type", events.CloudWatchEvent{Source: "aws.ec2", Detail: json.RawMessage(`{"instance-id":"` + instance + `"}`)}, interruption.ErrUnsupported, "aws.ec2"},
+		{"spot warning from another source", withSource("ec2-spot-interruption-warning.json", "custom.app"), interruption.ErrUnsupported, "custom.app"},
+		{"lifecycle action from aws.ec2", withSource("asg-instance-terminate-lifecycle-action.json", "aws.ec2"), interruption.ErrUnsupported, "aws.autoscaling"},
+		{"spot warning without instance-id", withDetail("ec2-spot-interruption-warning.json", `{}`), interruption.ErrMalformed, "instance-id"},
+		{"spot warning with no detail", withDetail("ec2-spot-interruption-warning.json", ``), interruption.ErrMalformed, "no detail"},
+		{"spot warning with null detail", withDetail("ec2-spot-interruption-warning.json", `null`), interruption.ErrMalformed, "no detail"},
+		{"spot warning with a numeric instance-id", withDetail("ec2-spot-interruption-warning.json", `{"instance-id":7}`), interruption.ErrMalformed, "instance-id"},
+		{"rebalance with a list for detail", withDetail("ec2-rebalance-recommendation.json", `["`+instance+`"]`), interruption.ErrMalformed, "Rebalance"},
+		{"rebalance with broken JSON", withDetail("ec2-rebalance-recommendation.json", `{"instance-id":`), interruption.ErrMalformed, "Rebalance"},
+		{"state change without state", withDetail("ec2-instance-state-change-terminated.json", `{"instance-id":"`+instance+`"}`), interruption.ErrMalformed, "state"},
+		{"lifecycle action without group", withDetail("asg-instance-terminate-lifecycle-action.json",
+			strings.Replace(string(hook.Detail), `"AutoScalingGroupName"`, `"Group"`, 1)), interruption.ErrMalformed, "AutoScalingGroupName"},
+		{"lifecycle action without hook", withDetail("asg-instance-terminate-lifecycle-action.json",
+			strings.Replace(string(hook.Detail), `"LifecycleHookName"`, `"Hook"`, 1)), interruption.ErrMalformed, "LifecycleHookName"},
+		{"lifecycle action without instance", withDetail("asg-instance-terminate-lifecycle-action.json",
+			strings.Replace(string(hook.Detail), `"EC2InstanceId"`, `"Instance"`, 1)), interruption.ErrMalformed, "EC2InstanceId"},
+		{"launch transition in a terminate action", withDetail("asg-instance-terminate-lifecycle-action.json",
+			strings.Replace(string(hook.Detail), "EC2_INSTANCE_TERMINATING", "EC2_INSTANCE_LAUNCHING", 1)), interruption.ErrMalformed, "EC2_INSTANCE_LAUNCHING"},
+	} {
+		s, err := e.h.Handle(e.ctx, c.ev)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: err = %v, want %v naming %q", c.name, err, c.want, c.says)
+		}
+		if s.WorkerID != "" || s.Drained || s.Requeued != 0 || s.Removed || s.Completed {
+			t.Errorf("%s: summary %+v", c.name, s)
+		}
+		if after := e.state("j1"); after != before {
+			t.Errorf("%s: changed %+v to %+v", c.name, before, after)
+		}
+	}
+}
+
+func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
+	e := newEnv(t)
 	ev := sample(t, "ec2-spot-interruption-warning.json")
-	ev.Detail = json.RawMessage(`{}`)
-	if _, err := e.h.Handle(e.ctx, ev); err == nil {
-		t.Fatal("a warning without instance-id was accepted")
+	ev.Time = time.Time{}
+	if s := e.handle(ev); !s.Drained {
+		t.Fatalf("summary %+v", s)
+	}
+	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	if err != nil || len(counts) != 1 || counts[0].Minute != "20261122T1234" {
+		t.Fatalf("counts %+v, %v: want one in the clock's minute 20261122T1234", counts, err)
+	}
+	// An event with its own time keeps it.
+	e.clk.Advance(time.Hour)
+	ev = sample(t, "ec2-rebalance-recommendation.json")
+	e.handle(ev)
+	counts, _ = e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	minutes := map[string]bool{}
+	for _, c := range counts {
+		minutes[c.Minute] = true
+	}
+	if !minutes[ev.Time.UTC().Format("20060102T1504")] || minutes["20261122T1334"] {
+		t.Fatalf("counts %+v: want the rebalance in its own minute %s", counts, ev.Time)
+	}
+}
+
+func TestTerminateLifecycleActionFailureIsReturned(t *testing.T) {
+	e := newEnv(t)
+	e.asg.FailNext("CompleteLifecycleAction", 1, localaws.ASGError{Status: 500, Code: "InternalFailure", Message: "boom"})
+	_, err := e.h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
+	if err == nil || errors.Is(err, asg.ErrNoActiveLifecycleAction) || !strings.Contains(err.Error(), "InternalFailure") {
+		t.Fatalf("err = %v, want the service's failure", err)
+	}
+	// Redelivered (EventBridge retries): completed this time.
+	if s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json")); !s.Completed {
+		t.Fatalf("retry: %+v", s)
+	}
+	// An unknown group is an error, not "already completed".
+	ev := sample(t, "asg-instance-terminate-lifecycle-action.json")
+	ev.Detail = json.RawMessage(strings.ReplaceAll(string(ev.Detail), "fleetq-dev-demo", "fleetq-dev-gone"))
+	if _, err := e.h.Handle(e.ctx, ev); err == nil || errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+		t.Fatalf("unknown group: err = %v", err)
+	}
+}
+
+func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
+	e := newEnv(t)
+	e.leased("j1")
+	h := interruption.New(e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
+	s, err := h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
+	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") {
+		t.Fatalf("summary %+v, %v", s, err)
+	}
+	if n := len(e.asg.Calls()); n != 0 {
+		t.Fatalf("%d Auto Scaling requests", n)
+	}
+	// A handler built as a literal without Lifecycle does the same.
+	lit := &interruption.Handler{Store: e.st}
+	if s, err := lit.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json")); err != nil || !strings.Contains(s.Note, "times out on its own") {
+		t.Fatalf("literal: %+v, %v", s, err)
+	}
+}
+
+func TestNewRequiresStoreLifecycleAndClock(t *testing.T) {
+	st := &store.Store{}
+	for name, f := range map[string]func(){
+		"store":     func() { interruption.New(nil, interruption.NoAutoScaling, clock.Real{}, nil) },
+		"lifecycle": func() { interruption.New(st, nil, clock.Real{}, nil) },
+		"clock":     func() { interruption.New(st, interruption.NoAutoScaling, nil, nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New without %s did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	if h := interruption.New(st, interruption.NoAutoScaling, clock.Real{}, nil); h.Store == nil || h.Lifecycle == nil || h.Clock == nil {
+		t.Fatalf("handler %+v", h)
 	}
 }
 

@@ -121,3 +121,41 @@ func TestAutoScalingSetDesiredValidatesBounds(t *testing.T) {
 		t.Errorf("desired of a missing group = %d, want -1", d)
 	}
 }
+
+func TestAutoScalingCompleteLifecycleWithNoActiveAction(t *testing.T) {
+	a := startAutoScaling(t)
+	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 2, Desired: 1, LifecycleHooks: []string{"drain"},
+		Instances: []localaws.ASGInstance{{ID: "i-1", LifecycleState: "Terminating:Wait", LifecycleToken: "tok-1"}}})
+	client := localaws.AutoScalingClient(a.URL)
+	ctx := context.Background()
+	complete := func(instance, token string) error {
+		in := &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("drain"),
+			LifecycleActionResult: aws.String("CONTINUE")}
+		if instance != "" {
+			in.InstanceId = aws.String(instance)
+		}
+		if token != "" {
+			in.LifecycleActionToken = aws.String(token)
+		}
+		_, err := client.CompleteLifecycleAction(ctx, in)
+		return err
+	}
+	if err := complete("i-1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	// As the service answers once the action is done or was never there.
+	for _, c := range []struct{ instance, token, message string }{
+		{"i-1", "tok-1", "No active Lifecycle Action found with instance ID i-1"},
+		{"i-unknown", "", "No active Lifecycle Action found with instance ID i-unknown"},
+		{"", "tok-unknown", "No active Lifecycle Action found with token tok-unknown"},
+	} {
+		err := complete(c.instance, c.token)
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" || ae.ErrorMessage() != c.message {
+			t.Errorf("%+v: err = %v, want ValidationError %q", c, err, c.message)
+		}
+	}
+	if got := a.LifecycleCompletions(); len(got) != 1 {
+		t.Errorf("completions = %+v, want the first only", got)
+	}
+}

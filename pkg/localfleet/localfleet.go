@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/scaler"
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
 // Machine is the worker running on a booted instance.
@@ -111,7 +112,11 @@ func (f *Fleet) Describe(_ context.Context, fleet string) (scaler.Group, error) 
 	f.reconcile(fleet, g)
 	out := scaler.Group{Desired: g.desired}
 	for _, in := range g.instances {
-		out.Instances = append(out.Instances, scaler.Instance{ID: in.id, Booting: !in.inService})
+		state := scaling.StatePending
+		if in.inService {
+			state = scaling.StateInService
+		}
+		out.Instances = append(out.Instances, scaling.Instance{ID: in.id, LifecycleState: state})
 	}
 	sort.Slice(out.Instances, func(i, j int) bool { return out.Instances[i].ID < out.Instances[j].ID })
 	return out, nil

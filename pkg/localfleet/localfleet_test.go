@@ -76,7 +76,7 @@ func TestBootTerminateAndSpot(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	f.Step(ctx, 2*time.Minute)
 	g, _ = f.Describe(ctx, "gpu")
-	if !machines[victim].stopped || g.Desired != 1 || len(g.Instances) != 1 || g.Instances[0].ID == victim || !g.Instances[0].Booting {
+	if !machines[victim].stopped || g.Desired != 1 || len(g.Instances) != 1 || g.Instances[0].ID == victim || !g.Instances[0].Booting() {
 		t.Fatalf("after reclaim: %+v", g)
 	}
 	if s := f.Stats(); s.Interrupted != 1 || s.Launched != 3 || s.Peak["gpu"] != 2 {

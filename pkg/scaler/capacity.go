@@ -9,27 +9,22 @@ package scaler
 import (
 	"context"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/scaling"
 )
 
-// Instance is one machine of a fleet.
-type Instance struct {
-	ID string
-	// Booting is true until the group puts the instance in service.
-	Booting bool
-}
-
 // Group is a fleet's capacity as its group reports it. Instances leaving the
-// group (terminating) are left out.
+// group (terminating) are left out: each instance is in service or booting.
 type Group struct {
 	Desired   int
-	Instances []Instance
+	Instances []scaling.Instance
 }
 
 // InService counts the instances in service.
 func (g Group) InService() int {
 	n := 0
 	for _, i := range g.Instances {
-		if !i.Booting {
+		if !i.Booting() {
 			n++
 		}
 	}

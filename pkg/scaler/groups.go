@@ -46,11 +46,8 @@ func (g Groups) Describe(ctx context.Context, fleet string) (Group, error) {
 	}
 	out := Group{Desired: ag.Desired}
 	for _, in := range ag.Instances {
-		switch in.LifecycleState {
-		case asg.StateInService:
-			out.Instances = append(out.Instances, Instance{ID: in.ID})
-		case asg.StatePending, asg.StatePendingWait, asg.StatePendingProceed:
-			out.Instances = append(out.Instances, Instance{ID: in.ID, Booting: true})
+		if in.InService() || in.Booting() {
+			out.Instances = append(out.Instances, in)
 		}
 	}
 	return out, nil

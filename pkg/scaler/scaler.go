@@ -134,7 +134,8 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			seen = now
 		}
 		firstSeen[inst.ID] = seen
-		in.Instances = append(in.Instances, scaling.Instance{ID: inst.ID, Booting: inst.Booting, FirstSeen: seen})
+		inst.FirstSeen = seen
+		in.Instances = append(in.Instances, inst)
 	}
 	status := map[string]store.WorkerStatus{}
 	for _, w := range workers {

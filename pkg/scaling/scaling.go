@@ -55,15 +55,53 @@ func SettingsOf(f *fleetconfig.Fleet) Settings {
 	}
 }
 
-// Instance is a live instance of the fleet's group (terminating ones are
-// left out by the caller).
+// Lifecycle states of a group's instance that fleetq tells apart (the EC2
+// Auto Scaling service's own names; the dev stack's local fleet uses the
+// same).
+const (
+	StateInService      = "InService"
+	StatePending        = "Pending"
+	StatePendingWait    = "Pending:Wait"
+	StatePendingProceed = "Pending:Proceed"
+)
+
+// Instance is one instance of a fleet's group: an EC2 Auto Scaling group as
+// pkg/asg reads it, or the dev stack's local fleet. It is the one type every
+// layer uses, from the Auto Scaling adapter through the scaler's capacity to
+// the policy's input. The policy's input holds live instances only
+// (terminating ones are left out by the caller).
 type Instance struct {
 	ID string
-	// Booting is true while the group has not put it in service.
-	Booting bool
+	// LifecycleState is where the group has the instance: StateInService,
+	// one of the Pending states while it boots, or any other of the
+	// service's states (Terminating, Standby, ...).
+	LifecycleState string
+	// HealthStatus is the group's health check result (Healthy, Unhealthy);
+	// empty if the source reports none.
+	HealthStatus string
+	// InstanceType and AZ are the EC2 instance type and Availability Zone,
+	// empty if the source reports none.
+	InstanceType, AZ string
+	// ProtectedFromScaleIn is true when the group may not pick the instance
+	// to terminate on its own.
+	ProtectedFromScaleIn bool
 	// FirstSeen is when the control plane first saw the instance (the group
-	// does not report launch times); zero means now.
+	// does not report launch times); zero means now. Sources leave it zero:
+	// the scaler fills it from its records.
 	FirstSeen time.Time
+}
+
+// InService reports whether the group has put the instance in service.
+func (i Instance) InService() bool { return i.LifecycleState == StateInService }
+
+// Booting reports whether the instance is still launching: Pending,
+// Pending:Wait (a launch lifecycle hook holds it) or Pending:Proceed.
+func (i Instance) Booting() bool {
+	switch i.LifecycleState {
+	case StatePending, StatePendingWait, StatePendingProceed:
+		return true
+	}
+	return false
 }
 
 // Worker is a registered worker as the policy sees it.

@@ -24,14 +24,14 @@ type fleet struct {
 
 func (f *fleet) worker(leases int, idleFor time.Duration) *fleet {
 	id := fmt.Sprintf("i-%d", len(f.inst))
-	f.inst = append(f.inst, Instance{ID: id, FirstSeen: t0.Add(-time.Hour)})
+	f.inst = append(f.inst, Instance{ID: id, LifecycleState: StateInService, FirstSeen: t0.Add(-time.Hour)})
 	f.workers = append(f.workers, Worker{ID: "w-" + id, InstanceID: id, Leases: leases, LastSeen: t0, IdleSince: t0.Add(-idleFor)})
 	return f
 }
 
 func (f *fleet) booting(age time.Duration) *fleet {
 	id := fmt.Sprintf("i-%d", len(f.inst))
-	f.inst = append(f.inst, Instance{ID: id, Booting: true, FirstSeen: t0.Add(-age)})
+	f.inst = append(f.inst, Instance{ID: id, LifecycleState: StatePending, FirstSeen: t0.Add(-age)})
 	return f
 }
 
@@ -93,7 +93,7 @@ func TestDecide(t *testing.T) {
 			desired: 1, launch: 1, victims: "i-0:unhealthy", reason: "terminate 1 never registered in 10m0s"},
 		{name: "in service but never registered past the timeout", in: func() Input {
 			f := (&fleet{}).booting(12 * time.Minute)
-			f.inst[0].Booting = false
+			f.inst[0].LifecycleState = StateInService
 			return f.input(0, 0)
 		}(), desired: 0, victims: "i-0:unhealthy"},
 		{name: "draining busy is not capacity, replaced", in: func() Input {
@@ -204,5 +204,25 @@ func TestSettingsOf(t *testing.T) {
 	s := SettingsOf(f)
 	if s.Slots != f.SlotsPerInstance || s.Max != f.MaxInstances || s.IdleWindow != f.IdleWindow.Std() || s.Unresponsive != 3*f.HeartbeatInterval() {
 		t.Fatalf("settings %+v from fleet %+v", s, f)
+	}
+}
+
+func TestInstanceStates(t *testing.T) {
+	for _, c := range []struct {
+		state              string
+		booting, inService bool
+	}{
+		{StateInService, false, true},
+		{StatePending, true, false},
+		{StatePendingWait, true, false},
+		{StatePendingProceed, true, false},
+		{"Terminating:Wait", false, false},
+		{"Standby", false, false},
+		{"", false, false},
+	} {
+		in := Instance{ID: "i-1", LifecycleState: c.state}
+		if in.Booting() != c.booting || in.InService() != c.inService {
+			t.Errorf("%q: booting %v in service %v, want %v %v", c.state, in.Booting(), in.InService(), c.booting, c.inService)
+		}
 	}
 }

@@ -59,7 +59,11 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	in := scaling.Input{Now: now, Settings: s, Ready: o.Queued, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
 	for _, v := range o.Instances {
 		id := strconv.Itoa(v.ID)
-		in.Instances = append(in.Instances, scaling.Instance{ID: id, Booting: !v.Registered, FirstSeen: epoch.Add(v.LaunchedAt)})
+		state := scaling.StatePending
+		if v.Registered {
+			state = scaling.StateInService
+		}
+		in.Instances = append(in.Instances, scaling.Instance{ID: id, LifecycleState: state, FirstSeen: epoch.Add(v.LaunchedAt)})
 		if v.Registered {
 			in.Workers = append(in.Workers, scaling.Worker{ID: "w" + id, InstanceID: id, Leases: v.Busy,
 				Draining: v.Draining, LastSeen: now, IdleSince: epoch.Add(v.IdleSince)})

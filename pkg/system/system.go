@@ -100,7 +100,7 @@ func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scal
 // that end or threaten instances. lifecycle completes terminate lifecycle
 // actions.
 func NewInterruption(e *Env, lifecycle interruption.Lifecycle) *interruption.Handler {
-	return &interruption.Handler{Store: e.Store, Lifecycle: lifecycle, Logger: e.Logger}
+	return interruption.New(e.Store, lifecycle, e.Clock, e.Logger)
 }
 
 // FleetTick is one fleet's line of a tick summary.
