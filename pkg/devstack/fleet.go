@@ -111,9 +111,10 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 // interruptLocal delivers a Spot interruption warning for a local instance
 // to whatever handles the EC2 event in this stack, as EventBridge would.
 func (s *Stack) interruptLocal(ctx context.Context, fleet, instanceID string) error {
+	now := s.Env.Clock.Now()
 	ev := events.CloudWatchEvent{
-		ID: fmt.Sprintf("local-spot-%s-%d", instanceID, time.Now().UnixNano()), Source: "aws.ec2",
-		DetailType: interruption.SpotWarning, Time: time.Now().UTC(),
+		ID: fmt.Sprintf("local-spot-%s-%d", instanceID, now.UnixNano()), Source: "aws.ec2",
+		DetailType: interruption.SpotWarning, Time: now,
 		Detail: []byte(`{"instance-id":"` + instanceID + `","instance-action":"terminate"}`),
 	}
 	_, err := s.DeliverEvent(ctx, ev)
