@@ -23,6 +23,7 @@ type Error struct {
 	RetryAfter int // seconds, for 429
 }
 
+// Error reads "<code>: <message>".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // wire converts e to the contract's error.
