@@ -7,33 +7,12 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 func init() {
 	register("fleets", "show each fleet's backlog, capacity and last scaling decision", runFleets)
-}
-
-type fleetsAnswer struct {
-	Fleets []struct {
-		Slug      string `json:"fleet_slug"`
-		Queued    int    `json:"queued"`
-		Leased    int    `json:"leased"`
-		Desired   int    `json:"desired"`
-		InService int    `json:"in_service"`
-		Workers   int    `json:"workers"`
-		Min       int    `json:"min"`
-		Max       int    `json:"max"`
-		Last      *struct {
-			At      string   `json:"at"`
-			Reason  string   `json:"reason"`
-			Victims []string `json:"victims"`
-		} `json:"last_decision"`
-		History []struct {
-			At      string `json:"at"`
-			Desired int    `json:"desired"`
-			Reason  string `json:"reason"`
-		} `json:"history"`
-	} `json:"fleets"`
 }
 
 func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,7 +32,7 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	path := "/api/admin/fleets"
+	path := wire.PathAdminFleets
 	if *history {
 		path += "?history=true"
 	}
@@ -66,7 +45,7 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stdout, string(raw))
 		return 0
 	}
-	var a fleetsAnswer
+	var a wire.FleetsResponse
 	if err := c.get(ctx, path, &a); err != nil {
 		fmt.Fprintln(stderr, "fleetq fleets:", err)
 		return 1
@@ -75,21 +54,29 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintln(tw, "FLEET\tQUEUED\tLEASED\tDESIRED\tIN SERVICE\tWORKERS\tMIN-MAX\tLAST DECISION")
 	for _, f := range a.Fleets {
 		last := "-"
-		if f.Last != nil {
-			last = f.Last.At + "  " + f.Last.Reason
+		if d := f.LastDecision; d != nil {
+			last = deref(d.At) + "  " + d.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%s\n", f.Slug, f.Queued, f.Leased, f.Desired, f.InService, f.Workers, f.Min, f.Max, last)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%s\n", f.FleetSlug, f.Queued, f.Leased, f.Desired, f.InService, f.Workers, f.Min, f.Max, last)
 	}
 	if err := tw.Flush(); err != nil {
 		return 1
 	}
 	if *history {
 		for _, f := range a.Fleets {
-			fmt.Fprintf(stdout, "\n%s\n", f.Slug)
+			fmt.Fprintf(stdout, "\n%s\n", f.FleetSlug)
 			for _, d := range f.History {
-				fmt.Fprintf(stdout, "  %s  desired %d  %s\n", d.At, d.Desired, d.Reason)
+				fmt.Fprintf(stdout, "  %s  desired %d  %s\n", deref(d.At), d.Desired, d.Reason)
 			}
 		}
 	}
 	return 0
+}
+
+// deref is a time the API may answer as null, or "".
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -15,6 +15,8 @@ import (
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 // operatorClient calls the producer and operator routes: with a bearer
@@ -34,7 +36,7 @@ func operatorFlags(fs *flag.FlagSet) *operatorClient {
 }
 
 // get fetches path and decodes the JSON answer into out; an error answer
-// becomes an error with its code and message.
+// becomes an error wrapping its *wire.Error.
 func (c *operatorClient) get(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.api, "/")+path, nil)
 	if err != nil {
@@ -48,18 +50,12 @@ func (c *operatorClient) get(ctx context.Context, path string, out any) error {
 		return err
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %w", req.Method, path, wire.ReadError(res))
+	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
 		return err
-	}
-	if res.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s %s: %d %s: %s", req.Method, path, res.StatusCode, e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("%s %s: %s", req.Method, path, res.Status)
 	}
 	return json.Unmarshal(body, out)
 }

@@ -24,9 +24,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
-// Requeue reasons (PROTOCOL.md).
+// Requeue reasons (docs/api.md).
 const (
 	ReasonSpot     = "spot_interruption"
 	ReasonShutdown = "shutdown"
@@ -77,7 +79,7 @@ type Agent struct {
 	jobs    map[string]*running
 	freed   chan struct{}
 	leasing atomic.Bool
-	reg     Registered
+	reg     wire.RegisterResponse
 	wg      sync.WaitGroup
 }
 
@@ -316,9 +318,12 @@ func (a *Agent) waitReady(ctx context.Context) error {
 // register registers the worker, retrying with jittered backoff on 429,
 // 5xx and network errors (and a full fleet, which may free up).
 func (a *Agent) register(ctx context.Context) error {
-	r := Registration{
-		WorkerID: a.cfg.WorkerID, Fleet: a.cfg.Fleet, Stage: a.cfg.Stage, MaxConcurrency: a.cfg.MaxConcurrency,
-		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AZ: a.cfg.AZ,
+	r := wire.RegisterRequest{
+		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
+		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AvailabilityZone: a.cfg.AZ,
+	}
+	if n := a.cfg.MaxConcurrency; n != 0 {
+		r.MaxConcurrency = &n
 	}
 	for attempt := 1; ; attempt++ {
 		reg, err := a.client.Register(ctx, a.cfg.FleetSecret, r)
@@ -332,7 +337,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.mu.Lock()
 			a.reg = reg
 			a.mu.Unlock()
-			a.log.Info("registered", "workflows", reg.Workflows, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
+			a.log.Info("registered", "workflows", reg.WorkflowsAssigned, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
 			return nil
 		}
 		if !retryable(err) && !isCode(err, http.StatusConflict, "") && !isCode(err, http.StatusUnprocessableEntity, "") {
@@ -349,7 +354,7 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 func (a *Agent) backoff(attempt int, err error) time.Duration {
-	var ae *APIError
+	var ae *wire.Error
 	if errors.As(err, &ae) && ae.RetryAfter > 0 {
 		return ae.RetryAfter
 	}
@@ -427,7 +432,7 @@ func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Du
 		}
 		refresh := !cur.validUntil.IsZero() && time.Until(cur.validUntil) < margin
 		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, refresh)
-		if err == nil && refresh && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
+		if err == nil && refresh && beat.LeaseURLs != nil && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
 			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs))
 			log.Debug("output URLs refreshed")
 		}
@@ -438,7 +443,7 @@ func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Du
 				r.cancel()
 			}
 			return
-		case isCode(err, http.StatusConflict, "lease_lost"):
+		case isCode(err, http.StatusConflict, wire.CodeLeaseLost):
 			if r.settled.CompareAndSwap(false, true) {
 				log.Warn("lease lost; stopping the job")
 				r.cancel()
@@ -469,7 +474,7 @@ func (a *Agent) report(ctx context.Context, l Lease, result json.RawMessage, run
 				log.Info("job failed", "code", je.Code, "retryable", je.Retryable, "error", je.Message)
 			}
 			return
-		case isCode(err, http.StatusConflict, "lease_lost"):
+		case isCode(err, http.StatusConflict, wire.CodeLeaseLost):
 			log.Warn("lease lost before the outcome was reported")
 			return
 		case !retryable(err) || ctx.Err() != nil:

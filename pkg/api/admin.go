@@ -9,37 +9,11 @@ import (
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 func contextWith(r *http.Request, key, val any) context.Context {
 	return context.WithValue(r.Context(), key, val)
-}
-
-type decisionView struct {
-	At      *string  `json:"at"`
-	Desired int      `json:"desired"`
-	Reason  string   `json:"reason"`
-	Victims []string `json:"victims,omitempty"`
-	// InService and Inputs are what the decision saw (instances in service;
-	// ready, leased, booting, busy, idle ... counts).
-	InService int            `json:"in_service"`
-	Inputs    map[string]int `json:"inputs,omitempty"`
-}
-
-type fleetView struct {
-	FleetSlug    string        `json:"fleet_slug"`
-	Stage        string        `json:"stage"`
-	Workflows    []string      `json:"workflows"`
-	Queued       int           `json:"queued"`
-	Leased       int           `json:"leased"`
-	Desired      int           `json:"desired"`
-	InService    int           `json:"in_service"`
-	Workers      int           `json:"workers"`
-	Min          int           `json:"min"`
-	Max          int           `json:"max"`
-	LastDecision *decisionView `json:"last_decision"`
-	// History is the fleet's recent decisions, newest first, with ?history=true.
-	History []decisionView `json:"history,omitempty"`
 }
 
 func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
@@ -49,10 +23,10 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 	case "true":
 		history = true
 	default:
-		s.writeError(w, r, &Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `query "history": must be true or false`})
+		s.writeError(w, r, invalid(`query "history": must be true or false`))
 		return
 	}
-	out := make([]fleetView, 0, len(s.Config.Fleets))
+	out := make([]wire.Fleet, 0, len(s.Config.Fleets))
 	for i := range s.Config.Fleets {
 		f := &s.Config.Fleets[i]
 		b, err := s.Store.CountBacklog(r.Context(), f.Slug)
@@ -65,7 +39,7 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		v := fleetView{
+		v := wire.Fleet{
 			FleetSlug: f.Slug, Stage: s.Config.Stage, Workflows: f.Workflows, Queued: b.Queued(), Leased: b.Leased,
 			Desired: st.Desired, InService: st.InService, Workers: st.Workers, Min: f.MinInstances, Max: f.MaxInstances,
 		}
@@ -83,30 +57,16 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"fleets": out})
+	wire.WriteJSON(w, http.StatusOK, wire.FleetsResponse{Fleets: out})
 }
 
-func viewDecision(d store.Decision) decisionView {
-	return decisionView{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
+func viewDecision(d store.Decision) wire.Decision {
+	return wire.Decision{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
 }
 
-type workerView struct {
-	WorkerID       string  `json:"worker_id"`
-	FleetSlug      string  `json:"fleet_slug"`
-	InstanceID     string  `json:"instance_id"`
-	InstanceType   string  `json:"instance_type,omitempty"`
-	AZ             string  `json:"availability_zone,omitempty"`
-	Status         string  `json:"status"`
-	Approved       bool    `json:"approved"`
-	Leases         int     `json:"leases"`
-	MaxConcurrency int     `json:"max_concurrency"`
-	LastSeenAt     *string `json:"last_seen_at"`
-	RegisteredAt   *string `json:"registered_at"`
-}
-
-func viewWorker(wk store.Worker) workerView {
-	return workerView{
-		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AZ: wk.AZ,
+func viewWorker(wk store.Worker) wire.Worker {
+	return wire.Worker{
+		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
 	}
@@ -134,7 +94,7 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := []workerView{}
+	out := []wire.Worker{}
 	for _, f := range fleets {
 		ws, err := s.Store.ListWorkers(r.Context(), f.Slug)
 		if err != nil {
@@ -145,11 +105,11 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 			out = append(out, viewWorker(wk))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": out})
+	wire.WriteJSON(w, http.StatusOK, wire.WorkersResponse{Workers: out})
 }
 
 func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req wire.Empty
 	if err := readBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -184,24 +144,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "worker "+action, "worker_id", id, "fleet", wk.Fleet, "operator", r.Context().Value(operatorCtxKey{}))
-	body := map[string]any{"worker": viewWorker(wk)}
-	if token != "" {
-		body["token"] = token
-	}
-	writeJSON(w, http.StatusOK, body)
-}
-
-type jobSummaryView struct {
-	JobID       string     `json:"job_id"`
-	TenantID    string     `json:"tenant_id"`
-	WorkflowID  string     `json:"workflow_id"`
-	FleetSlug   string     `json:"fleet_slug"`
-	Status      job.Status `json:"status"`
-	Reason      string     `json:"reason,omitempty"`
-	ErrorCode   string     `json:"error_code,omitempty"`
-	Attempts    int        `json:"attempts"`
-	Preemptions int        `json:"preemptions"`
-	UpdatedAt   *string    `json:"updated_at"`
+	wire.WriteJSON(w, http.StatusOK, wire.WorkerActionResponse{Worker: viewWorker(wk), Token: token})
 }
 
 func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +171,7 @@ func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := []jobSummaryView{}
+	out := []wire.JobSummary{}
 	for _, f := range fleets {
 		js, err := s.Store.ListJobs(r.Context(), f.Slug, status, limit)
 		if err != nil {
@@ -236,15 +179,15 @@ func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, j := range js {
-			out = append(out, jobSummaryView{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
-				Status: j.Status, Reason: j.Reason, ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
+			out = append(out, wire.JobSummary{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
+				Status: string(j.Status), Reason: j.Reason, ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+	wire.WriteJSON(w, http.StatusOK, wire.JobsResponse{Jobs: out})
 }
 
 func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req wire.Empty
 	if err := readBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -255,7 +198,7 @@ func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "dead job retried", "job_id", j.ID, "fleet", j.FleetSlug, "operator", r.Context().Value(operatorCtxKey{}))
-	writeJSON(w, http.StatusOK, map[string]string{"job_id": j.ID, "status": string(j.Status)})
+	wire.WriteJSON(w, http.StatusOK, wire.JobStatusResponse{JobID: j.ID, Status: string(j.Status)})
 }
 
 func (s *server) rejected(w http.ResponseWriter, r *http.Request) {
@@ -264,8 +207,9 @@ func (s *server) rejected(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if rs == nil {
-		rs = []store.Rejection{}
+	out := make([]wire.Rejection, 0, len(rs))
+	for _, rj := range rs {
+		out = append(out, wire.Rejection{MessageID: rj.MessageID, Source: rj.Source, Reason: rj.Reason, Body: rj.Body, At: rj.At})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rejected": rs})
+	wire.WriteJSON(w, http.StatusOK, wire.RejectedResponse{Rejected: out})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/submission"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 // WorkerStore is what the worker routes need of the store.
@@ -137,35 +138,23 @@ func New(o Options) http.Handler {
 	}
 	s := &server{Options: o, log: o.Logger}
 	mux := http.NewServeMux()
-	route := func(pattern string, handlers map[string]http.HandlerFunc) {
+	byPattern := map[string]map[string]http.HandlerFunc{}
+	for _, rt := range routes {
+		if byPattern[rt.Pattern] == nil {
+			byPattern[rt.Pattern] = map[string]http.HandlerFunc{}
+		}
+		byPattern[rt.Pattern][rt.Method] = s.bind(rt.Auth, rt.handle)
+	}
+	for pattern, handlers := range byPattern {
 		mux.Handle(pattern, methods(handlers))
 	}
-	route("/api/worker/register", map[string]http.HandlerFunc{"POST": s.register})
-	route("/api/worker/poll", map[string]http.HandlerFunc{"POST": s.worker(s.poll)})
-	route("/api/worker/heartbeat", map[string]http.HandlerFunc{"POST": s.worker(s.heartbeat)})
-	route("/api/worker/complete", map[string]http.HandlerFunc{"POST": s.worker(s.complete)})
-	route("/api/worker/fail", map[string]http.HandlerFunc{"POST": s.worker(s.fail)})
-	route("/api/worker/requeue", map[string]http.HandlerFunc{"POST": s.worker(s.requeue)})
-	route("/api/worker/deregister", map[string]http.HandlerFunc{"POST": s.worker(s.deregister)})
-
-	route("/api/jobs", map[string]http.HandlerFunc{"POST": s.operator(s.submit)})
-	route("/api/jobs/{job_id}", map[string]http.HandlerFunc{"GET": s.operator(s.getJob)})
-	route("/api/jobs/{job_id}/cancel", map[string]http.HandlerFunc{"POST": s.operator(s.cancel)})
-	route("/api/uploads", map[string]http.HandlerFunc{"POST": s.operator(s.upload)})
-
-	route("/api/admin/fleets", map[string]http.HandlerFunc{"GET": s.operator(s.fleets)})
-	route("/api/admin/workers", map[string]http.HandlerFunc{"GET": s.operator(s.workers)})
-	route("/api/admin/workers/{worker_id}/{action}", map[string]http.HandlerFunc{"POST": s.operator(s.workerAction)})
-	route("/api/admin/jobs", map[string]http.HandlerFunc{"GET": s.operator(s.adminJobs)})
-	route("/api/admin/jobs/{job_id}/retry", map[string]http.HandlerFunc{"POST": s.operator(s.retryJob)})
-	route("/api/admin/rejected", map[string]http.HandlerFunc{"GET": s.operator(s.rejected)})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("no route %s %s", r.Method, r.URL.Path))
 	})
 	return s.recoverer(s.logged(mux))
 }
 
-// methods answers 405 with the protocol's error shape for a known path and
+// methods answers 405 with the error body for a known path and
 // an unknown method.
 func methods(handlers map[string]http.HandlerFunc) http.Handler {
 	allowed := make([]string, 0, len(handlers))
@@ -178,26 +167,18 @@ func methods(handlers map[string]http.HandlerFunc) http.Handler {
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		var body errorBody
-		body.Error.Code = "invalid_argument"
-		body.Error.Message = "method " + r.Method + " is not allowed here; use " + strings.Join(allowed, " or ")
-		writeJSON(w, http.StatusMethodNotAllowed, body)
+		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument,
+			Message: "method " + r.Method + " is not allowed here; use " + strings.Join(allowed, " or ")})
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// readBody reads at most the protocol's 256 KiB and decodes it strictly.
+// readBody reads at most 256 KiB and decodes it strictly.
 func readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, submission.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument", Message: "the body is larger than 256 KiB"}
+			return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"}
 		}
 		return invalid("could not read the body: %v", err)
 	}
@@ -247,7 +228,7 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// rfc3339 formats a time as the protocol's RFC 3339 UTC string, or nil for zero.
+// rfc3339 formats a time as the API's RFC 3339 UTC string, or nil for zero.
 func rfc3339(t time.Time) *string {
 	if t.IsZero() {
 		return nil

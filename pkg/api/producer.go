@@ -9,6 +9,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/submission"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 type operatorCtxKey struct{}
@@ -50,17 +51,17 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.Queue.Enqueue(r.Context(), body); err != nil {
 		s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
-		s.writeError(w, r, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the submission queue did not accept the job; nothing was queued, retry"})
+		s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
 		return
 	}
 	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID)
-	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": sub.JobID, "status": "accepted"})
+	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: sub.JobID, Status: "accepted"})
 }
 
 func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var raw json.RawMessage
 	if err := readBody(w, r, &raw, false); err != nil {
-		var e *Error
+		var e *wire.Error
 		if errors.As(err, &e) {
 			return nil, e
 		}
@@ -69,44 +70,16 @@ func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return raw, nil
 }
 
-// jobView is GET /api/jobs/{job_id}.
-type jobView struct {
-	JobID          string          `json:"job_id"`
-	TenantID       string          `json:"tenant_id"`
-	WorkflowID     string          `json:"workflow_id"`
-	FleetSlug      string          `json:"fleet_slug"`
-	Status         job.Status      `json:"status"`
-	Reason         string          `json:"reason,omitempty"`
-	Attempts       int             `json:"attempts"`
-	MaxAttempts    int             `json:"max_attempts"`
-	Preemptions    int             `json:"preemptions"`
-	Priority       int             `json:"priority"`
-	CreatedAt      *string         `json:"created_at"`
-	UpdatedAt      *string         `json:"updated_at"`
-	NotBefore      *string         `json:"not_before,omitempty"`
-	LeaseExpiresAt *string         `json:"lease_expires_at"`
-	WorkerID       *string         `json:"worker_id"`
-	Progress       *float64        `json:"progress,omitempty"`
-	Result         json.RawMessage `json:"result"`
-	Error          *job.Error      `json:"error"`
-	History        []historyView   `json:"history"`
-}
-
-type historyView struct {
-	At      *string    `json:"at"`
-	From    job.Status `json:"from,omitempty"`
-	To      job.Status `json:"to"`
-	Reason  string     `json:"reason,omitempty"`
-	Worker  string     `json:"worker_id,omitempty"`
-	Attempt int        `json:"attempt,omitempty"`
-}
-
-func viewJob(j job.Job) jobView {
-	v := jobView{
-		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: j.Status, Reason: j.Reason,
+// viewJob is GET /api/jobs/{job_id}.
+func viewJob(j job.Job) wire.Job {
+	v := wire.Job{
+		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: j.Reason,
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
-		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Error: j.Error, Result: j.Result,
-		History: make([]historyView, 0, len(j.History)),
+		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result,
+		History: make([]wire.JobTransition, 0, len(j.History)),
+	}
+	if j.Error != nil {
+		v.Error = &wire.JobError{Code: j.Error.Code, Message: j.Error.Message, Retryable: j.Error.Retryable}
 	}
 	if len(v.Result) == 0 {
 		v.Result = json.RawMessage("null")
@@ -120,7 +93,7 @@ func viewJob(j job.Job) jobView {
 		v.NotBefore = rfc3339(j.NotBefore)
 	}
 	for _, h := range j.History {
-		v.History = append(v.History, historyView{At: rfc3339(h.At), From: h.From, To: h.To, Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
+		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
 	}
 	return v
 }
@@ -131,11 +104,11 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewJob(j))
+	wire.WriteJSON(w, http.StatusOK, viewJob(j))
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req wire.Empty
 	if err := readBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -148,19 +121,13 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	s.announce(r.Context(), id)
 	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(st)})
-}
-
-type uploadRequest struct {
-	TenantID    string `json:"tenant_id"`
-	Filename    string `json:"filename"`
-	ContentType string `json:"content_type"`
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(st)})
 }
 
 // upload presigns a PUT for a producer to upload one input file under its
 // tenant's prefix; the answered key is what the job's input_keys name.
 func (s *server) upload(w http.ResponseWriter, r *http.Request) {
-	var req uploadRequest
+	var req wire.UploadRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -189,5 +156,5 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
-	writeJSON(w, http.StatusOK, map[string]any{"key": up.Key, "url": up.URL, "expires_at": rfc3339(up.ExpiresAt)})
+	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
@@ -13,34 +14,11 @@ import (
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/strictjson"
 	"github.com/fleetq/fleetq/pkg/submission"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 func decode(data []byte, v any, allowEmpty bool) error {
 	return strictjson.Decode(data, v, allowEmpty)
-}
-
-type registerRequest struct {
-	WorkerID         string          `json:"worker_id"`
-	FleetSlug        string          `json:"fleet_slug"`
-	Stage            string          `json:"stage"`
-	MaxConcurrency   *int            `json:"max_concurrency"`
-	InstanceID       string          `json:"instance_id"`
-	InstanceType     string          `json:"instance_type"`
-	AvailabilityZone string          `json:"availability_zone"`
-	Capabilities     json.RawMessage `json:"capabilities"`
-	Providers        []string        `json:"providers"`
-}
-
-type registerResponse struct {
-	WorkerID          string   `json:"worker_id"`
-	Token             string   `json:"token"`
-	WorkflowsAssigned []string `json:"workflows_assigned"`
-	LeaseSeconds      int      `json:"lease_seconds"`
-	HeartbeatSeconds  int      `json:"heartbeat_seconds"`
-	PollSeconds       int      `json:"poll_seconds"`
-	// Approved is false in fleets that require operator approval of new
-	// workers: such a worker polls and gets no job until approved.
-	Approved bool `json:"approved"`
 }
 
 // register checks, in order: the source's rate (every attempt counts, so the
@@ -51,7 +29,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
 		if errors.Is(err, store.ErrRateLimited) {
 			secs := int(math.Ceil(wait.Seconds()))
-			s.writeError(w, r, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited", RetryAfter: secs,
+			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
 				Message: "too many registrations from this address; retry after the Retry-After seconds"})
 			return
 		}
@@ -63,11 +41,11 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if !auth.Equal(r.Header.Get("X-Fleet-Secret"), secret) {
-		s.writeError(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "the X-Fleet-Secret header is missing or wrong"})
+	if !auth.Equal(r.Header.Get(wire.HeaderFleetSecret), secret) {
+		s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is missing or wrong"})
 		return
 	}
-	var req registerRequest
+	var req wire.RegisterRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -90,14 +68,14 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved)
-	writeJSON(w, http.StatusCreated, registerResponse{
+	wire.WriteJSON(w, http.StatusCreated, wire.RegisterResponse{
 		WorkerID: wk.ID, Token: token, WorkflowsAssigned: f.Workflows,
 		LeaseSeconds: f.LeaseSeconds, HeartbeatSeconds: f.HeartbeatSeconds, PollSeconds: f.PollSeconds,
 		Approved: wk.Approved,
 	})
 }
 
-func (s *server) validateRegistration(req *registerRequest) (*fleetconfig.Fleet, error) {
+func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.Fleet, error) {
 	switch {
 	case req.WorkerID == "":
 		return nil, invalid("field \"worker_id\" is required")
@@ -133,7 +111,7 @@ func (s *server) validateRegistration(req *registerRequest) (*fleetconfig.Fleet,
 		return nil, notFound("fleet %q does not exist in stage %s", req.FleetSlug, s.Config.Stage)
 	}
 	if len(f.Workflows) == 0 {
-		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "no_workflows", Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"}
+		return nil, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"}
 	}
 	return f, nil
 }
@@ -146,7 +124,7 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
 		if !ok {
-			s.writeError(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "send the worker token as Authorization: Bearer <token>"})
+			s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "send the worker token as Authorization: Bearer <token>"})
 			return
 		}
 		parsed, err := auth.ParseWorkerToken(tok)
@@ -167,28 +145,8 @@ func workerOf(r *http.Request) store.WorkerAuth {
 	return r.Context().Value(workerCtxKey{}).(store.WorkerAuth)
 }
 
-type pollRequest struct {
-	CurrentLoad *int `json:"current_load"`
-}
-
-type leasedJob struct {
-	JobID          string            `json:"job_id"`
-	TenantID       string            `json:"tenant_id"`
-	WorkflowID     string            `json:"workflow_id"`
-	Priority       int               `json:"priority"`
-	Attempt        int               `json:"attempt"`
-	LeaseToken     string            `json:"lease_token"`
-	LeaseExpiresAt *string           `json:"lease_expires_at"`
-	TimeoutSeconds int               `json:"timeout_seconds"`
-	Input          json.RawMessage   `json:"input"`
-	InputURLs      map[string]string `json:"input_urls"`
-	OutputURL      string            `json:"output_url"`
-	// OutputURLs has one URL per output the job's input names in "outputs".
-	OutputURLs map[string]string `json:"output_urls,omitempty"`
-}
-
 func (s *server) poll(w http.ResponseWriter, r *http.Request) {
-	var req pollRequest
+	var req wire.PollRequest
 	if err := readBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -208,7 +166,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := leasedJob{
+	out := wire.LeasedJob{
 		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, Priority: j.Priority, Attempt: j.Attempts,
 		LeaseToken: j.LeaseToken, LeaseExpiresAt: rfc3339(j.LeaseExpiresAt), TimeoutSeconds: j.TimeoutSeconds,
 		Input: j.Input, InputURLs: map[string]string{},
@@ -228,15 +186,10 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 		out.InputURLs, out.OutputURL, out.OutputURLs = u.Inputs, u.Output, u.Outputs
 	}
 	s.log.InfoContext(r.Context(), "job leased", "job_id", j.ID, "worker_id", a.WorkerID, "fleet", a.Fleet, "attempt", j.Attempts)
-	writeJSON(w, http.StatusOK, map[string]any{"job": out})
+	wire.WriteJSON(w, http.StatusOK, wire.PollResponse{Job: &out})
 }
 
-type leaseRef struct {
-	JobID      string `json:"job_id"`
-	LeaseToken string `json:"lease_token"`
-}
-
-func (l leaseRef) validate() error {
+func validateLease(l wire.LeaseRef) error {
 	if l.JobID == "" {
 		return invalid("field \"job_id\" is required")
 	}
@@ -249,20 +202,13 @@ func (l leaseRef) validate() error {
 	return nil
 }
 
-type heartbeatRequest struct {
-	leaseRef
-	Progress *float64 `json:"progress"`
-	// RefreshURLs asks for fresh presigned URLs, valid for the extended lease.
-	RefreshURLs bool `json:"refresh_urls"`
-}
-
 func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	var req heartbeatRequest
+	var req wire.HeartbeatRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := validateLease(req.LeaseRef); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -275,7 +221,7 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	body := map[string]any{"lease_expires_at": rfc3339(res.LeaseExpiresAt), "cancel": res.Cancel}
+	body := wire.HeartbeatResponse{LeaseExpiresAt: rfc3339(res.LeaseExpiresAt), Cancel: res.Cancel}
 	if req.RefreshURLs && s.Assets != nil && !res.Cancel {
 		j, err := s.Store.GetJob(r.Context(), req.JobID)
 		if err != nil {
@@ -288,26 +234,18 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		body["input_urls"], body["output_url"] = u.Inputs, u.Output
-		if len(u.Outputs) > 0 {
-			body["output_urls"] = u.Outputs
-		}
+		body.LeaseURLs = &wire.LeaseURLs{InputURLs: u.Inputs, OutputURL: u.Output, OutputURLs: u.Outputs}
 	}
-	writeJSON(w, http.StatusOK, body)
-}
-
-type completeRequest struct {
-	leaseRef
-	Result json.RawMessage `json:"result"`
+	wire.WriteJSON(w, http.StatusOK, body)
 }
 
 func (s *server) complete(w http.ResponseWriter, r *http.Request) {
-	var req completeRequest
+	var req wire.CompleteRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := validateLease(req.LeaseRef); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -321,25 +259,16 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.announce(r.Context(), req.JobID)
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(job.Succeeded)})
-}
-
-type failRequest struct {
-	leaseRef
-	Error *struct {
-		Message   string `json:"message"`
-		Retryable *bool  `json:"retryable"`
-		Code      string `json:"code"`
-	} `json:"error"`
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(job.Succeeded)})
 }
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request) {
-	var req failRequest
+	var req wire.FailRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := validateLease(req.LeaseRef); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -360,29 +289,20 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.announce(r.Context(), req.JobID)
-	writeJSON(w, http.StatusOK, outcomeBody(out))
+	wire.WriteJSON(w, http.StatusOK, outcomeBody(out))
 }
 
-func outcomeBody(o store.Outcome) map[string]any {
-	body := map[string]any{"status": string(o.Status)}
-	if !o.NotBefore.IsZero() {
-		body["not_before"] = rfc3339(o.NotBefore)
-	}
-	return body
-}
-
-type requeueRequest struct {
-	leaseRef
-	Reason string `json:"reason"`
+func outcomeBody(o store.Outcome) wire.OutcomeResponse {
+	return wire.OutcomeResponse{Status: string(o.Status), NotBefore: rfc3339(o.NotBefore)}
 }
 
 func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
-	var req requeueRequest
+	var req wire.RequeueRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := validateLease(req.LeaseRef); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -397,11 +317,11 @@ func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.announce(r.Context(), req.JobID)
-	writeJSON(w, http.StatusOK, outcomeBody(out))
+	wire.WriteJSON(w, http.StatusOK, outcomeBody(out))
 }
 
 func (s *server) deregister(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
+	var req wire.Empty
 	if err := readBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -412,5 +332,5 @@ func (s *server) deregister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "worker deregistered", "worker_id", a.WorkerID, "fleet", a.Fleet)
-	writeJSON(w, http.StatusOK, map[string]string{"status": "deregistered"})
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "deregistered"})
 }

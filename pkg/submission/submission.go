@@ -14,19 +14,12 @@ import (
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/strictjson"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
-// Submission is a job as a producer submits it.
-type Submission struct {
-	JobID               string          `json:"job_id,omitempty"`
-	TenantID            string          `json:"tenant_id"`
-	WorkflowID          string          `json:"workflow_id"`
-	Priority            int             `json:"priority"`
-	Input               json.RawMessage `json:"input,omitempty"`
-	MaxAttempts         int             `json:"max_attempts,omitempty"`
-	TimeoutSeconds      int             `json:"timeout_seconds,omitempty"`
-	QueueTimeoutSeconds int             `json:"queue_timeout_seconds,omitempty"`
-}
+// Submission is a job as a producer submits it: the body of POST /api/jobs
+// and the message on the submission queue, whose fields pkg/wire defines.
+type Submission wire.SubmitRequest
 
 // MaxBodyBytes bounds a submission (and every request body).
 const MaxBodyBytes = 256 << 10

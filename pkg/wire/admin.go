@@ -1,0 +1,103 @@
+package wire
+
+import "time"
+
+// FleetsResponse is the 200 answer of GET /api/admin/fleets.
+type FleetsResponse struct {
+	Fleets []Fleet `json:"fleets"`
+}
+
+// Fleet is one fleet's backlog, capacity and scaling decisions.
+type Fleet struct {
+	FleetSlug string   `json:"fleet_slug"`
+	Stage     string   `json:"stage"`
+	Workflows []string `json:"workflows"`
+	// Queued counts every queued job (due or waiting out a backoff).
+	Queued int `json:"queued"`
+	Leased int `json:"leased"`
+	// Desired and InService are what the scaler last set and saw.
+	Desired      int       `json:"desired"`
+	InService    int       `json:"in_service"`
+	Workers      int       `json:"workers"`
+	Min          int       `json:"min"`
+	Max          int       `json:"max"`
+	LastDecision *Decision `json:"last_decision"`
+	// History is the fleet's recent decisions, newest first, with ?history=true.
+	History []Decision `json:"history,omitempty"`
+}
+
+// Decision is one scaling decision.
+type Decision struct {
+	At      *string `json:"at"`
+	Desired int     `json:"desired"`
+	Reason  string  `json:"reason"`
+	// Victims are the instances terminated, each with why.
+	Victims []string `json:"victims,omitempty"`
+	// InService and Inputs are what the decision saw (instances in service;
+	// ready, leased, booting, busy, idle ... counts).
+	InService int            `json:"in_service"`
+	Inputs    map[string]int `json:"inputs,omitempty"`
+}
+
+// WorkersResponse is the 200 answer of GET /api/admin/workers.
+type WorkersResponse struct {
+	Workers []Worker `json:"workers"`
+}
+
+// Worker is a registered worker as an operator sees it.
+type Worker struct {
+	WorkerID         string `json:"worker_id"`
+	FleetSlug        string `json:"fleet_slug"`
+	InstanceID       string `json:"instance_id"`
+	InstanceType     string `json:"instance_type,omitempty"`
+	AvailabilityZone string `json:"availability_zone,omitempty"`
+	Status           string `json:"status"`
+	Approved         bool   `json:"approved"`
+	// Leases is how many jobs the worker holds.
+	Leases         int     `json:"leases"`
+	MaxConcurrency int     `json:"max_concurrency"`
+	LastSeenAt     *string `json:"last_seen_at"`
+	RegisteredAt   *string `json:"registered_at"`
+}
+
+// WorkerActionResponse is the 200 answer of
+// POST /api/admin/workers/{worker_id}/{action}.
+type WorkerActionResponse struct {
+	Worker Worker `json:"worker"`
+	// Token is the new worker token, only for rotate-token.
+	Token string `json:"token,omitempty"`
+}
+
+// JobsResponse is the 200 answer of GET /api/admin/jobs.
+type JobsResponse struct {
+	Jobs []JobSummary `json:"jobs"`
+}
+
+// JobSummary is a job in an operator's list.
+type JobSummary struct {
+	JobID       string  `json:"job_id"`
+	TenantID    string  `json:"tenant_id"`
+	WorkflowID  string  `json:"workflow_id"`
+	FleetSlug   string  `json:"fleet_slug"`
+	Status      string  `json:"status"`
+	Reason      string  `json:"reason,omitempty"`
+	ErrorCode   string  `json:"error_code,omitempty"`
+	Attempts    int     `json:"attempts"`
+	Preemptions int     `json:"preemptions"`
+	UpdatedAt   *string `json:"updated_at"`
+}
+
+// RejectedResponse is the 200 answer of GET /api/admin/rejected.
+type RejectedResponse struct {
+	Rejected []Rejection `json:"rejected"`
+}
+
+// Rejection is a submission dispatch could never accept.
+type Rejection struct {
+	MessageID string `json:"message_id"`
+	Source    string `json:"source"`
+	Reason    string `json:"reason"`
+	// Body is the first 4 KiB of the submission.
+	Body string    `json:"body"`
+	At   time.Time `json:"at"`
+}

@@ -1,0 +1,26 @@
+package wire
+
+// The API's paths. A {name} segment is a path parameter (net/http's
+// pattern syntax), which a client replaces with the escaped value.
+const (
+	PathRegister          = "/api/worker/register"
+	PathPoll              = "/api/worker/poll"
+	PathHeartbeat         = "/api/worker/heartbeat"
+	PathComplete          = "/api/worker/complete"
+	PathFail              = "/api/worker/fail"
+	PathRequeue           = "/api/worker/requeue"
+	PathDeregister        = "/api/worker/deregister"
+	PathJobs              = "/api/jobs"
+	PathJob               = "/api/jobs/{job_id}"
+	PathJobCancel         = "/api/jobs/{job_id}/cancel"
+	PathUploads           = "/api/uploads"
+	PathAdminFleets       = "/api/admin/fleets"
+	PathAdminWorkers      = "/api/admin/workers"
+	PathAdminWorkerAction = "/api/admin/workers/{worker_id}/{action}"
+	PathAdminJobs         = "/api/admin/jobs"
+	PathAdminJobRetry     = "/api/admin/jobs/{job_id}/retry"
+	PathAdminRejected     = "/api/admin/rejected"
+)
+
+// HeaderFleetSecret carries the stage's fleet secret on registration.
+const HeaderFleetSecret = "X-Fleet-Secret"

@@ -1,0 +1,88 @@
+package wire
+
+import "encoding/json"
+
+// SubmitRequest is the body of POST /api/jobs, and the message on the
+// submission queue.
+type SubmitRequest struct {
+	// JobID is assigned when empty; resubmitting with the same id yields one job.
+	JobID      string          `json:"job_id,omitempty"`
+	TenantID   string          `json:"tenant_id"`
+	WorkflowID string          `json:"workflow_id"`
+	Priority   int             `json:"priority"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	// MaxAttempts, TimeoutSeconds and QueueTimeoutSeconds override the
+	// fleet's defaults (0: the default).
+	MaxAttempts         int `json:"max_attempts,omitempty"`
+	TimeoutSeconds      int `json:"timeout_seconds,omitempty"`
+	QueueTimeoutSeconds int `json:"queue_timeout_seconds,omitempty"`
+}
+
+// JobStatusResponse is the answer of submit (202, status "accepted") and of
+// an operator's retry (200, the job's new status).
+type JobStatusResponse struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+}
+
+// Job is the 200 answer of GET /api/jobs/{job_id}. Times are RFC 3339 UTC
+// with milliseconds, null when unset.
+type Job struct {
+	JobID      string `json:"job_id"`
+	TenantID   string `json:"tenant_id"`
+	WorkflowID string `json:"workflow_id"`
+	FleetSlug  string `json:"fleet_slug"`
+	// Status is queued, leased, succeeded, dead or canceled.
+	Status string `json:"status"`
+	// Reason says why the job is in its status.
+	Reason      string  `json:"reason,omitempty"`
+	Attempts    int     `json:"attempts"`
+	MaxAttempts int     `json:"max_attempts"`
+	Preemptions int     `json:"preemptions"`
+	Priority    int     `json:"priority"`
+	CreatedAt   *string `json:"created_at"`
+	UpdatedAt   *string `json:"updated_at"`
+	// NotBefore is set while a retry waits out its backoff.
+	NotBefore *string `json:"not_before,omitempty"`
+	// LeaseExpiresAt, WorkerID and Progress are set while leased.
+	LeaseExpiresAt *string  `json:"lease_expires_at"`
+	WorkerID       *string  `json:"worker_id"`
+	Progress       *float64 `json:"progress,omitempty"`
+	// Result is the worker's result object, or null.
+	Result  json.RawMessage `json:"result"`
+	Error   *JobError       `json:"error"`
+	History []JobTransition `json:"history"`
+}
+
+// JobError is a job's last failure.
+type JobError struct {
+	Code      string `json:"code,omitempty"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// JobTransition is one entry of a job's history.
+type JobTransition struct {
+	At      *string `json:"at"`
+	From    string  `json:"from,omitempty"`
+	To      string  `json:"to"`
+	Reason  string  `json:"reason,omitempty"`
+	Worker  string  `json:"worker_id,omitempty"`
+	Attempt int     `json:"attempt,omitempty"`
+}
+
+// UploadRequest is the body of POST /api/uploads.
+type UploadRequest struct {
+	TenantID string `json:"tenant_id"`
+	// Filename is one key segment: letters, digits, '.', '_', '-'.
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+}
+
+// UploadResponse is the 200 answer of upload: PUT the file to URL before
+// ExpiresAt and name Key in the job's input_keys.
+type UploadResponse struct {
+	Key       string  `json:"key"`
+	URL       string  `json:"url"`
+	ExpiresAt *string `json:"expires_at"`
+}

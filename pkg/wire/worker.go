@@ -1,0 +1,145 @@
+package wire
+
+import "encoding/json"
+
+// RegisterRequest is the body of POST /api/worker/register.
+type RegisterRequest struct {
+	WorkerID  string `json:"worker_id"`
+	FleetSlug string `json:"fleet_slug"`
+	Stage     string `json:"stage"`
+	// MaxConcurrency is how many jobs the worker runs at once (default 1).
+	MaxConcurrency   *int            `json:"max_concurrency,omitempty"`
+	InstanceID       string          `json:"instance_id,omitempty"`
+	InstanceType     string          `json:"instance_type,omitempty"`
+	AvailabilityZone string          `json:"availability_zone,omitempty"`
+	Capabilities     json.RawMessage `json:"capabilities,omitempty"`
+	Providers        []string        `json:"providers,omitempty"`
+}
+
+// RegisterResponse is the 201 answer of register. The token is shown only
+// here (and in a rotate-token answer).
+type RegisterResponse struct {
+	WorkerID          string   `json:"worker_id"`
+	Token             string   `json:"token"`
+	WorkflowsAssigned []string `json:"workflows_assigned"`
+	LeaseSeconds      int      `json:"lease_seconds"`
+	HeartbeatSeconds  int      `json:"heartbeat_seconds"`
+	PollSeconds       int      `json:"poll_seconds"`
+	// Approved is false in fleets that require operator approval of new
+	// workers: such a worker polls and gets no job until approved.
+	Approved bool `json:"approved"`
+}
+
+// PollRequest is the body of POST /api/worker/poll (the body may be empty).
+type PollRequest struct {
+	// CurrentLoad is how many jobs the worker runs now.
+	CurrentLoad *int `json:"current_load"`
+}
+
+// PollResponse is the 200 answer of poll; no job is 204 with no body.
+type PollResponse struct {
+	Job *LeasedJob `json:"job"`
+}
+
+// LeasedJob is a job as a worker leases it.
+type LeasedJob struct {
+	JobID      string `json:"job_id"`
+	TenantID   string `json:"tenant_id"`
+	WorkflowID string `json:"workflow_id"`
+	Priority   int    `json:"priority"`
+	// Attempt counts from 1.
+	Attempt    int    `json:"attempt"`
+	LeaseToken string `json:"lease_token"`
+	// LeaseExpiresAt is RFC 3339 UTC with milliseconds.
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	// TimeoutSeconds is the attempt's run time limit (0: none).
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	Input          json.RawMessage `json:"input"`
+	// InputURLs are presigned GETs, one per name of the input's input_keys.
+	InputURLs map[string]string `json:"input_urls"`
+	// OutputURL is a presigned PUT for the job's output.
+	OutputURL string `json:"output_url"`
+	// OutputURLs has one presigned PUT per output the job's input names in
+	// "outputs".
+	OutputURLs map[string]string `json:"output_urls,omitempty"`
+}
+
+// LeaseRef names a lease: the job and the token its lease was granted with.
+type LeaseRef struct {
+	JobID      string `json:"job_id"`
+	LeaseToken string `json:"lease_token"`
+}
+
+// HeartbeatRequest is the body of POST /api/worker/heartbeat.
+type HeartbeatRequest struct {
+	LeaseRef
+	// Progress is 0..1.
+	Progress *float64 `json:"progress,omitempty"`
+	// RefreshURLs asks for fresh presigned URLs, valid for the extended lease.
+	RefreshURLs bool `json:"refresh_urls,omitempty"`
+}
+
+// HeartbeatResponse is the 200 answer of heartbeat.
+type HeartbeatResponse struct {
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	// Cancel: an operator canceled the job; stop it and report nothing.
+	Cancel bool `json:"cancel"`
+	// LeaseURLs is present (its fields inline) when refresh_urls was asked,
+	// the stage has an asset bucket and the job was not canceled.
+	*LeaseURLs
+}
+
+// LeaseURLs are a leased job's presigned URLs as a heartbeat refreshes them.
+type LeaseURLs struct {
+	InputURLs  map[string]string `json:"input_urls"`
+	OutputURL  string            `json:"output_url"`
+	OutputURLs map[string]string `json:"output_urls,omitempty"`
+}
+
+// CompleteRequest is the body of POST /api/worker/complete.
+type CompleteRequest struct {
+	LeaseRef
+	// Result is a JSON object (optional).
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// FailRequest is the body of POST /api/worker/fail.
+type FailRequest struct {
+	LeaseRef
+	Error *FailError `json:"error"`
+}
+
+// FailError is the failure a worker reports.
+type FailError struct {
+	// Message is required, at most 8192 characters.
+	Message string `json:"message"`
+	// Retryable defaults to true.
+	Retryable *bool `json:"retryable"`
+	// Code is the worker's own code, at most 128 characters.
+	Code string `json:"code"`
+}
+
+// RequeueRequest is the body of POST /api/worker/requeue.
+type RequeueRequest struct {
+	LeaseRef
+	// Reason is spot_interruption, rebalance, shutdown or scale_in.
+	Reason string `json:"reason"`
+}
+
+// OutcomeResponse is the 200 answer of fail and requeue: what became of the
+// job.
+type OutcomeResponse struct {
+	// Status is queued or dead.
+	Status string `json:"status"`
+	// NotBefore is set when the job waits out a backoff.
+	NotBefore *string `json:"not_before,omitempty"`
+}
+
+// StatusResponse is the 200 answer of complete ("succeeded"), deregister
+// ("deregistered") and cancel (the job's status).
+type StatusResponse struct {
+	Status string `json:"status"`
+}
+
+// Empty is the body of the routes that take none: {} or nothing.
+type Empty struct{}
