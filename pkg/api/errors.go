@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/store"
@@ -13,23 +12,6 @@ import (
 	"github.com/fleetq/fleetq/pkg/submission"
 	"github.com/fleetq/fleetq/pkg/wire"
 )
-
-// Error is an error answer built outside this package (the dev stack's own
-// routes). The API's handlers answer *wire.Error; writeError accepts both.
-type Error struct {
-	Status     int
-	Code       string
-	Message    string
-	RetryAfter int // seconds, for 429
-}
-
-// Error reads "<code>: <message>".
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// wire converts e to the contract's error.
-func (e *Error) wire() *wire.Error {
-	return &wire.Error{Status: e.Status, Code: wire.Code(e.Code), Message: e.Message, RetryAfter: time.Duration(e.RetryAfter) * time.Second}
-}
 
 func invalid(format string, args ...any) *wire.Error {
 	return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: fmt.Sprintf(format, args...)}
@@ -45,14 +27,11 @@ func notFound(format string, args ...any) *wire.Error {
 // logged and answered generically.
 func toError(err error) *wire.Error {
 	var we *wire.Error
-	var e *Error
 	var sj *strictjson.Error
 	var se *submission.Error
 	switch {
 	case errors.As(err, &we):
 		return we
-	case errors.As(err, &e):
-		return e.wire()
 	case errors.As(err, &sj):
 		return invalid("%s", sj.Msg)
 	case errors.As(err, &se):

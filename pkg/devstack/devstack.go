@@ -26,7 +26,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/fleetq/fleetq/pkg/api"
 	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/awsenv"
@@ -41,6 +40,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/wire"
 )
 
 // Options configure a dev stack.
@@ -101,7 +101,7 @@ type Stack struct {
 	// with FleetOptions.NoLocalFleet).
 	Scaler *scaler.Scaler
 	Fleet  *localfleet.Fleet
-	// Interruptions handles the EC2 and Auto Scaling events of PROTOCOL.md
+	// Interruptions handles the EC2 and Auto Scaling events (docs/scaling.md)
 	// posted to /local/events.
 	Interruptions *interruption.Handler
 
@@ -284,7 +284,7 @@ func (s *Stack) DeliverEvent(ctx context.Context, ev events.CloudWatchEvent) (an
 	h, ok := s.handlers[ev.Source+"|"+ev.DetailType]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument",
+		return nil, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument,
 			Message: fmt.Sprintf("no rule routes source %q detail-type %q in this stack", ev.Source, ev.DetailType)}
 	}
 	return h(ctx, ev)
@@ -293,32 +293,32 @@ func (s *Stack) DeliverEvent(ctx context.Context, ev events.CloudWatchEvent) (an
 // localEvents is POST /local/events: an EventBridge event in, its handler's summary out.
 func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
 	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
-		writeErr(w, &api.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "this route needs the operator credential"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeErr(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: "invalid_argument", Message: "use POST"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument, Message: "use POST"})
 		return
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
 	if err != nil {
-		writeErr(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument", Message: "the body is larger than 256 KiB"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"})
 		return
 	}
 	var ev events.CloudWatchEvent
 	if err := json.Unmarshal(data, &ev); err != nil || ev.Source == "" || ev.DetailType == "" {
-		writeErr(w, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: "the body must be an EventBridge event with source and detail-type"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: "the body must be an EventBridge event with source and detail-type"})
 		return
 	}
 	summary, err := s.DeliverEvent(r.Context(), ev)
 	if err != nil {
-		var ae *api.Error
+		var ae *wire.Error
 		if !errors.As(err, &ae) {
 			s.log.Error("local event handler failed", "source", ev.Source, "detail_type", ev.DetailType, "error", err.Error())
-			ae = &api.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "the handler failed; see the stack's log"}
+			ae = &wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "the handler failed; see the stack's log"}
 		}
-		writeErr(w, ae)
+		wire.WriteError(w, ae)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -329,31 +329,25 @@ func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
 // lifecycle events the stack published, oldest first.
 func (s *Stack) recentEvents(w http.ResponseWriter, r *http.Request) {
 	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
-		writeErr(w, &api.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "this route needs the operator credential"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"})
 		return
 	}
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeErr(w, &api.Error{Status: http.StatusMethodNotAllowed, Code: "invalid_argument", Message: "use GET"})
+		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument, Message: "use GET"})
 		return
 	}
 	limit := 100
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
-			writeErr(w, &api.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Message: `query "limit": must be between 1 and 1000`})
+			wire.WriteError(w, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: `query "limit": must be between 1 and 1000`})
 			return
 		}
 		limit = n
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"events": s.Events.Recent(limit)})
-}
-
-func writeErr(w http.ResponseWriter, e *api.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 }
 
 // Close stops the API, the event source mapping and the embedded DynamoDB.
