@@ -29,8 +29,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/config"
+	"github.com/fleetq/fleetq/pkg/api"
 	"github.com/fleetq/fleetq/pkg/awsenv"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
@@ -74,47 +76,98 @@ func GroupName(stage, fleet string) string { return fmt.Sprintf("fleetq-%s-%s", 
 
 // New builds the stage's stack in app.
 func New(app constructs.Construct, o Options) (*Stack, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	b := newBuild(app, o)
+	table := b.table()
+	dlq, queue := b.submissions()
+	bus := awsevents.NewEventBus(b.st, jsii.String("JobEvents"), &awsevents.EventBusProps{EventBusName: b.name("jobs")})
+	bucket := b.bucket()
+	fns := b.functions(table, queue, bus, bucket)
+	secretARN := b.grant(fns, table, queue, bus, bucket)
+	b.triggers(fns, queue)
+	api := b.httpAPI(fns.api)
+
+	b.s.fleets(b.cfg, api, o.SecretParam, secretARN)
+	b.s.alarms(b.cfg, dlq, fns.all())
+
+	out := func(id string, v *string) {
+		awscdk.NewCfnOutput(b.st, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
+	}
+	out("ApiUrl", api.ApiEndpoint())
+	out("SubmitQueueUrl", queue.QueueUrl())
+	out("TableName", table.TableName())
+	out("BucketName", bucket.BucketName())
+	return b.s, nil
+}
+
+// check validates the options and fills in their defaults.
+func (o *Options) check() error {
 	cfg := o.Config
 	if cfg == nil {
-		return nil, fmt.Errorf("infra: no fleet config")
+		return fmt.Errorf("infra: no fleet config")
 	}
 	if len(cfg.Fleets) == 0 {
-		return nil, fmt.Errorf("infra: the %s config has no fleets", cfg.Stage)
+		return fmt.Errorf("infra: the %s config has no fleets", cfg.Stage)
 	}
 	if o.BinDir == "" {
 		o.BinDir = "bin"
 	}
 	if len(o.ConfigYAML) == 0 {
-		return nil, fmt.Errorf("infra: no config text to deploy the functions with")
+		return fmt.Errorf("infra: no config text to deploy the functions with")
 	}
 	if o.SecretParam == "" {
 		o.SecretParam = "/fleetq/" + cfg.Stage + "/fleet-secret"
 	}
-	stage := cfg.Stage
-	prod := stage != "dev"
-	name := func(s string) *string { return jsii.String("fleetq-" + stage + "-" + s) }
-	retain := awscdk.RemovalPolicy_DESTROY
-	if prod {
-		retain = awscdk.RemovalPolicy_RETAIN
-	}
+	return nil
+}
 
-	st := awscdk.NewStack(app, jsii.String("fleetq-"+stage), &awscdk.StackProps{
-		Env:         &awscdk.Environment{Region: jsii.String(cfg.Region)},
+// build is one stage's synthesis under way: the stack and the settings
+// every part of it derives from the stage.
+type build struct {
+	o     Options
+	cfg   *fleetconfig.Config
+	stage string
+	// prod stages keep their data (retained table and bucket, deletion
+	// protection) and their logs longer.
+	prod         bool
+	retain       awscdk.RemovalPolicy
+	logRetention awslogs.RetentionDays
+	st           awscdk.Stack
+	s            *Stack
+}
+
+func newBuild(app constructs.Construct, o Options) *build {
+	stage := o.Config.Stage
+	b := &build{o: o, cfg: o.Config, stage: stage, prod: stage != "dev",
+		retain: awscdk.RemovalPolicy_DESTROY, logRetention: awslogs.RetentionDays_ONE_WEEK}
+	if b.prod {
+		b.retain, b.logRetention = awscdk.RemovalPolicy_RETAIN, awslogs.RetentionDays_ONE_MONTH
+	}
+	b.st = awscdk.NewStack(app, jsii.String("fleetq-"+stage), &awscdk.StackProps{
+		Env:         &awscdk.Environment{Region: jsii.String(b.cfg.Region)},
 		Description: jsii.String("fleetq control plane, stage " + stage),
 	})
-	s := &Stack{Stack: st}
-	awscdk.Tags_Of(st).Add(jsii.String(TagStage), jsii.String(stage), nil)
+	b.s = &Stack{Stack: b.st}
+	awscdk.Tags_Of(b.st).Add(jsii.String(TagStage), jsii.String(stage), nil)
+	return b
+}
 
-	// State: one table, its two indexes from pkg/store's schema.
-	table := awsdynamodb.NewTable(st, jsii.String("Table"), &awsdynamodb.TableProps{
-		TableName:                        jsii.String(fleetconfig.TableName(stage)),
+// name is a resource's physical name in the stage.
+func (b *build) name(s string) *string { return jsii.String("fleetq-" + b.stage + "-" + s) }
+
+// table is the state: one table, its two indexes from pkg/store's schema.
+func (b *build) table() awsdynamodb.Table {
+	table := awsdynamodb.NewTable(b.st, jsii.String("Table"), &awsdynamodb.TableProps{
+		TableName:                        jsii.String(fleetconfig.TableName(b.stage)),
 		PartitionKey:                     &awsdynamodb.Attribute{Name: jsii.String(store.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:                          &awsdynamodb.Attribute{Name: jsii.String(store.AttrSK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:                      awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: jsii.Bool(true)},
 		TimeToLiveAttribute:              jsii.String(store.AttrTTL),
-		DeletionProtection:               jsii.Bool(prod),
-		RemovalPolicy:                    retain,
+		DeletionProtection:               jsii.Bool(b.prod),
+		RemovalPolicy:                    b.retain,
 	})
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:        jsii.String(store.IndexByState),
@@ -130,23 +183,28 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
 		NonKeyAttributes: jsii.Strings(store.ByInstanceProjection...),
 	})
+	return table
+}
 
-	// Submissions: the queue producers (and the API) send to, with a DLQ.
-	dlq := awssqs.NewQueue(st, jsii.String("SubmitDLQ"), &awssqs.QueueProps{
-		QueueName: name("submit-dlq"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
+// submissions is the queue producers (and the API) send to, with its DLQ.
+func (b *build) submissions() (dlq, queue awssqs.Queue) {
+	dlq = awssqs.NewQueue(b.st, jsii.String("SubmitDLQ"), &awssqs.QueueProps{
+		QueueName: b.name("submit-dlq"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 	})
-	queue := awssqs.NewQueue(st, jsii.String("SubmitQueue"), &awssqs.QueueProps{
-		QueueName: name("submit"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
+	queue = awssqs.NewQueue(b.st, jsii.String("SubmitQueue"), &awssqs.QueueProps{
+		QueueName: b.name("submit"), Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true),
 		// Six times the dispatch function's timeout, as Lambda advises for
 		// SQS event sources.
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
+	return dlq, queue
+}
 
-	bus := awsevents.NewEventBus(st, jsii.String("JobEvents"), &awsevents.EventBusProps{EventBusName: name("jobs")})
-
-	bucket := awss3.NewBucket(st, jsii.String("Assets"), &awss3.BucketProps{
+// bucket holds the tenants' job inputs and outputs, expired after 30 days.
+func (b *build) bucket() awss3.Bucket {
+	return awss3.NewBucket(b.st, jsii.String("Assets"), &awss3.BucketProps{
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
@@ -155,178 +213,193 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 			Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 		}},
-		RemovalPolicy:     retain,
-		AutoDeleteObjects: jsii.Bool(!prod),
+		RemovalPolicy:     b.retain,
+		AutoDeleteObjects: jsii.Bool(!b.prod),
 	})
+}
 
+// functions are the stage's four Lambda functions.
+type functions struct {
+	api, dispatch, scaler, interruption awslambda.Function
+}
+
+func (f functions) all() []awslambda.Function {
+	return []awslambda.Function{f.api, f.dispatch, f.scaler, f.interruption}
+}
+
+// functions builds the four functions, each with the environment
+// pkg/system's LoadLambda reads.
+func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsevents.EventBus, bucket awss3.Bucket) functions {
 	groups := map[string]string{}
-	for _, f := range cfg.Fleets {
-		groups[f.Slug] = GroupName(stage, f.Slug)
+	for _, f := range b.cfg.Fleets {
+		groups[f.Slug] = GroupName(b.stage, f.Slug)
 	}
 	groupsJSON, _ := json.Marshal(groups)
-	logRetention := awslogs.RetentionDays_ONE_MONTH
-	if !prod {
-		logRetention = awslogs.RetentionDays_ONE_WEEK
+	return functions{
+		// api: one request at a time, a few DynamoDB calls each; 256 MB
+		// keeps cold starts short; 29 s is API Gateway's own limit.
+		api: b.function("api", 256, 29, table, map[string]*string{
+			awsenv.EnvSubmitQueueURL:   queue.QueueUrl(),
+			awsenv.EnvFleetSecretParam: jsii.String(b.o.SecretParam),
+			awsenv.EnvBucket:           bucket.BucketName(),
+			awsenv.EnvEventBus:         bus.EventBusName(),
+		}),
+		// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
+		dispatch: b.function("dispatch", 256, 30, table, map[string]*string{
+			awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
+		}),
+		// scaler: every fleet in turn, each a handful of reads and writes
+		// and Auto Scaling calls with retries; well inside its one-minute
+		// period.
+		scaler: b.function("scaler", 256, 50, table, map[string]*string{
+			awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
+			awsenv.EnvEventBus:    bus.EventBusName(),
+		}),
+		// interruption: one event, a few writes and one Auto Scaling call.
+		interruption: b.function("interruption", 128, 30, table, nil),
 	}
-	common := map[string]*string{
-		awsenv.EnvStage:      jsii.String(stage),
+}
+
+// function is one Lambda function on arm64 with its log group, the stage's
+// common environment and its own.
+func (b *build) function(id string, memory, timeoutSec float64, table awsdynamodb.Table, env map[string]*string) awslambda.Function {
+	code, placeholder, err := functionCode(b.o.BinDir, b.stage, id, b.o.ConfigYAML)
+	if err != nil {
+		panic(err)
+	}
+	if placeholder {
+		b.s.Placeholders = append(b.s.Placeholders, id)
+	}
+	all := map[string]*string{
+		awsenv.EnvStage:      jsii.String(b.stage),
 		awsenv.EnvConfigFile: jsii.String("/var/task/" + ConfigFileName),
 		awsenv.EnvTable:      table.TableName(),
 		awsenv.EnvLogLevel:   jsii.String("info"),
 	}
-	fn := func(id string, memory, timeoutSec float64, env map[string]*string) awslambda.Function {
-		code, placeholder, err := functionCode(o.BinDir, stage, id, o.ConfigYAML)
-		if err != nil {
-			panic(err)
-		}
-		if placeholder {
-			s.Placeholders = append(s.Placeholders, id)
-		}
-		all := map[string]*string{}
-		for k, v := range common {
-			all[k] = v
-		}
-		for k, v := range env {
-			all[k] = v
-		}
-		logs := awslogs.NewLogGroup(st, jsii.String(strings.ToUpper(id[:1])+id[1:]+"Logs"), &awslogs.LogGroupProps{
-			Retention: logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		})
-		return awslambda.NewFunction(st, jsii.String(strings.ToUpper(id[:1])+id[1:]), &awslambda.FunctionProps{
-			FunctionName: name(id),
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture: awslambda.Architecture_ARM_64(),
-			Handler:      jsii.String("bootstrap"),
-			Code:         code,
-			MemorySize:   jsii.Number(memory),
-			Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
-			Environment:  &all,
-			LogGroup:     logs,
-		})
+	for k, v := range env {
+		all[k] = v
 	}
-	// api: one request at a time, a few DynamoDB calls each; 256 MB keeps
-	// cold starts short; 29 s is API Gateway's own limit.
-	apiFn := fn("api", 256, 29, map[string]*string{
-		awsenv.EnvSubmitQueueURL:   queue.QueueUrl(),
-		awsenv.EnvFleetSecretParam: jsii.String(o.SecretParam),
-		awsenv.EnvBucket:           bucket.BucketName(),
-		awsenv.EnvEventBus:         bus.EventBusName(),
+	title := strings.ToUpper(id[:1]) + id[1:]
+	logs := awslogs.NewLogGroup(b.st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
+		Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
-	// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
-	dispatchFn := fn("dispatch", 256, 30, map[string]*string{
-		awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
+	return awslambda.NewFunction(b.st, jsii.String(title), &awslambda.FunctionProps{
+		FunctionName: b.name(id),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         code,
+		MemorySize:   jsii.Number(memory),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
+		Environment:  &all,
+		LogGroup:     logs,
 	})
-	// scaler: every fleet in turn, each a handful of reads and writes and
-	// Auto Scaling calls with retries; well inside its one-minute period.
-	scalerFn := fn("scaler", 256, 50, map[string]*string{
-		awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
-		awsenv.EnvEventBus:    bus.EventBusName(),
-	})
-	// interruption: one event, a few writes and one Auto Scaling call.
-	interruptFn := fn("interruption", 128, 30, nil)
+}
 
-	for _, f := range []awslambda.Function{apiFn, dispatchFn, scalerFn, interruptFn} {
+// grant gives each function exactly what it calls, and answers the fleet
+// secret's ARN.
+func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue, bus awsevents.EventBus, bucket awss3.Bucket) *string {
+	st := b.st
+	for _, f := range fns.all() {
 		table.GrantReadWriteData(f)
 	}
-	queue.GrantSendMessages(apiFn)
-	bucket.GrantReadWrite(apiFn, jsii.String("tenants/*"))
-	bus.GrantPutEventsTo(apiFn, nil)
-	bus.GrantPutEventsTo(scalerFn, nil)
+	queue.GrantSendMessages(fns.api)
+	bucket.GrantReadWrite(fns.api, jsii.String("tenants/*"))
+	bus.GrantPutEventsTo(fns.api, nil)
+	bus.GrantPutEventsTo(fns.scaler, nil)
 	secretARN := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ssm"), Resource: jsii.String("parameter"),
-		ResourceName: jsii.String(strings.TrimPrefix(o.SecretParam, "/"))})
-	readSecret := []awsiam.PolicyStatement{
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("ssm:GetParameter"), Resources: &[]*string{secretARN}}),
-		// The SecureString's key is the account's aws/ssm key, decrypted only through SSM.
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:    jsii.Strings("kms:Decrypt"),
-			Resources:  &[]*string{st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("kms"), Resource: jsii.String("key"), ResourceName: jsii.String("*")})},
-			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"kms:ViaService": "ssm." + cfg.Region + ".amazonaws.com"}},
-		}),
-	}
-	for _, p := range readSecret {
-		apiFn.AddToRolePolicy(p)
-	}
+		ResourceName: jsii.String(strings.TrimPrefix(b.o.SecretParam, "/"))})
+	fns.api.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("ssm:GetParameter"), Resources: &[]*string{secretARN}}))
+	// The SecureString's key is the account's aws/ssm key, decrypted only through SSM.
+	fns.api.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt"),
+		Resources:  &[]*string{st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("kms"), Resource: jsii.String("key"), ResourceName: jsii.String("*")})},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"kms:ViaService": "ssm." + b.cfg.Region + ".amazonaws.com"}},
+	}))
 	groupARN := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
-		ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
-	tagged := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: stage}}
+		ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + b.stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
+	tagged := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: b.stage}}
 	// Describe* actions support no resource-level permissions: "*" is the
 	// narrowest resource AWS accepts for them.
 	describe := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("autoscaling:DescribeAutoScalingGroups"), Resources: jsii.Strings("*")})
-	scalerFn.AddToRolePolicy(describe)
-	scalerFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+	fns.scaler.AddToRolePolicy(describe)
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"),
 		Resources: &[]*string{groupARN}, Conditions: tagged,
 	}))
-	dispatchFn.AddToRolePolicy(describe)
-	dispatchFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+	fns.dispatch.AddToRolePolicy(describe)
+	fns.dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("autoscaling:SetDesiredCapacity"), Resources: &[]*string{groupARN}, Conditions: tagged,
 	}))
-	interruptFn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+	fns.interruption.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("autoscaling:CompleteLifecycleAction"), Resources: &[]*string{groupARN}, Conditions: tagged,
 	}))
+	return secretARN
+}
 
-	dispatchFn.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
+// triggers wire dispatch to the queue, the scaler to its schedule, and the
+// interruption handler to the EC2 and Auto Scaling events of the stage's
+// groups.
+func (b *build) triggers(fns functions, queue awssqs.Queue) {
+	st := b.st
+	fns.dispatch.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(10),
 	}))
 	awsevents.NewRule(st, jsii.String("ScalerTick"), &awsevents.RuleProps{
-		RuleName: name("scaler-tick"),
+		RuleName: b.name("scaler-tick"),
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(scalerFn, nil)},
+		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.scaler, nil)},
 	})
-	target := &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(interruptFn, &awseventstargets.LambdaFunctionProps{
+	target := &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, &awseventstargets.LambdaFunctionProps{
 		RetryAttempts: jsii.Number(8), MaxEventAge: awscdk.Duration_Hours(jsii.Number(1)),
 	})}
 	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
-		RuleName: name("spot-rebalance"),
+		RuleName: b.name("spot-rebalance"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"),
-			DetailType: jsii.Strings("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation")},
+			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance)},
 		Targets: target,
 	})
 	awsevents.NewRule(st, jsii.String("InstanceStopping"), &awsevents.RuleProps{
-		RuleName: name("instance-state"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings("EC2 Instance State-change Notification"),
+		RuleName: b.name("instance-state"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings(interruption.StateChange),
 			Detail: &map[string]interface{}{"state": []string{"shutting-down", "terminated"}}},
 		Targets: target,
 	})
 	awsevents.NewRule(st, jsii.String("TerminateLifecycle"), &awsevents.RuleProps{
-		RuleName: name("terminate-hook"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.autoscaling"), DetailType: jsii.Strings("EC2 Instance-terminate Lifecycle Action"),
-			Detail: &map[string]interface{}{"AutoScalingGroupName": groupNames(cfg)}},
+		RuleName: b.name("terminate-hook"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.autoscaling"), DetailType: jsii.Strings(interruption.TerminateHook),
+			Detail: &map[string]interface{}{"AutoScalingGroupName": groupNames(b.cfg)}},
 		Targets: target,
 	})
+}
 
-	// HTTP API: worker routes check the fleet secret and tokens in the
-	// handler; producer and operator routes need IAM (SigV4).
-	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), apiFn, nil)
-	// Every other method and path goes to the handler too (no authorizer),
-	// so a wrong path or method is answered in the protocol's error shape;
-	// the handler itself refuses operator routes without an IAM identity.
-	api := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
-		ApiName: name("api"), CreateDefaultStage: jsii.Bool(false), DefaultIntegration: integration,
+// httpAPI is the HTTP API in front of the api function, its routes taken
+// from pkg/api's route table: worker routes check the fleet secret and
+// tokens in the handler; producer and operator routes need IAM (SigV4).
+// Every other method and path goes to the handler too (no authorizer), so
+// a wrong path or method is answered in the API's error shape; the handler
+// itself refuses operator routes without an IAM identity.
+func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
+	st := b.st
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), fn, nil)
+	httpAPI := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName: b.name("api"), CreateDefaultStage: jsii.Bool(false), DefaultIntegration: integration,
 	})
-	for _, r := range []string{"register", "poll", "heartbeat", "complete", "fail", "requeue", "deregister"} {
-		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String("/api/worker/" + r),
-			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}, Integration: integration})
-	}
 	iam := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
-	for _, r := range []struct {
-		path    string
-		methods []awsapigatewayv2.HttpMethod
-	}{
-		{"/api/jobs", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
-		{"/api/jobs/{job_id}", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET}},
-		{"/api/jobs/{job_id}/cancel", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
-		{"/api/uploads", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST}},
-		{"/api/admin/{proxy+}", []awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET, awsapigatewayv2.HttpMethod_POST}},
-	} {
-		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.path), Methods: &r.methods, Integration: integration, Authorizer: iam})
+	for _, r := range api.Routes() {
+		opts := &awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration}
+		if r.Auth == api.AuthOperator {
+			opts.Authorizer = iam
+		}
+		httpAPI.AddRoutes(opts)
 	}
-	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
 	awsapigatewayv2.NewCfnStage(st, jsii.String("ApiStage"), &awsapigatewayv2.CfnStageProps{
-		ApiId: api.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
+		ApiId: httpAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
 		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{
 			ThrottlingBurstLimit: jsii.Number(200), ThrottlingRateLimit: jsii.Number(100),
 		},
@@ -336,16 +409,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 				`"path":"$context.path","status":"$context.status","latency":"$context.responseLatency","caller":"$context.identity.caller"}`),
 		},
 	})
-
-	s.fleets(cfg, api, o.SecretParam, secretARN)
-	s.alarms(cfg, dlq, []awslambda.Function{apiFn, dispatchFn, scalerFn, interruptFn})
-
-	out := func(id string, v *string) { awscdk.NewCfnOutput(st, jsii.String(id), &awscdk.CfnOutputProps{Value: v}) }
-	out("ApiUrl", api.ApiEndpoint())
-	out("SubmitQueueUrl", queue.QueueUrl())
-	out("TableName", table.TableName())
-	out("BucketName", bucket.BucketName())
-	return s, nil
+	return httpAPI
 }
 
 func groupNames(cfg *fleetconfig.Config) []string {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/infra"
+	"github.com/fleetq/fleetq/pkg/api"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
@@ -130,18 +131,26 @@ func TestRoutesAuthorization(t *testing.T) {
 		at, _ := r["AuthorizationType"].(string)
 		auth[r["RouteKey"].(string)] = at
 	}
-	for _, route := range []string{"register", "poll", "heartbeat", "complete", "fail", "requeue", "deregister"} {
-		if a := auth["POST /api/worker/"+route]; a != "" && a != "NONE" {
-			t.Errorf("worker route %s has authorization %q; the handler checks the fleet secret and tokens", route, a)
+	// Every route of the API's table is a route of the HTTP API: IAM on
+	// operator routes, none on worker routes (the handler checks the fleet
+	// secret and tokens).
+	for _, r := range api.Routes() {
+		key := r.Method + " " + r.Pattern
+		a, ok := auth[key]
+		switch {
+		case !ok:
+			t.Errorf("%s is not a route of the HTTP API (routes: %v)", key, auth)
+		case r.Auth == api.AuthOperator && a != "AWS_IAM":
+			t.Errorf("%s: authorization %q, want AWS_IAM", key, a)
+		case r.Auth != api.AuthOperator && a != "" && a != "NONE":
+			t.Errorf("%s: authorization %q; the handler checks the fleet secret and tokens", key, a)
 		}
 	}
 	if a, ok := auth["$default"]; !ok || (a != "" && a != "NONE") {
 		t.Errorf("$default route: present %v, authorization %q", ok, a)
 	}
-	for _, key := range []string{"POST /api/jobs", "GET /api/jobs/{job_id}", "POST /api/jobs/{job_id}/cancel", "POST /api/uploads", "GET /api/admin/{proxy+}", "POST /api/admin/{proxy+}"} {
-		if auth[key] != "AWS_IAM" {
-			t.Errorf("%s: authorization %q, want AWS_IAM (all routes: %v)", key, auth[key], auth)
-		}
+	if len(auth) != len(api.Routes())+1 {
+		t.Errorf("%d routes in the HTTP API, want the %d of the API's table and $default: %v", len(auth), len(api.Routes()), auth)
 	}
 	s.tpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), obj(map[string]any{
 		"StageName":            "$default",
