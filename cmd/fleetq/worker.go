@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -32,26 +33,42 @@ func env(name, def string) string {
 	return def
 }
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// workerFlags are fleetq worker's settings.
+type workerFlags struct {
+	api, secret, secretFile, secretSSM *string
+	fleet, stage, workerID             *string
+	concurrency                        *int
+	runner, execCmd, comfy             *string
+	imdsEndpoint                       *string
+	noIMDS                             *bool
+	drain                              *time.Duration
+	logLevel                           *string
+}
+
+// parseWorkerFlags reads the flags, each defaulting to its FLEETQ_*
+// variable.
+func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	fs := flag.NewFlagSet("fleetq worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	api := fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)")
-	secret := fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm")
-	secretFile := fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)")
-	secretSSM := fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)")
-	fleet := fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)")
-	stage := fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)")
-	workerID := fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)")
+	f := &workerFlags{
+		api:          fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)"),
+		secret:       fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm"),
+		secretFile:   fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
+		secretSSM:    fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
+		fleet:        fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
+		stage:        fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)"),
+		workerID:     fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
+		runner:       fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
+		execCmd:      fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
+		comfy:        fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner (env FLEETQ_COMFYUI_URL)"),
+		imdsEndpoint: fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)"),
+		noIMDS:       fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)"),
+		logLevel:     fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)"),
+	}
 	maxConc, _ := strconv.Atoi(env("MAX_CONCURRENCY", "1"))
-	concurrency := fs.Int("max-concurrency", maxConc, "jobs run at once (env FLEETQ_MAX_CONCURRENCY)")
-	runner := fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)")
-	execCmd := fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)")
-	comfy := fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner (env FLEETQ_COMFYUI_URL)")
-	imdsEndpoint := fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)")
-	noIMDS := fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)")
+	f.concurrency = fs.Int("max-concurrency", maxConc, "jobs run at once (env FLEETQ_MAX_CONCURRENCY)")
 	drainDefault, _ := time.ParseDuration(env("DRAIN_TIMEOUT", "0s"))
-	drain := fs.Duration("drain-timeout", drainDefault, "on SIGTERM/SIGINT, how long running jobs may finish before they are requeued (env FLEETQ_DRAIN_TIMEOUT)")
-	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)")
+	f.drain = fs.Duration("drain-timeout", drainDefault, "on SIGTERM/SIGINT, how long running jobs may finish before they are requeued (env FLEETQ_DRAIN_TIMEOUT)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
 		fmt.Fprintln(stderr)
@@ -63,9 +80,33 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// newRunner is the runner --runner names.
+func (f *workerFlags) newRunner() (agent.Runner, error) {
+	switch *f.runner {
+	case "exec":
+		if *f.execCmd == "" {
+			return nil, fmt.Errorf("the exec runner needs --exec")
+		}
+		return agent.ExecRunner{Command: *f.execCmd}, nil
+	case "comfyui":
+		return agent.ComfyUIRunner{URL: *f.comfy}, nil
+	case "sleep":
+		return agent.SleepRunner{}, nil
+	}
+	return nil, fmt.Errorf("--runner must be exec, comfyui or sleep, not %q", *f.runner)
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseWorkerFlags(args, stderr)
+	if err != nil {
 		return 2
 	}
-	log, err := system.NewLogger(stderr, *logLevel)
+	log, err := system.NewLogger(stderr, *f.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq worker:", err)
 		return 2
@@ -74,39 +115,46 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "fleetq worker: "+format+"\n", a...)
 		return 2
 	}
-	if *api == "" || *fleet == "" || *stage == "" {
+	if *f.api == "" || *f.fleet == "" || *f.stage == "" {
 		return fail("--api, --fleet and --stage are required")
 	}
-	var r agent.Runner
-	switch *runner {
-	case "exec":
-		if *execCmd == "" {
-			return fail("the exec runner needs --exec")
-		}
-		r = agent.ExecRunner{Command: *execCmd}
-	case "comfyui":
-		r = agent.ComfyUIRunner{URL: *comfy}
-	case "sleep":
-		r = agent.SleepRunner{}
-	default:
-		return fail("--runner must be exec, comfyui or sleep, not %q", *runner)
-	}
-	fleetSecret, err := readSecret(ctx, *secret, *secretFile, *secretSSM)
+	r, err := f.newRunner()
 	if err != nil {
 		return fail("%v", err)
 	}
-
-	cfg := agent.Config{
-		API: *api, FleetSecret: fleetSecret, Fleet: *fleet, Stage: *stage, WorkerID: *workerID,
-		MaxConcurrency: *concurrency, Runner: r, DrainTimeout: *drain, Logger: log,
+	fleetSecret, err := readSecret(ctx, *f.secret, *f.secretFile, *f.secretSSM)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if !*noIMDS {
-		md := agent.NewMetadata(*imdsEndpoint)
+	cfg := agent.Config{
+		API: *f.api, FleetSecret: fleetSecret, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
+		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Logger: log,
+	}
+	if err := identify(ctx, &cfg, f); err != nil {
+		return fail("%v", err)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := runDraining(ctx, a, log); err != nil {
+		fmt.Fprintln(stderr, "fleetq worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// identify fills in the instance the worker runs on (from IMDS unless
+// --no-imds) and its worker id: --worker-id, else the instance id, else
+// the hostname.
+func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
+	if !*f.noIMDS {
+		md := agent.NewMetadata(*f.imdsEndpoint)
 		idCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		id, err := md.Identity(idCtx)
 		cancel()
 		if err != nil {
-			log.Warn("no instance metadata: not watching for Spot notices", "error", err.Error())
+			cfg.Logger.Warn("no instance metadata: not watching for Spot notices", "error", err.Error())
 		} else {
 			cfg.Metadata = md
 			cfg.InstanceID, cfg.InstanceType, cfg.AZ = id.InstanceID, id.InstanceType, id.AZ
@@ -116,20 +164,23 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		cfg.WorkerID = cfg.InstanceID
 	}
 	if cfg.WorkerID == "" {
-		if cfg.WorkerID, err = os.Hostname(); err != nil {
-			return fail("no --worker-id and no hostname: %v", err)
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("no --worker-id and no hostname: %v", err)
 		}
+		cfg.WorkerID = host
 	}
 	if cfg.InstanceID == "" {
 		// Off EC2 the worker id stands for the instance, so interruption
 		// events (e.g. posted to the dev stack) can name it.
 		cfg.InstanceID = cfg.WorkerID
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		return fail("%v", err)
-	}
-	// SIGTERM and SIGINT drain; the run context ends only when the drain is over.
+	return nil
+}
+
+// runDraining runs the agent until it stops. SIGTERM and SIGINT drain; the
+// run context ends only when the drain is over.
+func runDraining(ctx context.Context, a *agent.Agent, log *slog.Logger) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -143,11 +194,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		case <-runCtx.Done():
 		}
 	}()
-	if err := a.Run(runCtx); err != nil {
-		fmt.Fprintln(stderr, "fleetq worker:", err)
-		return 1
-	}
-	return 0
+	return a.Run(runCtx)
 }
 
 // readSecret takes the fleet secret from exactly one place.
