@@ -187,18 +187,51 @@ func Need(s Settings, work int) int {
 // Decide applies the rules to one fleet.
 func Decide(in Input) Decision {
 	s := in.Settings
-	now := in.Now
+	c, victims, idle := classify(in)
+	want, why, lastActive := target(in, c)
+
+	// Shrink only by workers idle past the grace, longest idle first.
+	var shrunk, kept int
+	if excess := c.Capacity - want; excess > 0 {
+		idleVictims := shrinkIdle(idle, excess, in.Now, s.ScaleInGrace)
+		victims = append(victims, idleVictims...)
+		shrunk = len(idleVictims)
+		kept = min(excess, c.Idle) - shrunk
+	}
+
+	// The group after terminations; launch up to the wanted capacity, within
+	// the max (non-capacity instances still occupy the group) and up to the min.
+	pending := max(0, in.Desired-len(in.Instances))
+	remaining := len(in.Instances) + pending - len(victims)
+	launch := max(0, want-(c.Capacity-shrunk))
+	launch = min(launch, max(0, s.Max-remaining))
+	launch = max(launch, s.Min-remaining)
+
+	d := Decision{
+		Desired:      remaining + launch,
+		Launch:       launch,
+		Victims:      victims,
+		LastActiveAt: lastActive,
+		Counts:       c,
+	}
+	d.Reason = reason(in, d, why, shrunk, kept)
+	return d
+}
+
+// classify sorts the group's instances by what their workers do: booting
+// (no worker yet, or a launch not started), busy, idle, draining,
+// unresponsive, or unhealthy (never registered within the boot timeout).
+// Drained, unresponsive and unhealthy instances without leases are victims
+// at once; the idle workers are the candidates for shrinking.
+func classify(in Input) (c Counts, victims []Victim, idle []Worker) {
+	s, now := in.Settings, in.Now
 	workers := make(map[string]Worker, len(in.Workers))
 	for _, w := range in.Workers {
 		if w.InstanceID != "" {
 			workers[w.InstanceID] = w
 		}
 	}
-
-	var c Counts
 	c.Ready, c.Leased, c.Instances = in.Ready, in.Leased, len(in.Instances)
-	var victims []Victim
-	var idle []Worker
 	for _, inst := range in.Instances {
 		w, ok := workers[inst.ID]
 		switch {
@@ -231,21 +264,24 @@ func Decide(in Input) Decision {
 		}
 	}
 	// Launches the group was asked for but has not started are on the way.
-	pending := max(0, in.Desired-len(in.Instances))
-	c.Booting += pending
+	c.Booting += max(0, in.Desired-len(in.Instances))
 	c.Capacity = c.Booting + c.Busy + c.Idle
+	c.Need = ceilDiv(in.Ready+in.Leased, s.Slots)
+	return c, victims, idle
+}
 
+// target is the capacity the fleet should have and why: what its work
+// needs; the minimum once the idle window is over; else the capacity it has
+// (it neither grows nor shrinks while the window runs). It also carries the
+// idle clock: the last time the fleet had work.
+func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
+	s, now := in.Settings, in.Now
 	work := in.Ready + in.Leased
-	c.Need = ceilDiv(work, s.Slots)
-	lastActive := in.LastActiveAt
+	lastActive = in.LastActiveAt
 	if work > 0 {
 		lastActive = now
 	}
 	quiet := now.Sub(lastActive)
-	windowOver := lastActive.IsZero() || quiet >= s.IdleWindow
-
-	var want int
-	var why string
 	switch {
 	case work > 0:
 		want = clamp(s.Min, s.Max, c.Need)
@@ -253,56 +289,37 @@ func Decide(in Input) Decision {
 		if c.Need > s.Max {
 			why += fmt.Sprintf(" (max %d)", s.Max)
 		}
-	case windowOver:
-		want = s.Min
-		if lastActive.IsZero() {
-			why = "no work"
-		} else {
-			why = fmt.Sprintf("no work for %s (idle window %s)", round(quiet), s.IdleWindow)
-		}
+	case lastActive.IsZero():
+		want, why = s.Min, "no work"
+	case quiet >= s.IdleWindow:
+		want, why = s.Min, fmt.Sprintf("no work for %s (idle window %s)", round(quiet), s.IdleWindow)
 	default:
 		want = clamp(s.Min, s.Max, c.Capacity)
 		why = fmt.Sprintf("no work for %s of the %s idle window", round(quiet), s.IdleWindow)
 	}
+	return want, why, lastActive
+}
 
-	// Shrink only by workers idle past the grace, longest idle first.
-	var shrunk, kept int
-	if excess := c.Capacity - want; excess > 0 {
-		sort.Slice(idle, func(i, j int) bool {
-			if !idle[i].IdleSince.Equal(idle[j].IdleSince) {
-				return idle[i].IdleSince.Before(idle[j].IdleSince)
-			}
-			return idle[i].ID < idle[j].ID
-		})
-		for _, w := range idle {
-			if shrunk == excess {
-				break
-			}
-			if now.Sub(w.IdleSince) < s.ScaleInGrace {
-				continue
-			}
-			victims = append(victims, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyIdle})
-			shrunk++
+// shrinkIdle picks up to excess idle workers as victims, longest idle
+// first, skipping those idle for less than the grace.
+func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration) []Victim {
+	sort.Slice(idle, func(i, j int) bool {
+		if !idle[i].IdleSince.Equal(idle[j].IdleSince) {
+			return idle[i].IdleSince.Before(idle[j].IdleSince)
 		}
-		kept = min(excess, c.Idle) - shrunk
+		return idle[i].ID < idle[j].ID
+	})
+	var victims []Victim
+	for _, w := range idle {
+		if len(victims) == excess {
+			break
+		}
+		if now.Sub(w.IdleSince) < grace {
+			continue
+		}
+		victims = append(victims, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyIdle})
 	}
-
-	// The group after terminations; launch up to the wanted capacity, within
-	// the max (non-capacity instances still occupy the group) and up to the min.
-	remaining := len(in.Instances) + pending - len(victims)
-	launch := max(0, want-(c.Capacity-shrunk))
-	launch = min(launch, max(0, s.Max-remaining))
-	launch = max(launch, s.Min-remaining)
-
-	d := Decision{
-		Desired:      remaining + launch,
-		Launch:       launch,
-		Victims:      victims,
-		LastActiveAt: lastActive,
-		Counts:       c,
-	}
-	d.Reason = reason(in, d, why, shrunk, kept)
-	return d
+	return victims
 }
 
 func reason(in Input, d Decision, why string, shrunk, kept int) string {
