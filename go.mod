@@ -24,6 +24,7 @@ require (
 	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
 	github.com/google/uuid v1.6.0
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/sirupsen/logrus v1.9.4
 	github.com/truora/minidyn v0.8.2
 	gonum.org/v1/plot v0.16.0

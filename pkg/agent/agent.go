@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/wire"
 )
 
@@ -65,6 +66,11 @@ type Config struct {
 	// job's output URLs expire within it (default: two heartbeats, at
 	// least a minute).
 	URLRefreshMargin time.Duration
+	// Clock paces every wait of the agent: readiness polls, backoff, lease
+	// polls, heartbeats, the metadata watch and the drain timeout, and
+	// tells the time presigned URLs are checked against (default: the wall
+	// clock).
+	Clock clock.Clock
 }
 
 // Agent is one worker.
@@ -167,6 +173,9 @@ func New(c Config) (*Agent, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	a := &Agent{
 		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
@@ -282,9 +291,9 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) wait(ctx context.Context, ch chan struct{}, d time.Duration) bool {
 	var timer <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(d)
+		t := a.cfg.Clock.NewTimer(d)
 		defer t.Stop()
-		timer = t.C
+		timer = t.Chan()
 	}
 	select {
 	case <-ctx.Done():
@@ -310,7 +319,7 @@ func (a *Agent) waitReady(ctx context.Context) error {
 		case reason := <-a.stop:
 			a.signal(reason)
 			return errors.New("stopped before the runner was ready")
-		case <-time.After(a.cfg.ReadyPoll):
+		case <-a.cfg.Clock.After(a.cfg.ReadyPoll):
 		}
 	}
 }
@@ -348,7 +357,7 @@ func (a *Agent) register(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(d):
+		case <-a.cfg.Clock.After(d):
 		}
 	}
 }
@@ -387,7 +396,7 @@ func (a *Agent) start(ctx context.Context, l Lease) {
 		defer a.finished(l.JobID)
 		beatDone := make(chan struct{})
 		go a.heartbeat(ctx, jobCtx, r, hb, log, beatDone)
-		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Progress: func(p float64) { r.progress.Store(p) },
+		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Clock: a.cfg.Clock, Progress: func(p float64) { r.progress.Store(p) },
 			outputs: func() (string, map[string]string) { o := r.outputs.Load(); return o.main, o.named }}
 		result, err := a.cfg.Runner.Run(jobCtx, job)
 		cancel()
@@ -413,13 +422,13 @@ func (a *Agent) finished(jobID string) {
 // stops the job at once.
 func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Duration, log *slog.Logger, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(every)
+	t := a.cfg.Clock.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-jobCtx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		var progress *float64
 		if p, ok := r.progress.Load().(float64); ok {
@@ -430,7 +439,7 @@ func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Du
 		if margin <= 0 {
 			margin = max(2*every, time.Minute)
 		}
-		refresh := !cur.validUntil.IsZero() && time.Until(cur.validUntil) < margin
+		refresh := !cur.validUntil.IsZero() && cur.validUntil.Sub(a.cfg.Clock.Now()) < margin
 		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, refresh)
 		if err == nil && refresh && beat.LeaseURLs != nil && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
 			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs))
@@ -484,7 +493,7 @@ func (a *Agent) report(ctx context.Context, l Lease, result json.RawMessage, run
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.backoff(attempt, err)):
+		case <-a.cfg.Clock.After(a.backoff(attempt, err)):
 		}
 	}
 }
@@ -519,7 +528,7 @@ func (a *Agent) shutdown(ctx context.Context, reason string) error {
 		go func() { a.wg.Wait(); close(finished) }()
 		select {
 		case <-finished:
-		case <-time.After(a.cfg.DrainTimeout):
+		case <-a.cfg.Clock.After(a.cfg.DrainTimeout):
 		case <-ctx.Done():
 		}
 	}
@@ -547,7 +556,7 @@ func (a *Agent) abandon() {
 // watchMetadata polls the instance metadata for a Spot notice (shut down
 // now) or a rebalance recommendation (stop leasing).
 func (a *Agent) watchMetadata(ctx context.Context) {
-	t := time.NewTicker(a.cfg.SpotPoll)
+	t := a.cfg.Clock.NewTicker(a.cfg.SpotPoll)
 	defer t.Stop()
 	for {
 		if spot, err := a.cfg.Metadata.SpotNotice(ctx); err == nil && spot {
@@ -564,7 +573,7 @@ func (a *Agent) watchMetadata(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }

@@ -39,6 +39,81 @@ type stackEnv struct {
 	ctx   context.Context
 	stack *devstack.Stack
 	clock *clock.Fake
+
+	// changed is signaled each time an agent's request returns or an agent
+	// logs: the moments the state a test waits for can change.
+	changed chan struct{}
+	mu      sync.Mutex
+	paths   []string // the API paths agents called, in order
+	logs    []string // the messages agents logged, in order
+}
+
+func (e *stackEnv) note(list *[]string, s string) {
+	e.mu.Lock()
+	*list = append(*list, s)
+	e.mu.Unlock()
+	select {
+	case e.changed <- struct{}{}:
+	default:
+	}
+}
+
+// calls counts the requests agents made to an API path.
+func (e *stackEnv) calls(path string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, p := range e.paths {
+		if p == path {
+			n++
+		}
+	}
+	return n
+}
+
+// logged reports whether an agent logged a message starting with prefix.
+func (e *stackEnv) logged(prefix string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.logs {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// observed records every request an agent makes once its answer is back.
+type observed struct {
+	e    *stackEnv
+	base http.RoundTripper
+}
+
+func (o observed) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := o.base.RoundTrip(r)
+	o.e.note(&o.e.paths, r.URL.Path)
+	return res, err
+}
+
+// logNotes records every message an agent logs.
+type logNotes struct{ e *stackEnv }
+
+func (h logNotes) Enabled(context.Context, slog.Level) bool { return true }
+func (h logNotes) Handle(_ context.Context, r slog.Record) error {
+	h.e.note(&h.e.logs, r.Message)
+	return nil
+}
+func (h logNotes) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logNotes) WithGroup(string) slog.Handler      { return h }
+
+// blockUntil waits until n timers or tickers wait on c.
+func blockUntil(t *testing.T, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("waiting for %d waits on the clock: %v", n, err)
+	}
 }
 
 func newStack(t *testing.T, fake bool) *stackEnv {
@@ -49,7 +124,7 @@ func newStack(t *testing.T, fake bool) *stackEnv {
 	}
 	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
 		Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}}
-	e := &stackEnv{t: t, ctx: context.Background()}
+	e := &stackEnv{t: t, ctx: context.Background(), changed: make(chan struct{}, 1)}
 	if fake {
 		e.clock = clock.NewFake(time.Now())
 		o.Clock = e.clock
@@ -80,14 +155,18 @@ func (e *stackEnv) job(id string) job.Job {
 	return j
 }
 
+// waitFor checks cond each time an agent's request returns or an agent
+// logs, until it holds.
 func (e *stackEnv) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-e.changed:
+		case <-deadline.C:
 			e.t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -101,7 +180,8 @@ type running struct {
 func (e *stackEnv) start(id string, r agent.Runner, mutate ...func(*agent.Config)) *running {
 	e.t.Helper()
 	c := agent.Config{API: e.stack.URL, FleetSecret: e.stack.FleetSecret, Fleet: "gpu", Stage: "test", WorkerID: id,
-		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Logger: slog.New(slog.DiscardHandler),
+		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Logger: slog.New(logNotes{e}),
+		HTTP:        &http.Client{Timeout: 30 * time.Second, Transport: observed{e, http.DefaultTransport}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
 	for _, m := range mutate {
 		m(&c)
@@ -237,28 +317,104 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	}
 }
 
-// A rebalance recommendation stops leasing; the running job finishes.
+// A rebalance recommendation stops leasing; the running job finishes. The
+// agent runs on a fake clock, so the metadata watch, the poll interval and
+// the job's sleep happen exactly when the test moves it.
 func TestRebalanceStopsLeasingOnly(t *testing.T) {
 	e := newStack(t, false)
-	imds := &fakeIMDS{rebalance: true}
+	imds := &fakeIMDS{}
 	srv := httptest.NewServer(imds)
 	defer srv.Close()
-	e.create("j1", `{"seconds": 0.5}`)
+	clk := clock.NewFake(time.Now())
+	e.create("j1", `{"seconds": 30}`)
 	a := e.start("rb", agent.SleepRunner{}, func(c *agent.Config) {
-		c.Metadata, c.SpotPoll = agent.NewMetadata(srv.URL), 20*time.Millisecond
-		c.BackoffBase = 300 * time.Millisecond // the first poll happens after the first watch
+		c.Metadata, c.SpotPoll, c.Clock = agent.NewMetadata(srv.URL), 500*time.Millisecond, clk
+		c.MaxConcurrency = 2
 	})
-	_ = a
-	time.Sleep(200 * time.Millisecond)
+	// j1 leased, then an empty poll with a slot still free.
+	e.waitFor("j1 leased and the next poll", func() bool { return e.calls("/api/worker/poll") == 2 })
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("j1 is %s", j.Status)
+	}
+	// The metadata watch, j1's heartbeat and sleep, and the poll interval
+	// (0.8-1.2s) wait on the clock.
+	blockUntil(t, clk, 4)
+	imds.mu.Lock()
+	imds.rebalance = true
+	imds.mu.Unlock()
+	clk.Advance(500 * time.Millisecond) // the watch only
+	e.waitFor("the recommendation to be seen", func() bool { return e.logged("rebalance recommendation") })
+	polls := e.calls("/api/worker/poll")
 	e.create("j2", `{"seconds": 0}`)
-	time.Sleep(1500 * time.Millisecond)
-	// Whether j1 was leased before the recommendation was seen or not, j2 never is.
-	if j := e.job("j2"); j.Status != job.Queued {
-		t.Fatalf("j2 is %s after the recommendation", j.Status)
+	clk.Advance(time.Second) // the poll interval is over: no poll follows
+	clk.Advance(30 * time.Second)
+	e.waitFor("j1 to finish", func() bool { return e.job("j1").Status == job.Succeeded })
+	a.a.Drain()
+	if err := a.wait(t); err != nil {
+		t.Fatal(err)
 	}
-	if j := e.job("j1"); j.Status == job.Leased {
-		t.Fatalf("j1 still leased: %+v", j)
+	if n := e.calls("/api/worker/poll"); n != polls {
+		t.Fatalf("%d polls after the recommendation", n-polls)
 	}
+	if j := e.job("j2"); j.Status != job.Queued || j.Attempts != 0 || j.WorkerID != "" {
+		t.Fatalf("j2 after the recommendation: %s attempts %d worker %q", j.Status, j.Attempts, j.WorkerID)
+	}
+}
+
+// On a fake clock shared by the stack and the agent: an empty poll waits
+// its jittered interval (0.8-1.2 poll seconds) before the next, each
+// heartbeat interval extends the lease, so a job runs far past its
+// lease, and the job's sleep ends when the clock says.
+func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
+	e := newStack(t, true)
+	a := e.start("hb", agent.SleepRunner{}, func(c *agent.Config) { c.Clock = e.clock })
+	// Registered, polled once (nothing queued), now waiting for the clock.
+	blockUntil(t, e.clock, 1)
+	if n := e.calls("/api/worker/poll"); n != 1 {
+		t.Fatalf("%d polls before the clock moved", n)
+	}
+	e.create("j1", `{"seconds": 20}`)
+	e.clock.Advance(700 * time.Millisecond)
+	blockUntil(t, e.clock, 1)
+	if n := e.calls("/api/worker/poll"); n != 1 {
+		t.Fatalf("polled again %d times before the poll interval", n-1)
+	}
+	if j := e.job("j1"); j.Status != job.Queued {
+		t.Fatalf("j1 is %s before the second poll", j.Status)
+	}
+	e.clock.Advance(500 * time.Millisecond)
+	e.waitFor("j1 leased", func() bool { return e.job("j1").Status == job.Leased })
+	leasedAt := e.clock.Now()
+	if j := e.job("j1"); j.LeaseExpiresAt.UnixMilli() != leasedAt.Add(10*time.Second).UnixMilli() {
+		t.Fatalf("lease until %s, want %s", j.LeaseExpiresAt, leasedAt.Add(10*time.Second))
+	}
+	// The heartbeat ticker and the job's sleep.
+	blockUntil(t, e.clock, 2)
+	for beat := 1; beat <= 15; beat++ {
+		e.clock.Advance(time.Second)
+		e.waitFor("heartbeat", func() bool { return e.calls("/api/worker/heartbeat") == beat })
+		j := e.job("j1")
+		if j.Status != job.Leased || j.WorkerID != "hb" || j.LeaseExpiresAt.UnixMilli() != e.clock.Now().Add(10*time.Second).UnixMilli() {
+			t.Fatalf("after heartbeat %d at %s: %s by %s until %s", beat, e.clock.Now(), j.Status, j.WorkerID, j.LeaseExpiresAt)
+		}
+	}
+	if n := e.calls("/api/worker/heartbeat"); n != 15 {
+		t.Fatalf("%d heartbeats in 15 heartbeat intervals", n)
+	}
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("j1 ended before its 20 seconds: %s", j.Status)
+	}
+	e.clock.Advance(5 * time.Second)
+	e.waitFor("j1 to succeed", func() bool { return e.job("j1").Status == job.Succeeded })
+	if j := e.job("j1"); !strings.Contains(string(j.Result), `"slept_seconds":20`) || j.UpdatedAt.UnixMilli() != leasedAt.Add(20*time.Second).UnixMilli() {
+		t.Fatalf("j1: %s finished %s, leased %s", j.Result, j.UpdatedAt, leasedAt)
+	}
+	// With the slot free the agent polls at once, then waits again.
+	e.waitFor("the poll after the job", func() bool { return e.calls("/api/worker/poll") == 3 })
+	blockUntil(t, e.clock, 1)
+	e.clock.Advance(1200 * time.Millisecond)
+	e.waitFor("the next poll", func() bool { return e.calls("/api/worker/poll") == 4 })
+	_ = a
 }
 
 // SIGTERM (Drain) with no drain timeout requeues the running job with

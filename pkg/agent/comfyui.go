@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/clock"
 )
 
 // ComfyUIRunner runs a job's input.prompt — a workflow in ComfyUI's API
@@ -34,7 +36,8 @@ type ComfyUIRunner struct {
 	URL string // default http://127.0.0.1:8188
 	// HTTP talks to ComfyUI (default: a client with a 60s timeout).
 	HTTP *http.Client
-	// PollEvery is how often /history is read (default 1s).
+	// PollEvery is how often /history is read (default 1s, on the job's
+	// clock).
 	PollEvery time.Duration
 }
 
@@ -103,7 +106,7 @@ func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error)
 	if err != nil {
 		return nil, err
 	}
-	outputs, err := r.follow(ctx, id)
+	outputs, err := r.follow(ctx, j.clock(), id)
 	if err != nil {
 		if ctx.Err() != nil {
 			r.interrupt()
@@ -214,7 +217,7 @@ func (r ComfyUIRunner) queue(ctx context.Context, clientID string, prompt json.R
 
 // follow reads /history/{id} until the prompt completes and answers its
 // output files by node.
-func (r ComfyUIRunner) follow(ctx context.Context, id string) (map[string][]comfyFile, error) {
+func (r ComfyUIRunner) follow(ctx context.Context, clk clock.Clock, id string) (map[string][]comfyFile, error) {
 	every := r.PollEvery
 	if every <= 0 {
 		every = time.Second
@@ -223,7 +226,7 @@ func (r ComfyUIRunner) follow(ctx context.Context, id string) (map[string][]comf
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(every):
+		case <-clk.After(every):
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base()+"/history/"+url.PathEscape(id), nil)
 		if err != nil {

@@ -88,7 +88,7 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-j.clock().After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}

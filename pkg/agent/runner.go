@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/clock"
 )
 
 // Runner runs jobs on this machine: a command (exec), ComfyUI (comfyui), or
@@ -32,9 +34,20 @@ type Job struct {
 	Progress func(float64)
 	// HTTP fetches inputs and stores outputs through the presigned URLs.
 	HTTP *http.Client
+	// Clock is the agent's clock; runners that wait (a sleep, a poll of
+	// their engine) wait on it (nil: the wall clock).
+	Clock clock.Clock
 
 	// outputs, when set, answers the freshest output URLs (see Outputs).
 	outputs func() (string, map[string]string)
+}
+
+// clock answers the clock the job's waits run on.
+func (j *Job) clock() clock.Clock {
+	if j.Clock == nil {
+		return clock.Real{}
+	}
+	return j.Clock
 }
 
 // Outputs answers the output URLs to upload to now. Presigned URLs expire
@@ -67,8 +80,8 @@ func Retryable(code, format string, args ...any) *JobError {
 	return &JobError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: true}
 }
 
-// SleepRunner sleeps input.seconds and succeeds; input.fail (a message)
-// fails it permanently instead.
+// SleepRunner sleeps input.seconds (on the job's clock) and succeeds;
+// input.fail (a message) fails it permanently instead.
 type SleepRunner struct{}
 
 func (SleepRunner) Ready(context.Context) error { return nil }
@@ -86,12 +99,12 @@ func (SleepRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	if in.Seconds < 0 || in.Seconds > 24*3600 {
 		return nil, Permanent("bad_input", "sleep: seconds must be between 0 and 86400, got %v", in.Seconds)
 	}
-	t := time.NewTimer(time.Duration(in.Seconds * float64(time.Second)))
+	t := j.clock().NewTimer(time.Duration(in.Seconds * float64(time.Second)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-t.C:
+	case <-t.Chan():
 	}
 	if in.Fail != "" {
 		return nil, Permanent("requested", "%s", in.Fail)

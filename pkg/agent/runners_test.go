@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,11 +107,22 @@ func TestExecRunner(t *testing.T) {
 	if !errors.As(err, &je) || !je.Retryable || je.Code != "input_download" {
 		t.Fatalf("missing input: %v", err)
 	}
-	// A stopped job kills the command.
+	// A stopped job kills the command: the job is stopped once the command
+	// says it runs (opening the read end of a FIFO waits for its writer).
+	started := filepath.Join(t.TempDir(), "started")
+	if err := syscall.Mkfifo(started, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	go func() {
+		if f, err := os.Open(started); err == nil {
+			_, _ = io.ReadAll(f)
+			f.Close()
+		}
+		cancel()
+	}()
 	start := time.Now()
-	if _, err := (agent.ExecRunner{Command: "sleep 30"}).Run(ctx, &agent.Job{Lease: agent.Lease{JobID: "j5"}}); !errors.Is(err, context.Canceled) {
+	if _, err := (agent.ExecRunner{Command: "echo up > " + started + "; sleep 30"}).Run(ctx, &agent.Job{Lease: agent.Lease{JobID: "j5"}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled: %v", err)
 	}
 	if time.Since(start) > 10*time.Second {

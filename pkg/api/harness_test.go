@@ -7,12 +7,18 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/awsenv"
 	"github.com/fleetq/fleetq/pkg/devstack"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/localaws"
 )
 
 const stackConfig = `
@@ -47,6 +53,39 @@ type harness struct {
 	t     testing.TB
 	stack *devstack.Stack
 	http  *http.Client
+	// dispatched is signaled each time the stack deletes a submission from
+	// its queue: dispatch is done with it.
+	dispatched chan struct{}
+}
+
+// watchSubmissions puts a proxy in front of the SQS endpoint the next stack
+// uses and signals h.dispatched after each DeleteMessage it forwards.
+func (h *harness) watchSubmissions(t testing.TB) {
+	t.Helper()
+	upstream := os.Getenv(awsenv.EnvSQSEndpoint)
+	if upstream == "" {
+		srv, err := localaws.SharedSQS("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upstream = srv.URL
+	}
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy.ServeHTTP(w, r)
+		if strings.Contains(r.Header.Get("X-Amz-Target"), "DeleteMessage") {
+			select {
+			case h.dispatched <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(awsenv.EnvSQSEndpoint, srv.URL)
 }
 
 func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
@@ -62,12 +101,15 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	for _, m := range mutate {
 		m(&o)
 	}
+	h := &harness{t: t, http: &http.Client{Timeout: 30 * time.Second}, dispatched: make(chan struct{}, 1)}
+	h.watchSubmissions(t)
 	stack, err := devstack.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.Close() })
-	return &harness{t: t, stack: stack, http: &http.Client{Timeout: 30 * time.Second}}
+	h.stack = stack
+	return h
 }
 
 type reply struct {
@@ -176,14 +218,18 @@ func (h *harness) submit(body map[string]any) string {
 	return id
 }
 
+// waitFor checks cond each time dispatch finishes with a submission, until
+// it holds.
 func (h *harness) waitFor(cond func() bool, what string) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-h.dispatched:
+		case <-deadline.C:
 			h.t.Fatalf("gave up waiting for %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -39,7 +39,7 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 	a, err := agent.New(agent.Config{
 		API: s.URL, FleetSecret: s.FleetSecret, Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
-		MaxConcurrency: slots, Runner: agent.SleepRunner{},
+		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Clock: s.Env.Clock,
 		Logger:      s.log.With("instance_id", instanceID),
 		BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second,
 	})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/job"
 )
 
@@ -28,6 +29,9 @@ type DemoOptions struct {
 	Interval time.Duration // default 1s
 	Timeout  time.Duration // default 5m
 	Seed     uint64
+	// Clock paces the table and the timeout and measures the times (default:
+	// the wall clock; pass the stack's clock).
+	Clock clock.Clock
 }
 
 // DemoSummary is what the demo measured.
@@ -69,6 +73,9 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	if s.Fleet == nil {
 		return DemoSummary{}, fmt.Errorf("the demo needs the local fleet")
 	}
@@ -85,7 +92,7 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, 0xde30))
-	start := time.Now()
+	start := o.Clock.Now()
 	ids := make([]string, o.Jobs)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("demo-%d-%02d", start.Unix(), i)
@@ -102,8 +109,8 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 	var sum DemoSummary
 	sum.Jobs = o.Jobs
 	last := ""
-	deadline := time.After(o.Timeout)
-	tick := time.NewTicker(o.Interval)
+	deadline := o.Clock.After(o.Timeout)
+	tick := o.Clock.NewTicker(o.Interval)
 	defer tick.Stop()
 	for {
 		done, terminal, firstLease, err := s.demoJobs(ctx, ids)
@@ -122,7 +129,7 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 			return sum, err
 		}
 		row := fmt.Sprintf("%-8s %7d %7d %8d %11d  %d/%d", fleet, b.Queued(), b.Leased, g.Desired, g.InService(), done, o.Jobs)
-		elapsed := time.Since(start).Round(time.Second)
+		elapsed := o.Clock.Now().Sub(start).Round(time.Second)
 		switch {
 		case o.Live:
 			fmt.Fprintf(o.Out, "\r\x1b[K%8s  %s", elapsed, row)
@@ -147,22 +154,22 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 			return sum, ctx.Err()
 		case <-deadline:
 			fmt.Fprintln(o.Out)
-			return s.finishDemo(sum, fleet, start), fmt.Errorf("the demo did not finish within %s", o.Timeout)
-		case <-tick.C:
+			return s.finishDemo(sum, fleet, o.Clock.Now().Sub(start)), fmt.Errorf("the demo did not finish within %s", o.Timeout)
+		case <-tick.Chan():
 		}
 	}
 	if o.Live {
 		fmt.Fprintln(o.Out)
 	}
-	return s.finishDemo(sum, fleet, start), nil
+	return s.finishDemo(sum, fleet, o.Clock.Now().Sub(start)), nil
 }
 
-func (s *Stack) finishDemo(sum DemoSummary, fleet string, start time.Time) DemoSummary {
+func (s *Stack) finishDemo(sum DemoSummary, fleet string, elapsed time.Duration) DemoSummary {
 	st := s.Fleet.Stats()
 	sum.Lost = sum.Jobs - sum.Succeeded
 	sum.KilledBusy = st.KilledBusy
 	sum.PeakInstances = st.Peak[fleet]
-	sum.Elapsed = time.Since(start).Round(time.Second)
+	sum.Elapsed = elapsed.Round(time.Second)
 	return sum
 }
 

@@ -53,8 +53,12 @@ type Options struct {
 	OperatorToken string
 	// RegisterLimit is registrations per minute per source address (default: the config's).
 	RegisterLimit int
-	Clock         clock.Clock
-	Logger        *slog.Logger
+	// Clock is what the functions, the local fleet and the local agents
+	// read as now. The local triggers (the event source mapping's receives
+	// and the relay's and the scaler's schedules) pace in wall-clock
+	// time, as AWS's do.
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// VisibilityTimeout of submissions being dispatched (default 30s) and
 	// MaxReceives before a submission goes to the dead-letter queue (default 5).
 	VisibilityTimeout time.Duration

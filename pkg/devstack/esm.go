@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/fleetq/fleetq/pkg/clock"
 )
 
 // SQSAPI is the part of SQS the event source mapping uses.
@@ -41,6 +43,9 @@ type EventSourceMapping struct {
 	MaxReceives       int
 	Handler           BatchHandler
 	Logger            *slog.Logger
+	// Clock times the batching window and the pauses between receives
+	// (default: the wall clock; SQS's own long poll waits in real time).
+	Clock clock.Clock
 
 	mu       sync.Mutex
 	receives map[string]int // message id → receives seen
@@ -49,6 +54,9 @@ type EventSourceMapping struct {
 // Run polls until ctx is done.
 func (m *EventSourceMapping) Run(ctx context.Context) {
 	m.receives = map[string]int{}
+	if m.Clock == nil {
+		m.Clock = clock.Real{}
+	}
 	for ctx.Err() == nil {
 		batch := m.collect(ctx)
 		if len(batch) == 0 {
@@ -60,11 +68,11 @@ func (m *EventSourceMapping) Run(ctx context.Context) {
 
 func (m *EventSourceMapping) collect(ctx context.Context) []sqstypes.Message {
 	var batch []sqstypes.Message
-	deadline := time.Now().Add(m.Window)
+	deadline := m.Clock.Now().Add(m.Window)
 	for len(batch) < m.BatchSize && ctx.Err() == nil {
 		wait := int32(1)
 		if len(batch) > 0 {
-			if time.Now().After(deadline) {
+			if m.Clock.Now().After(deadline) {
 				break
 			}
 			wait = 0
@@ -78,13 +86,13 @@ func (m *EventSourceMapping) collect(ctx context.Context) []sqstypes.Message {
 		if err != nil {
 			if ctx.Err() == nil {
 				m.Logger.Warn("receive from submission queue", "error", err.Error())
-				sleep(ctx, time.Second)
+				sleep(ctx, m.Clock, time.Second)
 			}
 			return batch
 		}
 		if len(out.Messages) == 0 {
 			if len(batch) > 0 {
-				sleep(ctx, 50*time.Millisecond)
+				sleep(ctx, m.Clock, 50*time.Millisecond)
 			}
 			if len(batch) == 0 {
 				return nil
@@ -160,11 +168,12 @@ func (m *EventSourceMapping) delete(ctx context.Context, msg sqstypes.Message) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
+// sleep waits d on c, or until ctx ends.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-t.Chan():
 	}
 }

@@ -99,7 +99,7 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	})
 	if fo.Tick > 0 {
 		s.Go(func() {
-			clock.Every(ctx, fo.Tick, func() {
+			clock.Every(ctx, clock.Real{}, fo.Tick, func() {
 				if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
 					s.log.Warn("scaler tick", "error", err.Error())
 				}

@@ -126,6 +126,8 @@ type Relay struct {
 	Outbox    Outbox
 	Publisher store.Publisher
 	Logger    *slog.Logger
+	// Clock paces Run (default: the wall clock).
+	Clock clock.Clock
 }
 
 // Announce publishes one job's pending events now. A failure is logged and
@@ -155,11 +157,18 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 // Run drains every interval until ctx ends (the dev stack's relay; in AWS
 // the scaler tick drains).
 func (r *Relay) Run(ctx context.Context, interval time.Duration) {
-	clock.Every(ctx, interval, func() {
+	clock.Every(ctx, r.clock(), interval, func() {
 		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
 			r.log().WarnContext(ctx, "relay of job events failed; retrying", "error", err.Error())
 		}
 	})
+}
+
+func (r *Relay) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.Real{}
+	}
+	return r.Clock
 }
 
 func (r *Relay) log() *slog.Logger {

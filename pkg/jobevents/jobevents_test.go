@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/fleetq/fleetq/pkg/awsenv"
+	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/store"
 )
 
@@ -114,5 +115,49 @@ func TestBusKeepsTheNewest(t *testing.T) {
 	}
 	if r := b.Recent(2); len(r) != 2 || r[1].Detail.JobID != "job-7" || r[0].Source != Source {
 		t.Fatalf("Recent(2) = %+v", r)
+	}
+}
+
+// drainCounter is an outbox that is always empty and tells each drain.
+type drainCounter struct{ drains chan struct{} }
+
+func (d drainCounter) RelayJob(context.Context, store.Publisher, string) (int, error) { return 0, nil }
+func (d drainCounter) RelayOutbox(context.Context, store.Publisher, int) (int, error) {
+	d.drains <- struct{}{}
+	return 0, nil
+}
+
+// Run drains once per interval of its clock, and stops with ctx.
+func TestRelayRunDrainsOnItsClock(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	out := drainCounter{drains: make(chan struct{})}
+	r := &Relay{Outbox: out, Publisher: &Bus{}, Clock: clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); r.Run(ctx, time.Minute) }()
+	wait, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	if err := clk.BlockUntil(wait, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute - time.Millisecond)
+	select {
+	case <-out.drains:
+		t.Fatal("drained before the interval was over")
+	default:
+	}
+	for i := 0; i < 2; i++ {
+		clk.Advance(time.Minute)
+		select {
+		case <-out.drains:
+		case <-wait.Done():
+			t.Fatalf("drain %d did not come", i+1)
+		}
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-wait.Done():
+		t.Fatal("Run did not return when ctx ended")
 	}
 }

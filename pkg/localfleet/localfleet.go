@@ -218,7 +218,7 @@ func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
 
 // Run steps the fleet every interval until ctx ends.
 func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
-	clock.Every(ctx, interval, func() { f.Step(ctx, interval) })
+	clock.Every(ctx, f.o.Clock, interval, func() { f.Step(ctx, interval) })
 }
 
 // reconcile launches instances up to the desired capacity and starts the

@@ -83,3 +83,46 @@ func TestBootTerminateAndSpot(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// Run steps the fleet on its clock: a boot finishes at the first step after
+// the boot delay, and not before.
+func TestRunStepsOnTheClock(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	launched := make(chan string, 1)
+	f := New(ctx, Options{
+		Clock: clk, BootDelay: 3 * time.Second, MaxInstances: map[string]int{"gpu": 1},
+		Launch: func(_ context.Context, _, id string) Machine { launched <- id; return &fakeMachine{} },
+	})
+	if err := f.SetDesired(ctx, "gpu", 1); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); f.Run(ctx, time.Second) }()
+	wait, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	for step := 1; step <= 2; step++ {
+		if err := clk.BlockUntil(wait, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	// Two seconds in, whenever the steps ran, the instance is still booting.
+	select {
+	case id := <-launched:
+		t.Fatalf("%s launched its worker before the boot delay", id)
+	default:
+	}
+	clk.Advance(time.Second)
+	select {
+	case <-launched:
+	case <-wait.Done():
+		t.Fatal("no step launched the worker once the boot delay was over")
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-wait.Done():
+		t.Fatal("Run did not return when ctx ended")
+	}
+}

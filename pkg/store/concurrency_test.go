@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/job"
@@ -78,6 +77,10 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 		}
 	}
 
+	// released wakes the workers waiting after an empty poll each time a
+	// lease is given up, so idle workers do not starve the busy ones.
+	var released broadcast
+
 	var wg sync.WaitGroup
 	for w, a := range auths {
 		wg.Add(1)
@@ -85,11 +88,20 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for ctx.Err() == nil {
+				// Taken before the poll: a release after it wakes this
+				// worker even if it lands before the worker waits.
+				changed := released.next()
 				j, err := e.st.LeaseNext(ctx, a, []string{"wf-a"})
-				if errors.Is(err, store.ErrNoJob) || errors.Is(err, store.ErrContention) {
-					// An empty poll backs off as an agent would, so the
-					// idle workers do not starve the busy ones.
-					time.Sleep(time.Duration(1+rng.IntN(5)) * time.Millisecond)
+				if errors.Is(err, store.ErrContention) {
+					continue // a write raced another: retry at once
+				}
+				if errors.Is(err, store.ErrNoJob) {
+					// Every job is held, or the ones seen were taken by
+					// other workers: none is free until someone releases.
+					select {
+					case <-changed:
+					case <-ctx.Done():
+					}
 					continue
 				}
 				if err != nil {
@@ -122,7 +134,9 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 				switch r := rng.IntN(10); {
 				case r < 6:
 					release()
-					if err := e.st.Complete(bg, a, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+					err := e.st.Complete(bg, a, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`))
+					released.signal()
+					if err != nil {
 						flag("Complete(%s): %v", j.ID, err)
 						return
 					}
@@ -130,6 +144,7 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 				case r < 8:
 					release()
 					out, err := e.st.Fail(bg, a, j.ID, j.LeaseToken, job.Error{Message: "flaky", Retryable: true})
+					released.signal()
 					if err != nil {
 						flag("Fail(%s): %v", j.ID, err)
 						return
@@ -140,6 +155,7 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 				default:
 					release()
 					out, err := e.st.Requeue(bg, a, j.ID, j.LeaseToken, job.SpotInterruption)
+					released.signal()
 					if err != nil {
 						flag("Requeue(%s): %v", j.ID, err)
 						return
@@ -226,4 +242,29 @@ func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 			t.Fatalf("%s ended %s but its outcome events are %v", id, reported[0], got)
 		}
 	}
+}
+
+// broadcast wakes every waiter at once: next answers a channel that the
+// following signal closes.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+	}
+	b.ch = make(chan struct{})
 }
