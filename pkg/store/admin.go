@@ -233,6 +233,9 @@ type fleetItem struct {
 	History      []Decision       `dynamodbav:"history"`
 	FirstSeen    map[string]int64 `dynamodbav:"first_seen"`
 	WokenMS      int64            `dynamodbav:"woken_ms"`
+	// DecisionSeq counts the decisions written (ticks and wakes), so a
+	// wake can write only on the state it read.
+	DecisionSeq int64 `dynamodbav:"decision_seq"`
 }
 
 // GetFleetState reads a fleet's state; a fleet never touched reads as zeros.

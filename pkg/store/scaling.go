@@ -91,31 +91,104 @@ func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Tim
 	return o, nil
 }
 
+// wakeAttempts bounds how many times a wake reads the fleet's state again
+// after another decision was written between its read and its write.
+const wakeAttempts = 5
+
 // WakeFleet raises a fleet's recorded desired capacity from zero to desired
-// for scale-from-zero on enqueue. Only the first of concurrent callers wins
-// (a conditional write on the fleet's state); it answers whether this caller
-// did and must therefore raise the group itself.
-func (s *Store) WakeFleet(ctx context.Context, fleet string, desired int) (bool, error) {
+// for scale-from-zero on enqueue, and records why as the fleet's last
+// decision and at the head of its history ("woken by 6 ready jobs"), all in
+// one conditional write: the fleet must still be at zero and no other
+// decision written since the state was read. Only the first of concurrent
+// callers wins; it answers whether this caller did and must therefore raise
+// the group itself. A fleet already above zero is left as it is.
+func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error) {
 	if desired <= 0 {
 		return false, nil
 	}
 	pk, sk := fleetKey(fleet)
-	now := s.clock.Now()
-	err := s.updateItem(ctx, update{pk: pk, sk: sk,
-		set: expression.Set(expression.Name("desired"), expression.Value(desired)).
+	for range wakeAttempts {
+		var it fleetItem
+		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+			return false, err
+		}
+		if it.Desired > 0 {
+			return false, nil
+		}
+		now := s.clock.Now()
+		d := Decision{At: now, Desired: desired, Reason: wakeReason(ready), InService: it.InService,
+			Inputs: map[string]int{"ready": ready, "workers": it.Workers, "desired_before": it.Desired, "desired_after": desired}}
+		set, err := decisionSet(expression.Set(expression.Name("desired"), expression.Value(desired)).
 			Set(expression.Name("woken_ms"), expression.Value(ms(now))).
 			Set(expression.Name("last_active_ms"), expression.Value(ms(now))),
-		cond: expression.AttributeNotExists(expression.Name("desired")).
-			Or(expression.Name("desired").LessThanEqual(expression.Value(0))),
-	})
-	if errors.Is(err, errConditionFailed) {
-		return false, nil
+			d, withDecision(it.LastDecision, it.History, d))
+		if err != nil {
+			return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
+		}
+		cond := expression.AttributeNotExists(expression.Name("desired")).
+			Or(expression.Name("desired").LessThanEqual(expression.Value(0))).
+			And(decisionUnchanged(it.DecisionSeq))
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: cond})
+		if errors.Is(err, errConditionFailed) {
+			continue // another wake or a tick got there first: look again
+		}
+		if err != nil {
+			return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
+		}
+		s.log.Info("fleet woken", "fleet", fleet, "desired", desired, "ready", ready)
+		return true, nil
 	}
+	return false, fmt.Errorf("wake fleet %s: %w", fleet, ErrContention)
+}
+
+func wakeReason(ready int) string {
+	if ready == 1 {
+		return "woken by 1 ready job"
+	}
+	return fmt.Sprintf("woken by %d ready jobs", ready)
+}
+
+// withDecision is the history after d: d goes first when it changed
+// anything or said something new, and the history keeps DecisionHistory.
+func withDecision(last *Decision, hist []Decision, d Decision) []Decision {
+	if last != nil && last.Reason == d.Reason && last.Desired == d.Desired && len(d.Victims) == 0 {
+		return hist
+	}
+	hist = append([]Decision{d}, hist...)
+	if len(hist) > DecisionHistory {
+		hist = hist[:DecisionHistory]
+	}
+	return hist
+}
+
+// decisionSet adds a decision to a fleet state write: d as the last
+// decision, hist as the history, and one more on the decision sequence that
+// a wake's condition checks. It is the one encoding of decisions.
+func decisionSet(set expression.UpdateBuilder, d Decision, hist []Decision) (expression.UpdateBuilder, error) {
+	dv, err := attributevalue.Marshal(d)
 	if err != nil {
-		return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
+		return set, fmt.Errorf("encode decision: %w", err)
 	}
-	s.log.Info("fleet woken", "fleet", fleet, "desired", desired)
-	return true, nil
+	set = set.Set(expression.Name("last_decision"), expression.Value(dv)).
+		Add(expression.Name("decision_seq"), expression.Value(1))
+	// Empty lists and maps are written as NULL (see docs/testing.md).
+	if len(hist) > 0 {
+		hv, err := attributevalue.Marshal(hist)
+		if err != nil {
+			return set, fmt.Errorf("encode decision history: %w", err)
+		}
+		set = set.Set(expression.Name("history"), expression.Value(hv))
+	}
+	return set, nil
+}
+
+// decisionUnchanged is the condition that no decision was written since
+// the fleet's state was read with sequence seq.
+func decisionUnchanged(seq int64) expression.ConditionBuilder {
+	if seq == 0 {
+		return expression.AttributeNotExists(expression.Name("decision_seq"))
+	}
+	return expression.Name("decision_seq").Equal(expression.Value(seq))
 }
 
 // FleetRecord is what the scaler writes after a tick.
@@ -136,32 +209,16 @@ func (s *Store) RecordDecision(ctx context.Context, fleet string, r FleetRecord)
 		return err
 	}
 	d := r.Decision
-	hist := st.History
-	if last := st.LastDecision; last == nil || last.Reason != d.Reason || last.Desired != d.Desired || len(d.Victims) > 0 {
-		hist = append([]Decision{d}, hist...)
-		if len(hist) > DecisionHistory {
-			hist = hist[:DecisionHistory]
-		}
-	}
 	seen := make(map[string]int64, len(r.FirstSeen))
 	for id, t := range r.FirstSeen {
 		seen[id] = ms(t)
 	}
-	dv, err := attributevalue.Marshal(d)
-	if err != nil {
-		return err
-	}
-	set := expression.Set(expression.Name("desired"), expression.Value(d.Desired)).
+	set, err := decisionSet(expression.Set(expression.Name("desired"), expression.Value(d.Desired)).
 		Set(expression.Name("in_service"), expression.Value(d.InService)).
-		Set(expression.Name("last_active_ms"), expression.Value(ms(r.LastActiveAt))).
-		Set(expression.Name("last_decision"), expression.Value(dv))
-	// Empty lists and maps are written as NULL (see docs/testing.md).
-	if len(hist) > 0 {
-		hv, err := attributevalue.Marshal(hist)
-		if err != nil {
-			return err
-		}
-		set = set.Set(expression.Name("history"), expression.Value(hv))
+		Set(expression.Name("last_active_ms"), expression.Value(ms(r.LastActiveAt))),
+		d, withDecision(st.LastDecision, st.History, d))
+	if err != nil {
+		return fmt.Errorf("record decision of %s: %w", fleet, err)
 	}
 	if len(seen) > 0 {
 		sv, err := attributevalue.Marshal(seen)
