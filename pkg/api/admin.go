@@ -7,8 +7,10 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 func contextWith(r *http.Request, key, val any) context.Context {
@@ -86,7 +88,7 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"fleets": out})
 }
 
-func viewDecision(d store.Decision) decisionView {
+func viewDecision(d fleetstate.Decision) decisionView {
 	return decisionView{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
 }
 
@@ -104,7 +106,7 @@ type workerView struct {
 	RegisteredAt   *string `json:"registered_at"`
 }
 
-func viewWorker(wk store.Worker) workerView {
+func viewWorker(wk worker.Worker) workerView {
 	return workerView{
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AZ: wk.AZ,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
@@ -156,7 +158,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	id, action := r.PathValue("worker_id"), r.PathValue("action")
 	var (
-		wk    store.Worker
+		wk    worker.Worker
 		err   error
 		token string
 	)
@@ -168,7 +170,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 	case "drain":
 		wk, err = s.Store.DrainWorker(r.Context(), id)
 	case "rotate-token":
-		var cur store.Worker
+		var cur worker.Worker
 		cur, err = s.Store.GetWorker(r.Context(), id)
 		if err == nil {
 			var parsed auth.WorkerToken

@@ -363,7 +363,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, outcomeBody(out))
 }
 
-func outcomeBody(o store.Outcome) map[string]any {
+func outcomeBody(o job.Outcome) map[string]any {
 	body := map[string]any{"status": string(o.Status)}
 	if !o.NotBefore.IsZero() {
 		body["not_before"] = rfc3339(o.NotBefore)

@@ -29,8 +29,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // Detail types handled.
@@ -43,11 +45,11 @@ const (
 
 // Store is what the handler needs of the store.
 type Store interface {
-	WorkerByInstance(ctx context.Context, instanceID string) (store.Worker, error)
-	DrainWorker(ctx context.Context, id string) (store.Worker, error)
+	WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error)
+	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
 	RequeueWorkerLeases(ctx context.Context, workerID, reason string) (int, error)
 	RemoveWorker(ctx context.Context, id, reason string) (int, error)
-	RecordInterruption(ctx context.Context, in store.Interruption) (bool, error)
+	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
 }
 
 // Lifecycle completes Auto Scaling lifecycle actions (pkg/asg's Adapter).
@@ -158,7 +160,7 @@ func (h *Handler) onInstance(ctx context.Context, ev events.CloudWatchEvent, s S
 		if ev.ID == "" {
 			return nil
 		}
-		_, err := h.Store.RecordInterruption(ctx, store.Interruption{EventID: ev.ID, Fleet: w.Fleet, Kind: kind, InstanceType: w.InstanceType, AZ: w.AZ, At: at})
+		_, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: ev.ID, Fleet: w.Fleet, Kind: kind, InstanceType: w.InstanceType, AZ: w.AZ, At: at})
 		return err
 	}
 	drain := func() error {
@@ -176,14 +178,14 @@ func (h *Handler) onInstance(ctx context.Context, ev events.CloudWatchEvent, s S
 		if s.Requeued, err = h.Store.RequeueWorkerLeases(ctx, w.ID, string(job.SpotInterruption)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return s, err
 		}
-		if err := count(store.InterruptSpot); err != nil {
+		if err := count(fleetstate.InterruptSpot); err != nil {
 			return s, err
 		}
 	case Rebalance:
 		if err := drain(); err != nil {
 			return s, err
 		}
-		if err := count(store.InterruptRebalance); err != nil {
+		if err := count(fleetstate.InterruptRebalance); err != nil {
 			return s, err
 		}
 	case StateChange:
@@ -192,7 +194,7 @@ func (h *Handler) onInstance(ctx context.Context, ev events.CloudWatchEvent, s S
 			return s, err
 		}
 		s.Requeued, s.Removed = n, err == nil
-		if err := count(store.InterruptTerminated); err != nil {
+		if err := count(fleetstate.InterruptTerminated); err != nil {
 			return s, err
 		}
 	case TerminateHook:

@@ -13,8 +13,10 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/testenv"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
@@ -56,7 +58,7 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 5, 3); ok {
 		t.Fatal("woke an awake fleet")
 	}
-	if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: store.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
+	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 1, 1); !ok {
@@ -68,9 +70,9 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 // head of its history, which stays as long as the scaler keeps it.
 func TestWakeFleetRecordsItsDecision(t *testing.T) {
 	e := newEnv(t)
-	for i := range store.DecisionHistory {
-		d := store.Decision{At: t0.Add(-time.Duration(store.DecisionHistory-i) * time.Minute), Desired: 0, Reason: fmt.Sprintf("hold 0 (%d)", i)}
-		if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: d, LastActiveAt: d.At}); err != nil {
+	for i := range fleetstate.DecisionHistory {
+		d := fleetstate.Decision{At: t0.Add(-time.Duration(fleetstate.DecisionHistory-i) * time.Minute), Desired: 0, Reason: fmt.Sprintf("hold 0 (%d)", i)}
+		if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +92,7 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 	if fmt.Sprint(d.Inputs) != fmt.Sprint(want) {
 		t.Fatalf("wake inputs %v, want %v", d.Inputs, want)
 	}
-	if len(st.History) != store.DecisionHistory || st.History[0].Reason != d.Reason || st.History[1].Reason != fmt.Sprintf("hold 0 (%d)", store.DecisionHistory-1) {
+	if len(st.History) != fleetstate.DecisionHistory || st.History[0].Reason != d.Reason || st.History[1].Reason != fmt.Sprintf("hold 0 (%d)", fleetstate.DecisionHistory-1) {
 		t.Fatalf("history after a wake (%d entries): %+v", len(st.History), st.History)
 	}
 }
@@ -98,8 +100,8 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 // A fleet already above zero is not woken, and nothing about it is written.
 func TestWakeFleetAboveZeroWritesNothing(t *testing.T) {
 	e := newEnv(t)
-	rec := store.Decision{At: t0, Desired: 2, Reason: "grow 0→2"}
-	if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: rec, LastActiveAt: t0}); err != nil {
+	rec := fleetstate.Decision{At: t0, Desired: 2, Reason: "grow 0→2"}
+	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
@@ -150,9 +152,9 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 			db := &interposer{DynamoDB: client}
 			waker := store.New(db, o)
 			ctx := context.Background()
-			rec := store.Decision{At: t0, Desired: tc.desired, Reason: "tick"}
+			rec := fleetstate.Decision{At: t0, Desired: tc.desired, Reason: "tick"}
 			db.before = func() {
-				if err := scaler.RecordDecision(ctx, "gpu", store.FleetRecord{Decision: rec, LastActiveAt: t0}); err != nil {
+				if err := scaler.RecordDecision(ctx, "gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -182,25 +184,25 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
 	e := newEnv(t)
 	seen := map[string]time.Time{"i-1": t0.Add(-time.Minute)}
-	for i := range store.DecisionHistory + 5 {
-		d := store.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: fmt.Sprintf("grow to %d", i)}
-		if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
+	for i := range fleetstate.DecisionHistory + 5 {
+		d := fleetstate.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: fmt.Sprintf("grow to %d", i)}
+		if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The same decision again is not history.
-	last := store.Decision{At: t0.Add(time.Hour), Desired: store.DecisionHistory + 4, Reason: fmt.Sprintf("grow to %d", store.DecisionHistory+4)}
-	if err := e.st.RecordDecision(e.ctx, "gpu", store.FleetRecord{Decision: last, LastActiveAt: last.At}); err != nil {
+	last := fleetstate.Decision{At: t0.Add(time.Hour), Desired: fleetstate.DecisionHistory + 4, Reason: fmt.Sprintf("grow to %d", fleetstate.DecisionHistory+4)}
+	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: last, LastActiveAt: last.At}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := e.st.GetFleetState(e.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.History) != store.DecisionHistory {
-		t.Fatalf("history holds %d, want %d", len(st.History), store.DecisionHistory)
+	if len(st.History) != fleetstate.DecisionHistory {
+		t.Fatalf("history holds %d, want %d", len(st.History), fleetstate.DecisionHistory)
 	}
-	if st.History[0].Desired != store.DecisionHistory+4 || !st.History[0].At.Equal(t0.Add(time.Duration(store.DecisionHistory+4)*time.Minute)) {
+	if st.History[0].Desired != fleetstate.DecisionHistory+4 || !st.History[0].At.Equal(t0.Add(time.Duration(fleetstate.DecisionHistory+4)*time.Minute)) {
 		t.Fatalf("newest history entry %+v", st.History[0])
 	}
 	if st.LastDecision == nil || !st.LastDecision.At.Equal(last.At) || st.Desired != last.Desired || !st.LastActiveAt.Equal(last.At) {
@@ -311,10 +313,10 @@ func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
 		if !drained && !leased {
 			t.Fatalf("round %d: neither drain (%v) nor lease (%v) happened", i, drainErr, leaseErr)
 		}
-		if drained && (w.Status != store.WorkerDraining || w.Leases != 0) {
+		if drained && (w.Status != worker.Draining || w.Leases != 0) {
 			t.Fatalf("round %d: drained worker reads %+v", i, w)
 		}
-		if leased && (w.Status != store.WorkerActive || w.Leases != 1) {
+		if leased && (w.Status != worker.Active || w.Leases != 1) {
 			t.Fatalf("round %d: leasing worker reads %+v", i, w)
 		}
 		// Clear the round: the worker (under the fleet's worker cap) and its job.
