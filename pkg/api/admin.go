@@ -7,9 +7,10 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/auth"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
-	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/wire"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 func contextWith(r *http.Request, key, val any) context.Context {
@@ -60,11 +61,11 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, wire.FleetsResponse{Fleets: out})
 }
 
-func viewDecision(d store.Decision) wire.Decision {
+func viewDecision(d fleetstate.Decision) wire.Decision {
 	return wire.Decision{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
 }
 
-func viewWorker(wk store.Worker) wire.Worker {
+func viewWorker(wk worker.Worker) wire.Worker {
 	return wire.Worker{
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
@@ -116,7 +117,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	id, action := r.PathValue("worker_id"), r.PathValue("action")
 	var (
-		wk    store.Worker
+		wk    worker.Worker
 		err   error
 		token string
 	)
@@ -128,7 +129,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 	case "drain":
 		wk, err = s.Store.DrainWorker(r.Context(), id)
 	case "rotate-token":
-		var cur store.Worker
+		var cur worker.Worker
 		cur, err = s.Store.GetWorker(r.Context(), id)
 		if err == nil {
 			var parsed auth.WorkerToken

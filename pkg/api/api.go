@@ -17,21 +17,23 @@ import (
 	"github.com/fleetq/fleetq/pkg/assets"
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/submission"
 	"github.com/fleetq/fleetq/pkg/wire"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // WorkerStore is what the worker routes need of the store.
 type WorkerStore interface {
 	TakeRegistrationSlot(ctx context.Context, source string, limit int) (time.Duration, error)
-	RegisterWorker(ctx context.Context, r store.Registration) (store.Worker, error)
+	RegisterWorker(ctx context.Context, r store.Registration) (worker.Worker, error)
 	LeaseNext(ctx context.Context, a store.WorkerAuth, workflows []string) (job.Job, error)
 	Heartbeat(ctx context.Context, a store.WorkerAuth, jobID, token string, progress *float64) (store.HeartbeatResult, error)
 	Complete(ctx context.Context, a store.WorkerAuth, jobID, token string, result json.RawMessage) error
-	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (store.Outcome, error)
-	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (store.Outcome, error)
+	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error)
+	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
 	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
 }
 
@@ -43,15 +45,15 @@ type JobStore interface {
 
 // AdminStore is what the operator routes need.
 type AdminStore interface {
-	CountBacklog(ctx context.Context, fleet string) (store.Backlog, error)
-	GetFleetState(ctx context.Context, fleet string) (store.FleetState, error)
-	ListWorkers(ctx context.Context, fleet string) ([]store.Worker, error)
-	GetWorker(ctx context.Context, id string) (store.Worker, error)
-	SetWorkerApproved(ctx context.Context, id string, approved bool) (store.Worker, error)
-	RevokeWorker(ctx context.Context, id string) (store.Worker, error)
-	DrainWorker(ctx context.Context, id string) (store.Worker, error)
-	RotateWorkerToken(ctx context.Context, id, tokenHash string) (store.Worker, error)
-	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]store.JobSummary, error)
+	CountBacklog(ctx context.Context, fleet string) (fleetstate.Backlog, error)
+	GetFleetState(ctx context.Context, fleet string) (fleetstate.State, error)
+	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
+	GetWorker(ctx context.Context, id string) (worker.Worker, error)
+	SetWorkerApproved(ctx context.Context, id string, approved bool) (worker.Worker, error)
+	RevokeWorker(ctx context.Context, id string) (worker.Worker, error)
+	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
+	RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error)
+	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error)
 	RetryDead(ctx context.Context, id string) (job.Job, error)
 	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
 }

@@ -36,13 +36,37 @@ func TestScheduledTickDecisionShowsInAdminFleets(t *testing.T) {
 	if gpu["desired"].(float64) != 3 || last["desired"].(float64) != 3 || !strings.Contains(last["reason"].(string), "3 ready + 0 leased need 3") {
 		t.Fatalf("gpu fleet after the tick: %v", gpu)
 	}
-	if hist, ok := gpu["history"].([]any); !ok || len(hist) != 1 {
+	// Newest first: the tick's decision, then the wake's that left zero.
+	hist, ok := gpu["history"].([]any)
+	if !ok || len(hist) != 2 || hist[0].(map[string]any)["reason"] != last["reason"] ||
+		!strings.HasPrefix(hist[1].(map[string]any)["reason"].(string), "woken by ") {
 		t.Fatalf("history = %v", gpu["history"])
 	}
 	if g, _ := h.stack.Fleet.Describe(t.Context(), "gpu"); g.Desired != 3 {
 		t.Fatalf("local fleet desired %d", g.Desired)
 	}
 	h.want(h.do("GET", "/api/admin/fleets?history=maybe", "op", nil), 400, "invalid_argument")
+}
+
+// Dispatch's wake on enqueue is a decision too: before any tick, the admin
+// fleets answer says why a fleet is booting.
+func TestWakeOnEnqueueShowsInAdminFleets(t *testing.T) {
+	h := newHarness(t)
+	h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
+	h.waitFor(h.submissionQueueEmpty, "dispatch")
+	fl := h.do("GET", "/api/admin/fleets?history=true", "op", nil)
+	h.want(fl, 200, "")
+	gpu := fl.body["fleets"].([]any)[0].(map[string]any)
+	last, ok := gpu["last_decision"].(map[string]any)
+	if !ok || last["reason"] != "woken by 1 ready job" || last["desired"].(float64) != 1 || gpu["desired"].(float64) != 1 {
+		t.Fatalf("gpu fleet after a wake: %v", gpu)
+	}
+	if in, _ := last["inputs"].(map[string]any); in["ready"] != 1.0 || in["desired_after"] != 1.0 {
+		t.Fatalf("wake inputs %v", last["inputs"])
+	}
+	if hist, ok := gpu["history"].([]any); !ok || len(hist) != 1 || hist[0].(map[string]any)["reason"] != last["reason"] {
+		t.Fatalf("history = %v", gpu["history"])
+	}
 }
 
 func mustRead(t *testing.T, name string) []byte {

@@ -292,7 +292,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, outcomeBody(out))
 }
 
-func outcomeBody(o store.Outcome) wire.OutcomeResponse {
+func outcomeBody(o job.Outcome) wire.OutcomeResponse {
 	return wire.OutcomeResponse{Status: string(o.Status), NotBefore: rfc3339(o.NotBefore)}
 }
 

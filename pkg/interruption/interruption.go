@@ -34,17 +34,19 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/asg"
 	"github.com/fleetq/fleetq/pkg/clock"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // Store is what the handler needs of the store.
 type Store interface {
-	WorkerByInstance(ctx context.Context, instanceID string) (store.Worker, error)
-	DrainWorker(ctx context.Context, id string) (store.Worker, error)
+	WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error)
+	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
 	RequeueWorkerLeases(ctx context.Context, workerID, reason string) (int, error)
 	RemoveWorker(ctx context.Context, id, reason string) (int, error)
-	RecordInterruption(ctx context.Context, in store.Interruption) (bool, error)
+	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
 }
 
 // Lifecycle completes Auto Scaling lifecycle actions (pkg/asg's Adapter). An
@@ -138,16 +140,16 @@ type input struct {
 type action func(ctx context.Context, h *Handler, in input, s *Summary) error
 
 // step is one change to the worker on the event's instance.
-type step func(ctx context.Context, h *Handler, w store.Worker, s *Summary) error
+type step func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error
 
 // actions maps each kind of message to its action.
 var actions = map[Kind]action{
 	// Drained and its leases requeued at once: a preemption, no attempt spent.
-	KindSpotWarning: onWorker(store.InterruptSpot, drain, requeue(job.SpotInterruption)),
+	KindSpotWarning: onWorker(fleetstate.InterruptSpot, drain, requeue(job.SpotInterruption)),
 	// Drained (no new leases); its running jobs go on.
-	KindRebalance: onWorker(store.InterruptRebalance, drain),
+	KindRebalance: onWorker(fleetstate.InterruptRebalance, drain),
 	// Its leases requeued and the worker removed.
-	KindInstanceEnding: onWorker(store.InterruptTerminated, remove),
+	KindInstanceEnding: onWorker(fleetstate.InterruptTerminated, remove),
 	KindInstanceState:  stateNeedsNothing,
 	// Drained, leases requeued, then the action completed with CONTINUE
 	// (whether or not a worker ran there).
@@ -174,7 +176,7 @@ func onWorker(kind string, steps ...step) action {
 			}
 		}
 		if kind != "" && in.id != "" {
-			if _, err := h.Store.RecordInterruption(ctx, store.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: kind,
+			if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: kind,
 				InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}); err != nil {
 				return err
 			}
@@ -196,7 +198,7 @@ func then(a, b action) action {
 }
 
 // drain stops the worker taking new leases.
-func drain(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+func drain(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
 	if _, err := h.Store.DrainWorker(ctx, w.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -206,7 +208,7 @@ func drain(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
 
 // requeue puts the worker's leased jobs back in the queue for reason.
 func requeue(reason job.PreemptReason) step {
-	return func(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+	return func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
 		n, err := h.Store.RequeueWorkerLeases(ctx, w.ID, string(reason))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -217,7 +219,7 @@ func requeue(reason job.PreemptReason) step {
 }
 
 // remove requeues the worker's leases and deletes the worker.
-func remove(ctx context.Context, h *Handler, w store.Worker, s *Summary) error {
+func remove(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
 	n, err := h.Store.RemoveWorker(ctx, w.ID, string(job.Shutdown))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err

@@ -17,11 +17,13 @@ import (
 	"github.com/fleetq/fleetq/pkg/asg"
 	"github.com/fleetq/fleetq/pkg/clock"
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/interruption"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/localaws"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/testenv"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // The samples name this instance and lifecycle action.
@@ -134,7 +136,7 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 		t.Fatalf("job after the warning: %s attempts %d preemptions %d", j.Status, j.Attempts, j.Preemptions)
 	}
 	w, _ := e.st.GetWorker(e.ctx, "w1")
-	if w.Status != store.WorkerDraining || w.Leases != 0 {
+	if w.Status != worker.Draining || w.Leases != 0 {
 		t.Fatalf("worker %+v", w)
 	}
 	// Delivered twice: nothing more happens, and it is counted once.
@@ -145,7 +147,7 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 		t.Fatalf("duplicate counted another preemption: %d", j.Preemptions)
 	}
 	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
-	if err != nil || len(counts) != 1 || counts[0].Count != 1 || counts[0].Kind != store.InterruptSpot ||
+	if err != nil || len(counts) != 1 || counts[0].Count != 1 || counts[0].Kind != fleetstate.InterruptSpot ||
 		counts[0].InstanceType != "g5.xlarge" || counts[0].AZ != "us-east-1a" {
 		t.Fatalf("interruption counts %+v, %v", counts, err)
 	}
@@ -228,7 +230,7 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 // the Auto Scaling requests.
 type state struct {
 	job       job.Status
-	worker    store.WorkerStatus
+	worker    worker.Status
 	leases    int
 	counts    int
 	asgCalls  int

@@ -157,3 +157,21 @@ const (
 	MinPriority = -1000
 	MaxPriority = 1000
 )
+
+// Summary is a job as the store's state index knows it: no input, result or
+// history. Listings answer summaries so they never read whole jobs.
+type Summary struct {
+	ID          string
+	TenantID    string
+	WorkflowID  string
+	Status      Status
+	Priority    int
+	Attempts    int
+	MaxAttempts int
+	Preemptions int
+	WorkerID    string
+	Reason      string
+	ErrorCode   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // Metric windows.
@@ -32,7 +32,7 @@ type FleetMetrics struct {
 	SpotInterruptionCount  int     // interruptions since the previous tick
 }
 
-func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []store.Worker, now time.Time) (FleetMetrics, error) {
+func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) (FleetMetrics, error) {
 	snap := r.Snapshot
 	m := FleetMetrics{
 		QueueDepth:        snap.Ready + snap.Leased,
@@ -45,7 +45,7 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 	m.BacklogPerInstance = float64(m.QueueDepth) / float64(max(1, m.InService))
 	unresponsive := 3 * f.HeartbeatInterval()
 	for _, w := range workers {
-		if w.Status == store.WorkerActive && now.Sub(w.LastSeenAt) <= unresponsive {
+		if w.Status == worker.Active && now.Sub(w.LastSeenAt) <= unresponsive {
 			m.ActiveWorkers++
 			m.AvailableCapacity += max(0, w.MaxConcurrency-w.Leases)
 		}
@@ -75,7 +75,7 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 	return m, nil
 }
 
-func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []store.Worker, now time.Time) error {
+func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {
 	if s.Metrics == nil {
 		return nil
 	}

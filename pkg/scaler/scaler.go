@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/scaling"
 	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // StaleWorkerAfter is how long a worker may go unseen before the tick
@@ -56,7 +58,7 @@ type FleetReport struct {
 	// work before they could be drained and were left running.
 	Terminated []string
 	Kept       []string
-	Snapshot   store.Snapshot
+	Snapshot   fleetstate.Snapshot
 	Group      Group
 }
 
@@ -137,12 +139,12 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 		inst.FirstSeen = seen
 		in.Instances = append(in.Instances, inst)
 	}
-	status := map[string]store.WorkerStatus{}
+	status := map[string]worker.Status{}
 	for _, w := range workers {
 		status[w.ID] = w.Status
 		in.Workers = append(in.Workers, scaling.Worker{
 			ID: w.ID, InstanceID: w.InstanceID, Leases: w.Leases,
-			Draining: w.Status != store.WorkerActive, LastSeen: w.LastSeenAt, IdleSince: w.IdleSince(),
+			Draining: w.Status != worker.Active, LastSeen: w.LastSeenAt, IdleSince: w.IdleSince(),
 		})
 	}
 	d := scaling.Decide(in)
@@ -159,7 +161,7 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	// while the worker has no lease), then terminate it, lowering desired.
 	desired := r.Group.Desired
 	for _, v := range d.Victims {
-		if v.WorkerID != "" && status[v.WorkerID] != store.WorkerRevoked {
+		if v.WorkerID != "" && status[v.WorkerID] != worker.Revoked {
 			if err := st.DrainIdleWorker(ctx, v.WorkerID); err != nil {
 				if !errors.Is(err, store.ErrConflict) {
 					return r, err
@@ -200,8 +202,8 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 }
 
 // record stores the decision, logs it and emits the fleet's metrics.
-func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, d scaling.Decision, reason string, firstSeen map[string]time.Time, workers []store.Worker, now time.Time) error {
-	rec := store.Decision{
+func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, d scaling.Decision, reason string, firstSeen map[string]time.Time, workers []worker.Worker, now time.Time) error {
+	rec := fleetstate.Decision{
 		At: now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
 		Victims: victimNames(d.Victims),
 		Inputs: map[string]int{
@@ -211,7 +213,7 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, r FleetReport
 			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
 		},
 	}
-	if err := s.Store.RecordDecision(ctx, f.Slug, store.FleetRecord{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: firstSeen}); err != nil {
+	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: firstSeen}); err != nil {
 		return err
 	}
 	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", reason,

@@ -13,7 +13,8 @@ import (
 // Waker scales a fleet from zero in the dispatch invocation that created its
 // first work, without waiting for the next tick. Concurrent invocations are
 // deduplicated by a conditional write on the fleet's state
-// (store.WakeFleet): only the winner touches the group.
+// (store.WakeFleet), which also records the wake as the fleet's scaling
+// decision: only the winner touches the group.
 type Waker struct {
 	Store    *store.Store
 	Capacity Capacity
@@ -28,7 +29,7 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}
 	want := scaling.Need(scaling.SettingsOf(f), jobs)
-	won, err := w.Store.WakeFleet(ctx, fleet, want)
+	won, err := w.Store.WakeFleet(ctx, fleet, jobs, want)
 	if err != nil || !won {
 		return err
 	}

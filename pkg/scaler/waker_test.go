@@ -58,3 +58,26 @@ func TestConcurrentWakesRaiseOnce(t *testing.T) {
 		t.Fatalf("desired lowered to %d", g.Desired)
 	}
 }
+
+// A wake is a scaling decision like a tick's: the fleet's state says why it
+// left zero, as its last decision and in its history.
+func TestWakeRecordsWhyTheFleetWoke(t *testing.T) {
+	h := newHarness(t)
+	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.LastDecision
+	if d == nil || d.Reason != "woken by 6 ready jobs" || d.Desired != 3 || d.Inputs["ready"] != 6 || d.Inputs["desired_after"] != 3 {
+		t.Fatalf("last decision after a wake: %+v", d)
+	}
+	if len(st.History) != 1 || st.History[0].Reason != d.Reason {
+		t.Fatalf("history after a wake: %+v", st.History)
+	}
+	if g, _ := h.fleet.Describe(h.ctx, "gpu"); g.Desired != 3 {
+		t.Fatalf("group desired %d, want 3 (6 jobs, 2 slots each)", g.Desired)
+	}
+}

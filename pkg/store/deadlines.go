@@ -20,7 +20,7 @@ import (
 // queueDeadlineOpen is the claim's condition that the job has not outwaited
 // its queue deadline.
 func queueDeadlineOpen(now time.Time) expression.ConditionBuilder {
-	name := expression.Name("queue_deadline_ms")
+	name := expression.Name(attrQueueDeadlineMS)
 	return expression.Or(expression.AttributeNotExists(name),
 		name.Equal(expression.Value(0)),
 		name.GreaterThan(expression.Value(ms(now))))
@@ -39,8 +39,8 @@ func (s *Store) expireQueued(ctx context.Context, c *jobItem, now time.Time) (bo
 	waited := time.Duration(c.QueueTimeoutS) * time.Second
 	ch := change{it: c, to: job.Dead, reason: job.ReasonQueueTimeout, attempts: c.Attempts, preemptions: c.Preemptions,
 		jobErr: &job.Error{Code: job.ReasonQueueTimeout, Message: fmt.Sprintf("no worker leased the job within its queue timeout of %s", waited)}}
-	deadline := expression.Name("queue_deadline_ms")
-	cond := expression.Name("status").Equal(expression.Value(string(job.Queued))).
+	deadline := expression.Name(attrQueueDeadlineMS)
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 		And(deadline.GreaterThan(expression.Value(0))).
 		And(deadline.LessThanEqual(expression.Value(ms(now))))
 	err := s.updateItem(ctx, s.jobUpdate(ch, cond, now))
@@ -98,7 +98,7 @@ func (s *Store) ExpireQueueTimeouts(ctx context.Context, fleet string) (int, err
 // runDeadlineAfter is the heartbeat's condition that the extended lease ends
 // within the attempt's run deadline.
 func runDeadlineAfter(exp time.Time) expression.ConditionBuilder {
-	name := expression.Name("run_deadline_ms")
+	name := expression.Name(attrRunDeadlineMS)
 	return expression.Or(expression.AttributeNotExists(name),
 		name.Equal(expression.Value(0)),
 		name.GreaterThanEqual(expression.Value(ms(exp))))
@@ -120,8 +120,8 @@ func (s *Store) expireRun(ctx context.Context, it *jobItem, now time.Time) error
 	}
 	c := change{it: it, full: true, to: o.Status, reason: reason, notBefore: o.NotBefore, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID, jobErr: &e}
 	cond := leaseHeld(j.LeaseToken).
-		And(expression.Name("run_deadline_ms").GreaterThan(expression.Value(0))).
-		And(expression.Name("run_deadline_ms").LessThanEqual(expression.Value(ms(now))))
+		And(expression.Name(attrRunDeadlineMS).GreaterThan(expression.Value(0))).
+		And(expression.Name(attrRunDeadlineMS).LessThanEqual(expression.Value(ms(now))))
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
 		return nil // the worker reported, or another sweep got there first

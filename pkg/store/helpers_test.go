@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
 	"github.com/fleetq/fleetq/pkg/testenv"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -117,7 +118,7 @@ func (e *env) job(id string) job.Job {
 	return j
 }
 
-func (e *env) worker(id string) store.Worker {
+func (e *env) worker(id string) worker.Worker {
 	e.t.Helper()
 	w, err := e.st.GetWorker(e.ctx, id)
 	if err != nil {

@@ -11,7 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
+
+// leaseRereads is how many times a poll reads the ready queue again after
+// losing a claim to another poller. Each read doubles the window of oldest
+// jobs the claim is picked from at random: with few pollers the order stays
+// close to strict priority-then-age, and the harder pollers collide, the
+// wider they spread. The last read tries every candidate in turn.
+const leaseRereads = 4
 
 // LeaseNext leases one job of the worker's fleet whose workflow it serves:
 // highest priority first, then oldest. The job claim and the worker's check
@@ -21,13 +29,6 @@ import (
 //
 // Due retries and expired leases found on the way are put back in the ready
 // queue and claimed like any other job. ErrNoJob means nothing to lease now.
-// leaseRereads is how many times a poll reads the ready queue again after
-// losing a claim to another poller. Each read doubles the window of oldest
-// jobs the claim is picked from at random: with few pollers the order stays
-// close to strict priority-then-age, and the harder pollers collide, the
-// wider they spread. The last read tries every candidate in turn.
-const leaseRereads = 4
-
 func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string) (job.Job, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
@@ -167,35 +168,35 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		}
 	}
 	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
-	set := expression.Set(expression.Name("status"), expression.Value(string(job.Leased))).
-		Set(expression.Name("lease_token"), expression.Value(token)).
-		Set(expression.Name("lease_expires_ms"), expression.Value(ms(exp))).
-		Set(expression.Name("leased_ms"), expression.Value(ms(now))).
-		Set(expression.Name("worker_id"), expression.Value(a.WorkerID)).
-		Set(expression.Name("attempts"), expression.Plus(expression.Name("attempts"), expression.Value(1))).
-		Set(expression.Name("updated_ms"), expression.Value(ms(now))).
-		Set(expression.Name("first_leased_ms"), expression.IfNotExists(expression.Name("first_leased_ms"), expression.Value(ms(now)))).
-		Set(expression.Name("reason"), expression.Value("")).
+	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
+		Set(expression.Name(attrLeaseToken), expression.Value(token)).
+		Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
+		Set(expression.Name(attrLeasedMS), expression.Value(ms(now))).
+		Set(expression.Name(attrWorkerID), expression.Value(a.WorkerID)).
+		Set(expression.Name(attrAttempts), expression.Plus(expression.Name(attrAttempts), expression.Value(1))).
+		Set(expression.Name(attrUpdatedMS), expression.Value(ms(now))).
+		Set(expression.Name(attrFirstLeasedMS), expression.IfNotExists(expression.Name(attrFirstLeasedMS), expression.Value(ms(now)))).
+		Set(expression.Name(attrReason), expression.Value("")).
 		Set(expression.Name(AttrGSI1PK), expression.Value(leasedPartition(a.Fleet))).
 		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, c.JobID))).
-		Set(expression.Name("history"), expression.ListAppend(expression.Name("history"), expression.Value([]job.HistoryEntry{entry}))).
-		Set(expression.Name("progress"), null()).
-		Set(expression.Name("run_deadline_ms"), expression.Value(runDeadline)).
-		Set(expression.Name("queue_deadline_ms"), expression.Value(0))
-	cond := expression.Name("status").Equal(expression.Value(string(job.Queued))).
+		Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value([]job.HistoryEntry{entry}))).
+		Set(expression.Name(attrProgress), null()).
+		Set(expression.Name(attrRunDeadlineMS), expression.Value(runDeadline)).
+		Set(expression.Name(attrQueueDeadlineMS), expression.Value(0))
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 		And(expression.Name(AttrGSI1PK).Equal(expression.Value(readyPartition(a.Fleet)))).
 		And(queueDeadlineOpen(now))
 	wpk, wsk := workerKey(a.WorkerID)
 	wcond := authCond(a).
-		And(expression.Name("wstatus").Equal(expression.Value(string(WorkerActive)))).
-		And(expression.Name("approved").Equal(expression.Value(true))).
-		And(expression.Name("leases").LessThan(expression.Name("max_concurrency")))
+		And(expression.Name(attrWorkerStatus).Equal(expression.Value(string(worker.Active)))).
+		And(expression.Name(attrApproved).Equal(expression.Value(true))).
+		And(expression.Name(attrLeases).LessThan(expression.Name(attrMaxConcurrency)))
 	err := s.transact(ctx,
 		txItem{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
 		txItem{update: &update{pk: wpk, sk: wsk,
-			set: expression.Set(expression.Name("leases"), expression.Plus(expression.Name("leases"), expression.Value(1))).
-				Set(expression.Name("last_seen_ms"), expression.Value(ms(now))).
-				Set(expression.Name("last_claim_ms"), expression.Value(ms(now))),
+			set: expression.Set(expression.Name(attrLeases), expression.Plus(expression.Name(attrLeases), expression.Value(1))).
+				Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
+				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))),
 			cond: wcond,
 		}},
 	)
@@ -259,9 +260,9 @@ func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, lim
 		err := s.updateItem(ctx, update{pk: c.PK, sk: c.SK,
 			set: expression.Set(expression.Name(AttrGSI1PK), expression.Value(pk)).
 				Set(expression.Name(AttrGSI1SK), expression.Value(sk)),
-			cond: expression.Name("status").Equal(expression.Value(string(job.Queued))).
+			cond: expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 				And(expression.Name(AttrGSI1PK).Equal(expression.Value(delayedPartition(fleet)))).
-				And(expression.Name("not_before_ms").LessThanEqual(expression.Value(ms(now)))),
+				And(expression.Name(attrNotBeforeMS).LessThanEqual(expression.Value(ms(now)))),
 		})
 		if errors.Is(err, errConditionFailed) {
 			continue // promoted, leased or canceled meanwhile
@@ -359,7 +360,7 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 		c.jobErr = &job.Error{Code: job.ReasonLeaseExpired, Message: fmt.Sprintf("lease expired on attempt %d of %d with no heartbeat; no attempt left", j.Attempts, j.MaxAttempts)}
 		c.reason = o.Reason
 	}
-	cond := leaseHeld(token).And(expression.Name("lease_expires_ms").LessThanEqual(expression.Value(ms(now))))
+	cond := leaseHeld(token).And(expression.Name(attrLeaseExpiresMS).LessThanEqual(expression.Value(ms(now))))
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
 		return "", nil // heartbeat, completion or another sweep got there first
@@ -369,4 +370,15 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 	}
 	s.log.Info("lease expired", "job_id", id, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
 	return o.Status, nil
+}
+
+// LeaseStats counts lease claims and the claims lost to another poller.
+type LeaseStats struct {
+	Claims    int64
+	Conflicts int64
+}
+
+// LeaseStats returns the claim counters since the store was created.
+func (s *Store) LeaseStats() LeaseStats {
+	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
 }

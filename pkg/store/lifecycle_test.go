@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/fleetstate"
 	"github.com/fleetq/fleetq/pkg/job"
 	"github.com/fleetq/fleetq/pkg/store"
 )
@@ -457,7 +458,7 @@ func TestCountBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b != (store.Backlog{Ready: 1, Delayed: 1, Leased: 1}) || b.Queued() != 2 {
+	if b != (fleetstate.Backlog{Ready: 1, Delayed: 1, Leased: 1}) || b.Queued() != 2 {
 		t.Fatalf("backlog = %+v", b)
 	}
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -34,10 +32,7 @@ const (
 // again later, with the same id: delivery is at least once, and consumers
 // deduplicate by event id. Event items wait in their own partition of
 // IndexByState, so finding them never reads a job.
-const (
-	eventsPartition = "E#"
-	eventRetention  = 14 * 24 * time.Hour
-)
+const eventRetention = 14 * 24 * time.Hour
 
 // eventItem is an announced transition waiting for a relay. Counters are -1
 // when the transition did not read the job (a completion); the relay then
@@ -60,8 +55,6 @@ type eventItem struct {
 	LeasedMS    int64      `dynamodbav:"leased_ms,omitempty"`
 	TTL         int64      `dynamodbav:"ttl"`
 }
-
-func eventKey(jobID string) string { return "EVENT#" + jobID }
 
 // eventType names the event a change announces, "" for none. Preemptions
 // and operator retries are not outcomes: the job simply runs again.
@@ -88,10 +81,10 @@ func (s *Store) outboxItem(c change, now time.Time) map[string]types.AttributeVa
 	if typ == "" {
 		return nil
 	}
-	sk := sortTime(now) + "#" + strings.ToLower(strings.TrimPrefix(typ, "Job "))
+	sk := eventSortKey(now, typ)
 	e := eventItem{
-		PK: eventKey(c.it.JobID), SK: sk, GSI1PK: eventsPartition, GSI1SK: sortTime(now) + "#" + c.it.JobID,
-		Type: "event", EventID: c.it.JobID + "@" + sk, EventType: typ, JobID: c.it.JobID, AtMS: ms(now),
+		PK: eventKey(c.it.JobID), SK: sk, GSI1PK: eventsPartition, GSI1SK: timeSortKey(now, c.it.JobID),
+		Type: typeEvent, EventID: c.it.JobID + "@" + sk, EventType: typ, JobID: c.it.JobID, AtMS: ms(now),
 		Status: string(c.to), Reason: c.reason, Attempts: c.attempts, Preemptions: c.preemptions,
 		Error: c.jobErr, LeasedMS: c.it.LeasedMS, TTL: now.Add(eventRetention).Unix(),
 	}
@@ -173,21 +166,11 @@ func seconds(msDelta int64) float64 {
 // The API calls it right after a reporting transition so consumers hear at
 // once; RelayOutbox catches whatever that missed.
 func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, error) {
-	kc := expression.Key(AttrPK).Equal(expression.Value(eventKey(jobID)))
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	q := byPartition(eventKey(jobID))
+	q.consistent = true
+	items, err := queryItems[eventItem](ctx, s, q)
 	if err != nil {
-		return 0, err
-	}
-	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("query events of job %s: %w", jobID, err)
-	}
-	var items []eventItem
-	if err := attributevalue.UnmarshalListOfMaps(res.Items, &items); err != nil {
-		return 0, fmt.Errorf("decode events of job %s: %w", jobID, err)
+		return 0, fmt.Errorf("events of job %s: %w", jobID, err)
 	}
 	if len(items) == 0 {
 		return 0, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
 
 // HeartbeatResult answers a heartbeat.
@@ -38,16 +39,16 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 		exp = limit
 	}
 	pk, sk := jobKey(jobID)
-	set := expression.Set(expression.Name("lease_expires_ms"), expression.Value(ms(exp))).
+	set := expression.Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
 		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, jobID))).
-		Set(expression.Name("heartbeat_ms"), expression.Value(ms(now)))
+		Set(expression.Name(attrHeartbeatMS), expression.Value(ms(now)))
 	if progress != nil {
-		set = set.Set(expression.Name("progress"), expression.Value(*progress))
+		set = set.Set(expression.Name(attrProgress), expression.Value(*progress))
 	}
 	wpk, wsk := workerKey(a.WorkerID)
 	err = s.transact(ctx,
 		txItem{update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))}},
-		txItem{update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name("last_seen_ms"), expression.Value(ms(now))), cond: authCond(a)}},
+		txItem{update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))), cond: authCond(a)}},
 	)
 	if err == nil {
 		return HeartbeatResult{LeaseExpiresAt: exp}, nil
@@ -94,7 +95,7 @@ func (s *Store) Complete(ctx context.Context, a WorkerAuth, jobID, token string,
 	c := change{it: it, to: job.Succeeded, reason: job.ReasonSucceeded, worker: a.WorkerID, result: string(result), keepCounters: true}
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
 	w := releaseFromWorker(a.WorkerID, now, authCond(a))
-	w.set = w.set.Set(expression.Name("last_seen_ms"), expression.Value(ms(now)))
+	w.set = w.set.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now)))
 	err := s.transact(ctx, txItem{update: &u}, txItem{update: w})
 	if err == nil {
 		s.log.Info("job succeeded", "job_id", jobID, "worker_id", a.WorkerID, "fleet", a.Fleet)
@@ -120,18 +121,13 @@ func (s *Store) Complete(ctx context.Context, a WorkerAuth, jobID, token string,
 	return ErrLeaseLost
 }
 
-// Outcome is where a job stands after a worker's fail or requeue.
-type Outcome struct {
-	Status    job.Status
-	NotBefore time.Time
-}
-
 // Fail records a failed attempt: the job is retried after its backoff while
-// attempts remain and the error is retryable, else it is dead.
-func (s *Store) Fail(ctx context.Context, a WorkerAuth, jobID, token string, e job.Error) (Outcome, error) {
+// attempts remain and the error is retryable, else it is dead. It answers
+// where the job now stands.
+func (s *Store) Fail(ctx context.Context, a WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
-		return Outcome{}, err
+		return job.Outcome{}, err
 	}
 	return s.workerRelease(ctx, a, jobID, token, func(j job.Job, now time.Time) (change, job.Outcome) {
 		o := job.AfterFailure(j, e, f.Retry, now)
@@ -142,7 +138,7 @@ func (s *Store) Fail(ctx context.Context, a WorkerAuth, jobID, token string, e j
 
 // Requeue gives a job back without spending an attempt (a preemption), unless
 // the job has hit its preemption cap, in which case it is dead.
-func (s *Store) Requeue(ctx context.Context, a WorkerAuth, jobID, token string, reason job.PreemptReason) (Outcome, error) {
+func (s *Store) Requeue(ctx context.Context, a WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error) {
 	return s.workerRelease(ctx, a, jobID, token, func(j job.Job, _ time.Time) (change, job.Outcome) {
 		o := job.AfterPreemption(j)
 		c := change{to: o.Status, reason: string(reason), attempts: o.Attempts, preemptions: o.Preemptions}
@@ -157,49 +153,49 @@ func (s *Store) Requeue(ctx context.Context, a WorkerAuth, jobID, token string, 
 // workerRelease ends a lease at its worker's request. The decision needs the
 // job's counters, so the job is read first and written back under the same
 // lease token (the write fails if anything moved the lease meanwhile).
-func (s *Store) workerRelease(ctx context.Context, a WorkerAuth, jobID, token string, decide func(job.Job, time.Time) (change, job.Outcome)) (Outcome, error) {
+func (s *Store) workerRelease(ctx context.Context, a WorkerAuth, jobID, token string, decide func(job.Job, time.Time) (change, job.Outcome)) (job.Outcome, error) {
 	now := s.clock.Now()
 	it, err := s.getJobItem(ctx, jobID)
 	if errors.Is(err, ErrNotFound) {
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {
-			return Outcome{}, aerr
+			return job.Outcome{}, aerr
 		}
-		return Outcome{}, ErrLeaseLost
+		return job.Outcome{}, ErrLeaseLost
 	}
 	if err != nil {
-		return Outcome{}, err
+		return job.Outcome{}, err
 	}
 	j := it.toJob()
 	if j.Status != job.Leased || j.LeaseToken != token || j.WorkerID != a.WorkerID {
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {
-			return Outcome{}, aerr
+			return job.Outcome{}, aerr
 		}
 		// A repeat of a report this lease already made answers what it did.
 		if j.LeaseToken == token && j.WorkerID == a.WorkerID && (j.Status == job.Queued || j.Status == job.Dead) {
-			return Outcome{Status: j.Status, NotBefore: notBeforeOf(j, now)}, nil
+			return job.Outcome{Status: j.Status, NotBefore: notBeforeOf(j, now), Attempts: j.Attempts, Preemptions: j.Preemptions, Reason: j.Reason}, nil
 		}
-		return Outcome{}, ErrLeaseLost
+		return job.Outcome{}, ErrLeaseLost
 	}
 	c, o := decide(j, now)
 	c.it, c.full, c.worker = it, true, a.WorkerID
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
 	w := releaseFromWorker(a.WorkerID, now, authCond(a))
-	w.set = w.set.Set(expression.Name("last_seen_ms"), expression.Value(ms(now)))
+	w.set = w.set.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now)))
 	err = s.transact(ctx, txItem{update: &u}, txItem{update: w})
 	var tf *txFailed
 	switch {
 	case err == nil:
 		s.log.Info("lease released", "job_id", jobID, "worker_id", a.WorkerID, "fleet", a.Fleet, "to", o.Status, "reason", c.reason, "attempts", o.Attempts, "preemptions", o.Preemptions)
-		return Outcome{Status: o.Status, NotBefore: o.NotBefore}, nil
+		return o, nil
 	case errors.As(err, &tf) && tf.failedAt(1):
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {
-			return Outcome{}, aerr
+			return job.Outcome{}, aerr
 		}
-		return Outcome{}, fmt.Errorf("release job %s: %w", jobID, ErrContention)
+		return job.Outcome{}, fmt.Errorf("release job %s: %w", jobID, ErrContention)
 	case errors.As(err, &tf):
-		return Outcome{}, ErrLeaseLost
+		return job.Outcome{}, ErrLeaseLost
 	default:
-		return Outcome{}, fmt.Errorf("release job %s: %w", jobID, err)
+		return job.Outcome{}, fmt.Errorf("release job %s: %w", jobID, err)
 	}
 }
 
@@ -229,12 +225,12 @@ func (s *Store) Cancel(ctx context.Context, jobID string) (job.Status, error) {
 		case job.Succeeded, job.Dead:
 			return j.Status, fmt.Errorf("job %s is already %s: %w", jobID, j.Status, ErrConflict)
 		case job.Queued:
-			cond := expression.Name("status").Equal(expression.Value(string(job.Queued))).
+			cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 				And(expression.Name(AttrGSI1PK).Equal(expression.Value(it.GSI1PK)))
 			err = s.updateItem(ctx, s.jobUpdate(c, cond, now))
 		case job.Leased:
 			u := s.jobUpdate(c, leaseHeld(j.LeaseToken), now)
-			u.set = u.set.Set(expression.Name("cancel_requested"), expression.Value(true))
+			u.set = u.set.Set(expression.Name(attrCancelRequested), expression.Value(true))
 			err = s.releaseBySystem(ctx, u, j.WorkerID, now)
 		}
 		if errors.Is(err, errConditionFailed) {
@@ -260,8 +256,8 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 		return job.Job{}, fmt.Errorf("job %s is %s, only a dead job can be retried: %w", jobID, it.Status, ErrConflict)
 	}
 	c := change{it: it, full: true, to: job.Queued, reason: job.ReasonOperatorRetry}
-	u := s.jobUpdate(c, expression.Name("status").Equal(expression.Value(string(job.Dead))), now)
-	u.set = u.set.Set(expression.Name(AttrTTL), null()).Set(expression.Name("error"), null()).Set(expression.Name("error_code"), null())
+	u := s.jobUpdate(c, expression.Name(attrStatus).Equal(expression.Value(string(job.Dead))), now)
+	u.set = u.set.Set(expression.Name(AttrTTL), null()).Set(expression.Name(attrError), null()).Set(expression.Name(attrErrorCode), null())
 	if err := s.updateItem(ctx, u); err != nil {
 		if errors.Is(err, errConditionFailed) {
 			return job.Job{}, fmt.Errorf("job %s changed meanwhile: %w", jobID, ErrConflict)
@@ -275,7 +271,7 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 // attempts (each counts as a preemption). It finds the leases through the
 // index and moves each one under its own lease token, so a lease that ended
 // meanwhile is left alone.
-func (s *Store) requeueWorkerLeases(ctx context.Context, w Worker, reason string) (int, error) {
+func (s *Store) requeueWorkerLeases(ctx context.Context, w worker.Worker, reason string) (int, error) {
 	leased, err := s.queryIndex(ctx, leasedPartition(w.Fleet), "", 0, true)
 	if err != nil {
 		return 0, err

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetq/fleetq/pkg/fleetstate"
+	"github.com/fleetq/fleetq/pkg/job"
 )
 
 // Table layout. The CDK app and the local stack create the table from these
@@ -29,20 +34,90 @@ const (
 	AttrGSI2SK      = "GSI2SK"
 )
 
+// Attribute names, as conditions and updates spell them. The item structs
+// (jobItem, workerItem, fleetItem, eventItem) carry the same names in their
+// dynamodbav tags, which cannot refer to constants.
+const (
+	// Jobs (and the fields events copy from them).
+	attrType            = "type"
+	attrJobID           = "job_id"
+	attrTenantID        = "tenant_id"
+	attrWorkflowID      = "workflow_id"
+	attrFleet           = "fleet"
+	attrStatus          = "status"
+	attrPriority        = "priority"
+	attrAttempts        = "attempts"
+	attrMaxAttempts     = "max_attempts"
+	attrPreemptions     = "preemptions"
+	attrMaxPreemptions  = "max_preemptions"
+	attrTimeoutS        = "timeout_s"
+	attrQueueTimeoutS   = "queue_timeout_s"
+	attrInput           = "input"
+	attrResult          = "result"
+	attrError           = "error"
+	attrErrorCode       = "error_code"
+	attrCreatedMS       = "created_ms"
+	attrUpdatedMS       = "updated_ms"
+	attrNotBeforeMS     = "not_before_ms"
+	attrFirstLeasedMS   = "first_leased_ms"
+	attrLeasedMS        = "leased_ms"
+	attrLeaseExpiresMS  = "lease_expires_ms"
+	attrQueueDeadlineMS = "queue_deadline_ms"
+	attrRunDeadlineMS   = "run_deadline_ms"
+	attrHeartbeatMS     = "heartbeat_ms"
+	attrLeaseToken      = "lease_token"
+	attrWorkerID        = "worker_id"
+	attrProgress        = "progress"
+	attrReason          = "reason"
+	attrCancelRequested = "cancel_requested"
+	attrHistory         = "history"
+
+	// Workers.
+	attrStage          = "stage"
+	attrInstanceID     = "instance_id"
+	attrInstanceType   = "instance_type"
+	attrAZ             = "az"
+	attrCapabilities   = "capabilities"
+	attrProviders      = "providers"
+	attrMaxConcurrency = "max_concurrency"
+	attrTokenHash      = "token_hash"
+	attrWorkerStatus   = "wstatus"
+	attrApproved       = "approved"
+	attrLeases         = "leases"
+	attrRegisteredMS   = "registered_ms"
+	attrLastSeenMS     = "last_seen_ms"
+	attrLastReleaseMS  = "last_release_ms"
+	attrLastClaimMS    = "last_claim_ms"
+	attrSourceIP       = "source_ip"
+
+	// Fleet state.
+	attrWorkers      = "workers"
+	attrDesired      = "desired"
+	attrInService    = "in_service"
+	attrLastActiveMS = "last_active_ms"
+	attrLastDecision = "last_decision"
+	attrFirstSeen    = "first_seen"
+	attrWokenMS      = "woken_ms"
+	attrDecisionSeq  = "decision_seq"
+
+	// Counters: registration windows and interruption buckets.
+	attrCount = "count"
+)
+
 // ByStateProjection lists the non-key attributes copied into IndexByState:
 // enough to choose candidates and count work without reading whole items
 // (job inputs and results stay out of the index).
 var ByStateProjection = []string{
-	"job_id", "tenant_id", "workflow_id", "status", "priority", "attempts", "max_attempts",
-	"preemptions", "worker_id", "lease_token", "lease_expires_ms", "not_before_ms",
-	"created_ms", "updated_ms", "first_leased_ms", "queue_timeout_s", "timeout_s", "leased_ms",
-	"reason", "error_code",
-	"fleet", "instance_id", "instance_type", "az", "wstatus", "approved", "leases",
-	"max_concurrency", "last_seen_ms", "registered_ms", "last_release_ms", "last_claim_ms",
+	attrJobID, attrTenantID, attrWorkflowID, attrStatus, attrPriority, attrAttempts, attrMaxAttempts,
+	attrPreemptions, attrWorkerID, attrLeaseToken, attrLeaseExpiresMS, attrNotBeforeMS,
+	attrCreatedMS, attrUpdatedMS, attrFirstLeasedMS, attrQueueTimeoutS, attrTimeoutS, attrLeasedMS,
+	attrReason, attrErrorCode,
+	attrFleet, attrInstanceID, attrInstanceType, attrAZ, attrWorkerStatus, attrApproved, attrLeases,
+	attrMaxConcurrency, attrLastSeenMS, attrRegisteredMS, attrLastReleaseMS, attrLastClaimMS,
 }
 
 // ByInstanceProjection lists the non-key attributes copied into IndexByInstance.
-var ByInstanceProjection = []string{"worker_id", "fleet"}
+var ByInstanceProjection = []string{attrWorkerID, attrFleet}
 
 // CreateTableInput describes the table for the local stack and the tests
 // (on-demand billing; the CDK app declares the same keys and indexes).
@@ -76,26 +151,127 @@ func CreateTableInput(table string) *dynamodb.CreateTableInput {
 	}
 }
 
+// Key prefixes and fixed sort keys. Every item's key is built below from
+// these; docs/data-model.md lays the table out.
+const (
+	prefixJob          = "JOB#"
+	sortJob            = "JOB"
+	prefixWorker       = "WORKER#"
+	sortWorker         = "WORKER"
+	prefixFleet        = "FLEET#"
+	sortFleetState     = "STATE"
+	prefixRate         = "RATE#"
+	prefixRateWindow   = "W#"
+	partitionRejected  = "REJECTED"
+	prefixInterrupts   = "INTR#"
+	prefixInterruptEvt = "EVT#"
+	prefixEvent        = "EVENT#"
+
+	// Partitions of IndexByState.
+	prefixReady     = "Q#"
+	prefixDelayed   = "D#"
+	prefixLeased    = "L#"
+	prefixSucceeded = "S#"
+	prefixDead      = "X#"
+	prefixCanceled  = "C#"
+	prefixWorkers   = "W#"
+	// eventsPartition holds the outbox's pending events (see outbox.go).
+	eventsPartition = "E#"
+
+	// Partition of IndexByInstance.
+	prefixInstance = "I#"
+)
+
+// Item types (the `type` attribute).
+const (
+	typeJob    = "job"
+	typeWorker = "worker"
+	typeEvent  = "event"
+)
+
 // Item keys.
-func jobKey(id string) (string, string)     { return "JOB#" + id, "JOB" }
-func workerKey(id string) (string, string)  { return "WORKER#" + id, "WORKER" }
-func fleetKey(slug string) (string, string) { return "FLEET#" + slug, "STATE" }
+func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
+
+func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
+
+func fleetKey(slug string) (string, string) { return prefixFleet + slug, sortFleetState }
+
+// rateWindowKey is a registration source's counter for the minute starting at window.
+func rateWindowKey(source string, window time.Time) (string, string) {
+	return prefixRate + source, prefixRateWindow + strconv.FormatInt(window.Unix(), 10)
+}
+
+// rejectionKey files a rejected submission under one partition, newest last.
+func rejectionKey(at time.Time, messageID string) (string, string) {
+	return partitionRejected, sortTime(at) + "#" + messageID
+}
+
+// interruptionsPartition holds a fleet's interruption buckets and the
+// markers of the events counted.
+func interruptionsPartition(fleet string) string { return prefixInterrupts + fleet }
+
+// interruptionMarker is the sort key marking an interruption event counted.
+func interruptionMarker(eventID string) string { return prefixInterruptEvt + eventID }
+
+// interruptionMinute renders the minute a bucket's sort key starts with.
+func interruptionMinute(t time.Time) string {
+	return t.UTC().Truncate(time.Minute).Format("20060102T1504")
+}
+
+// interruptionBucket is the sort key of one bucket's counter.
+func interruptionBucket(at time.Time, kind, instanceType, az string) string {
+	return fmt.Sprintf("%s#%s#%s#%s", interruptionMinute(at), kind, orNone(instanceType), orNone(az))
+}
+
+// parseInterruptionBucket reads a bucket's sort key back; ok is false for
+// any other item of the partition.
+func parseInterruptionBucket(sk string) (c fleetstate.InterruptionCount, ok bool) {
+	parts := strings.SplitN(sk, "#", 4)
+	if len(parts) != 4 {
+		return c, false
+	}
+	return fleetstate.InterruptionCount{Minute: parts[0], Kind: parts[1], InstanceType: parts[2], AZ: parts[3]}, true
+}
+
+// lastInterruptionMinute sorts after every bucket's minute.
+const lastInterruptionMinute = "99999999T9999"
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// eventKey is the partition of a job's pending events.
+func eventKey(jobID string) string { return prefixEvent + jobID }
+
+// eventSortKey orders a job's events by time and names their type
+// ("Job Succeeded" files as <time>#succeeded).
+func eventSortKey(at time.Time, eventType string) string {
+	return sortTime(at) + "#" + strings.ToLower(strings.TrimPrefix(eventType, "Job "))
+}
 
 // Partitions of IndexByState. A job is always in exactly one of them: the
 // state changes move it by rewriting GSI1PK/GSI1SK, never by removing them.
-func readyPartition(fleet string) string   { return "Q#" + fleet }
-func delayedPartition(fleet string) string { return "D#" + fleet }
-func leasedPartition(fleet string) string  { return "L#" + fleet }
-func workersPartition(fleet string) string { return "W#" + fleet }
-func instancePartition(inst string) string { return "I#" + inst }
-func terminalPartition(fleet string, s string) string {
+func readyPartition(fleet string) string { return prefixReady + fleet }
+
+func delayedPartition(fleet string) string { return prefixDelayed + fleet }
+
+func leasedPartition(fleet string) string { return prefixLeased + fleet }
+
+func workersPartition(fleet string) string { return prefixWorkers + fleet }
+
+func instancePartition(inst string) string { return prefixInstance + inst }
+
+func terminalPartition(fleet string, s job.Status) string {
 	switch s {
-	case "succeeded":
-		return "S#" + fleet
-	case "dead":
-		return "X#" + fleet
+	case job.Succeeded:
+		return prefixSucceeded + fleet
+	case job.Dead:
+		return prefixDead + fleet
 	default:
-		return "C#" + fleet
+		return prefixCanceled + fleet
 	}
 }
 

@@ -90,17 +90,6 @@ func (s *Store) Config() *fleetconfig.Config { return s.cfg }
 // Table returns the table name.
 func (s *Store) Table() string { return s.table }
 
-// LeaseStats counts lease claims and the claims lost to another poller.
-type LeaseStats struct {
-	Claims    int64
-	Conflicts int64
-}
-
-// LeaseStats returns the claim counters since the store was created.
-func (s *Store) LeaseStats() LeaseStats {
-	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
-}
-
 func (s *Store) fleet(slug string) (*fleetconfig.Fleet, error) {
 	f, ok := s.cfg.Fleet(slug)
 	if !ok {
@@ -212,6 +201,7 @@ type txItem struct {
 // txFailed reports which members of a canceled transaction failed their condition.
 type txFailed struct{ failed []bool }
 
+// Error describes the cancellation.
 func (e *txFailed) Error() string { return "transaction canceled by a failed condition" }
 
 // failedAt reports whether member i failed its condition.
@@ -306,6 +296,83 @@ func isConditionFailed(err error) bool {
 	return errors.As(err, &ccf) || errors.Is(err, errConditionFailed)
 }
 
+// query is one Query of the table or of an index, read page by page. Every
+// read of more than one item goes through it.
+type query struct {
+	what  string // names the read in errors
+	index string // "" for the table
+	key   expression.KeyConditionBuilder
+	// backward reads in descending sort-key order.
+	backward bool
+	// limit stops the read after this many items (0: read every page).
+	limit      int
+	consistent bool
+}
+
+// run reads the pages of q: its items, or with count only how many there are.
+func (s *Store) run(ctx context.Context, q query, count bool) ([]map[string]types.AttributeValue, int, error) {
+	e, err := expression.NewBuilder().WithKeyCondition(q.key).Build()
+	if err != nil {
+		return nil, 0, fmt.Errorf("build query of %s: %w", q.what, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    e.KeyCondition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+		ScanIndexForward:          aws.Bool(!q.backward),
+	}
+	if q.index != "" {
+		in.IndexName = aws.String(q.index)
+	}
+	if q.consistent {
+		in.ConsistentRead = aws.Bool(true)
+	}
+	if count {
+		in.Select = types.SelectCount
+	}
+	var items []map[string]types.AttributeValue
+	n := 0
+	for {
+		if q.limit > 0 && !count {
+			in.Limit = aws.Int32(int32(q.limit - len(items)))
+		}
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, 0, fmt.Errorf("query %s: %w", q.what, err)
+		}
+		items = append(items, res.Items...)
+		n += int(res.Count)
+		if len(res.LastEvaluatedKey) == 0 || (q.limit > 0 && !count && len(items) >= q.limit) {
+			return items, n, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
+// queryItems reads the items of q decoded as T.
+func queryItems[T any](ctx context.Context, s *Store, q query) ([]T, error) {
+	items, _, err := s.run(ctx, q, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	if err := attributevalue.UnmarshalListOfMaps(items, &out); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", q.what, err)
+	}
+	return out, nil
+}
+
+// byState is the query of one IndexByState partition.
+func byState(partition string) query {
+	return query{what: partition, index: IndexByState, key: expression.Key(AttrGSI1PK).Equal(expression.Value(partition))}
+}
+
+// byPartition is the query of one table partition.
+func byPartition(pk string) query {
+	return query{what: pk, key: expression.Key(AttrPK).Equal(expression.Value(pk))}
+}
+
 // queryIndex reads up to limit items of one IndexByState partition whose sort
 // key is below `below` (all when empty), in sort-key order.
 func (s *Store) queryIndex(ctx context.Context, partition, below string, limit int, forward bool) ([]jobItem, error) {
@@ -315,75 +382,23 @@ func (s *Store) queryIndex(ctx context.Context, partition, below string, limit i
 // queryIndexRange reads up to limit items of one IndexByState partition
 // whose sort key is at least from (when set) and below `below` (when set).
 func (s *Store) queryIndexRange(ctx context.Context, partition, from, below string, limit int, forward bool) ([]jobItem, error) {
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
+	q := byState(partition)
 	switch {
 	case from != "" && below != "":
 		return nil, fmt.Errorf("query %s: a range needs one bound", partition)
 	case from != "":
-		kc = kc.And(expression.Key(AttrGSI1SK).GreaterThanEqual(expression.Value(from)))
+		q.key = q.key.And(expression.Key(AttrGSI1SK).GreaterThanEqual(expression.Value(from)))
 	case below != "":
-		kc = kc.And(expression.Key(AttrGSI1SK).LessThan(expression.Value(below)))
+		q.key = q.key.And(expression.Key(AttrGSI1SK).LessThan(expression.Value(below)))
 	}
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-	if err != nil {
-		return nil, fmt.Errorf("build query: %w", err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		IndexName:                 aws.String(IndexByState),
-		KeyConditionExpression:    e.KeyCondition(),
-		ExpressionAttributeNames:  e.Names(),
-		ExpressionAttributeValues: e.Values(),
-		ScanIndexForward:          aws.Bool(forward),
-	}
-	var out []jobItem
-	for {
-		if limit > 0 {
-			in.Limit = aws.Int32(int32(limit - len(out)))
-		}
-		res, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", partition, err)
-		}
-		var page []jobItem
-		if err := attributevalue.UnmarshalListOfMaps(res.Items, &page); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", partition, err)
-		}
-		out = append(out, page...)
-		if len(res.LastEvaluatedKey) == 0 || (limit > 0 && len(out) >= limit) {
-			return out, nil
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
-	}
+	q.limit, q.backward = limit, !forward
+	return queryItems[jobItem](ctx, s, q)
 }
 
 // countIndex counts the items of one IndexByState partition. Its cost is
 // bounded by the partition's size, which for the live partitions (ready,
 // delayed, leased) is the fleet's live backlog.
 func (s *Store) countIndex(ctx context.Context, partition string) (int, error) {
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-	if err != nil {
-		return 0, fmt.Errorf("build count: %w", err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		IndexName:                 aws.String(IndexByState),
-		KeyConditionExpression:    e.KeyCondition(),
-		ExpressionAttributeNames:  e.Names(),
-		ExpressionAttributeValues: e.Values(),
-		Select:                    types.SelectCount,
-	}
-	n := 0
-	for {
-		res, err := s.db.Query(ctx, in)
-		if err != nil {
-			return 0, fmt.Errorf("count %s: %w", partition, err)
-		}
-		n += int(res.Count)
-		if len(res.LastEvaluatedKey) == 0 {
-			return n, nil
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
-	}
+	_, n, err := s.run(ctx, byState(partition), true)
+	return n, err
 }

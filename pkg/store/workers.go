@@ -14,54 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fleetq/fleetq/pkg/job"
+	"github.com/fleetq/fleetq/pkg/worker"
 )
-
-// WorkerStatus is whether a worker may take new work.
-type WorkerStatus string
-
-// Worker statuses.
-const (
-	WorkerActive   WorkerStatus = "active"
-	WorkerDraining WorkerStatus = "draining"
-	WorkerRevoked  WorkerStatus = "revoked"
-)
-
-// Worker is a registered worker.
-type Worker struct {
-	ID             string
-	Fleet          string
-	Stage          string
-	InstanceID     string
-	InstanceType   string
-	AZ             string
-	Capabilities   json.RawMessage
-	Providers      []string
-	MaxConcurrency int
-	TokenHash      string
-	Status         WorkerStatus
-	Approved       bool
-	Leases         int
-	RegisteredAt   time.Time
-	LastSeenAt     time.Time
-	// LastReleaseAt is when the worker last gave up a lease (zero if never).
-	LastReleaseAt time.Time
-	// LastClaimAt is when the worker last leased a job (zero if never).
-	LastClaimAt time.Time
-	// SourceIP is the address the worker last registered from.
-	SourceIP string
-}
-
-// IdleSince is when the worker last held no lease: its last release, or its
-// registration if it never had one. It is zero while it holds a lease.
-func (w Worker) IdleSince() time.Time {
-	if w.Leases > 0 {
-		return time.Time{}
-	}
-	if w.LastReleaseAt.After(w.RegisteredAt) {
-		return w.LastReleaseAt
-	}
-	return w.RegisteredAt
-}
 
 // WorkerAuth is what a worker's bearer token proves: who it is, its fleet, and
 // the digest the stored token must match. Every worker operation re-checks
@@ -92,10 +46,10 @@ type Registration struct {
 // and details while keeping its leases. New workers count against the fleet's
 // worker cap (ErrFleetFull past it); a worker registered to another fleet is
 // ErrConflict.
-func (s *Store) RegisterWorker(ctx context.Context, r Registration) (Worker, error) {
+func (s *Store) RegisterWorker(ctx context.Context, r Registration) (worker.Worker, error) {
 	f, err := s.fleet(r.Fleet)
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
 	now := s.clock.Now()
 	for range 3 {
@@ -109,21 +63,21 @@ func (s *Store) RegisterWorker(ctx context.Context, r Registration) (Worker, err
 		}
 		// Deregistered between the two writes: create it again.
 	}
-	return Worker{}, fmt.Errorf("register worker %s: %w", r.WorkerID, ErrContention)
+	return worker.Worker{}, fmt.Errorf("register worker %s: %w", r.WorkerID, ErrContention)
 }
 
 var errExists = errors.New("already exists")
 
-func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int, approved bool, now time.Time) (Worker, error) {
+func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int, approved bool, now time.Time) (worker.Worker, error) {
 	pk, sk := workerKey(r.WorkerID)
 	it := workerItem{
-		PK: pk, SK: sk, Type: "worker",
+		PK: pk, SK: sk, Type: typeWorker,
 		GSI1PK: workersPartition(r.Fleet), GSI1SK: r.WorkerID,
 		WorkerID: r.WorkerID, Fleet: r.Fleet, Stage: r.Stage,
 		InstanceID: r.InstanceID, InstanceType: r.InstanceType, AZ: r.AZ,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
-		Status: string(WorkerActive), Approved: approved,
+		Status: string(worker.Active), Approved: approved,
 		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP,
 	}
 	if r.InstanceID != "" {
@@ -131,15 +85,15 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	}
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return Worker{}, fmt.Errorf("encode worker: %w", err)
+		return worker.Worker{}, fmt.Errorf("encode worker: %w", err)
 	}
 	fpk, fsk := fleetKey(r.Fleet)
-	count := expression.Name("workers")
+	count := expression.Name(attrWorkers)
 	err = s.transact(ctx,
 		txItem{put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
 		txItem{update: &update{
 			pk: fpk, sk: fsk,
-			set:  expression.Add(count, expression.Value(1)).Set(expression.Name("fleet"), expression.Value(r.Fleet)),
+			set:  expression.Add(count, expression.Value(1)).Set(expression.Name(attrFleet), expression.Value(r.Fleet)),
 			cond: expression.Or(count.AttributeNotExists(), count.LessThan(expression.Value(workerCap))),
 		}},
 	)
@@ -148,88 +102,88 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	case err == nil:
 		return it.toWorker(), nil
 	case errors.As(err, &tf) && tf.failedAt(0):
-		return Worker{}, errExists
+		return worker.Worker{}, errExists
 	case errors.As(err, &tf) && tf.failedAt(1):
-		return Worker{}, fmt.Errorf("fleet %s has %d workers: %w", r.Fleet, workerCap, ErrFleetFull)
+		return worker.Worker{}, fmt.Errorf("fleet %s has %d workers: %w", r.Fleet, workerCap, ErrFleetFull)
 	default:
-		return Worker{}, fmt.Errorf("create worker %s: %w", r.WorkerID, err)
+		return worker.Worker{}, fmt.Errorf("create worker %s: %w", r.WorkerID, err)
 	}
 }
 
-func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.Time) (Worker, error) {
+func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.Time) (worker.Worker, error) {
 	pk, sk := workerKey(r.WorkerID)
-	set := expression.Set(expression.Name("token_hash"), expression.Value(r.TokenHash)).
-		Set(expression.Name("stage"), expression.Value(r.Stage)).
-		Set(expression.Name("max_concurrency"), expression.Value(r.MaxConcurrency)).
-		Set(expression.Name("last_seen_ms"), expression.Value(ms(now))).
-		Set(expression.Name("source_ip"), expression.Value(r.SourceIP))
+	set := expression.Set(expression.Name(attrTokenHash), expression.Value(r.TokenHash)).
+		Set(expression.Name(attrStage), expression.Value(r.Stage)).
+		Set(expression.Name(attrMaxConcurrency), expression.Value(r.MaxConcurrency)).
+		Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
+		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP))
 	if r.InstanceID != "" {
-		set = set.Set(expression.Name("instance_id"), expression.Value(r.InstanceID)).
+		set = set.Set(expression.Name(attrInstanceID), expression.Value(r.InstanceID)).
 			Set(expression.Name(AttrGSI2PK), expression.Value(instancePartition(r.InstanceID))).
 			Set(expression.Name(AttrGSI2SK), expression.Value(r.WorkerID))
 	}
 	if r.InstanceType != "" {
-		set = set.Set(expression.Name("instance_type"), expression.Value(r.InstanceType))
+		set = set.Set(expression.Name(attrInstanceType), expression.Value(r.InstanceType))
 	}
 	if r.AZ != "" {
-		set = set.Set(expression.Name("az"), expression.Value(r.AZ))
+		set = set.Set(expression.Name(attrAZ), expression.Value(r.AZ))
 	}
 	if len(r.Capabilities) > 0 {
-		set = set.Set(expression.Name("capabilities"), expression.Value(string(r.Capabilities)))
+		set = set.Set(expression.Name(attrCapabilities), expression.Value(string(r.Capabilities)))
 	}
 	if len(r.Providers) > 0 {
-		set = set.Set(expression.Name("providers"), expression.Value(r.Providers))
+		set = set.Set(expression.Name(attrProviders), expression.Value(r.Providers))
 	}
 	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
-		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name("fleet").Equal(expression.Value(r.Fleet))),
+		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet))),
 	})
 	if errors.Is(err, errConditionFailed) {
 		var cur workerItem
 		found, gerr := s.getItem(ctx, pk, sk, &cur)
 		switch {
 		case gerr != nil:
-			return Worker{}, gerr
+			return worker.Worker{}, gerr
 		case !found:
-			return Worker{}, ErrNotFound
+			return worker.Worker{}, ErrNotFound
 		default:
-			return Worker{}, fmt.Errorf("worker %s is registered to fleet %s; deregister it first: %w", r.WorkerID, cur.Fleet, ErrConflict)
+			return worker.Worker{}, fmt.Errorf("worker %s is registered to fleet %s; deregister it first: %w", r.WorkerID, cur.Fleet, ErrConflict)
 		}
 	}
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
 	return s.GetWorker(ctx, r.WorkerID)
 }
 
 // GetWorker reads a worker (strongly consistent).
-func (s *Store) GetWorker(ctx context.Context, id string) (Worker, error) {
+func (s *Store) GetWorker(ctx context.Context, id string) (worker.Worker, error) {
 	pk, sk := workerKey(id)
 	var it workerItem
 	found, err := s.getItem(ctx, pk, sk, &it)
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
 	if !found {
-		return Worker{}, fmt.Errorf("worker %s: %w", id, ErrNotFound)
+		return worker.Worker{}, fmt.Errorf("worker %s: %w", id, ErrNotFound)
 	}
 	return it.toWorker(), nil
 }
 
 // Authorize checks a worker's token digest against the stored one (in
 // constant time) and that it is not revoked.
-func (s *Store) Authorize(ctx context.Context, a WorkerAuth) (Worker, error) {
+func (s *Store) Authorize(ctx context.Context, a WorkerAuth) (worker.Worker, error) {
 	w, err := s.GetWorker(ctx, a.WorkerID)
 	if errors.Is(err, ErrNotFound) {
-		return Worker{}, ErrUnauthenticated
+		return worker.Worker{}, ErrUnauthenticated
 	}
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
 	if w.Fleet != a.Fleet || subtle.ConstantTimeCompare([]byte(w.TokenHash), []byte(a.TokenHash)) != 1 {
-		return Worker{}, ErrUnauthenticated
+		return worker.Worker{}, ErrUnauthenticated
 	}
-	if w.Status == WorkerRevoked {
-		return Worker{}, ErrRevoked
+	if w.Status == worker.Revoked {
+		return worker.Worker{}, ErrRevoked
 	}
 	return w, nil
 }
@@ -237,15 +191,15 @@ func (s *Store) Authorize(ctx context.Context, a WorkerAuth) (Worker, error) {
 // authCond is the condition every worker-initiated write puts on the worker
 // item: this token, and not revoked.
 func authCond(a WorkerAuth) expression.ConditionBuilder {
-	return expression.Name("token_hash").Equal(expression.Value(a.TokenHash)).
-		And(expression.Name("wstatus").NotEqual(expression.Value(string(WorkerRevoked))))
+	return expression.Name(attrTokenHash).Equal(expression.Value(a.TokenHash)).
+		And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
 }
 
 // TouchWorker marks a worker seen (an empty poll), checking its token.
 func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
 	pk, sk := workerKey(a.WorkerID)
 	err := s.updateItem(ctx, update{pk: pk, sk: sk,
-		set:  expression.Set(expression.Name("last_seen_ms"), expression.Value(ms(s.clock.Now()))),
+		set:  expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(s.clock.Now()))),
 		cond: authCond(a),
 	})
 	if errors.Is(err, errConditionFailed) {
@@ -259,89 +213,51 @@ func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
 }
 
 // ListWorkers returns the workers of a fleet.
-func (s *Store) ListWorkers(ctx context.Context, fleet string) ([]Worker, error) {
-	items, err := s.queryWorkers(ctx, workersPartition(fleet))
+func (s *Store) ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error) {
+	items, err := queryItems[workerItem](ctx, s, byState(workersPartition(fleet)))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Worker, 0, len(items))
+	out := make([]worker.Worker, 0, len(items))
 	for i := range items {
 		out = append(out, items[i].toWorker())
 	}
 	return out, nil
 }
 
-func (s *Store) queryWorkers(ctx context.Context, partition string) ([]workerItem, error) {
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(partition))
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-	if err != nil {
-		return nil, err
-	}
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexByState),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	}
-	var out []workerItem
-	for {
-		res, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", partition, err)
-		}
-		var page []workerItem
-		if err := attributevalue.UnmarshalListOfMaps(res.Items, &page); err != nil {
-			return nil, fmt.Errorf("decode workers: %w", err)
-		}
-		out = append(out, page...)
-		if len(res.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
-	}
-}
-
 // WorkerByInstance finds the worker running on an EC2 instance. The index
 // read only finds the candidate; the worker is then read consistently.
-func (s *Store) WorkerByInstance(ctx context.Context, instanceID string) (Worker, error) {
-	kc := expression.Key(AttrGSI2PK).Equal(expression.Value(instancePartition(instanceID)))
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+func (s *Store) WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error) {
+	partition := instancePartition(instanceID)
+	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
+		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
-	res, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexByInstance),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
-	if err != nil {
-		return Worker{}, fmt.Errorf("query instance %s: %w", instanceID, err)
-	}
-	for _, item := range res.Items {
-		var it workerItem
-		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-			return Worker{}, err
-		}
+	for _, it := range cands {
 		w, err := s.GetWorker(ctx, it.WorkerID)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return Worker{}, err
+			return worker.Worker{}, err
 		}
 		if w.InstanceID == instanceID {
 			return w, nil
 		}
 	}
-	return Worker{}, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+	return worker.Worker{}, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
 }
 
 // SetWorkerApproved approves a worker (or withdraws approval).
-func (s *Store) SetWorkerApproved(ctx context.Context, id string, approved bool) (Worker, error) {
-	return s.setWorker(ctx, id, expression.Set(expression.Name("approved"), expression.Value(approved)), expression.ConditionBuilder{})
+func (s *Store) SetWorkerApproved(ctx context.Context, id string, approved bool) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrApproved), expression.Value(approved)), expression.ConditionBuilder{})
 }
 
 // DrainWorker stops a worker from taking new leases; its running jobs go on.
-func (s *Store) DrainWorker(ctx context.Context, id string) (Worker, error) {
-	return s.setWorker(ctx, id, expression.Set(expression.Name("wstatus"), expression.Value(string(WorkerDraining))),
-		expression.Name("wstatus").NotEqual(expression.Value(string(WorkerRevoked))))
+func (s *Store) DrainWorker(ctx context.Context, id string) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Draining))),
+		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
 }
 
 // DrainIdleWorker marks a worker draining only while it holds no lease. It is
@@ -351,9 +267,9 @@ func (s *Store) DrainWorker(ctx context.Context, id string) (Worker, error) {
 func (s *Store) DrainIdleWorker(ctx context.Context, id string) error {
 	pk, sk := workerKey(id)
 	err := s.updateItem(ctx, update{pk: pk, sk: sk,
-		set: expression.Set(expression.Name("wstatus"), expression.Value(string(WorkerDraining))),
-		cond: expression.Name("leases").LessThanEqual(expression.Value(0)).
-			And(expression.Name("wstatus").NotEqual(expression.Value(string(WorkerRevoked)))),
+		set: expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Draining))),
+		cond: expression.Name(attrLeases).LessThanEqual(expression.Value(0)).
+			And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked)))),
 	})
 	if errors.Is(err, errConditionFailed) {
 		return fmt.Errorf("worker %s has a lease or is gone: %w", id, ErrConflict)
@@ -362,12 +278,12 @@ func (s *Store) DrainIdleWorker(ctx context.Context, id string) error {
 }
 
 // RotateWorkerToken replaces a worker's token digest; the old token stops working.
-func (s *Store) RotateWorkerToken(ctx context.Context, id, tokenHash string) (Worker, error) {
-	return s.setWorker(ctx, id, expression.Set(expression.Name("token_hash"), expression.Value(tokenHash)),
-		expression.Name("wstatus").NotEqual(expression.Value(string(WorkerRevoked))))
+func (s *Store) RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrTokenHash), expression.Value(tokenHash)),
+		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
 }
 
-func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateBuilder, extra expression.ConditionBuilder) (Worker, error) {
+func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateBuilder, extra expression.ConditionBuilder) (worker.Worker, error) {
 	pk, sk := workerKey(id)
 	cond := expression.AttributeExists(expression.Name(AttrPK))
 	if extra.IsSet() {
@@ -377,20 +293,20 @@ func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateB
 	if errors.Is(err, errConditionFailed) {
 		w, gerr := s.GetWorker(ctx, id)
 		if gerr != nil {
-			return Worker{}, gerr
+			return worker.Worker{}, gerr
 		}
 		return w, fmt.Errorf("worker %s is %s: %w", id, w.Status, ErrConflict)
 	}
 	if err != nil {
-		return Worker{}, err
+		return worker.Worker{}, err
 	}
 	return s.GetWorker(ctx, id)
 }
 
 // RevokeWorker marks a worker revoked (its token stops working) and gives
 // every lease it holds back to the queue without spending an attempt.
-func (s *Store) RevokeWorker(ctx context.Context, id string) (Worker, error) {
-	w, err := s.setWorker(ctx, id, expression.Set(expression.Name("wstatus"), expression.Value(string(WorkerRevoked))), expression.ConditionBuilder{})
+func (s *Store) RevokeWorker(ctx context.Context, id string) (worker.Worker, error) {
+	w, err := s.setWorker(ctx, id, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Revoked))), expression.ConditionBuilder{})
 	if err != nil {
 		return w, err
 	}
@@ -427,14 +343,14 @@ func (s *Store) RemoveWorker(ctx context.Context, id, reason string) (requeued i
 	return n, s.deleteWorker(ctx, w, expression.AttributeExists(expression.Name(AttrPK)))
 }
 
-func (s *Store) deleteWorker(ctx context.Context, w Worker, cond expression.ConditionBuilder) error {
+func (s *Store) deleteWorker(ctx context.Context, w worker.Worker, cond expression.ConditionBuilder) error {
 	pk, sk := workerKey(w.ID)
 	fpk, fsk := fleetKey(w.Fleet)
 	err := s.transact(ctx,
 		txItem{delete: &update{pk: pk, sk: sk, cond: cond}},
 		txItem{update: &update{pk: fpk, sk: fsk,
-			set:  expression.Add(expression.Name("workers"), expression.Value(-1)),
-			cond: expression.Name("workers").GreaterThan(expression.Value(0)),
+			set:  expression.Add(expression.Name(attrWorkers), expression.Value(-1)),
+			cond: expression.Name(attrWorkers).GreaterThan(expression.Value(0)),
 		}},
 	)
 	var tf *txFailed
@@ -454,4 +370,122 @@ func (s *Store) deleteWorker(ctx context.Context, w Worker, cond expression.Cond
 	default:
 		return fmt.Errorf("delete worker %s: %w", w.ID, err)
 	}
+}
+
+// LeaseCountQuiet is how long a worker must have made no claim before its
+// lease count may be reconciled from the index: long past any index lag, so
+// a claim the index has not shown yet can never be counted away.
+const LeaseCountQuiet = 2 * time.Minute
+
+// ReconcileLeaseCounts is a safety net: every lease start and end moves the
+// job and its worker's count in one transaction, so counts should never
+// drift; if one has (a bug, a manual edit), it is set to the leased jobs the
+// index shows for the worker. A worker that claimed a job in the last
+// LeaseCountQuiet is left alone, so index lag can never hide a fresh claim,
+// and the write is conditional on the count read.
+func (s *Store) ReconcileLeaseCounts(ctx context.Context, fleet string, held map[string]int) (int, error) {
+	workers, err := s.ListWorkers(ctx, fleet)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := s.clock.Now().Add(-LeaseCountQuiet)
+	fixed := 0
+	for _, w := range workers {
+		n := held[w.ID]
+		if w.Leases == n || w.LastClaimAt.After(cutoff) {
+			continue
+		}
+		pk, sk := workerKey(w.ID)
+		err := s.updateItem(ctx, update{pk: pk, sk: sk,
+			set: expression.Set(expression.Name(attrLeases), expression.Value(n)),
+			cond: expression.Name(attrLeases).Equal(expression.Value(w.Leases)).
+				And(expression.Name(attrLastClaimMS).LessThan(expression.Value(ms(cutoff))).
+					Or(expression.AttributeNotExists(expression.Name(attrLastClaimMS)))),
+		})
+		if errors.Is(err, errConditionFailed) {
+			continue // it moved meanwhile; the next tick looks again
+		}
+		if err != nil {
+			return fixed, fmt.Errorf("reconcile lease count of %s: %w", w.ID, err)
+		}
+		s.log.Warn("worker lease count reconciled", "worker_id", w.ID, "fleet", fleet, "was", w.Leases, "now", n)
+		fixed++
+	}
+	return fixed, nil
+}
+
+// RemoveStaleWorkers removes the workers of a fleet not seen since before
+// cutoff (their leases, if any, are requeued first). It answers how many.
+func (s *Store) RemoveStaleWorkers(ctx context.Context, fleet string, cutoff time.Time) (int, error) {
+	workers, err := s.ListWorkers(ctx, fleet)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range workers {
+		if w.LastSeenAt.IsZero() || !w.LastSeenAt.Before(cutoff) {
+			continue
+		}
+		if _, err := s.RemoveWorker(ctx, w.ID, "stale"); err != nil && !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// workerItem is a registered worker as stored.
+type workerItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI1PK string `dynamodbav:"GSI1PK"`
+	GSI1SK string `dynamodbav:"GSI1SK"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+	Type   string `dynamodbav:"type"`
+
+	WorkerID       string   `dynamodbav:"worker_id"`
+	Fleet          string   `dynamodbav:"fleet"`
+	Stage          string   `dynamodbav:"stage"`
+	InstanceID     string   `dynamodbav:"instance_id,omitempty"`
+	InstanceType   string   `dynamodbav:"instance_type,omitempty"`
+	AZ             string   `dynamodbav:"az,omitempty"`
+	Capabilities   string   `dynamodbav:"capabilities,omitempty"`
+	Providers      []string `dynamodbav:"providers,omitempty"`
+	MaxConcurrency int      `dynamodbav:"max_concurrency"`
+	TokenHash      string   `dynamodbav:"token_hash"`
+	Status         string   `dynamodbav:"wstatus"`
+	Approved       bool     `dynamodbav:"approved"`
+	Leases         int      `dynamodbav:"leases"`
+	RegisteredMS   int64    `dynamodbav:"registered_ms"`
+	LastSeenMS     int64    `dynamodbav:"last_seen_ms"`
+	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
+	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
+	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
+}
+
+func (it *workerItem) toWorker() worker.Worker {
+	w := worker.Worker{
+		ID:             it.WorkerID,
+		Fleet:          it.Fleet,
+		Stage:          it.Stage,
+		InstanceID:     it.InstanceID,
+		InstanceType:   it.InstanceType,
+		AZ:             it.AZ,
+		Providers:      it.Providers,
+		MaxConcurrency: it.MaxConcurrency,
+		TokenHash:      it.TokenHash,
+		Status:         worker.Status(it.Status),
+		Approved:       it.Approved,
+		Leases:         it.Leases,
+		RegisteredAt:   fromMS(it.RegisteredMS),
+		LastSeenAt:     fromMS(it.LastSeenMS),
+		LastReleaseAt:  fromMS(it.LastReleaseMS),
+		LastClaimAt:    fromMS(it.LastClaimMS),
+		SourceIP:       it.SourceIP,
+	}
+	if it.Capabilities != "" {
+		w.Capabilities = json.RawMessage(it.Capabilities)
+	}
+	return w
 }

@@ -71,7 +71,7 @@ func registerBody(t *testing.T) string {
 }
 
 // scenario replays the samples: a worker registers, a submission batch
-// arrives at a fleet at zero (dispatch wakes it), the
+// arrives at a fleet at zero (dispatch wakes it and records why), the
 // worker's instance gets a Spot warning, and the scheduled tick runs.
 func scenario(t *testing.T, w wiring) {
 	ctx := context.Background()
@@ -91,6 +91,14 @@ func scenario(t *testing.T, w wiring) {
 	if d := w.desired(t); d < 1 {
 		t.Fatalf("the fleet's group has desired %d after work arrived at zero", d)
 	}
+	st, err := w.store.GetFleetState(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "woken by") {
+		t.Fatalf("last decision after the wake: %+v", st.LastDecision)
+	}
+
 	// The warning arrives now: the tick counts the last minute's.
 	warning := sample[awsevents.CloudWatchEvent](t, "ec2-spot-interruption-warning.json")
 	warning.Time = time.Now().UTC()

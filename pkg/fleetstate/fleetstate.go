@@ -1,0 +1,101 @@
+package fleetstate
+
+import "time"
+
+// DecisionHistory is how many decisions a fleet keeps besides the last.
+const DecisionHistory = 20
+
+// Backlog is a fleet's live work, counted from the job records.
+type Backlog struct {
+	Ready   int // queued and due
+	Delayed int // queued, waiting out a retry backoff
+	Leased  int // being processed
+}
+
+// Queued is every queued job, due or not.
+func (b Backlog) Queued() int { return b.Ready + b.Delayed }
+
+// Snapshot is a fleet's live work as the scaler sees it, read from the
+// ready, delayed and leased partitions of the index only.
+type Snapshot struct {
+	Backlog
+	// OldestReady is when the oldest ready job was created (zero: none).
+	OldestReady time.Time
+	// LeasesByWorker counts leased jobs per worker.
+	LeasesByWorker map[string]int
+}
+
+// Outcomes summarizes the jobs of a fleet that ended since a time.
+type Outcomes struct {
+	Succeeded, Dead int
+	// Runs are the last attempts' run times of the succeeded jobs, sorted.
+	Runs []time.Duration
+}
+
+// Decision is a scaling decision as recorded for a fleet: a tick's, or a
+// wake on enqueue's. Its attribute names are the stored layout.
+type Decision struct {
+	At        time.Time      `dynamodbav:"at" json:"at"`
+	Desired   int            `dynamodbav:"desired" json:"desired"`
+	Reason    string         `dynamodbav:"reason" json:"reason"`
+	Victims   []string       `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
+	Inputs    map[string]int `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
+	InService int            `dynamodbav:"in_service" json:"in_service"`
+}
+
+// State is what fleetq keeps per fleet besides its jobs and workers.
+type State struct {
+	Slug    string
+	Workers int
+	// Desired and InService are the capacity the scaler last saw or set.
+	Desired   int
+	InService int
+	// LastActiveAt is when the fleet last had queued or leased work.
+	LastActiveAt time.Time
+	LastDecision *Decision
+	// History is the fleet's recent decisions, newest first (at most
+	// DecisionHistory); FirstSeen is when each live instance was first seen.
+	History   []Decision
+	FirstSeen map[string]time.Time
+	// WokenAt is the last wake-on-enqueue.
+	WokenAt time.Time
+}
+
+// Record is what the scaler writes after a tick.
+type Record struct {
+	Decision     Decision
+	LastActiveAt time.Time
+	// FirstSeen is when each live instance of the group was first seen (the
+	// group does not report launch times; the boot timeout runs from this).
+	FirstSeen map[string]time.Time
+}
+
+// Interruption kinds.
+const (
+	// InterruptSpot is a Spot interruption warning.
+	InterruptSpot = "spot"
+	// InterruptRebalance is a rebalance recommendation.
+	InterruptRebalance = "rebalance"
+	// InterruptTerminated is an instance that terminated under a worker.
+	InterruptTerminated = "terminated"
+)
+
+// Interruption is one interruption event of a fleet's instance.
+type Interruption struct {
+	EventID      string
+	Fleet        string
+	Kind         string
+	InstanceType string
+	AZ           string
+	At           time.Time
+}
+
+// InterruptionCount is one one-minute bucket's count of a kind of
+// interruption on an instance type in an availability zone.
+type InterruptionCount struct {
+	Minute       string
+	Kind         string
+	InstanceType string
+	AZ           string
+	Count        int
+}

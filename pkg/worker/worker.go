@@ -1,0 +1,56 @@
+package worker
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is whether a worker may take new work.
+type Status string
+
+// Worker statuses.
+const (
+	// Active workers lease jobs.
+	Active Status = "active"
+	// Draining workers finish their leases and take no new ones.
+	Draining Status = "draining"
+	// Revoked workers' tokens no longer work.
+	Revoked Status = "revoked"
+)
+
+// Worker is a registered worker.
+type Worker struct {
+	ID             string
+	Fleet          string
+	Stage          string
+	InstanceID     string
+	InstanceType   string
+	AZ             string
+	Capabilities   json.RawMessage
+	Providers      []string
+	MaxConcurrency int
+	TokenHash      string
+	Status         Status
+	Approved       bool
+	Leases         int
+	RegisteredAt   time.Time
+	LastSeenAt     time.Time
+	// LastReleaseAt is when the worker last gave up a lease (zero if never).
+	LastReleaseAt time.Time
+	// LastClaimAt is when the worker last leased a job (zero if never).
+	LastClaimAt time.Time
+	// SourceIP is the address the worker last registered from.
+	SourceIP string
+}
+
+// IdleSince is when the worker last held no lease: its last release, or its
+// registration if it never had one. It is zero while it holds a lease.
+func (w Worker) IdleSince() time.Time {
+	if w.Leases > 0 {
+		return time.Time{}
+	}
+	if w.LastReleaseAt.After(w.RegisteredAt) {
+		return w.LastReleaseAt
+	}
+	return w.RegisteredAt
+}
