@@ -1,6 +1,6 @@
 // Package config holds the fleet configuration of each stage as YAML files
 // (dev.yaml, prod.yaml) and embeds them, so the binaries and the CDK app carry
-// the reviewed configuration with them. pkg/fleetconfig parses and validates it.
+// the reviewed configuration with them. pkg/domain/fleetconfig parses and validates it.
 package config
 
 import (

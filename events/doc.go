@@ -37,7 +37,7 @@
 //     mapping delivers it (AWS Lambda Developer Guide, "Using Lambda with
 //     Amazon SQS"), carrying fleetq submissions.
 //
-// pkg/interruption's tests parse every EC2 and Auto Scaling sample here.
+// pkg/service/interruption's tests parse every EC2 and Auto Scaling sample here.
 package events
 
 import "embed"

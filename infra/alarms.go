@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 // MetricsNamespace is where the scaler's Embedded Metric Format lines land.

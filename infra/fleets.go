@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 // network is the VPC the fleets run in: one the stack creates from

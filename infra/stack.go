@@ -29,11 +29,11 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/config"
-	"github.com/fleetq/fleetq/pkg/api"
-	"github.com/fleetq/fleetq/pkg/awsenv"
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/interruption"
-	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
 
 // Options configure a stage's stack.
@@ -157,7 +157,7 @@ func newBuild(app constructs.Construct, o Options) *build {
 // name is a resource's physical name in the stage.
 func (b *build) name(s string) *string { return jsii.String("fleetq-" + b.stage + "-" + s) }
 
-// table is the state: one table, its two indexes from pkg/store's schema.
+// table is the state: one table, its two indexes from pkg/aws/store's schema.
 func (b *build) table() awsdynamodb.Table {
 	table := awsdynamodb.NewTable(b.st, jsii.String("Table"), &awsdynamodb.TableProps{
 		TableName:                        jsii.String(fleetconfig.TableName(b.stage)),
@@ -228,7 +228,7 @@ func (f functions) all() []awslambda.Function {
 }
 
 // functions builds the four functions, each with the environment
-// pkg/system's LoadLambda reads.
+// pkg/service/system's LoadLambda reads.
 func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsevents.EventBus, bucket awss3.Bucket) functions {
 	groups := map[string]string{}
 	for _, f := range b.cfg.Fleets {
@@ -377,7 +377,7 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 }
 
 // httpAPI is the HTTP API in front of the api function, its routes taken
-// from pkg/api's route table: worker routes check the fleet secret and
+// from pkg/service/api's route table: worker routes check the fleet secret and
 // tokens in the handler; producer and operator routes need IAM (SigV4).
 // Every other method and path goes to the handler too (no authorizer), so
 // a wrong path or method is answered in the API's error shape; the handler

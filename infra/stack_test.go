@@ -14,8 +14,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/infra"
-	"github.com/fleetq/fleetq/pkg/api"
-	"github.com/fleetq/fleetq/pkg/store"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/service/api"
 )
 
 // Each stage is synthesized once (a synthesis costs seconds) and its

@@ -8,9 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/devstack"
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func init() {

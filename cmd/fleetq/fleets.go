@@ -8,7 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/fleetq/fleetq/pkg/wire"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetq/fleetq/pkg/devstack"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
 
 func TestFleetsPrintsTheLastDecision(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/fleetq/fleetq/pkg/wire"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
 // operatorClient calls the producer and operator routes: with a bearer

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/sim"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/tools/sim"
 )
 
 func init() {

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/fleetq/fleetq/pkg/agent"
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/service/agent"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func init() {

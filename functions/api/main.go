@@ -1,5 +1,5 @@
 // Command api is the worker, producer and operator HTTP API as a Lambda
-// function behind an API Gateway HTTP API (payload format 2.0). pkg/system
+// function behind an API Gateway HTTP API (payload format 2.0). pkg/service/system
 // builds it, with the same constructor the dev stack serves.
 package main
 
@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func main() {

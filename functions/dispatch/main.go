@@ -1,5 +1,5 @@
 // Command dispatch is the SQS-triggered function that turns submissions into
-// jobs and wakes a fleet at zero (pkg/dispatch, built by pkg/system). The
+// jobs and wakes a fleet at zero (pkg/service/dispatch, built by pkg/service/system). The
 // event source mapping must enable ReportBatchItemFailures so only failed
 // records are redelivered.
 package main
@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func main() {

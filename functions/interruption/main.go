@@ -1,7 +1,7 @@
 // Command interruption is the EventBridge-triggered function for the EC2
 // Spot interruption warnings, rebalance recommendations, instance state
 // changes and Auto Scaling terminate lifecycle actions of the stage's
-// fleets (pkg/interruption, built by pkg/system).
+// fleets (pkg/service/interruption, built by pkg/service/system).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func main() {

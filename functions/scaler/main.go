@@ -1,6 +1,6 @@
 // Command scaler is the once-a-minute EventBridge-scheduled function that
-// runs pkg/scaler's tick over every fleet of the stage (built by
-// pkg/system): housekeeping of the job records, the scaling decision carried
+// runs pkg/service/scaler's tick over every fleet of the stage (built by
+// pkg/service/system): housekeeping of the job records, the scaling decision carried
 // out on the fleet's Auto Scaling Group, the decision record, and one
 // Embedded Metric Format line per fleet on stdout (CloudWatch Logs turns
 // them into metrics).
@@ -13,7 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/fleetq/fleetq/pkg/system"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func main() {

@@ -1,0 +1,22 @@
+// Package asg adapts an EC2 Auto Scaling group to what the scaler needs: read
+// a group's capacity and instances, set its desired capacity, terminate one
+// chosen instance, and complete a lifecycle action.
+//
+// # Retries
+//
+// The adapter retries throttling (Throttling, ThrottlingException,
+// RequestLimitExceeded), ResourceContention and 5xx answers itself, with
+// exponential backoff and jitter, a bounded number of times; every other
+// error is returned at once. It does so rather than lean on the SDK's
+// standard retryer so that the policy is explicit, the waits go through an
+// injectable Sleep (tests never sleep), and the bound is one number. Build
+// the client with [WithoutSDKRetries] so the two do not multiply (the SDK's
+// default of 3 attempts under this adapter's 6 would make 18 requests).
+//
+// # Launch time
+//
+// DescribeAutoScalingGroups does not report when an instance launched, and
+// the adapter makes no extra EC2 call to find out: Instance.FirstSeen is
+// always zero here. The scaler tracks boot time itself, from the first tick
+// it sees an instance Pending.
+package asg

@@ -1,0 +1,2 @@
+// Package sqsqueue puts job submissions on the SQS submission queue.
+package sqsqueue

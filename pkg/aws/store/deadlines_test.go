@@ -1,0 +1,133 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+func (e *env) submitWith(n store.NewJob) {
+	e.t.Helper()
+	if n.TenantID == "" {
+		n.TenantID = "t1"
+	}
+	if _, created, err := e.st.CreateJob(e.ctx, n); err != nil || !created {
+		e.t.Fatalf("CreateJob(%s) = %v, %v", n.ID, created, err)
+	}
+}
+
+func (e *env) status(id string) job.Job {
+	e.t.Helper()
+	j, err := e.st.GetJob(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+func TestQueueTimeoutKillsAJobNobodyLeased(t *testing.T) {
+	e := newEnv(t)
+	e.submitWith(store.NewJob{ID: "late", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
+	e.submitWith(store.NewJob{ID: "patient", WorkflowID: "wf-a"})
+	a := e.register("w1", "gpu", 1)
+	e.clock.Advance(61 * time.Second)
+
+	got := e.lease(a)
+	if got.ID != "patient" {
+		t.Fatalf("leased %s, want the job without a queue timeout", got.ID)
+	}
+	j := e.status("late")
+	if j.Status != job.Dead || j.Reason != job.ReasonQueueTimeout || j.Error == nil || j.Error.Retryable {
+		t.Fatalf("late job: %s (%s) %+v, want dead for queue_timeout", j.Status, j.Reason, j.Error)
+	}
+	rec := &recorder{}
+	if _, err := e.st.RelayOutbox(e.ctx, rec, 10); err != nil {
+		t.Fatal(err)
+	}
+	if ev := rec.ofJob(t, "late", 0); ev.DetailType != store.EventDead || ev.Detail.Reason != job.ReasonQueueTimeout {
+		t.Fatalf("event %+v, want Job Dead for queue_timeout", ev)
+	}
+}
+
+func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
+	e := newEnv(t)
+	e.submitWith(store.NewJob{ID: "a", WorkflowID: "wf-a", QueueTimeoutSeconds: 30})
+	e.submitWith(store.NewJob{ID: "b", WorkflowID: "wf-a", QueueTimeoutSeconds: 300})
+	e.clock.Advance(31 * time.Second)
+	n, err := e.st.ExpireQueueTimeouts(e.ctx, "gpu")
+	if err != nil || n != 1 {
+		t.Fatalf("expired %d, %v; want exactly the job past its deadline", n, err)
+	}
+	if e.status("a").Status != job.Dead || e.status("b").Status != job.Queued {
+		t.Fatal("only the job past its queue deadline dies")
+	}
+}
+
+func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
+	e := newEnv(t)
+	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
+	a := e.register("w1", "gpu", 1)
+	l := e.lease(a)
+	if _, err := e.st.Requeue(e.ctx, a, "j", l.LeaseToken, job.SpotInterruption); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if n, _ := e.st.ExpireQueueTimeouts(e.ctx, "gpu"); n != 0 {
+		t.Fatal("a job that was leased once is past its queue timeout's reach")
+	}
+	if got := e.lease(a); got.ID != "j" {
+		t.Fatalf("leased %q, want the requeued job", got.ID)
+	}
+}
+
+func TestRunTimeoutCapsHeartbeatsAndFailsTheAttempt(t *testing.T) {
+	e := newEnv(t) // lease 120s, backoff 2m
+	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 300})
+	a := e.register("w1", "gpu", 1)
+	l := e.lease(a)
+	if !l.LeaseExpiresAt.Equal(t0.Add(120 * time.Second)) {
+		t.Fatalf("first lease until %v", l.LeaseExpiresAt)
+	}
+	e.clock.Advance(250 * time.Second)
+	hb, err := e.st.Heartbeat(e.ctx, a, "j", l.LeaseToken, nil)
+	if err != nil || !hb.LeaseExpiresAt.Equal(t0.Add(300*time.Second)) {
+		t.Fatalf("heartbeat near the deadline: %v until %v, want the lease to end at the run deadline", err, hb.LeaseExpiresAt)
+	}
+	e.clock.Advance(51 * time.Second)
+	if _, err := e.st.Heartbeat(e.ctx, a, "j", l.LeaseToken, nil); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("heartbeat past the deadline: %v, want lease lost", err)
+	}
+	j := e.status("j")
+	if j.Status != job.Queued || j.Reason != job.ReasonRunTimeout || j.Attempts != 1 || j.Error == nil || !j.Error.Retryable {
+		t.Fatalf("after the overrun: %s (%s) attempts %d error %+v, want queued for run_timeout, attempt spent", j.Status, j.Reason, j.Attempts, j.Error)
+	}
+	if !j.NotBefore.Equal(e.clock.Now().Add(2 * time.Minute)) {
+		t.Fatalf("retry at %v, want after the fleet's backoff", j.NotBefore)
+	}
+	if w, _ := e.st.GetWorker(e.ctx, "w1"); w.Leases != 0 {
+		t.Fatalf("worker still counts %d leases", w.Leases)
+	}
+	if err := e.st.Complete(e.ctx, a, "j", l.LeaseToken, nil); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a late completion: %v, want lease lost", err)
+	}
+}
+
+func TestRunTimeoutOfASilentWorker(t *testing.T) {
+	e := newEnv(t)
+	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 60})
+	a := e.register("w1", "gpu", 1)
+	l := e.lease(a)
+	if !l.LeaseExpiresAt.Equal(t0.Add(60 * time.Second)) {
+		t.Fatalf("lease until %v, want the run deadline (shorter than the lease time)", l.LeaseExpiresAt)
+	}
+	e.clock.Advance(61 * time.Second)
+	if _, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.status("j"); j.Status != job.Queued || j.Reason != job.ReasonRunTimeout {
+		t.Fatalf("after the sweep: %s (%s), want queued for run_timeout", j.Status, j.Reason)
+	}
+}

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+// Fleet state: what the scaler reads and writes. The fleet's live backlog in
+// one pass, its recent outcomes, wake on enqueue, and decision records, kept
+// in one item per fleet (fleetKey) next to the worker counter.
+
+// CountBacklog counts a fleet's queued and leased jobs. It reads only the
+// live partitions of the index, so its cost follows the live backlog and
+// never the number of finished jobs.
+func (s *Store) CountBacklog(ctx context.Context, fleet string) (fleetstate.Backlog, error) {
+	var b fleetstate.Backlog
+	var err error
+	if b.Ready, err = s.countIndex(ctx, readyPartition(fleet)); err != nil {
+		return b, err
+	}
+	if b.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
+		return b, err
+	}
+	if b.Leased, err = s.countIndex(ctx, leasedPartition(fleet)); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// fleetItem is a fleet's state as stored.
+type fleetItem struct {
+	Workers      int                   `dynamodbav:"workers"`
+	Desired      int                   `dynamodbav:"desired"`
+	InService    int                   `dynamodbav:"in_service"`
+	LastActiveMS int64                 `dynamodbav:"last_active_ms"`
+	LastDecision *fleetstate.Decision  `dynamodbav:"last_decision"`
+	History      []fleetstate.Decision `dynamodbav:"history"`
+	FirstSeen    map[string]int64      `dynamodbav:"first_seen"`
+	WokenMS      int64                 `dynamodbav:"woken_ms"`
+	// DecisionSeq counts the decisions written (ticks and wakes), so a
+	// wake can write only on the state it read.
+	DecisionSeq int64 `dynamodbav:"decision_seq"`
+}
+
+// GetFleetState reads a fleet's state; a fleet never touched reads as zeros.
+func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.State, error) {
+	pk, sk := fleetKey(slug)
+	var it fleetItem
+	if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+		return fleetstate.State{}, err
+	}
+	st := fleetstate.State{
+		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
+		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
+		History: it.History, WokenAt: fromMS(it.WokenMS),
+	}
+	if len(it.FirstSeen) > 0 {
+		st.FirstSeen = make(map[string]time.Time, len(it.FirstSeen))
+		for id, v := range it.FirstSeen {
+			st.FirstSeen[id] = fromMS(v)
+		}
+	}
+	return st, nil
+}
+
+// FleetSnapshot reads a fleet's live backlog. Its cost follows the live
+// backlog (ready + delayed + leased), never the finished jobs.
+func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error) {
+	snap := fleetstate.Snapshot{LeasesByWorker: map[string]int{}}
+	ready, err := s.queryIndex(ctx, readyPartition(fleet), "", 0, true)
+	if err != nil {
+		return snap, err
+	}
+	snap.Ready = len(ready)
+	for _, it := range ready {
+		if c := fromMS(it.CreatedMS); !c.IsZero() && (snap.OldestReady.IsZero() || c.Before(snap.OldestReady)) {
+			snap.OldestReady = c
+		}
+	}
+	if snap.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
+		return snap, err
+	}
+	leased, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+	if err != nil {
+		return snap, err
+	}
+	snap.Leased = len(leased)
+	for _, it := range leased {
+		snap.LeasesByWorker[it.WorkerID]++
+	}
+	return snap, nil
+}
+
+// RecentOutcomes reads the succeeded and dead jobs of a fleet that ended at
+// or after since. The read is bounded by the jobs finished in that window
+// (the terminal partitions are ordered by finish time).
+func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error) {
+	var o fleetstate.Outcomes
+	ok, err := s.queryIndexRange(ctx, terminalPartition(fleet, job.Succeeded), sortTime(since), "", 0, true)
+	if err != nil {
+		return o, err
+	}
+	o.Succeeded = len(ok)
+	for _, it := range ok {
+		if it.LeasedMS > 0 && it.UpdatedMS >= it.LeasedMS {
+			o.Runs = append(o.Runs, time.Duration(it.UpdatedMS-it.LeasedMS)*time.Millisecond)
+		}
+	}
+	sort.Slice(o.Runs, func(i, j int) bool { return o.Runs[i] < o.Runs[j] })
+	dead, err := s.queryIndexRange(ctx, terminalPartition(fleet, job.Dead), sortTime(since), "", 0, true)
+	if err != nil {
+		return o, err
+	}
+	o.Dead = len(dead)
+	return o, nil
+}
+
+// wakeAttempts bounds how many times a wake reads the fleet's state again
+// after another decision was written between its read and its write.
+const wakeAttempts = 5
+
+// WakeFleet raises a fleet's recorded desired capacity from zero to desired
+// for scale-from-zero on enqueue, and records why as the fleet's last
+// decision and at the head of its history ("woken by 6 ready jobs"), all in
+// one conditional write: the fleet must still be at zero and no other
+// decision written since the state was read. Only the first of concurrent
+// callers wins; it answers whether this caller did and must therefore raise
+// the group itself. A fleet already above zero is left as it is.
+func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error) {
+	if desired <= 0 {
+		return false, nil
+	}
+	pk, sk := fleetKey(fleet)
+	for range wakeAttempts {
+		var it fleetItem
+		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+			return false, err
+		}
+		if it.Desired > 0 {
+			return false, nil
+		}
+		now := s.clock.Now()
+		d := fleetstate.Decision{At: now, Desired: desired, Reason: wakeReason(ready), InService: it.InService,
+			Inputs: map[string]int{"ready": ready, "workers": it.Workers, "desired_before": it.Desired, "desired_after": desired}}
+		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(desired)).
+			Set(expression.Name(attrWokenMS), expression.Value(ms(now))).
+			Set(expression.Name(attrLastActiveMS), expression.Value(ms(now))),
+			d, withDecision(it.LastDecision, it.History, d))
+		if err != nil {
+			return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
+		}
+		cond := expression.AttributeNotExists(expression.Name(attrDesired)).
+			Or(expression.Name(attrDesired).LessThanEqual(expression.Value(0))).
+			And(decisionUnchanged(it.DecisionSeq))
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: cond})
+		if errors.Is(err, errConditionFailed) {
+			continue // another wake or a tick got there first: look again
+		}
+		if err != nil {
+			return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
+		}
+		s.log.Info("fleet woken", "fleet", fleet, "desired", desired, "ready", ready)
+		return true, nil
+	}
+	return false, fmt.Errorf("wake fleet %s: %w", fleet, ErrContention)
+}
+
+func wakeReason(ready int) string {
+	if ready == 1 {
+		return "woken by 1 ready job"
+	}
+	return fmt.Sprintf("woken by %d ready jobs", ready)
+}
+
+// withDecision is the history after d: d goes first when it changed
+// anything or said something new, and the history keeps fleetstate.DecisionHistory.
+func withDecision(last *fleetstate.Decision, hist []fleetstate.Decision, d fleetstate.Decision) []fleetstate.Decision {
+	if last != nil && last.Reason == d.Reason && last.Desired == d.Desired && len(d.Victims) == 0 {
+		return hist
+	}
+	hist = append([]fleetstate.Decision{d}, hist...)
+	if len(hist) > fleetstate.DecisionHistory {
+		hist = hist[:fleetstate.DecisionHistory]
+	}
+	return hist
+}
+
+// decisionSet adds a decision to a fleet state write: d as the last
+// decision, hist as the history, and one more on the decision sequence that
+// a wake's condition checks. It is the one encoding of decisions.
+func decisionSet(set expression.UpdateBuilder, d fleetstate.Decision, hist []fleetstate.Decision) (expression.UpdateBuilder, error) {
+	dv, err := attributevalue.Marshal(d)
+	if err != nil {
+		return set, fmt.Errorf("encode decision: %w", err)
+	}
+	set = set.Set(expression.Name(attrLastDecision), expression.Value(dv)).
+		Add(expression.Name(attrDecisionSeq), expression.Value(1))
+	// Empty lists and maps are written as NULL (see docs/testing.md).
+	if len(hist) > 0 {
+		hv, err := attributevalue.Marshal(hist)
+		if err != nil {
+			return set, fmt.Errorf("encode decision history: %w", err)
+		}
+		set = set.Set(expression.Name(attrHistory), expression.Value(hv))
+	}
+	return set, nil
+}
+
+// decisionUnchanged is the condition that no decision was written since
+// the fleet's state was read with sequence seq.
+func decisionUnchanged(seq int64) expression.ConditionBuilder {
+	if seq == 0 {
+		return expression.AttributeNotExists(expression.Name(attrDecisionSeq))
+	}
+	return expression.Name(attrDecisionSeq).Equal(expression.Value(seq))
+}
+
+// RecordDecision stores a fleet's decision as its last one, keeps it in the
+// bounded history when it changed anything or said something new, and
+// carries the idle clock and instance first-seen times to the next tick.
+func (s *Store) RecordDecision(ctx context.Context, fleet string, r fleetstate.Record) error {
+	st, err := s.GetFleetState(ctx, fleet)
+	if err != nil {
+		return err
+	}
+	d := r.Decision
+	seen := make(map[string]int64, len(r.FirstSeen))
+	for id, t := range r.FirstSeen {
+		seen[id] = ms(t)
+	}
+	set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)).
+		Set(expression.Name(attrInService), expression.Value(d.InService)).
+		Set(expression.Name(attrLastActiveMS), expression.Value(ms(r.LastActiveAt))),
+		d, withDecision(st.LastDecision, st.History, d))
+	if err != nil {
+		return fmt.Errorf("record decision of %s: %w", fleet, err)
+	}
+	if len(seen) > 0 {
+		sv, err := attributevalue.Marshal(seen)
+		if err != nil {
+			return err
+		}
+		set = set.Set(expression.Name(attrFirstSeen), expression.Value(sv))
+	} else {
+		set = set.Set(expression.Name(attrFirstSeen), null())
+	}
+	pk, sk := fleetKey(fleet)
+	if err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set}); err != nil {
+		return fmt.Errorf("record decision of %s: %w", fleet, err)
+	}
+	return nil
+}

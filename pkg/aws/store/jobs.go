@@ -1,0 +1,348 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+// NewJob is a validated submission.
+type NewJob struct {
+	ID                  string
+	TenantID            string
+	WorkflowID          string
+	Priority            int
+	Input               json.RawMessage
+	MaxAttempts         int // 0: the fleet's retry policy
+	TimeoutSeconds      int // 0: the fleet's job timeout
+	QueueTimeoutSeconds int // 0: the fleet's queue timeout (none when that is 0)
+}
+
+// CreateJob creates a queued job unless one with the same ID exists; created
+// is false for a repeat (the first submission wins, later ones change nothing).
+func (s *Store) CreateJob(ctx context.Context, n NewJob) (j job.Job, created bool, err error) {
+	f, ok := s.cfg.FleetForWorkflow(n.WorkflowID)
+	if !ok {
+		return job.Job{}, false, fmt.Errorf("workflow %q is served by no fleet: %w", n.WorkflowID, ErrNotFound)
+	}
+	now := s.clock.Now()
+	it := jobItem{
+		Type: typeJob, JobID: n.ID, TenantID: n.TenantID, WorkflowID: n.WorkflowID, Fleet: f.Slug,
+		Status: string(job.Queued), Priority: n.Priority,
+		MaxAttempts: n.MaxAttempts, MaxPreemptions: f.PreemptionCap,
+		TimeoutS: n.TimeoutSeconds, QueueTimeoutS: n.QueueTimeoutSeconds,
+		Input:     string(n.Input),
+		CreatedMS: ms(now), UpdatedMS: ms(now), NotBeforeMS: ms(now),
+		Reason:  job.ReasonCreated,
+		History: []job.HistoryEntry{{At: now, To: job.Queued, Reason: job.ReasonCreated}},
+	}
+	if it.MaxAttempts == 0 {
+		it.MaxAttempts = f.Retry.MaxAttempts
+	}
+	if it.TimeoutS == 0 {
+		it.TimeoutS = int(f.JobTimeout.Std() / time.Second)
+	}
+	if it.QueueTimeoutS == 0 {
+		it.QueueTimeoutS = int(f.QueueTimeout.Std() / time.Second)
+	}
+	if it.QueueTimeoutS > 0 {
+		it.QueueDeadlineMS = ms(now.Add(time.Duration(it.QueueTimeoutS) * time.Second))
+	}
+	it.PK, it.SK = jobKey(n.ID)
+	it.GSI1PK, it.GSI1SK = readyPartition(f.Slug), readySortKey(n.Priority, now, n.ID)
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return job.Job{}, false, fmt.Errorf("encode job: %w", err)
+	}
+	e, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return job.Job{}, false, err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if isConditionFailed(err) {
+		existing, gerr := s.GetJob(ctx, n.ID)
+		return existing, false, gerr
+	}
+	if err != nil {
+		return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
+	}
+	return it.toJob(), true, nil
+}
+
+// GetJob reads a job (strongly consistent).
+func (s *Store) GetJob(ctx context.Context, id string) (job.Job, error) {
+	it, err := s.getJobItem(ctx, id)
+	if err != nil {
+		return job.Job{}, err
+	}
+	return it.toJob(), nil
+}
+
+func (s *Store) getJobItem(ctx context.Context, id string) (*jobItem, error) {
+	pk, sk := jobKey(id)
+	var it jobItem
+	found, err := s.getItem(ctx, pk, sk, &it)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return &it, nil
+}
+
+// change describes one transition of a job; jobUpdate turns it into the
+// conditional write. It is the one place that knows where each status lives
+// in IndexByState, so no transition can leave a job in a stale partition.
+type change struct {
+	it          *jobItem // the job as read, or the index candidate
+	full        bool     // it is the whole item: rewrite (and trim) the history
+	to          job.Status
+	reason      string
+	notBefore   time.Time
+	attempts    int
+	preemptions int
+	jobErr      *job.Error
+	result      string
+	worker      string // for the history entry
+	// keepCounters leaves attempts and preemptions as stored (the change
+	// does not know them, e.g. a completion that read nothing).
+	keepCounters bool
+}
+
+func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.Time) update {
+	it := c.it
+	var pk, sk string
+	switch {
+	case c.to == job.Queued && c.notBefore.After(now):
+		pk, sk = delayedPartition(it.Fleet), timeSortKey(c.notBefore, it.JobID)
+	case c.to == job.Queued:
+		pk, sk = readyPartition(it.Fleet), readySortKey(it.Priority, fromMS(it.CreatedMS), it.JobID)
+	default:
+		pk, sk = terminalPartition(it.Fleet, c.to), timeSortKey(now, it.JobID)
+	}
+	entry := job.HistoryEntry{At: now, From: job.Status(it.Status), To: c.to, Reason: c.reason, Worker: c.worker, Attempt: it.Attempts}
+	set := expression.Set(expression.Name(attrStatus), expression.Value(string(c.to))).
+		Set(expression.Name(AttrGSI1PK), expression.Value(pk)).
+		Set(expression.Name(AttrGSI1SK), expression.Value(sk)).
+		Set(expression.Name(attrUpdatedMS), expression.Value(ms(now))).
+		Set(expression.Name(attrReason), expression.Value(c.reason))
+	if !c.keepCounters {
+		set = set.Set(expression.Name(attrAttempts), expression.Value(c.attempts)).
+			Set(expression.Name(attrPreemptions), expression.Value(c.preemptions))
+	}
+	if c.full {
+		set = set.Set(expression.Name(attrHistory), expression.Value(append(job.Trim(it.History, 1), entry)))
+	} else {
+		set = set.Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value([]job.HistoryEntry{entry})))
+	}
+	if c.to == job.Queued {
+		nb := c.notBefore
+		if nb.Before(now) {
+			nb = now
+		}
+		set = set.Set(expression.Name(attrNotBeforeMS), expression.Value(ms(nb)))
+	}
+	if c.to.Terminal() {
+		set = set.Set(expression.Name(AttrTTL), expression.Value(now.Add(s.retention()).Unix()))
+	}
+	if c.jobErr != nil {
+		set = set.Set(expression.Name(attrError), expression.Value(c.jobErr)).
+			Set(expression.Name(attrErrorCode), expression.Value(c.jobErr.Code))
+	}
+	if c.result != "" {
+		set = set.Set(expression.Name(attrResult), expression.Value(c.result))
+	}
+	return update{pk: it.PK, sk: it.SK, set: set, cond: cond, event: s.outboxItem(c, now)}
+}
+
+// leaseHeld is the condition that the job is leased under this token.
+func leaseHeld(token string) expression.ConditionBuilder {
+	return expression.Name(attrStatus).Equal(expression.Value(string(job.Leased))).
+		And(expression.Name(attrLeaseToken).Equal(expression.Value(token)))
+}
+
+// leaseHeldBy adds that the lease belongs to this worker.
+func leaseHeldBy(token, worker string) expression.ConditionBuilder {
+	return leaseHeld(token).And(expression.Name(attrWorkerID).Equal(expression.Value(worker)))
+}
+
+// releaseFromWorker is the worker half of ending a lease: one lease fewer,
+// and the release time the scaler reads as "idle since".
+func releaseFromWorker(workerID string, now time.Time, cond expression.ConditionBuilder) *update {
+	pk, sk := workerKey(workerID)
+	return &update{pk: pk, sk: sk,
+		set: expression.Set(expression.Name(attrLeases), expression.Minus(expression.Name(attrLeases), expression.Value(1))).
+			Set(expression.Name(attrLastReleaseMS), expression.Value(ms(now))),
+		cond: cond,
+	}
+}
+
+// releaseBySystem ends a lease on the control plane's initiative (expiry,
+// cancel, revoke, instance gone): the job write and the holder's lease count
+// move together; when the holder no longer exists, the job moves alone.
+func (s *Store) releaseBySystem(ctx context.Context, u update, holder string, now time.Time) error {
+	if holder != "" {
+		err := s.transact(ctx, txItem{update: &u}, txItem{update: releaseFromWorker(holder, now, expression.AttributeExists(expression.Name(AttrPK)))})
+		var tf *txFailed
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &tf) && tf.failedAt(0):
+			return errConditionFailed
+		case errors.As(err, &tf) && tf.failedAt(1):
+			// holder deleted: fall through to the job-only write
+		default:
+			return err
+		}
+	}
+	return s.updateItem(ctx, u)
+}
+
+// ListJobs lists a fleet's jobs in one status, newest change first for
+// finished jobs and queue order for queued ones. Index reads are eventually
+// consistent, so a job that just changed may show in its old status briefly.
+func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error) {
+	var partition string
+	forward := false
+	switch status {
+	case job.Queued:
+		partition, forward = readyPartition(fleet), true
+	case job.Leased:
+		partition, forward = leasedPartition(fleet), true
+	case job.Succeeded, job.Dead, job.Canceled:
+		partition = terminalPartition(fleet, status)
+	default:
+		return nil, fmt.Errorf("status %q: %w", status, ErrNotFound)
+	}
+	items, err := s.queryIndex(ctx, partition, "", limit, forward)
+	if err != nil {
+		return nil, err
+	}
+	if status == job.Queued && (limit <= 0 || len(items) < limit) {
+		more, err := s.queryIndex(ctx, delayedPartition(fleet), "", limit-len(items), true)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, more...)
+	}
+	out := make([]job.Summary, 0, len(items))
+	for _, it := range items {
+		out = append(out, job.Summary{
+			ID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Status: job.Status(it.Status),
+			Priority: it.Priority, Attempts: it.Attempts, MaxAttempts: it.MaxAttempts, Preemptions: it.Preemptions,
+			WorkerID: it.WorkerID, Reason: it.Reason, ErrorCode: it.ErrorCode,
+			CreatedAt: fromMS(it.CreatedMS), UpdatedAt: fromMS(it.UpdatedMS),
+		})
+	}
+	return out, nil
+}
+
+// JobTTL returns the expiry (Unix seconds) set on a job's record, 0 when none.
+func (s *Store) JobTTL(ctx context.Context, id string) (int64, error) {
+	it, err := s.getJobItem(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return it.TTL, nil
+}
+
+// jobItem is a job as stored. Times are Unix milliseconds so conditions can
+// compare them as numbers; input and result are kept as JSON text so they
+// come back byte for byte.
+type jobItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI1PK string `dynamodbav:"GSI1PK"`
+	GSI1SK string `dynamodbav:"GSI1SK"`
+	Type   string `dynamodbav:"type"`
+
+	JobID      string `dynamodbav:"job_id"`
+	TenantID   string `dynamodbav:"tenant_id"`
+	WorkflowID string `dynamodbav:"workflow_id"`
+	Fleet      string `dynamodbav:"fleet"`
+	Status     string `dynamodbav:"status"`
+	Priority   int    `dynamodbav:"priority"`
+
+	Attempts       int `dynamodbav:"attempts"`
+	MaxAttempts    int `dynamodbav:"max_attempts"`
+	Preemptions    int `dynamodbav:"preemptions"`
+	MaxPreemptions int `dynamodbav:"max_preemptions"`
+	TimeoutS       int `dynamodbav:"timeout_s"`
+	QueueTimeoutS  int `dynamodbav:"queue_timeout_s"`
+
+	Input     string     `dynamodbav:"input,omitempty"`
+	Result    string     `dynamodbav:"result,omitempty"`
+	Error     *job.Error `dynamodbav:"error,omitempty"`
+	ErrorCode string     `dynamodbav:"error_code,omitempty"`
+
+	CreatedMS      int64 `dynamodbav:"created_ms"`
+	UpdatedMS      int64 `dynamodbav:"updated_ms"`
+	NotBeforeMS    int64 `dynamodbav:"not_before_ms"`
+	FirstLeasedMS  int64 `dynamodbav:"first_leased_ms,omitempty"`
+	LeasedMS       int64 `dynamodbav:"leased_ms,omitempty"`
+	LeaseExpiresMS int64 `dynamodbav:"lease_expires_ms,omitempty"`
+	// QueueDeadlineMS is when a never-leased job expires (0: never; cleared
+	// by the first lease). RunDeadlineMS is when the current attempt must
+	// end (0: no limit).
+	QueueDeadlineMS int64 `dynamodbav:"queue_deadline_ms"`
+	RunDeadlineMS   int64 `dynamodbav:"run_deadline_ms"`
+
+	LeaseToken      string   `dynamodbav:"lease_token,omitempty"`
+	WorkerID        string   `dynamodbav:"worker_id,omitempty"`
+	Progress        *float64 `dynamodbav:"progress,omitempty"`
+	Reason          string   `dynamodbav:"reason,omitempty"`
+	CancelRequested bool     `dynamodbav:"cancel_requested,omitempty"`
+
+	History []job.HistoryEntry `dynamodbav:"history"`
+	TTL     int64              `dynamodbav:"ttl,omitempty"`
+}
+
+func (it *jobItem) toJob() job.Job {
+	j := job.Job{
+		ID:                  it.JobID,
+		TenantID:            it.TenantID,
+		WorkflowID:          it.WorkflowID,
+		FleetSlug:           it.Fleet,
+		Status:              job.Status(it.Status),
+		Priority:            it.Priority,
+		Attempts:            it.Attempts,
+		MaxAttempts:         it.MaxAttempts,
+		Preemptions:         it.Preemptions,
+		MaxPreemptions:      it.MaxPreemptions,
+		TimeoutSeconds:      it.TimeoutS,
+		QueueTimeoutSeconds: it.QueueTimeoutS,
+		Error:               it.Error,
+		CreatedAt:           fromMS(it.CreatedMS),
+		UpdatedAt:           fromMS(it.UpdatedMS),
+		NotBefore:           fromMS(it.NotBeforeMS),
+		FirstLeasedAt:       fromMS(it.FirstLeasedMS),
+		LeasedAt:            fromMS(it.LeasedMS),
+		LeaseExpiresAt:      fromMS(it.LeaseExpiresMS),
+		LeaseToken:          it.LeaseToken,
+		WorkerID:            it.WorkerID,
+		Progress:            it.Progress,
+		Reason:              it.Reason,
+		CancelRequested:     it.CancelRequested,
+		History:             it.History,
+	}
+	if it.Input != "" {
+		j.Input = json.RawMessage(it.Input)
+	}
+	if it.Result != "" {
+		j.Result = json.RawMessage(it.Result)
+	}
+	return j
+}

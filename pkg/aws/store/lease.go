@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+// leaseRereads is how many times a poll reads the ready queue again after
+// losing a claim to another poller. Each read doubles the window of oldest
+// jobs the claim is picked from at random: with few pollers the order stays
+// close to strict priority-then-age, and the harder pollers collide, the
+// wider they spread. The last read tries every candidate in turn.
+const leaseRereads = 4
+
+// LeaseNext leases one job of the worker's fleet whose workflow it serves:
+// highest priority first, then oldest. The job claim and the worker's check
+// (its token, not draining or revoked, approved, under max_concurrency, and
+// its lease count) are one transaction, so a worker being drained as a
+// scale-in victim can never get a lease in the same instant.
+//
+// Due retries and expired leases found on the way are put back in the ready
+// queue and claimed like any other job. ErrNoJob means nothing to lease now.
+func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string) (job.Job, error) {
+	f, err := s.fleet(a.Fleet)
+	if err != nil {
+		return job.Job{}, err
+	}
+	for round := 0; round <= leaseRereads; round++ {
+		now := s.clock.Now()
+		cands, err := s.queryIndex(ctx, readyPartition(f.Slug), "", s.limit, true)
+		if err != nil {
+			return job.Job{}, err
+		}
+		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
+			return job.Job{}, err
+		}
+		ready := spreadOrder(servable(cands, workflows), s.leaseWindow()<<round)
+		if round < leaseRereads && len(ready) > 1 {
+			// One claim per read: a lost claim says the read is stale, and
+			// the jobs next to the lost one are the likeliest to be gone too,
+			// so read again rather than spend failed transactions on them.
+			ready = ready[:1]
+		}
+		j, lost, err := s.claimFirst(ctx, a, workflows, ready, f.LeaseDuration(), now)
+		if lost {
+			s.widenLeaseWindow()
+		} else if err == nil {
+			s.narrowLeaseWindow()
+		}
+		if err == nil || !errors.Is(err, ErrNoJob) {
+			return j, err
+		}
+		if lost {
+			continue
+		}
+		// Nothing ready: bring back due retries and expired leases, then try those.
+		back, err := s.reclaimable(ctx, f.Slug, now)
+		if err != nil {
+			return job.Job{}, err
+		}
+		if len(back) > 0 {
+			j, _, err := s.claimFirst(ctx, a, workflows, servable(back, workflows), f.LeaseDuration(), now)
+			if err == nil || !errors.Is(err, ErrNoJob) {
+				return j, err
+			}
+		}
+		break
+	}
+	if err := s.TouchWorker(ctx, a); err != nil {
+		return job.Job{}, err
+	}
+	return job.Job{}, ErrNoJob
+}
+
+// servable keeps the candidates whose workflow the worker serves.
+func servable(cands []jobItem, workflows []string) []jobItem {
+	out := cands[:0:0]
+	for _, c := range cands {
+		if slices.Contains(workflows, c.WorkflowID) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The lease window is how many of the oldest top-priority candidates a poll
+// picks its claim from at random. It adapts to contention as TCP's window
+// does, in reverse: it doubles (up to the candidate limit) when a claim is
+// lost to another poller and shrinks by one on each claim won at the first
+// try, so a quiet fleet leases in nearly strict order and a crowded one
+// spreads its pollers over more jobs. It is per Store, i.e. per process or
+// warm Lambda instance; each learns the contention it sees.
+func (s *Store) leaseWindow() int {
+	return max(int(s.window.Load()), s.spread)
+}
+
+func (s *Store) widenLeaseWindow() {
+	w := s.window.Load()
+	s.window.CompareAndSwap(w, int64(min(2*max(int(w), s.spread), s.limit)))
+}
+
+func (s *Store) narrowLeaseWindow() {
+	if w := s.window.Load(); int(w) > s.spread {
+		s.window.CompareAndSwap(w, w-1)
+	}
+}
+
+// spreadOrder shuffles the first `spread` candidates of the top priority and
+// keeps the rest in order, so that concurrent pollers reading the same head
+// of the queue mostly try different jobs, and a poller that loses one claim
+// moves to a random other job rather than to the one its rivals try next.
+// Priority order is kept: only jobs of the highest priority present are
+// shuffled, and only the oldest `spread` of them.
+func spreadOrder(cands []jobItem, spread int) []jobItem {
+	if len(cands) < 2 || spread < 2 {
+		return cands
+	}
+	top := 1
+	for top < len(cands) && top < spread && cands[top].Priority == cands[0].Priority {
+		top++
+	}
+	out := slices.Clone(cands)
+	mrand.Shuffle(top, func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// claimFirst tries the candidates in order. lost reports whether any were
+// taken by another poller first.
+func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, workflows []string, cands []jobItem, leaseFor time.Duration, now time.Time) (job.Job, bool, error) {
+	lost := false
+	for i := range cands {
+		j, err := s.claim(ctx, a, &cands[i], leaseFor, now)
+		switch {
+		case err == nil:
+			return j, lost, nil
+		case errors.Is(err, errJobTaken):
+			lost = true
+			continue
+		default:
+			return job.Job{}, lost, err
+		}
+	}
+	return job.Job{}, lost, ErrNoJob
+}
+
+var errJobTaken = errors.New("job taken by another poller")
+
+func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor time.Duration, now time.Time) (job.Job, error) {
+	token := newToken()
+	exp := now.Add(leaseFor)
+	var runDeadline int64
+	if c.TimeoutS > 0 {
+		// A lease never outlives the attempt's run time: heartbeats extend
+		// it up to the deadline and no further (see Heartbeat).
+		d := now.Add(time.Duration(c.TimeoutS) * time.Second)
+		runDeadline = ms(d)
+		if d.Before(exp) {
+			exp = d
+		}
+	}
+	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
+	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
+		Set(expression.Name(attrLeaseToken), expression.Value(token)).
+		Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
+		Set(expression.Name(attrLeasedMS), expression.Value(ms(now))).
+		Set(expression.Name(attrWorkerID), expression.Value(a.WorkerID)).
+		Set(expression.Name(attrAttempts), expression.Plus(expression.Name(attrAttempts), expression.Value(1))).
+		Set(expression.Name(attrUpdatedMS), expression.Value(ms(now))).
+		Set(expression.Name(attrFirstLeasedMS), expression.IfNotExists(expression.Name(attrFirstLeasedMS), expression.Value(ms(now)))).
+		Set(expression.Name(attrReason), expression.Value("")).
+		Set(expression.Name(AttrGSI1PK), expression.Value(leasedPartition(a.Fleet))).
+		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, c.JobID))).
+		Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value([]job.HistoryEntry{entry}))).
+		Set(expression.Name(attrProgress), null()).
+		Set(expression.Name(attrRunDeadlineMS), expression.Value(runDeadline)).
+		Set(expression.Name(attrQueueDeadlineMS), expression.Value(0))
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
+		And(expression.Name(AttrGSI1PK).Equal(expression.Value(readyPartition(a.Fleet)))).
+		And(queueDeadlineOpen(now))
+	wpk, wsk := workerKey(a.WorkerID)
+	wcond := authCond(a).
+		And(expression.Name(attrWorkerStatus).Equal(expression.Value(string(worker.Active)))).
+		And(expression.Name(attrApproved).Equal(expression.Value(true))).
+		And(expression.Name(attrLeases).LessThan(expression.Name(attrMaxConcurrency)))
+	err := s.transact(ctx,
+		txItem{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
+		txItem{update: &update{pk: wpk, sk: wsk,
+			set: expression.Set(expression.Name(attrLeases), expression.Plus(expression.Name(attrLeases), expression.Value(1))).
+				Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
+				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))),
+			cond: wcond,
+		}},
+	)
+	var tf *txFailed
+	switch {
+	case err == nil:
+		s.claims.Add(1)
+	case errors.As(err, &tf) && tf.failedAt(1):
+		// The worker may not lease: find out whether its token is bad or it
+		// is just draining, unapproved or full.
+		if _, aerr := s.Authorize(ctx, a); aerr != nil {
+			return job.Job{}, aerr
+		}
+		return job.Job{}, ErrNoJob
+	case errors.As(err, &tf) || errors.Is(err, ErrContention):
+		s.conflicts.Add(1)
+		return job.Job{}, errJobTaken
+	default:
+		return job.Job{}, fmt.Errorf("lease job %s: %w", c.JobID, err)
+	}
+	it, err := s.getJobItem(ctx, c.JobID)
+	if err != nil {
+		return job.Job{}, fmt.Errorf("read leased job %s: %w", c.JobID, err)
+	}
+	if it.LeaseToken != token {
+		// Impossible unless the lease was already lost again; report it as such.
+		return job.Job{}, fmt.Errorf("read leased job %s: %w", c.JobID, ErrLeaseLost)
+	}
+	return it.toJob(), nil
+}
+
+// reclaimable promotes due retries and expires run-out leases of a fleet (a
+// few each), returning the jobs now ready to claim.
+func (s *Store) reclaimable(ctx context.Context, fleet string, now time.Time) ([]jobItem, error) {
+	promoted, err := s.promoteDue(ctx, fleet, now, s.limit)
+	if err != nil {
+		return nil, err
+	}
+	requeued, err := s.expireLeases(ctx, fleet, now, s.limit)
+	if err != nil {
+		return nil, err
+	}
+	return append(promoted, requeued...), nil
+}
+
+// PromoteDue moves a fleet's retries whose backoff has passed into the ready
+// queue, so they are counted and ordered with the rest. It returns how many moved.
+func (s *Store) PromoteDue(ctx context.Context, fleet string) (int, error) {
+	moved, err := s.promoteDue(ctx, fleet, s.clock.Now(), 0)
+	return len(moved), err
+}
+
+func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, limit int) ([]jobItem, error) {
+	due, err := s.queryIndex(ctx, delayedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobItem
+	for _, c := range due {
+		pk, sk := readyPartition(fleet), readySortKey(c.Priority, fromMS(c.CreatedMS), c.JobID)
+		err := s.updateItem(ctx, update{pk: c.PK, sk: c.SK,
+			set: expression.Set(expression.Name(AttrGSI1PK), expression.Value(pk)).
+				Set(expression.Name(AttrGSI1SK), expression.Value(sk)),
+			cond: expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
+				And(expression.Name(AttrGSI1PK).Equal(expression.Value(delayedPartition(fleet)))).
+				And(expression.Name(attrNotBeforeMS).LessThanEqual(expression.Value(ms(now)))),
+		})
+		if errors.Is(err, errConditionFailed) {
+			continue // promoted, leased or canceled meanwhile
+		}
+		if err != nil {
+			return out, err
+		}
+		c.GSI1PK, c.GSI1SK = pk, sk
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// SweepResult counts what a lease sweep did.
+type SweepResult struct {
+	Requeued int
+	Dead     int
+}
+
+// SweepExpiredLeases ends every run-out lease of a fleet: the attempt is
+// spent, and the job is queued again or, with no attempt left, dead.
+func (s *Store) SweepExpiredLeases(ctx context.Context, fleet string) (SweepResult, error) {
+	now := s.clock.Now()
+	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), 0, true)
+	if err != nil {
+		return SweepResult{}, err
+	}
+	var r SweepResult
+	for _, c := range expired {
+		to, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
+		if err != nil {
+			return r, err
+		}
+		switch to {
+		case job.Queued:
+			r.Requeued++
+		case job.Dead:
+			r.Dead++
+		}
+	}
+	return r, nil
+}
+
+func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) ([]jobItem, error) {
+	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobItem
+	for _, c := range expired {
+		to, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
+		if err != nil {
+			return out, err
+		}
+		if to == job.Queued {
+			it, err := s.getJobItem(ctx, c.JobID)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, *it)
+		}
+	}
+	return out, nil
+}
+
+// expireLease ends one lease if it has really run out (read consistently, the
+// index only pointed at it). It answers the status the job moved to, or ""
+// when there was nothing to do.
+func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time) (job.Status, error) {
+	it, err := s.getJobItem(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	j := it.toJob()
+	if j.LeaseToken != token || !job.LeaseExpired(j, now) {
+		return "", nil
+	}
+	if it.RunDeadlineMS > 0 && it.RunDeadlineMS <= ms(now) {
+		// The lease ran out at the run deadline: the attempt overran.
+		if err := s.expireRun(ctx, it, now); err != nil {
+			return "", err
+		}
+		cur, err := s.getJobItem(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return job.Status(cur.Status), nil
+	}
+	o := job.AfterLeaseExpiry(j)
+	c := change{it: it, full: true, to: o.Status, reason: job.ReasonLeaseExpired, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID}
+	if o.Status == job.Dead {
+		c.jobErr = &job.Error{Code: job.ReasonLeaseExpired, Message: fmt.Sprintf("lease expired on attempt %d of %d with no heartbeat; no attempt left", j.Attempts, j.MaxAttempts)}
+		c.reason = o.Reason
+	}
+	cond := leaseHeld(token).And(expression.Name(attrLeaseExpiresMS).LessThanEqual(expression.Value(ms(now))))
+	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
+	if errors.Is(err, errConditionFailed) {
+		return "", nil // heartbeat, completion or another sweep got there first
+	}
+	if err != nil {
+		return "", fmt.Errorf("expire lease of job %s: %w", id, err)
+	}
+	s.log.Info("lease expired", "job_id", id, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
+	return o.Status, nil
+}
+
+// LeaseStats counts lease claims and the claims lost to another poller.
+type LeaseStats struct {
+	Claims    int64
+	Conflicts int64
+}
+
+// LeaseStats returns the claim counters since the store was created.
+func (s *Store) LeaseStats() LeaseStats {
+	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+// Table layout. The CDK app and the local stack create the table from these
+// names, so code and infrastructure cannot drift apart.
+const (
+	AttrPK  = "PK"
+	AttrSK  = "SK"
+	AttrTTL = "ttl"
+
+	// IndexByState (GSI1) groups jobs by fleet and state, and workers by fleet.
+	IndexByState = "by-state"
+	AttrGSI1PK   = "GSI1PK"
+	AttrGSI1SK   = "GSI1SK"
+
+	// IndexByInstance (GSI2) finds a worker by its EC2 instance id.
+	IndexByInstance = "by-instance"
+	AttrGSI2PK      = "GSI2PK"
+	AttrGSI2SK      = "GSI2SK"
+)
+
+// Attribute names, as conditions and updates spell them. The item structs
+// (jobItem, workerItem, fleetItem, eventItem) carry the same names in their
+// dynamodbav tags, which cannot refer to constants.
+const (
+	// Jobs (and the fields events copy from them).
+	attrType            = "type"
+	attrJobID           = "job_id"
+	attrTenantID        = "tenant_id"
+	attrWorkflowID      = "workflow_id"
+	attrFleet           = "fleet"
+	attrStatus          = "status"
+	attrPriority        = "priority"
+	attrAttempts        = "attempts"
+	attrMaxAttempts     = "max_attempts"
+	attrPreemptions     = "preemptions"
+	attrMaxPreemptions  = "max_preemptions"
+	attrTimeoutS        = "timeout_s"
+	attrQueueTimeoutS   = "queue_timeout_s"
+	attrInput           = "input"
+	attrResult          = "result"
+	attrError           = "error"
+	attrErrorCode       = "error_code"
+	attrCreatedMS       = "created_ms"
+	attrUpdatedMS       = "updated_ms"
+	attrNotBeforeMS     = "not_before_ms"
+	attrFirstLeasedMS   = "first_leased_ms"
+	attrLeasedMS        = "leased_ms"
+	attrLeaseExpiresMS  = "lease_expires_ms"
+	attrQueueDeadlineMS = "queue_deadline_ms"
+	attrRunDeadlineMS   = "run_deadline_ms"
+	attrHeartbeatMS     = "heartbeat_ms"
+	attrLeaseToken      = "lease_token"
+	attrWorkerID        = "worker_id"
+	attrProgress        = "progress"
+	attrReason          = "reason"
+	attrCancelRequested = "cancel_requested"
+	attrHistory         = "history"
+
+	// Workers.
+	attrStage          = "stage"
+	attrInstanceID     = "instance_id"
+	attrInstanceType   = "instance_type"
+	attrAZ             = "az"
+	attrCapabilities   = "capabilities"
+	attrProviders      = "providers"
+	attrMaxConcurrency = "max_concurrency"
+	attrTokenHash      = "token_hash"
+	attrWorkerStatus   = "wstatus"
+	attrApproved       = "approved"
+	attrLeases         = "leases"
+	attrRegisteredMS   = "registered_ms"
+	attrLastSeenMS     = "last_seen_ms"
+	attrLastReleaseMS  = "last_release_ms"
+	attrLastClaimMS    = "last_claim_ms"
+	attrSourceIP       = "source_ip"
+
+	// Fleet state.
+	attrWorkers      = "workers"
+	attrDesired      = "desired"
+	attrInService    = "in_service"
+	attrLastActiveMS = "last_active_ms"
+	attrLastDecision = "last_decision"
+	attrFirstSeen    = "first_seen"
+	attrWokenMS      = "woken_ms"
+	attrDecisionSeq  = "decision_seq"
+
+	// Counters: registration windows and interruption buckets.
+	attrCount = "count"
+)
+
+// ByStateProjection lists the non-key attributes copied into IndexByState:
+// enough to choose candidates and count work without reading whole items
+// (job inputs and results stay out of the index).
+var ByStateProjection = []string{
+	attrJobID, attrTenantID, attrWorkflowID, attrStatus, attrPriority, attrAttempts, attrMaxAttempts,
+	attrPreemptions, attrWorkerID, attrLeaseToken, attrLeaseExpiresMS, attrNotBeforeMS,
+	attrCreatedMS, attrUpdatedMS, attrFirstLeasedMS, attrQueueTimeoutS, attrTimeoutS, attrLeasedMS,
+	attrReason, attrErrorCode,
+	attrFleet, attrInstanceID, attrInstanceType, attrAZ, attrWorkerStatus, attrApproved, attrLeases,
+	attrMaxConcurrency, attrLastSeenMS, attrRegisteredMS, attrLastReleaseMS, attrLastClaimMS,
+}
+
+// ByInstanceProjection lists the non-key attributes copied into IndexByInstance.
+var ByInstanceProjection = []string{attrWorkerID, attrFleet}
+
+// CreateTableInput describes the table for the local stack and the tests
+// (on-demand billing; the CDK app declares the same keys and indexes).
+func CreateTableInput(table string) *dynamodb.CreateTableInput {
+	str := func(name string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
+	}
+	keys := func(pk, sk string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{
+			{AttributeName: aws.String(pk), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(sk), KeyType: types.KeyTypeRange},
+		}
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(AttrGSI2PK), str(AttrGSI2SK)},
+		KeySchema:            keys(AttrPK, AttrSK),
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			{
+				IndexName:  aws.String(IndexByState),
+				KeySchema:  keys(AttrGSI1PK, AttrGSI1SK),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ByStateProjection},
+			},
+			{
+				IndexName:  aws.String(IndexByInstance),
+				KeySchema:  keys(AttrGSI2PK, AttrGSI2SK),
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ByInstanceProjection},
+			},
+		},
+	}
+}
+
+// Key prefixes and fixed sort keys. Every item's key is built below from
+// these; docs/data-model.md lays the table out.
+const (
+	prefixJob          = "JOB#"
+	sortJob            = "JOB"
+	prefixWorker       = "WORKER#"
+	sortWorker         = "WORKER"
+	prefixFleet        = "FLEET#"
+	sortFleetState     = "STATE"
+	prefixRate         = "RATE#"
+	prefixRateWindow   = "W#"
+	partitionRejected  = "REJECTED"
+	prefixInterrupts   = "INTR#"
+	prefixInterruptEvt = "EVT#"
+	prefixEvent        = "EVENT#"
+
+	// Partitions of IndexByState.
+	prefixReady     = "Q#"
+	prefixDelayed   = "D#"
+	prefixLeased    = "L#"
+	prefixSucceeded = "S#"
+	prefixDead      = "X#"
+	prefixCanceled  = "C#"
+	prefixWorkers   = "W#"
+	// eventsPartition holds the outbox's pending events (see outbox.go).
+	eventsPartition = "E#"
+
+	// Partition of IndexByInstance.
+	prefixInstance = "I#"
+)
+
+// Item types (the `type` attribute).
+const (
+	typeJob    = "job"
+	typeWorker = "worker"
+	typeEvent  = "event"
+)
+
+// Item keys.
+func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
+
+func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
+
+func fleetKey(slug string) (string, string) { return prefixFleet + slug, sortFleetState }
+
+// rateWindowKey is a registration source's counter for the minute starting at window.
+func rateWindowKey(source string, window time.Time) (string, string) {
+	return prefixRate + source, prefixRateWindow + strconv.FormatInt(window.Unix(), 10)
+}
+
+// rejectionKey files a rejected submission under one partition, newest last.
+func rejectionKey(at time.Time, messageID string) (string, string) {
+	return partitionRejected, sortTime(at) + "#" + messageID
+}
+
+// interruptionsPartition holds a fleet's interruption buckets and the
+// markers of the events counted.
+func interruptionsPartition(fleet string) string { return prefixInterrupts + fleet }
+
+// interruptionMarker is the sort key marking an interruption event counted.
+func interruptionMarker(eventID string) string { return prefixInterruptEvt + eventID }
+
+// interruptionMinute renders the minute a bucket's sort key starts with.
+func interruptionMinute(t time.Time) string {
+	return t.UTC().Truncate(time.Minute).Format("20060102T1504")
+}
+
+// interruptionBucket is the sort key of one bucket's counter.
+func interruptionBucket(at time.Time, kind, instanceType, az string) string {
+	return fmt.Sprintf("%s#%s#%s#%s", interruptionMinute(at), kind, orNone(instanceType), orNone(az))
+}
+
+// parseInterruptionBucket reads a bucket's sort key back; ok is false for
+// any other item of the partition.
+func parseInterruptionBucket(sk string) (c fleetstate.InterruptionCount, ok bool) {
+	parts := strings.SplitN(sk, "#", 4)
+	if len(parts) != 4 {
+		return c, false
+	}
+	return fleetstate.InterruptionCount{Minute: parts[0], Kind: parts[1], InstanceType: parts[2], AZ: parts[3]}, true
+}
+
+// lastInterruptionMinute sorts after every bucket's minute.
+const lastInterruptionMinute = "99999999T9999"
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// eventKey is the partition of a job's pending events.
+func eventKey(jobID string) string { return prefixEvent + jobID }
+
+// eventSortKey orders a job's events by time and names their type
+// ("Job Succeeded" files as <time>#succeeded).
+func eventSortKey(at time.Time, eventType string) string {
+	return sortTime(at) + "#" + strings.ToLower(strings.TrimPrefix(eventType, "Job "))
+}
+
+// Partitions of IndexByState. A job is always in exactly one of them: the
+// state changes move it by rewriting GSI1PK/GSI1SK, never by removing them.
+func readyPartition(fleet string) string { return prefixReady + fleet }
+
+func delayedPartition(fleet string) string { return prefixDelayed + fleet }
+
+func leasedPartition(fleet string) string { return prefixLeased + fleet }
+
+func workersPartition(fleet string) string { return prefixWorkers + fleet }
+
+func instancePartition(inst string) string { return prefixInstance + inst }
+
+func terminalPartition(fleet string, s job.Status) string {
+	switch s {
+	case job.Succeeded:
+		return prefixSucceeded + fleet
+	case job.Dead:
+		return prefixDead + fleet
+	default:
+		return prefixCanceled + fleet
+	}
+}
+
+// sortTime renders t so that string order is time order.
+func sortTime(t time.Time) string { return t.UTC().Format("20060102T150405.000Z") }
+
+// readySortKey orders the ready queue: highest priority first, then oldest.
+func readySortKey(priority int, created time.Time, id string) string {
+	return fmt.Sprintf("%04d#%s#%s", 1000-priority, sortTime(created), id)
+}
+
+func timeSortKey(t time.Time, id string) string { return sortTime(t) + "#" + id }
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// TableAdmin is the part of the DynamoDB API that creates tables.
+type TableAdmin interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// CreateTable creates the table (for the local stack and tests; the CDK app
+// owns it in AWS), turns on TTL where the endpoint supports it, and waits
+// until it is active. An existing table is left as it is.
+func CreateTable(ctx context.Context, db TableAdmin, table string) error {
+	_, err := db.CreateTable(ctx, CreateTableInput(table))
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	for {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return fmt.Errorf("describe table %s: %w", table, err)
+		}
+		// Emulators that create tables synchronously report no status.
+		if s := out.Table.TableStatus; s == "" || s == types.TableStatusActive {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Best effort: DynamoDB Local and some emulators do not implement TTL.
+	_, _ = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(AttrTTL), Enabled: aws.Bool(true)},
+	})
+	return nil
+}

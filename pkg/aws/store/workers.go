@@ -1,0 +1,491 @@
+package store
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+// WorkerAuth is what a worker's bearer token proves: who it is, its fleet, and
+// the digest the stored token must match. Every worker operation re-checks
+// the digest inside its own conditional write, so a rotated or revoked token
+// stops working atomically with the change.
+type WorkerAuth struct {
+	WorkerID  string
+	Fleet     string
+	TokenHash string
+}
+
+// Registration is a worker announcing itself.
+type Registration struct {
+	WorkerID       string
+	Fleet          string
+	Stage          string
+	InstanceID     string
+	InstanceType   string
+	AZ             string
+	Capabilities   json.RawMessage
+	Providers      []string
+	MaxConcurrency int
+	TokenHash      string
+	SourceIP       string
+}
+
+// RegisterWorker creates the worker, or, when it exists, replaces its token
+// and details while keeping its leases. New workers count against the fleet's
+// worker cap (ErrFleetFull past it); a worker registered to another fleet is
+// ErrConflict.
+func (s *Store) RegisterWorker(ctx context.Context, r Registration) (worker.Worker, error) {
+	f, err := s.fleet(r.Fleet)
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	now := s.clock.Now()
+	for range 3 {
+		w, err := s.createWorker(ctx, r, f.WorkerCap, !f.RequireApproval, now)
+		if err == nil || !errors.Is(err, errExists) {
+			return w, err
+		}
+		w, err = s.reregisterWorker(ctx, r, now)
+		if err == nil || !errors.Is(err, ErrNotFound) {
+			return w, err
+		}
+		// Deregistered between the two writes: create it again.
+	}
+	return worker.Worker{}, fmt.Errorf("register worker %s: %w", r.WorkerID, ErrContention)
+}
+
+var errExists = errors.New("already exists")
+
+func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int, approved bool, now time.Time) (worker.Worker, error) {
+	pk, sk := workerKey(r.WorkerID)
+	it := workerItem{
+		PK: pk, SK: sk, Type: typeWorker,
+		GSI1PK: workersPartition(r.Fleet), GSI1SK: r.WorkerID,
+		WorkerID: r.WorkerID, Fleet: r.Fleet, Stage: r.Stage,
+		InstanceID: r.InstanceID, InstanceType: r.InstanceType, AZ: r.AZ,
+		Capabilities: string(r.Capabilities), Providers: r.Providers,
+		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
+		Status: string(worker.Active), Approved: approved,
+		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP,
+	}
+	if r.InstanceID != "" {
+		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
+	}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return worker.Worker{}, fmt.Errorf("encode worker: %w", err)
+	}
+	fpk, fsk := fleetKey(r.Fleet)
+	count := expression.Name(attrWorkers)
+	err = s.transact(ctx,
+		txItem{put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
+		txItem{update: &update{
+			pk: fpk, sk: fsk,
+			set:  expression.Add(count, expression.Value(1)).Set(expression.Name(attrFleet), expression.Value(r.Fleet)),
+			cond: expression.Or(count.AttributeNotExists(), count.LessThan(expression.Value(workerCap))),
+		}},
+	)
+	var tf *txFailed
+	switch {
+	case err == nil:
+		return it.toWorker(), nil
+	case errors.As(err, &tf) && tf.failedAt(0):
+		return worker.Worker{}, errExists
+	case errors.As(err, &tf) && tf.failedAt(1):
+		return worker.Worker{}, fmt.Errorf("fleet %s has %d workers: %w", r.Fleet, workerCap, ErrFleetFull)
+	default:
+		return worker.Worker{}, fmt.Errorf("create worker %s: %w", r.WorkerID, err)
+	}
+}
+
+func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.Time) (worker.Worker, error) {
+	pk, sk := workerKey(r.WorkerID)
+	set := expression.Set(expression.Name(attrTokenHash), expression.Value(r.TokenHash)).
+		Set(expression.Name(attrStage), expression.Value(r.Stage)).
+		Set(expression.Name(attrMaxConcurrency), expression.Value(r.MaxConcurrency)).
+		Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
+		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP))
+	if r.InstanceID != "" {
+		set = set.Set(expression.Name(attrInstanceID), expression.Value(r.InstanceID)).
+			Set(expression.Name(AttrGSI2PK), expression.Value(instancePartition(r.InstanceID))).
+			Set(expression.Name(AttrGSI2SK), expression.Value(r.WorkerID))
+	}
+	if r.InstanceType != "" {
+		set = set.Set(expression.Name(attrInstanceType), expression.Value(r.InstanceType))
+	}
+	if r.AZ != "" {
+		set = set.Set(expression.Name(attrAZ), expression.Value(r.AZ))
+	}
+	if len(r.Capabilities) > 0 {
+		set = set.Set(expression.Name(attrCapabilities), expression.Value(string(r.Capabilities)))
+	}
+	if len(r.Providers) > 0 {
+		set = set.Set(expression.Name(attrProviders), expression.Value(r.Providers))
+	}
+	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
+		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet))),
+	})
+	if errors.Is(err, errConditionFailed) {
+		var cur workerItem
+		found, gerr := s.getItem(ctx, pk, sk, &cur)
+		switch {
+		case gerr != nil:
+			return worker.Worker{}, gerr
+		case !found:
+			return worker.Worker{}, ErrNotFound
+		default:
+			return worker.Worker{}, fmt.Errorf("worker %s is registered to fleet %s; deregister it first: %w", r.WorkerID, cur.Fleet, ErrConflict)
+		}
+	}
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	return s.GetWorker(ctx, r.WorkerID)
+}
+
+// GetWorker reads a worker (strongly consistent).
+func (s *Store) GetWorker(ctx context.Context, id string) (worker.Worker, error) {
+	pk, sk := workerKey(id)
+	var it workerItem
+	found, err := s.getItem(ctx, pk, sk, &it)
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	if !found {
+		return worker.Worker{}, fmt.Errorf("worker %s: %w", id, ErrNotFound)
+	}
+	return it.toWorker(), nil
+}
+
+// Authorize checks a worker's token digest against the stored one (in
+// constant time) and that it is not revoked.
+func (s *Store) Authorize(ctx context.Context, a WorkerAuth) (worker.Worker, error) {
+	w, err := s.GetWorker(ctx, a.WorkerID)
+	if errors.Is(err, ErrNotFound) {
+		return worker.Worker{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	if w.Fleet != a.Fleet || subtle.ConstantTimeCompare([]byte(w.TokenHash), []byte(a.TokenHash)) != 1 {
+		return worker.Worker{}, ErrUnauthenticated
+	}
+	if w.Status == worker.Revoked {
+		return worker.Worker{}, ErrRevoked
+	}
+	return w, nil
+}
+
+// authCond is the condition every worker-initiated write puts on the worker
+// item: this token, and not revoked.
+func authCond(a WorkerAuth) expression.ConditionBuilder {
+	return expression.Name(attrTokenHash).Equal(expression.Value(a.TokenHash)).
+		And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
+}
+
+// TouchWorker marks a worker seen (an empty poll), checking its token.
+func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
+	pk, sk := workerKey(a.WorkerID)
+	err := s.updateItem(ctx, update{pk: pk, sk: sk,
+		set:  expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(s.clock.Now()))),
+		cond: authCond(a),
+	})
+	if errors.Is(err, errConditionFailed) {
+		_, aerr := s.Authorize(ctx, a)
+		if aerr == nil {
+			return fmt.Errorf("touch worker %s: %w", a.WorkerID, ErrContention)
+		}
+		return aerr
+	}
+	return err
+}
+
+// ListWorkers returns the workers of a fleet.
+func (s *Store) ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error) {
+	items, err := queryItems[workerItem](ctx, s, byState(workersPartition(fleet)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]worker.Worker, 0, len(items))
+	for i := range items {
+		out = append(out, items[i].toWorker())
+	}
+	return out, nil
+}
+
+// WorkerByInstance finds the worker running on an EC2 instance. The index
+// read only finds the candidate; the worker is then read consistently.
+func (s *Store) WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error) {
+	partition := instancePartition(instanceID)
+	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
+		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	for _, it := range cands {
+		w, err := s.GetWorker(ctx, it.WorkerID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return worker.Worker{}, err
+		}
+		if w.InstanceID == instanceID {
+			return w, nil
+		}
+	}
+	return worker.Worker{}, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
+}
+
+// SetWorkerApproved approves a worker (or withdraws approval).
+func (s *Store) SetWorkerApproved(ctx context.Context, id string, approved bool) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrApproved), expression.Value(approved)), expression.ConditionBuilder{})
+}
+
+// DrainWorker stops a worker from taking new leases; its running jobs go on.
+func (s *Store) DrainWorker(ctx context.Context, id string) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Draining))),
+		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
+}
+
+// DrainIdleWorker marks a worker draining only while it holds no lease. It is
+// how scale-in claims a victim: the same item carries the lease count that
+// every claim increments in its transaction, so a victim either had no lease
+// and can never get one, or the drain fails.
+func (s *Store) DrainIdleWorker(ctx context.Context, id string) error {
+	pk, sk := workerKey(id)
+	err := s.updateItem(ctx, update{pk: pk, sk: sk,
+		set: expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Draining))),
+		cond: expression.Name(attrLeases).LessThanEqual(expression.Value(0)).
+			And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked)))),
+	})
+	if errors.Is(err, errConditionFailed) {
+		return fmt.Errorf("worker %s has a lease or is gone: %w", id, ErrConflict)
+	}
+	return err
+}
+
+// RotateWorkerToken replaces a worker's token digest; the old token stops working.
+func (s *Store) RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error) {
+	return s.setWorker(ctx, id, expression.Set(expression.Name(attrTokenHash), expression.Value(tokenHash)),
+		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
+}
+
+func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateBuilder, extra expression.ConditionBuilder) (worker.Worker, error) {
+	pk, sk := workerKey(id)
+	cond := expression.AttributeExists(expression.Name(AttrPK))
+	if extra.IsSet() {
+		cond = cond.And(extra)
+	}
+	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: cond})
+	if errors.Is(err, errConditionFailed) {
+		w, gerr := s.GetWorker(ctx, id)
+		if gerr != nil {
+			return worker.Worker{}, gerr
+		}
+		return w, fmt.Errorf("worker %s is %s: %w", id, w.Status, ErrConflict)
+	}
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	return s.GetWorker(ctx, id)
+}
+
+// RevokeWorker marks a worker revoked (its token stops working) and gives
+// every lease it holds back to the queue without spending an attempt.
+func (s *Store) RevokeWorker(ctx context.Context, id string) (worker.Worker, error) {
+	w, err := s.setWorker(ctx, id, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Revoked))), expression.ConditionBuilder{})
+	if err != nil {
+		return w, err
+	}
+	if _, err := s.requeueWorkerLeases(ctx, w, job.ReasonWorkerGone); err != nil {
+		return w, err
+	}
+	return s.GetWorker(ctx, id)
+}
+
+// DeregisterWorker requeues every lease the worker holds (no attempt spent),
+// then deletes it; its token stops working.
+func (s *Store) DeregisterWorker(ctx context.Context, a WorkerAuth) error {
+	w, err := s.Authorize(ctx, a)
+	if err != nil {
+		return err
+	}
+	if _, err := s.requeueWorkerLeases(ctx, w, job.ReasonDeregistered); err != nil {
+		return err
+	}
+	return s.deleteWorker(ctx, w, authCond(a))
+}
+
+// RemoveWorker requeues a worker's leases and deletes it, whatever its token
+// (the instance is gone). It answers ErrNotFound when there is no such worker.
+func (s *Store) RemoveWorker(ctx context.Context, id, reason string) (requeued int, err error) {
+	w, err := s.GetWorker(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.requeueWorkerLeases(ctx, w, reason)
+	if err != nil {
+		return n, err
+	}
+	return n, s.deleteWorker(ctx, w, expression.AttributeExists(expression.Name(AttrPK)))
+}
+
+func (s *Store) deleteWorker(ctx context.Context, w worker.Worker, cond expression.ConditionBuilder) error {
+	pk, sk := workerKey(w.ID)
+	fpk, fsk := fleetKey(w.Fleet)
+	err := s.transact(ctx,
+		txItem{delete: &update{pk: pk, sk: sk, cond: cond}},
+		txItem{update: &update{pk: fpk, sk: fsk,
+			set:  expression.Add(expression.Name(attrWorkers), expression.Value(-1)),
+			cond: expression.Name(attrWorkers).GreaterThan(expression.Value(0)),
+		}},
+	)
+	var tf *txFailed
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tf) && tf.failedAt(0):
+		_, aerr := s.GetWorker(ctx, w.ID)
+		if errors.Is(aerr, ErrNotFound) {
+			return nil // already gone
+		}
+		return ErrUnauthenticated
+	case errors.As(err, &tf) && tf.failedAt(1):
+		// The fleet counter is already zero (it drifted); delete the worker alone.
+		_, derr := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
+		return derr
+	default:
+		return fmt.Errorf("delete worker %s: %w", w.ID, err)
+	}
+}
+
+// LeaseCountQuiet is how long a worker must have made no claim before its
+// lease count may be reconciled from the index: long past any index lag, so
+// a claim the index has not shown yet can never be counted away.
+const LeaseCountQuiet = 2 * time.Minute
+
+// ReconcileLeaseCounts is a safety net: every lease start and end moves the
+// job and its worker's count in one transaction, so counts should never
+// drift; if one has (a bug, a manual edit), it is set to the leased jobs the
+// index shows for the worker. A worker that claimed a job in the last
+// LeaseCountQuiet is left alone, so index lag can never hide a fresh claim,
+// and the write is conditional on the count read.
+func (s *Store) ReconcileLeaseCounts(ctx context.Context, fleet string, held map[string]int) (int, error) {
+	workers, err := s.ListWorkers(ctx, fleet)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := s.clock.Now().Add(-LeaseCountQuiet)
+	fixed := 0
+	for _, w := range workers {
+		n := held[w.ID]
+		if w.Leases == n || w.LastClaimAt.After(cutoff) {
+			continue
+		}
+		pk, sk := workerKey(w.ID)
+		err := s.updateItem(ctx, update{pk: pk, sk: sk,
+			set: expression.Set(expression.Name(attrLeases), expression.Value(n)),
+			cond: expression.Name(attrLeases).Equal(expression.Value(w.Leases)).
+				And(expression.Name(attrLastClaimMS).LessThan(expression.Value(ms(cutoff))).
+					Or(expression.AttributeNotExists(expression.Name(attrLastClaimMS)))),
+		})
+		if errors.Is(err, errConditionFailed) {
+			continue // it moved meanwhile; the next tick looks again
+		}
+		if err != nil {
+			return fixed, fmt.Errorf("reconcile lease count of %s: %w", w.ID, err)
+		}
+		s.log.Warn("worker lease count reconciled", "worker_id", w.ID, "fleet", fleet, "was", w.Leases, "now", n)
+		fixed++
+	}
+	return fixed, nil
+}
+
+// RemoveStaleWorkers removes the workers of a fleet not seen since before
+// cutoff (their leases, if any, are requeued first). It answers how many.
+func (s *Store) RemoveStaleWorkers(ctx context.Context, fleet string, cutoff time.Time) (int, error) {
+	workers, err := s.ListWorkers(ctx, fleet)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range workers {
+		if w.LastSeenAt.IsZero() || !w.LastSeenAt.Before(cutoff) {
+			continue
+		}
+		if _, err := s.RemoveWorker(ctx, w.ID, "stale"); err != nil && !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// workerItem is a registered worker as stored.
+type workerItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI1PK string `dynamodbav:"GSI1PK"`
+	GSI1SK string `dynamodbav:"GSI1SK"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+	Type   string `dynamodbav:"type"`
+
+	WorkerID       string   `dynamodbav:"worker_id"`
+	Fleet          string   `dynamodbav:"fleet"`
+	Stage          string   `dynamodbav:"stage"`
+	InstanceID     string   `dynamodbav:"instance_id,omitempty"`
+	InstanceType   string   `dynamodbav:"instance_type,omitempty"`
+	AZ             string   `dynamodbav:"az,omitempty"`
+	Capabilities   string   `dynamodbav:"capabilities,omitempty"`
+	Providers      []string `dynamodbav:"providers,omitempty"`
+	MaxConcurrency int      `dynamodbav:"max_concurrency"`
+	TokenHash      string   `dynamodbav:"token_hash"`
+	Status         string   `dynamodbav:"wstatus"`
+	Approved       bool     `dynamodbav:"approved"`
+	Leases         int      `dynamodbav:"leases"`
+	RegisteredMS   int64    `dynamodbav:"registered_ms"`
+	LastSeenMS     int64    `dynamodbav:"last_seen_ms"`
+	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
+	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
+	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
+}
+
+func (it *workerItem) toWorker() worker.Worker {
+	w := worker.Worker{
+		ID:             it.WorkerID,
+		Fleet:          it.Fleet,
+		Stage:          it.Stage,
+		InstanceID:     it.InstanceID,
+		InstanceType:   it.InstanceType,
+		AZ:             it.AZ,
+		Providers:      it.Providers,
+		MaxConcurrency: it.MaxConcurrency,
+		TokenHash:      it.TokenHash,
+		Status:         worker.Status(it.Status),
+		Approved:       it.Approved,
+		Leases:         it.Leases,
+		RegisteredAt:   fromMS(it.RegisteredMS),
+		LastSeenAt:     fromMS(it.LastSeenMS),
+		LastReleaseAt:  fromMS(it.LastReleaseMS),
+		LastClaimAt:    fromMS(it.LastClaimMS),
+		SourceIP:       it.SourceIP,
+	}
+	if it.Capabilities != "" {
+		w.Capabilities = json.RawMessage(it.Capabilities)
+	}
+	return w
+}

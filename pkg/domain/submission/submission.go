@@ -1,0 +1,102 @@
+package submission
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/lib/strictjson"
+)
+
+// Submission is a job as a producer submits it: the body of POST /api/jobs
+// and the message on the submission queue, whose fields pkg/domain/wire defines.
+type Submission wire.SubmitRequest
+
+// MaxBodyBytes bounds a submission (and every request body).
+const MaxBodyBytes = 256 << 10
+
+// Limits of a submission's numbers.
+const (
+	MaxTimeoutSeconds = 7 * 24 * 3600
+)
+
+// IDPattern is what job, tenant and worker ids may look like.
+var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// Error is a submission that can never be accepted; its message is safe to
+// show the producer.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+func invalid(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+// Parse decodes a submission strictly and validates it against the fleet
+// config. The job id may be missing; the caller assigns one.
+func Parse(data []byte, cfg *fleetconfig.Config) (Submission, error) {
+	if len(data) > MaxBodyBytes {
+		return Submission{}, invalid("the submission is %d bytes; at most %d are allowed", len(data), MaxBodyBytes)
+	}
+	var s Submission
+	if err := strictjson.Decode(data, &s, false); err != nil {
+		return Submission{}, &Error{Msg: err.Error()}
+	}
+	return s, s.Validate(cfg)
+}
+
+// Validate checks every field; it is also run on submissions built in code.
+func (s *Submission) Validate(cfg *fleetconfig.Config) error {
+	if s.JobID != "" && !IDPattern.MatchString(s.JobID) {
+		return invalid("field \"job_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.JobID)
+	}
+	if s.TenantID == "" {
+		return invalid("field \"tenant_id\" is required")
+	}
+	if !IDPattern.MatchString(s.TenantID) {
+		return invalid("field \"tenant_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.TenantID)
+	}
+	if s.WorkflowID == "" {
+		return invalid("field \"workflow_id\" is required")
+	}
+	if _, ok := cfg.FleetForWorkflow(s.WorkflowID); !ok {
+		return invalid("field \"workflow_id\": no fleet of stage %s serves workflow %q", cfg.Stage, s.WorkflowID)
+	}
+	if s.Priority < job.MinPriority || s.Priority > job.MaxPriority {
+		return invalid("field \"priority\": must be between %d and %d, got %d", job.MinPriority, job.MaxPriority, s.Priority)
+	}
+	obj, err := strictjson.RequireObject("input", s.Input)
+	if err != nil {
+		return &Error{Msg: err.Error()}
+	}
+	s.Input = obj
+	if _, err := assets.ParseRefs(s.TenantID, s.Input); err != nil {
+		return &Error{Msg: err.Error()}
+	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > fleetconfig.MaxAttemptsLimit {
+		return invalid("field \"max_attempts\": must be between 1 and %d, got %d", fleetconfig.MaxAttemptsLimit, s.MaxAttempts)
+	}
+	if s.TimeoutSeconds < 0 || s.TimeoutSeconds > MaxTimeoutSeconds {
+		return invalid("field \"timeout_seconds\": must be between 1 and %d, got %d", MaxTimeoutSeconds, s.TimeoutSeconds)
+	}
+	if s.QueueTimeoutSeconds < 0 || s.QueueTimeoutSeconds > MaxTimeoutSeconds {
+		return invalid("field \"queue_timeout_seconds\": must be between 1 and %d, got %d", MaxTimeoutSeconds, s.QueueTimeoutSeconds)
+	}
+	return nil
+}
+
+// NewJob turns a validated submission with an id into the store's form.
+func (s Submission) NewJob() store.NewJob {
+	in := s.Input
+	if len(in) == 0 {
+		in = json.RawMessage(`{}`)
+	}
+	return store.NewJob{
+		ID: s.JobID, TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
+		MaxAttempts: s.MaxAttempts, TimeoutSeconds: s.TimeoutSeconds, QueueTimeoutSeconds: s.QueueTimeoutSeconds,
+	}
+}

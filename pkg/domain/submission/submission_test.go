@@ -1,0 +1,81 @@
+package submission
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+)
+
+func TestParse(t *testing.T) {
+	cfg := fleetconfig.Default()
+	good := `{"job_id":"scene-42:gen-1","tenant_id":"t1","workflow_id":"demo-sleep","priority":5,"input":{"seconds":3},"max_attempts":2,"timeout_seconds":600}`
+	s, err := Parse([]byte(good), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.JobID != "scene-42:gen-1" || s.Priority != 5 || string(s.Input) != `{"seconds":3}` || s.MaxAttempts != 2 {
+		t.Fatalf("parsed %+v", s)
+	}
+	n := s.NewJob()
+	if n.ID != s.JobID || n.TimeoutSeconds != 600 {
+		t.Fatalf("NewJob = %+v", n)
+	}
+	if m, err := Parse([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep"}`), cfg); err != nil || string(m.NewJob().Input) != `{}` {
+		t.Fatalf("minimal submission = %+v, %v", m, err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	cfg := fleetconfig.Default()
+	cases := map[string]string{
+		`{"workflow_id":"demo-sleep"}`:                                      `"tenant_id" is required`,
+		`{"tenant_id":"t"}`:                                                 `"workflow_id" is required`,
+		`{"tenant_id":"t","workflow_id":"nope"}`:                            `serves workflow "nope"`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","priority":5000}`:      `"priority": must be between -1000 and 1000`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","input":[1]}`:          `"input": must be a JSON object`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","max_attempts":99}`:    `"max_attempts": must be between 1 and 20`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","timeout_seconds":-1}`: `"timeout_seconds"`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","job_id":"a b"}`:       `"job_id"`,
+		`{"tenant_id":"../x","workflow_id":"demo-sleep"}`:                   `"tenant_id"`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","colour":1}`:           `unknown field "colour"`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","priority":"high"}`:    `"priority": must be a whole number`,
+		`not json`: `must be a JSON object`,
+		`{"tenant_id":"t","workflow_id":"demo-sleep","queue_timeout_seconds":-5}`: `"queue_timeout_seconds"`,
+	}
+	for body, want := range cases {
+		_, err := Parse([]byte(body), cfg)
+		var se *Error
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want *Error containing %q", body, err, want)
+		}
+	}
+	big := `{"tenant_id":"t","workflow_id":"demo-sleep","input":{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`
+	if _, err := Parse([]byte(big), cfg); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("oversize submission: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	cfg := fleetconfig.Default()
+	f.Add([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep","input":{"seconds":1}}`))
+	f.Add([]byte(`{"job_id":"x","tenant_id":"t","workflow_id":"demo-exec","priority":-3}`))
+	f.Add([]byte(`{"tenant_id":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, cfg)
+		if err != nil {
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("error %T is not a *submission.Error", err)
+			}
+			return
+		}
+		if s.TenantID == "" || s.WorkflowID == "" {
+			t.Fatalf("accepted %q without tenant or workflow", data)
+		}
+		if _, ok := cfg.FleetForWorkflow(s.WorkflowID); !ok {
+			t.Fatalf("accepted an unserved workflow %q", s.WorkflowID)
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/localfleet"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/system"
+)
+
+// FleetOptions configure the dev stack's scaler and local fleet.
+type FleetOptions struct {
+	// Tick is how often the scaler runs (default 60s, as the EventBridge
+	// schedule in AWS; negative: only on a Scheduled Event posted to
+	// /local/events).
+	Tick time.Duration
+	// NoLocalFleet runs no local fleet: workers are started by hand, and the
+	// scaler only keeps the books (its decisions are advisory).
+	NoLocalFleet bool
+	// BootDelay is how long a local instance takes to start its worker
+	// (default 20s).
+	BootDelay time.Duration
+	// SpotRate interrupts local instances at random, per instance-hour,
+	// through the interruption handler's path (a Spot warning event).
+	SpotRate float64
+	// SpotNotice is the time from a warning to the instance's end (default 2m).
+	SpotNotice time.Duration
+	// LocalAgents runs the worker agent (sleep runner) in process on every
+	// booted local instance. Without it, and without Launch, instances boot
+	// but never register (tests that drive workers themselves).
+	LocalAgents bool
+	// Launch overrides what runs on a booted local instance.
+	Launch localfleet.Launch
+	// Seed makes the random interruptions repeatable.
+	Seed uint64
+	// Metrics receives the scaler's Embedded Metric Format lines (nil:
+	// none), as stdout does in Lambda.
+	Metrics io.Writer
+}
+
+// Scheduled Event of the scaler's EventBridge rule.
+const (
+	scheduleSource     = "aws.events"
+	scheduleDetailType = "Scheduled Event"
+)
+
+// startFleet wires the interruption handler (EC2 and Auto Scaling events
+// posted to /local/events), wake-on-enqueue, the scaler (its loop and its
+// schedule event) and the local fleet.
+func (s *Stack) startFleet(ctx context.Context, o Options) {
+	fo := o.Fleet
+	if fo.Tick == 0 {
+		fo.Tick = time.Minute
+	}
+	if fo.BootDelay <= 0 {
+		fo.BootDelay = 20 * time.Second
+	}
+	if fo.Launch == nil && fo.LocalAgents {
+		fo.Launch = s.launchAgent
+	}
+	// Without a local fleet there are no groups: dispatch wakes nothing,
+	// the scaler keeps the books, and lifecycle actions have no group to
+	// complete.
+	var capacity scaler.Capacity
+	var lifecycle interruption.Lifecycle = interruption.NoAutoScaling
+	if !fo.NoLocalFleet {
+		max := map[string]int{}
+		for _, f := range o.Config.Fleets {
+			max[f.Slug] = f.MaxInstances
+		}
+		s.Fleet = localfleet.New(ctx, localfleet.Options{
+			Clock: o.Clock, BootDelay: fo.BootDelay, Launch: fo.Launch, MaxInstances: max,
+			SpotRate: fo.SpotRate, Notice: fo.SpotNotice, Seed: fo.Seed, Interrupt: s.interruptLocal,
+		})
+		capacity, lifecycle = s.Fleet, s.Fleet
+		s.Go(func() { s.Fleet.Run(ctx, time.Second) })
+	}
+	s.Dispatch = system.NewDispatch(s.Env, capacity)
+	s.Scaler = system.NewScaler(s.Env, capacity, fo.Metrics)
+	s.Interruptions = system.NewInterruption(s.Env, lifecycle)
+	for _, r := range []struct{ source, detailType string }{
+		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
+		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
+	} {
+		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+			return s.Interruptions.Handle(ctx, ev)
+		})
+	}
+	tick := system.ScheduleHandler(s.Scaler)
+	s.HandleEvents(scheduleSource, scheduleDetailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+		return tick(ctx, ev)
+	})
+	if fo.Tick > 0 {
+		s.Go(func() {
+			clock.Every(ctx, clock.Real{}, fo.Tick, func() {
+				if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("scaler tick", "error", err.Error())
+				}
+			})
+		})
+	}
+}
+
+// interruptLocal delivers a Spot interruption warning for a local instance
+// to whatever handles the EC2 event in this stack, as EventBridge would.
+func (s *Stack) interruptLocal(ctx context.Context, fleet, instanceID string) error {
+	now := s.Env.Clock.Now()
+	ev := events.CloudWatchEvent{
+		ID: fmt.Sprintf("local-spot-%s-%d", instanceID, now.UnixNano()), Source: "aws.ec2",
+		DetailType: interruption.SpotWarning, Time: now,
+		Detail: []byte(`{"instance-id":"` + instanceID + `","instance-action":"terminate"}`),
+	}
+	_, err := s.DeliverEvent(ctx, ev)
+	return err
+}

@@ -1,0 +1,578 @@
+package localaws
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+)
+
+// autoScalingXMLNS is the namespace of every EC2 Auto Scaling Query API
+// response (API version 2011-01-01).
+const autoScalingXMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+
+// ASGInstance is an instance in a fake Auto Scaling group.
+type ASGInstance struct {
+	ID                   string
+	LifecycleState       string // InService, Pending, Pending:Wait, Terminating:Wait, ...
+	HealthStatus         string // Healthy (default) or Unhealthy
+	InstanceType         string
+	AZ                   string
+	ProtectedFromScaleIn bool
+	// LifecycleToken is the token of the lifecycle action the instance is
+	// waiting on (state Pending:Wait or Terminating:Wait), if any.
+	LifecycleToken string
+}
+
+// ASGGroup is a fake Auto Scaling group.
+type ASGGroup struct {
+	Name                  string
+	Min, Max, Desired     int
+	Instances             []ASGInstance
+	LifecycleHooks        []string // names CompleteLifecycleAction accepts
+	NewInstancesProtected bool
+}
+
+// ASGCall is one request the fake Auto Scaling server received.
+type ASGCall struct {
+	Action string
+	Params url.Values
+}
+
+// ASGLifecycleCompletion is one accepted CompleteLifecycleAction.
+type ASGLifecycleCompletion struct {
+	Group, Hook, InstanceID, Token, Result string
+}
+
+// ASGError is an error the fake answers with, in the Query protocol's
+// ErrorResponse shape.
+type ASGError struct {
+	Status  int    // HTTP status; 400 for Sender errors, 5xx for Receiver errors
+	Code    string // e.g. Throttling, ValidationError, InternalFailure
+	Message string
+}
+
+// AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
+// API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
+// the four actions fleetq uses: DescribeAutoScalingGroups,
+// SetDesiredCapacity, TerminateInstanceInAutoScalingGroup and
+// CompleteLifecycleAction. Everything else answers InvalidAction.
+//
+// It keeps groups and instances as the tests set them; it launches nothing.
+// SetDesiredCapacity changes the number only, and a terminated instance
+// leaves the group at once (a real group shows it as Terminating first).
+type AutoScaling struct {
+	*Server
+
+	mu          sync.Mutex
+	groups      map[string]*ASGGroup
+	order       []string // group names in creation order, for paging
+	injected    map[string][]ASGError
+	calls       []ASGCall
+	completions []ASGLifecycleCompletion
+	requestSeq  int
+	// pageSize bounds the groups in one DescribeAutoScalingGroups page when
+	// the request names no MaxRecords (the service's default is 50).
+	pageSize int
+}
+
+// StartAutoScaling starts a fake Auto Scaling API server on addr
+// ("127.0.0.1:0" or "" for any free port). Each server has its own groups.
+func StartAutoScaling(addr string) (*AutoScaling, error) {
+	a := &AutoScaling{groups: map[string]*ASGGroup{}, injected: map[string][]ASGError{}, pageSize: 50}
+	srv, err := serve(addr, a)
+	if err != nil {
+		return nil, err
+	}
+	a.Server = srv
+	return a, nil
+}
+
+// AutoScalingClient returns a real SDK client for a local Auto Scaling
+// endpoint (static credentials, us-east-1). The SDK's retryer is left as
+// configured by optFns; see pkg/aws/asg for who retries.
+func AutoScalingClient(endpoint string, optFns ...func(*autoscaling.Options)) *autoscaling.Client {
+	return autoscaling.NewFromConfig(awsenv.Static(""), append([]func(*autoscaling.Options){func(o *autoscaling.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	}}, optFns...)...)
+}
+
+// PutGroup creates or replaces a group.
+func (a *AutoScaling) PutGroup(g ASGGroup) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g.Instances = slices.Clone(g.Instances)
+	for i := range g.Instances {
+		if g.Instances[i].HealthStatus == "" {
+			g.Instances[i].HealthStatus = "Healthy"
+		}
+	}
+	g.LifecycleHooks = slices.Clone(g.LifecycleHooks)
+	if _, ok := a.groups[g.Name]; !ok {
+		a.order = append(a.order, g.Name)
+	}
+	a.groups[g.Name] = &g
+}
+
+// AddInstance adds an instance to an existing group; it reports whether the
+// group exists.
+func (a *AutoScaling) AddInstance(group string, in ASGInstance) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.groups[group]
+	if !ok {
+		return false
+	}
+	if in.HealthStatus == "" {
+		in.HealthStatus = "Healthy"
+	}
+	g.Instances = append(g.Instances, in)
+	return true
+}
+
+// Group returns a copy of a group as the server holds it now.
+func (a *AutoScaling) Group(name string) (ASGGroup, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.groups[name]
+	if !ok {
+		return ASGGroup{}, false
+	}
+	c := *g
+	c.Instances = slices.Clone(g.Instances)
+	c.LifecycleHooks = slices.Clone(g.LifecycleHooks)
+	return c, true
+}
+
+// Desired returns a group's desired capacity (-1 if there is no such group).
+func (a *AutoScaling) Desired(name string) int {
+	g, ok := a.Group(name)
+	if !ok {
+		return -1
+	}
+	return g.Desired
+}
+
+// FailNext makes the next n requests for action ("" for any action) answer
+// with e instead of being served.
+func (a *AutoScaling) FailNext(action string, n int, e ASGError) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for range n {
+		a.injected[action] = append(a.injected[action], e)
+	}
+}
+
+// Throttle makes the next n requests for action ("" for any) answer as the
+// service does when its request rate is exceeded.
+func (a *AutoScaling) Throttle(action string, n int) {
+	a.FailNext(action, n, ASGError{Status: http.StatusBadRequest, Code: "Throttling", Message: "Rate exceeded"})
+}
+
+// SetPageSize sets how many groups one DescribeAutoScalingGroups page holds
+// when the request does not say.
+func (a *AutoScaling) SetPageSize(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pageSize = n
+}
+
+// Calls returns every request received so far, injected failures included.
+func (a *AutoScaling) Calls() []ASGCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.calls)
+}
+
+// CallCount returns how many requests for action were received.
+func (a *AutoScaling) CallCount(action string) int {
+	n := 0
+	for _, c := range a.Calls() {
+		if c.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// LifecycleCompletions returns the CompleteLifecycleAction calls accepted.
+func (a *AutoScaling) LifecycleCompletions() []ASGLifecycleCompletion {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.completions)
+}
+
+// ServeHTTP answers one Query API request.
+func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.requestSeq++
+	reqID := fmt.Sprintf("00000000-0000-4000-8000-%012d", a.requestSeq)
+
+	if r.Method != http.MethodPost {
+		writeASGError(w, reqID, ASGError{Status: http.StatusMethodNotAllowed, Code: "InvalidHttpRequest", Message: "only POST is served"})
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		writeASGError(w, reqID, ASGError{Status: http.StatusBadRequest, Code: "MalformedQueryString", Message: err.Error()})
+		return
+	}
+	p := r.PostForm
+	action := p.Get("Action")
+	a.calls = append(a.calls, ASGCall{Action: action, Params: p})
+	if v := p.Get("Version"); v != "2011-01-01" {
+		writeASGError(w, reqID, ASGError{Status: http.StatusBadRequest, Code: "InvalidParameterValue", Message: fmt.Sprintf("unsupported Version %q", v)})
+		return
+	}
+	for _, key := range []string{action, ""} {
+		if q := a.injected[key]; len(q) > 0 {
+			a.injected[key] = q[1:]
+			writeASGError(w, reqID, q[0])
+			return
+		}
+	}
+
+	var (
+		body any
+		e    *ASGError
+	)
+	switch action {
+	case "DescribeAutoScalingGroups":
+		body, e = a.describeGroups(p)
+	case "SetDesiredCapacity":
+		body, e = a.setDesired(p)
+	case "TerminateInstanceInAutoScalingGroup":
+		body, e = a.terminate(p)
+	case "CompleteLifecycleAction":
+		body, e = a.completeLifecycle(p)
+	default:
+		e = &ASGError{Status: http.StatusBadRequest, Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", action)}
+	}
+	if e != nil {
+		writeASGError(w, reqID, *e)
+		return
+	}
+	writeASGResponse(w, action, reqID, body)
+}
+
+func validation(format string, args ...any) *ASGError {
+	return &ASGError{Status: http.StatusBadRequest, Code: "ValidationError", Message: fmt.Sprintf(format, args...)}
+}
+
+func required(p url.Values, names ...string) *ASGError {
+	for _, n := range names {
+		if p.Get(n) == "" {
+			return validation("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", lowerFirst(n))
+		}
+	}
+	return nil
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// memberList reads a Query-protocol list: Name.member.1, Name.member.2, ...
+func memberList(p url.Values, name string) []string {
+	var out []string
+	for i := 1; ; i++ {
+		v, ok := p[name+".member."+strconv.Itoa(i)]
+		if !ok {
+			return out
+		}
+		out = append(out, v[0])
+	}
+}
+
+func (a *AutoScaling) describeGroups(p url.Values) (any, *ASGError) {
+	names := memberList(p, "AutoScalingGroupNames")
+	var match []string
+	for _, n := range a.order {
+		if len(names) == 0 || slices.Contains(names, n) {
+			match = append(match, n)
+		}
+	}
+	size := a.pageSize
+	if v := p.Get("MaxRecords"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return nil, validation("MaxRecords must be between 1 and 100")
+		}
+		size = n
+	}
+	start := 0
+	if tok := p.Get("NextToken"); tok != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(tok, "page-"))
+		if err != nil || !strings.HasPrefix(tok, "page-") || n < 0 || n > len(match) {
+			return nil, &ASGError{Status: http.StatusBadRequest, Code: "InvalidNextToken", Message: "The token is invalid."}
+		}
+		start = n
+	}
+	end := min(start+size, len(match))
+	res := xmlDescribeGroupsResult{}
+	for _, n := range match[start:end] {
+		res.Groups = append(res.Groups, toXMLGroup(a.groups[n]))
+	}
+	if end < len(match) {
+		res.NextToken = "page-" + strconv.Itoa(end)
+	}
+	return res, nil
+}
+
+func toXMLGroup(g *ASGGroup) xmlGroup {
+	x := xmlGroup{
+		Name:                  g.Name,
+		ARN:                   "arn:aws:autoscaling:us-east-1:000000000000:autoScalingGroup:00000000-0000-4000-8000-000000000000:autoScalingGroupName/" + g.Name,
+		Min:                   g.Min,
+		Max:                   g.Max,
+		Desired:               g.Desired,
+		DefaultCooldown:       300,
+		HealthCheckType:       "EC2",
+		CreatedTime:           "2026-01-01T00:00:00.000Z",
+		NewInstancesProtected: g.NewInstancesProtected,
+	}
+	azs := map[string]bool{}
+	for _, in := range g.Instances {
+		x.Instances = append(x.Instances, xmlInstance{
+			ID: in.ID, Type: in.InstanceType, AZ: in.AZ, State: in.LifecycleState,
+			Health: in.HealthStatus, Protected: in.ProtectedFromScaleIn,
+		})
+		if in.AZ != "" && !azs[in.AZ] {
+			azs[in.AZ] = true
+			x.AZs = append(x.AZs, in.AZ)
+		}
+	}
+	if len(x.AZs) == 0 {
+		x.AZs = []string{"us-east-1a"}
+	}
+	return x
+}
+
+func (a *AutoScaling) setDesired(p url.Values) (any, *ASGError) {
+	if e := required(p, "AutoScalingGroupName", "DesiredCapacity"); e != nil {
+		return nil, e
+	}
+	name := p.Get("AutoScalingGroupName")
+	g, ok := a.groups[name]
+	if !ok {
+		return nil, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
+	}
+	n, err := strconv.Atoi(p.Get("DesiredCapacity"))
+	if err != nil {
+		return nil, validation("DesiredCapacity must be an integer")
+	}
+	if n > g.Max {
+		return nil, validation("New SetDesiredCapacity value %d is above max value %d for the AutoScalingGroup.", n, g.Max)
+	}
+	if n < g.Min {
+		return nil, validation("New SetDesiredCapacity value %d is below min value %d for the AutoScalingGroup.", n, g.Min)
+	}
+	g.Desired = n
+	return nil, nil
+}
+
+func (a *AutoScaling) findInstance(id string) (*ASGGroup, int) {
+	for _, name := range a.order {
+		g := a.groups[name]
+		for i, in := range g.Instances {
+			if in.ID == id {
+				return g, i
+			}
+		}
+	}
+	return nil, -1
+}
+
+func (a *AutoScaling) terminate(p url.Values) (any, *ASGError) {
+	if e := required(p, "InstanceId", "ShouldDecrementDesiredCapacity"); e != nil {
+		return nil, e
+	}
+	id := p.Get("InstanceId")
+	decrement := p.Get("ShouldDecrementDesiredCapacity") == "true"
+	g, i := a.findInstance(id)
+	if g == nil {
+		return nil, validation("Instance Id not found - No managed instance found for instance ID: %s", id)
+	}
+	if decrement {
+		if g.Desired-1 < g.Min {
+			return nil, validation("Currently, desiredCapacity (%d) is at minimum (%d); cannot decrement desired capacity of the AutoScalingGroup %s.", g.Desired, g.Min, g.Name)
+		}
+		g.Desired--
+	}
+	g.Instances = slices.Delete(g.Instances, i, i+1)
+	cause := "instance was taken out of service in response to a user request"
+	if decrement {
+		cause += ", shrinking the capacity from " + strconv.Itoa(g.Desired+1) + " to " + strconv.Itoa(g.Desired)
+	}
+	return xmlTerminateResult{Activity: xmlActivity{
+		ActivityID:  fmt.Sprintf("00000000-0000-4000-9000-%012d", a.requestSeq),
+		Group:       g.Name,
+		Cause:       "At " + time.Now().UTC().Format(time.RFC3339) + " " + cause + ".",
+		Description: "Terminating EC2 instance: " + id,
+		Progress:    0,
+		StartTime:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		StatusCode:  "InProgress",
+	}}, nil
+}
+
+func (a *AutoScaling) completeLifecycle(p url.Values) (any, *ASGError) {
+	if e := required(p, "AutoScalingGroupName", "LifecycleHookName", "LifecycleActionResult"); e != nil {
+		return nil, e
+	}
+	name, hook := p.Get("AutoScalingGroupName"), p.Get("LifecycleHookName")
+	id, token, result := p.Get("InstanceId"), p.Get("LifecycleActionToken"), p.Get("LifecycleActionResult")
+	if id == "" && token == "" {
+		return nil, validation("Either InstanceId or LifecycleActionToken must be specified.")
+	}
+	if result != "CONTINUE" && result != "ABANDON" {
+		return nil, validation("LifecycleActionResult must be CONTINUE or ABANDON")
+	}
+	g, ok := a.groups[name]
+	if !ok {
+		return nil, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
+	}
+	if !slices.Contains(g.LifecycleHooks, hook) {
+		return nil, validation("No Lifecycle Hook found with name %s for AutoScalingGroup %s", hook, name)
+	}
+	idx := -1
+	for i, in := range g.Instances {
+		if (id == "" || in.ID == id) && (token == "" || in.LifecycleToken == token) && strings.HasSuffix(in.LifecycleState, ":Wait") {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		if id != "" {
+			return nil, validation("No active Lifecycle Action found with instance ID %s", id)
+		}
+		return nil, validation("No active Lifecycle Action found with token %s", token)
+	}
+	in := &g.Instances[idx]
+	a.completions = append(a.completions, ASGLifecycleCompletion{Group: name, Hook: hook, InstanceID: in.ID, Token: token, Result: result})
+	switch {
+	case in.LifecycleState == "Pending:Wait" && result == "CONTINUE":
+		in.LifecycleState, in.LifecycleToken = "InService", ""
+	case in.LifecycleState == "Pending:Wait": // ABANDON: the launch is undone
+		g.Instances = slices.Delete(g.Instances, idx, idx+1)
+	default: // Terminating:Wait: the instance goes either way
+		g.Instances = slices.Delete(g.Instances, idx, idx+1)
+	}
+	return xmlCompleteLifecycleResult{}, nil
+}
+
+// XML shapes of the Query protocol answers.
+
+type xmlResponseMetadata struct {
+	RequestID string `xml:"RequestId"`
+}
+
+type xmlInstance struct {
+	ID        string `xml:"InstanceId"`
+	Type      string `xml:"InstanceType,omitempty"`
+	AZ        string `xml:"AvailabilityZone"`
+	State     string `xml:"LifecycleState"`
+	Health    string `xml:"HealthStatus"`
+	Protected bool   `xml:"ProtectedFromScaleIn"`
+}
+
+type xmlGroup struct {
+	Name                  string        `xml:"AutoScalingGroupName"`
+	ARN                   string        `xml:"AutoScalingGroupARN"`
+	Min                   int           `xml:"MinSize"`
+	Max                   int           `xml:"MaxSize"`
+	Desired               int           `xml:"DesiredCapacity"`
+	DefaultCooldown       int           `xml:"DefaultCooldown"`
+	AZs                   []string      `xml:"AvailabilityZones>member"`
+	HealthCheckType       string        `xml:"HealthCheckType"`
+	CreatedTime           string        `xml:"CreatedTime"`
+	Instances             []xmlInstance `xml:"Instances>member"`
+	NewInstancesProtected bool          `xml:"NewInstancesProtectedFromScaleIn"`
+}
+
+// xmlResponse is <ActionResponse xmlns=...><ActionResult>...</ActionResult>
+// <ResponseMetadata>...</ResponseMetadata></ActionResponse>; actions
+// without output (SetDesiredCapacity) carry no Result element.
+type xmlResponse struct {
+	XMLName  xml.Name
+	XMLNS    string              `xml:"xmlns,attr"`
+	Result   any                 `xml:",omitempty"`
+	Metadata xmlResponseMetadata `xml:"ResponseMetadata"`
+}
+
+type xmlDescribeGroupsResult struct {
+	XMLName   xml.Name   `xml:"DescribeAutoScalingGroupsResult"`
+	Groups    []xmlGroup `xml:"AutoScalingGroups>member"`
+	NextToken string     `xml:"NextToken,omitempty"`
+}
+
+type xmlActivity struct {
+	ActivityID  string `xml:"ActivityId"`
+	Group       string `xml:"AutoScalingGroupName"`
+	Cause       string `xml:"Cause"`
+	Description string `xml:"Description"`
+	Progress    int    `xml:"Progress"`
+	StartTime   string `xml:"StartTime"`
+	StatusCode  string `xml:"StatusCode"`
+}
+
+type xmlTerminateResult struct {
+	XMLName  xml.Name    `xml:"TerminateInstanceInAutoScalingGroupResult"`
+	Activity xmlActivity `xml:"Activity"`
+}
+
+type xmlCompleteLifecycleResult struct {
+	XMLName xml.Name `xml:"CompleteLifecycleActionResult"`
+}
+
+func writeASGResponse(w http.ResponseWriter, action, reqID string, result any) {
+	body, err := xml.Marshal(xmlResponse{
+		XMLName:  xml.Name{Local: action + "Response"},
+		XMLNS:    autoScalingXMLNS,
+		Result:   result,
+		Metadata: xmlResponseMetadata{RequestID: reqID},
+	})
+	if err != nil {
+		writeASGError(w, reqID, ASGError{Status: http.StatusInternalServerError, Code: "InternalFailure", Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.Header().Set("X-Amzn-Requestid", reqID)
+	_, _ = w.Write([]byte(xml.Header + string(body)))
+}
+
+type xmlErrorResponse struct {
+	XMLName xml.Name `xml:"ErrorResponse"`
+	XMLNS   string   `xml:"xmlns,attr"`
+	Error   struct {
+		Type    string `xml:"Type"`
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	} `xml:"Error"`
+	RequestID string `xml:"RequestId"`
+}
+
+func writeASGError(w http.ResponseWriter, reqID string, e ASGError) {
+	x := xmlErrorResponse{XMLNS: autoScalingXMLNS, RequestID: reqID}
+	x.Error.Type, x.Error.Code, x.Error.Message = "Sender", e.Code, e.Message
+	if e.Status >= 500 {
+		x.Error.Type = "Receiver"
+	}
+	body, _ := xml.Marshal(x)
+	w.Header().Set("Content-Type", "text/xml")
+	w.Header().Set("X-Amzn-Requestid", reqID)
+	w.WriteHeader(e.Status)
+	_, _ = w.Write([]byte(xml.Header + string(body)))
+}

@@ -1,0 +1,161 @@
+package localaws_test
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/smithy-go"
+
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+)
+
+func startAutoScaling(t *testing.T) *localaws.AutoScaling {
+	t.Helper()
+	a, err := localaws.StartAutoScaling("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+func TestAutoScalingErrorResponseShape(t *testing.T) {
+	a := startAutoScaling(t)
+	a.Throttle("DescribeAutoScalingGroups", 1)
+	resp, err := http.PostForm(a.URL, url.Values{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2011-01-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status = %d, want 400", resp.StatusCode)
+	}
+	var e struct {
+		XMLName   xml.Name `xml:"ErrorResponse"`
+		Error     struct{ Type, Code, Message string }
+		RequestID string `xml:"RequestId"`
+	}
+	if err := xml.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if e.Error.Type != "Sender" || e.Error.Code != "Throttling" || e.Error.Message != "Rate exceeded" || e.RequestID == "" {
+		t.Fatalf("error = %+v from %s", e, body)
+	}
+	// The injected failure is used up: the next request is served.
+	resp, err = http.PostForm(a.URL, url.Values{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2011-01-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("second status = %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestAutoScalingRefusesUnknownActionAndVersion(t *testing.T) {
+	a := startAutoScaling(t)
+	for _, form := range []url.Values{
+		{"Action": {"CreateAutoScalingGroup"}, "Version": {"2011-01-01"}},
+		{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2010-08-01"}},
+	} {
+		resp, err := http.PostForm(a.URL, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "<ErrorResponse") {
+			t.Errorf("%v: %d %s", form, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestAutoScalingDescribePagesThroughSDKPaginator(t *testing.T) {
+	a := startAutoScaling(t)
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		a.PutGroup(localaws.ASGGroup{Name: n, Max: 1})
+	}
+	client := localaws.AutoScalingClient(a.URL)
+	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(client, &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(2)})
+	var names []string
+	pages := 0
+	for p.HasMorePages() {
+		out, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, g := range out.AutoScalingGroups {
+			names = append(names, aws.ToString(g.AutoScalingGroupName))
+		}
+	}
+	if pages != 3 || strings.Join(names, ",") != "a,b,c,d,e" {
+		t.Fatalf("pages = %d, names = %v", pages, names)
+	}
+}
+
+func TestAutoScalingSetDesiredValidatesBounds(t *testing.T) {
+	a := startAutoScaling(t)
+	a.PutGroup(localaws.ASGGroup{Name: "g", Min: 1, Max: 3, Desired: 1})
+	client := localaws.AutoScalingClient(a.URL)
+	for _, n := range []int32{0, 4} {
+		_, err := client.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(n)})
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+			t.Errorf("desired %d: err = %v, want ValidationError", n, err)
+		}
+	}
+	if d := a.Desired("g"); d != 1 {
+		t.Errorf("desired = %d, want 1", d)
+	}
+	if d := a.Desired("missing"); d != -1 {
+		t.Errorf("desired of a missing group = %d, want -1", d)
+	}
+}
+
+func TestAutoScalingCompleteLifecycleWithNoActiveAction(t *testing.T) {
+	a := startAutoScaling(t)
+	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 2, Desired: 1, LifecycleHooks: []string{"drain"},
+		Instances: []localaws.ASGInstance{{ID: "i-1", LifecycleState: "Terminating:Wait", LifecycleToken: "tok-1"}}})
+	client := localaws.AutoScalingClient(a.URL)
+	ctx := context.Background()
+	complete := func(instance, token string) error {
+		in := &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("drain"),
+			LifecycleActionResult: aws.String("CONTINUE")}
+		if instance != "" {
+			in.InstanceId = aws.String(instance)
+		}
+		if token != "" {
+			in.LifecycleActionToken = aws.String(token)
+		}
+		_, err := client.CompleteLifecycleAction(ctx, in)
+		return err
+	}
+	if err := complete("i-1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	// As the service answers once the action is done or was never there.
+	for _, c := range []struct{ instance, token, message string }{
+		{"i-1", "tok-1", "No active Lifecycle Action found with instance ID i-1"},
+		{"i-unknown", "", "No active Lifecycle Action found with instance ID i-unknown"},
+		{"", "tok-unknown", "No active Lifecycle Action found with token tok-unknown"},
+	} {
+		err := complete(c.instance, c.token)
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" || ae.ErrorMessage() != c.message {
+			t.Errorf("%+v: err = %v, want ValidationError %q", c, err, c.message)
+		}
+	}
+	if got := a.LifecycleCompletions(); len(got) != 1 {
+		t.Errorf("completions = %+v, want the first only", got)
+	}
+}

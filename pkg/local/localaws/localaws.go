@@ -1,0 +1,141 @@
+package localaws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/Admiral-Piett/goaws/app/gosqs"
+	"github.com/Admiral-Piett/goaws/app/models"
+	"github.com/Admiral-Piett/goaws/app/router"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/sirupsen/logrus"
+	minidyn "github.com/truora/minidyn/server"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+)
+
+// Server is one embedded API server.
+type Server struct {
+	URL  string
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Close stops the server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+func serve(addr string, h http.Handler) (*Server, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logrus.WithError(err).Error("embedded server stopped")
+		}
+	}()
+	return s, nil
+}
+
+// StartDynamoDB starts an embedded DynamoDB-API server on addr
+// ("127.0.0.1:0" for any free port). Each server has its own tables.
+func StartDynamoDB(addr string) (*Server, error) {
+	return serve(addr, minidyn.NewServer())
+}
+
+// StartS3 starts an embedded S3-API server (in memory) on addr. Presigned
+// URLs made for it work with any HTTP client, as they do against S3.
+func StartS3(addr string) (*Server, error) {
+	return serve(addr, gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+}
+
+// S3Client returns a real SDK client for a local S3 endpoint (path-style
+// addressing: bucket names are not host names on loopback).
+func S3Client(endpoint string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(awsenv.Static(""), append([]func(*s3.Options){func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	}}, optFns...)...)
+}
+
+var (
+	sqsOnce   sync.Once
+	sqsServer *Server
+	sqsErr    error
+)
+
+// SharedSQS starts the process's embedded SQS-API server on first use and
+// returns it. The SQS emulation keeps its queues in package-level state, so
+// one process has one; give each user its own queue names.
+func SharedSQS(addr string) (*Server, error) {
+	sqsOnce.Do(func() {
+		logrus.SetLevel(logrus.ErrorLevel)
+		ln, err := net.Listen("tcp", orLoopback(addr))
+		if err != nil {
+			sqsErr = fmt.Errorf("listen for SQS: %w", err)
+			return
+		}
+		host, port, _ := net.SplitHostPort(ln.Addr().String())
+		models.CurrentEnvironment = models.Environment{
+			Host: host, Port: port, Region: "", AccountID: "000000000000", QueueAttributeDefaults: models.EnvQueueAttributes{
+				VisibilityTimeout: 30, ReceiveMessageWaitTimeSeconds: 0, MaximumMessageSize: 262144,
+			},
+		}
+		models.BaseXmlns = "http://queue.amazonaws.com/doc/2012-11-05/"
+		go gosqs.PeriodicTasks(250*time.Millisecond, make(chan bool))
+		s := &Server{URL: "http://" + net.JoinHostPort(host, port), srv: &http.Server{Handler: router.New(), ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+		go func() {
+			defer close(s.done)
+			_ = s.srv.Serve(ln)
+		}()
+		sqsServer = s
+	})
+	return sqsServer, sqsErr
+}
+
+func orLoopback(addr string) string {
+	if addr == "" {
+		return "127.0.0.1:0"
+	}
+	return addr
+}
+
+// DynamoDBClient returns a real SDK client for a local endpoint.
+func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(awsenv.Static(""), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	}}, optFns...)...)
+}
+
+// SQSClient returns a real SDK client for a local endpoint.
+func SQSClient(endpoint string, optFns ...func(*sqs.Options)) *sqs.Client {
+	return sqs.NewFromConfig(awsenv.Static(""), append([]func(*sqs.Options){func(o *sqs.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	}}, optFns...)...)
+}
+
+// QueueURL returns the URL the local SQS server gives a queue name.
+func QueueURL(s *Server, name string) string {
+	return s.URL + "/" + models.CurrentEnvironment.AccountID + "/" + name
+}

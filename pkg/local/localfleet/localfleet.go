@@ -1,0 +1,277 @@
+package localfleet
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+// Machine is the worker running on a booted instance.
+type Machine interface {
+	// Stop ends it at once, as an instance's termination does: no goodbye.
+	Stop()
+	// Running is how many jobs it is running now.
+	Running() int
+}
+
+// Noticed is a Machine that can be told of a Spot interruption notice the
+// way the instance metadata service tells the agent on EC2.
+type Noticed interface {
+	SpotNotice()
+}
+
+// Launch starts the worker of an instance once it has booted.
+type Launch func(ctx context.Context, fleet, instanceID string) Machine
+
+// Interrupt delivers a Spot interruption warning for an instance, the way
+// EventBridge would deliver it to the interruption function.
+type Interrupt func(ctx context.Context, fleet, instanceID string) error
+
+// Options configure a local fleet.
+type Options struct {
+	Clock clock.Clock
+	// BootDelay is how long an instance takes from launch to running its worker.
+	BootDelay time.Duration
+	Launch    Launch
+	// SpotRate is interruptions per instance-hour (0: none); Interrupt
+	// delivers each warning, and the instance is reclaimed Notice later.
+	SpotRate  float64
+	Interrupt Interrupt
+	Notice    time.Duration
+	Seed      uint64
+	// MaxInstances caps each fleet's group (its max size).
+	MaxInstances map[string]int
+}
+
+type instance struct {
+	id         string
+	launchedAt time.Time
+	inService  bool
+	machine    Machine
+	// reclaimAt is when a warned instance disappears (zero: not warned).
+	reclaimAt time.Time
+}
+
+type group struct {
+	desired   int
+	instances map[string]*instance
+}
+
+// Fleet is the local fleets of a dev stack.
+type Fleet struct {
+	o      Options
+	mu     sync.Mutex
+	groups map[string]*group
+	seq    int
+	rng    *rand.Rand
+	ctx    context.Context
+
+	launched, terminated, interrupted, killedBusy int
+	peak                                          map[string]int
+}
+
+// New returns an empty local fleet; ctx bounds the workers it launches.
+func New(ctx context.Context, o Options) *Fleet {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Notice <= 0 {
+		o.Notice = 2 * time.Minute
+	}
+	return &Fleet{o: o, groups: map[string]*group{}, rng: rand.New(rand.NewPCG(o.Seed, 0x10ca1)), ctx: ctx, peak: map[string]int{}}
+}
+
+func (f *Fleet) group(fleet string) *group {
+	g, ok := f.groups[fleet]
+	if !ok {
+		g = &group{instances: map[string]*instance{}}
+		f.groups[fleet] = g
+	}
+	return g
+}
+
+// Describe reports a fleet's group (after bringing it up to date).
+func (f *Fleet) Describe(_ context.Context, fleet string) (scaler.Group, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.group(fleet)
+	f.reconcile(fleet, g)
+	out := scaler.Group{Desired: g.desired}
+	for _, in := range g.instances {
+		state := scaling.StatePending
+		if in.inService {
+			state = scaling.StateInService
+		}
+		out.Instances = append(out.Instances, scaling.Instance{ID: in.id, LifecycleState: state})
+	}
+	sort.Slice(out.Instances, func(i, j int) bool { return out.Instances[i].ID < out.Instances[j].ID })
+	return out, nil
+}
+
+// SetDesired sets a fleet's desired capacity; instances are launched at
+// once (and removed only by Terminate: the group never picks a victim).
+func (f *Fleet) SetDesired(_ context.Context, fleet string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if max, ok := f.o.MaxInstances[fleet]; ok && n > max {
+		return fmt.Errorf("desired %d is above the group's max %d", n, max)
+	}
+	if n < 0 {
+		return fmt.Errorf("desired %d is negative", n)
+	}
+	g := f.group(fleet)
+	g.desired = n
+	f.reconcile(fleet, g)
+	return nil
+}
+
+// Terminate ends an instance and lowers the desired capacity by one.
+func (f *Fleet) Terminate(_ context.Context, fleet, instanceID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.group(fleet)
+	in, ok := g.instances[instanceID]
+	if !ok {
+		return nil // already gone
+	}
+	if in.machine != nil && in.machine.Running() > 0 {
+		f.killedBusy++
+	}
+	f.remove(g, in)
+	g.desired = max(0, g.desired-1)
+	f.terminated++
+	return nil
+}
+
+// CompleteLifecycle lets a terminate lifecycle action go on, as an Auto
+// Scaling group does when its hook is completed with CONTINUE: the instance
+// ends, and the group replaces it if its desired capacity still counts it.
+// An instance no group has is already gone.
+func (f *Fleet) CompleteLifecycle(_ context.Context, _, _, instanceID, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		if in, ok := g.instances[instanceID]; ok {
+			f.remove(g, in)
+			f.terminated++
+			return nil
+		}
+	}
+	return nil
+}
+
+func (f *Fleet) remove(g *group, in *instance) {
+	if in.machine != nil {
+		in.machine.Stop()
+	}
+	delete(g.instances, in.id)
+}
+
+// Step advances every group: boots finish, warned instances are reclaimed
+// (and replaced, as a group keeps its desired capacity), and Spot
+// interruptions strike at random. The dev stack calls it every second;
+// tests call it as their clock moves.
+func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
+	type warning struct{ fleet, id string }
+	var warn []warning
+	f.mu.Lock()
+	now := f.o.Clock.Now()
+	for _, slug := range f.slugs() {
+		g := f.groups[slug]
+		for _, in := range g.instances {
+			if !in.reclaimAt.IsZero() && !now.Before(in.reclaimAt) {
+				f.remove(g, in)
+				continue
+			}
+			if f.o.SpotRate > 0 && in.inService && in.reclaimAt.IsZero() && f.rng.Float64() < f.o.SpotRate*elapsed.Hours() {
+				in.reclaimAt = now.Add(f.o.Notice)
+				f.interrupted++
+				if n, ok := in.machine.(Noticed); ok {
+					n.SpotNotice()
+				}
+				warn = append(warn, warning{slug, in.id})
+			}
+		}
+		f.reconcile(slug, g)
+	}
+	f.mu.Unlock()
+	for _, w := range warn {
+		if f.o.Interrupt != nil {
+			_ = f.o.Interrupt(ctx, w.fleet, w.id)
+		}
+	}
+}
+
+// Run steps the fleet every interval until ctx ends.
+func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
+	clock.Every(ctx, f.o.Clock, interval, func() { f.Step(ctx, interval) })
+}
+
+// reconcile launches instances up to the desired capacity and starts the
+// workers of instances whose boot is over. The caller holds f.mu.
+func (f *Fleet) reconcile(slug string, g *group) {
+	now := f.o.Clock.Now()
+	for len(g.instances) < g.desired {
+		f.seq++
+		id := fmt.Sprintf("i-local-%s-%04d", slug, f.seq)
+		g.instances[id] = &instance{id: id, launchedAt: now}
+		f.launched++
+	}
+	for _, in := range g.instances {
+		if !in.inService && now.Sub(in.launchedAt) >= f.o.BootDelay {
+			in.inService = true
+			if f.o.Launch != nil {
+				in.machine = f.o.Launch(f.ctx, slug, in.id)
+			}
+		}
+	}
+	f.peak[slug] = max(f.peak[slug], len(g.instances))
+}
+
+func (f *Fleet) slugs() []string {
+	out := make([]string, 0, len(f.groups))
+	for s := range f.groups {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stats are a local fleet's counters since it started.
+type Stats struct {
+	Launched, Terminated, Interrupted int
+	// KilledBusy counts instances terminated (by the scaler) while their
+	// worker was running a job: fleetq's scale-in must keep it at zero.
+	KilledBusy int
+	// Peak is the most instances each fleet had at once.
+	Peak map[string]int
+}
+
+// Stats returns the fleet's counters.
+func (f *Fleet) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	peak := make(map[string]int, len(f.peak))
+	for k, v := range f.peak {
+		peak[k] = v
+	}
+	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, KilledBusy: f.killedBusy, Peak: peak}
+}
+
+// Close stops every worker.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		for _, in := range g.instances {
+			f.remove(g, in)
+		}
+	}
+}

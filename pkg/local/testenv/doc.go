@@ -1,0 +1,5 @@
+// Package testenv gives integration tests real AWS SDK clients against the
+// embedded servers of pkg/local/localaws, one fresh table or queue per test. Setting
+// FLEETQ_TEST_DYNAMODB_ENDPOINT (e.g. to DynamoDB Local) runs the same tests
+// against that endpoint instead.
+package testenv

@@ -1,0 +1,83 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+)
+
+// EnvDynamoDBEndpoint names an external DynamoDB endpoint to test against.
+const EnvDynamoDBEndpoint = "FLEETQ_TEST_DYNAMODB_ENDPOINT"
+
+var (
+	ddbOnce     sync.Once
+	ddbEndpoint string
+	ddbErr      error
+	tableSeq    atomic.Int64
+)
+
+// DynamoDBEndpoint returns the endpoint tests use: the external one when
+// FLEETQ_TEST_DYNAMODB_ENDPOINT is set, else an embedded server shared by the
+// test binary.
+func DynamoDBEndpoint(tb testing.TB) string {
+	tb.Helper()
+	ddbOnce.Do(func() {
+		if ep := os.Getenv(EnvDynamoDBEndpoint); ep != "" {
+			ddbEndpoint = ep
+			return
+		}
+		srv, err := localaws.StartDynamoDB("")
+		if err != nil {
+			ddbErr = err
+			return
+		}
+		ddbEndpoint = srv.URL
+	})
+	if ddbErr != nil {
+		tb.Fatalf("start embedded DynamoDB: %v", ddbErr)
+	}
+	return ddbEndpoint
+}
+
+// DynamoDB returns a real SDK client and the name of a fresh fleetq table.
+// Extra client options (such as a request counter) may be passed.
+func DynamoDB(tb testing.TB, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, string) {
+	tb.Helper()
+	client := localaws.DynamoDBClient(DynamoDBEndpoint(tb), optFns...)
+	table := TableName(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.CreateTable(ctx, client, table); err != nil {
+		tb.Fatalf("create table %s: %v", table, err)
+	}
+	tb.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return client, table
+}
+
+// TableName returns a table name unique in this test binary.
+func TableName(tb testing.TB) string {
+	name := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(tb.Name())
+	if len(name) > 150 {
+		name = name[:150]
+	}
+	return fmt.Sprintf("fleetq-%s-%d-%d", name, os.Getpid(), tableSeq.Add(1))
+}
+
+// Counter returns a DynamoDB client option counting requests into n.
+func Counter(n *atomic.Int64) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, awsenv.CountRequests(n)) }
+}

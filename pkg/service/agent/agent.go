@@ -1,0 +1,568 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+)
+
+// Requeue reasons (docs/api.md).
+const (
+	ReasonSpot     = "spot_interruption"
+	ReasonShutdown = "shutdown"
+)
+
+// Config configures an agent.
+type Config struct {
+	// API is the fleetq API's base URL; FleetSecret registers the worker.
+	API         string
+	FleetSecret string
+	Fleet       string
+	Stage       string
+	WorkerID    string
+	// InstanceID, InstanceType and AZ are registered with the worker (the
+	// interruption function finds the worker by instance id).
+	InstanceID, InstanceType, AZ string
+	MaxConcurrency               int
+	Runner                       Runner
+	// Metadata, when set, is polled every SpotPoll (default 5s) for Spot
+	// interruption notices and rebalance recommendations.
+	Metadata *Metadata
+	SpotPoll time.Duration
+	// DrainTimeout is how long Drain lets running jobs finish before it
+	// requeues them (default 0: at once).
+	DrainTimeout time.Duration
+	HTTP         *http.Client
+	Logger       *slog.Logger
+	// ReadyPoll is how often an unready runner is asked again (default 2s).
+	ReadyPoll time.Duration
+	// Backoff bounds the retry delay of registration and polling (default
+	// 1s doubling up to 1m, jittered).
+	BackoffBase, BackoffMax time.Duration
+	// URLRefreshMargin: a heartbeat asks for fresh presigned URLs when the
+	// job's output URLs expire within it (default: two heartbeats, at
+	// least a minute).
+	URLRefreshMargin time.Duration
+	// Clock paces every wait of the agent: readiness polls, backoff, lease
+	// polls, heartbeats, the metadata watch and the drain timeout, and
+	// tells the time presigned URLs are checked against (default: the wall
+	// clock).
+	Clock clock.Clock
+}
+
+// Agent is one worker.
+type Agent struct {
+	cfg    Config
+	client *Client
+	log    *slog.Logger
+
+	stop chan string // ReasonSpot or ReasonShutdown
+
+	mu      sync.Mutex
+	jobs    map[string]*running
+	freed   chan struct{}
+	leasing atomic.Bool
+	reg     wire.RegisterResponse
+	wg      sync.WaitGroup
+}
+
+type running struct {
+	lease    Lease
+	cancel   context.CancelFunc
+	settled  atomic.Bool  // someone has reported (or given up) this job's outcome
+	progress atomic.Value // float64
+	outputs  atomic.Pointer[outputURLs]
+}
+
+// outputURLs are a job's current output URLs and when they expire.
+type outputURLs struct {
+	main       string
+	named      map[string]string
+	validUntil time.Time // zero: no URLs, or an expiry the agent cannot read
+}
+
+func newOutputURLs(main string, named map[string]string) *outputURLs {
+	o := &outputURLs{main: main, named: named}
+	for _, u := range append([]string{main}, sortedKeysValues(named)...) {
+		if t, ok := presignedExpiry(u); ok && (o.validUntil.IsZero() || t.Before(o.validUntil)) {
+			o.validUntil = t
+		}
+	}
+	return o
+}
+
+// presignedExpiry reads a SigV4 presigned URL's expiry (X-Amz-Date plus
+// X-Amz-Expires).
+func presignedExpiry(raw string) (time.Time, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return time.Time{}, false
+	}
+	q := u.Query()
+	signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	secs, err := strconv.Atoi(q.Get("X-Amz-Expires"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return signed.Add(time.Duration(secs) * time.Second), true
+}
+
+func sortedKeysValues(m map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// New checks the configuration and returns an agent.
+func New(c Config) (*Agent, error) {
+	switch {
+	case c.API == "":
+		return nil, errors.New("agent: no API URL")
+	case c.FleetSecret == "":
+		return nil, errors.New("agent: no fleet secret")
+	case c.Fleet == "" || c.Stage == "" || c.WorkerID == "":
+		return nil, errors.New("agent: fleet, stage and worker id are required")
+	case c.Runner == nil:
+		return nil, errors.New("agent: no runner")
+	}
+	if c.MaxConcurrency < 1 {
+		c.MaxConcurrency = 1
+	}
+	if c.SpotPoll <= 0 {
+		c.SpotPoll = 5 * time.Second
+	}
+	if c.ReadyPoll <= 0 {
+		c.ReadyPoll = 2 * time.Second
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = max(time.Minute, c.BackoffBase)
+	}
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{Timeout: 60 * time.Second}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	a := &Agent{
+		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
+		log:  c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet),
+		stop: make(chan string, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
+	}
+	a.leasing.Store(true)
+	return a, nil
+}
+
+// SpotNotice tells the agent its machine is about to be reclaimed, as the
+// instance metadata's spot/instance-action does: it requeues its running
+// jobs, deregisters and returns from Run.
+func (a *Agent) SpotNotice() { a.signal(ReasonSpot) }
+
+// Drain asks the agent to shut down gracefully (what SIGTERM does): stop
+// leasing, let running jobs finish within the drain timeout, requeue the
+// rest, deregister, and return from Run.
+func (a *Agent) Drain() { a.signal(ReasonShutdown) }
+
+func (a *Agent) signal(reason string) {
+	select {
+	case a.stop <- reason:
+	default:
+	}
+}
+
+// Running is how many jobs the agent is running whose outcome is still
+// its to report (a job being stopped after a cancel, a lost lease or a
+// requeue no longer counts: its work is not lost with the machine).
+func (a *Agent) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, r := range a.jobs {
+		if !r.settled.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// slotsUsed is how many job goroutines are alive.
+func (a *Agent) slotsUsed() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.jobs)
+}
+
+// Run runs the agent until Drain, a Spot notice, or ctx ends. Ending ctx is
+// a hard stop, like the machine vanishing: running jobs are abandoned
+// unreported (their leases expire, or the interruption function requeues
+// them) and the worker does not deregister.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.waitReady(ctx); err != nil {
+		return nil
+	}
+	if err := a.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if a.cfg.Metadata != nil {
+		go a.watchMetadata(ctx)
+	}
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			a.abandon()
+			return nil
+		case reason := <-a.stop:
+			return a.shutdown(ctx, reason)
+		default:
+		}
+		if !a.leasing.Load() || a.slotsUsed() >= a.cfg.MaxConcurrency {
+			a.wait(ctx, a.freed, 0) // a slot frees, or a stop arrives
+			continue
+		}
+		lease, err := a.client.Poll(ctx, a.slotsUsed())
+		switch {
+		case err == nil && lease != nil:
+			failures = 0
+			a.start(ctx, *lease)
+			continue
+		case err == nil:
+			failures = 0
+			a.wait(ctx, nil, jitter(time.Duration(a.reg.PollSeconds)*time.Second))
+		case ctx.Err() != nil:
+			continue
+		case isCode(err, http.StatusUnauthorized, ""):
+			// The token stopped working (rotated, or the worker was removed):
+			// register again and go on.
+			a.log.Warn("worker token refused; registering again")
+			if err := a.register(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+		case isCode(err, http.StatusForbidden, ""):
+			// Revoked, unapproved or draining: nothing to lease for now.
+			a.log.Info("not allowed to lease now", "reason", err.Error())
+			a.wait(ctx, nil, jitter(time.Duration(max(a.reg.PollSeconds, 5))*time.Second))
+		default:
+			failures++
+			a.log.Warn("poll failed", "error", err.Error())
+			a.wait(ctx, nil, a.backoff(failures, err))
+		}
+	}
+}
+
+// wait blocks until d passes (0: no timeout), ch fires, a stop is asked or
+// ctx ends; a stop is put back for the main loop. It answers whether ch fired.
+func (a *Agent) wait(ctx context.Context, ch chan struct{}, d time.Duration) bool {
+	var timer <-chan time.Time
+	if d > 0 {
+		t := a.cfg.Clock.NewTimer(d)
+		defer t.Stop()
+		timer = t.Chan()
+	}
+	select {
+	case <-ctx.Done():
+	case reason := <-a.stop:
+		a.signal(reason)
+	case <-ch:
+		return true
+	case <-timer:
+	}
+	return false
+}
+
+func (a *Agent) waitReady(ctx context.Context) error {
+	for {
+		err := a.cfg.Runner.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		a.log.Info("runner not ready", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case reason := <-a.stop:
+			a.signal(reason)
+			return errors.New("stopped before the runner was ready")
+		case <-a.cfg.Clock.After(a.cfg.ReadyPoll):
+		}
+	}
+}
+
+// register registers the worker, retrying with jittered backoff on 429,
+// 5xx and network errors (and a full fleet, which may free up).
+func (a *Agent) register(ctx context.Context) error {
+	r := wire.RegisterRequest{
+		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
+		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AvailabilityZone: a.cfg.AZ,
+	}
+	if n := a.cfg.MaxConcurrency; n != 0 {
+		r.MaxConcurrency = &n
+	}
+	for attempt := 1; ; attempt++ {
+		reg, err := a.client.Register(ctx, a.cfg.FleetSecret, r)
+		if err == nil {
+			if reg.PollSeconds <= 0 {
+				reg.PollSeconds = 5
+			}
+			if reg.HeartbeatSeconds <= 0 {
+				reg.HeartbeatSeconds = 30
+			}
+			a.mu.Lock()
+			a.reg = reg
+			a.mu.Unlock()
+			a.log.Info("registered", "workflows", reg.WorkflowsAssigned, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
+			return nil
+		}
+		if !retryable(err) && !isCode(err, http.StatusConflict, "") && !isCode(err, http.StatusUnprocessableEntity, "") {
+			return fmt.Errorf("register: %w", err)
+		}
+		d := a.backoff(attempt, err)
+		a.log.Warn("register failed; retrying", "error", err.Error(), "in", d.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.cfg.Clock.After(d):
+		}
+	}
+}
+
+func (a *Agent) backoff(attempt int, err error) time.Duration {
+	var ae *wire.Error
+	if errors.As(err, &ae) && ae.RetryAfter > 0 {
+		return ae.RetryAfter
+	}
+	d := a.cfg.BackoffBase << min(attempt-1, 16)
+	if d > a.cfg.BackoffMax || d <= 0 {
+		d = a.cfg.BackoffMax
+	}
+	return jitter(d)
+}
+
+// jitter spreads d over [0.8d, 1.2d].
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// start runs a leased job in its own goroutine with its heartbeat.
+func (a *Agent) start(ctx context.Context, l Lease) {
+	jobCtx, cancel := context.WithCancel(ctx)
+	r := &running{lease: l, cancel: cancel}
+	r.outputs.Store(newOutputURLs(l.OutputURL, l.OutputURLs))
+	a.mu.Lock()
+	a.jobs[l.JobID] = r
+	hb := time.Duration(a.reg.HeartbeatSeconds) * time.Second
+	a.mu.Unlock()
+	log := a.log.With("job_id", l.JobID, "workflow_id", l.WorkflowID, "attempt", l.Attempt)
+	log.Info("job leased")
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer a.finished(l.JobID)
+		beatDone := make(chan struct{})
+		go a.heartbeat(ctx, jobCtx, r, hb, log, beatDone)
+		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Clock: a.cfg.Clock, Progress: func(p float64) { r.progress.Store(p) },
+			outputs: func() (string, map[string]string) { o := r.outputs.Load(); return o.main, o.named }}
+		result, err := a.cfg.Runner.Run(jobCtx, job)
+		cancel()
+		<-beatDone
+		if !r.settled.CompareAndSwap(false, true) {
+			return // canceled, lease lost, or requeued by a shutdown
+		}
+		a.report(ctx, l, result, err, log)
+	}()
+}
+
+func (a *Agent) finished(jobID string) {
+	a.mu.Lock()
+	delete(a.jobs, jobID)
+	a.mu.Unlock()
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat extends the lease until the job ends; a cancel or a lost lease
+// stops the job at once.
+func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Duration, log *slog.Logger, done chan struct{}) {
+	defer close(done)
+	t := a.cfg.Clock.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-jobCtx.Done():
+			return
+		case <-t.Chan():
+		}
+		var progress *float64
+		if p, ok := r.progress.Load().(float64); ok {
+			progress = &p
+		}
+		cur := r.outputs.Load()
+		margin := a.cfg.URLRefreshMargin
+		if margin <= 0 {
+			margin = max(2*every, time.Minute)
+		}
+		refresh := !cur.validUntil.IsZero() && cur.validUntil.Sub(a.cfg.Clock.Now()) < margin
+		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, refresh)
+		if err == nil && refresh && beat.LeaseURLs != nil && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
+			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs))
+			log.Debug("output URLs refreshed")
+		}
+		switch {
+		case err == nil && beat.Cancel:
+			if r.settled.CompareAndSwap(false, true) {
+				log.Info("job canceled by an operator; stopping it")
+				r.cancel()
+			}
+			return
+		case isCode(err, http.StatusConflict, wire.CodeLeaseLost):
+			if r.settled.CompareAndSwap(false, true) {
+				log.Warn("lease lost; stopping the job")
+				r.cancel()
+			}
+			return
+		case err != nil && jobCtx.Err() == nil:
+			log.Warn("heartbeat failed", "error", err.Error())
+		}
+	}
+}
+
+// report sends the job's outcome, retrying transient failures a few times
+// (a lost lease ends it: the job belongs to someone else now).
+func (a *Agent) report(ctx context.Context, l Lease, result json.RawMessage, runErr error, log *slog.Logger) {
+	for attempt := 1; attempt <= 5; attempt++ {
+		var err error
+		if runErr == nil {
+			err = a.client.Complete(ctx, l.JobID, l.LeaseToken, result)
+		} else {
+			err = a.client.Fail(ctx, l.JobID, l.LeaseToken, asJobError(runErr))
+		}
+		switch {
+		case err == nil:
+			if runErr == nil {
+				log.Info("job succeeded")
+			} else {
+				je := asJobError(runErr)
+				log.Info("job failed", "code", je.Code, "retryable", je.Retryable, "error", je.Message)
+			}
+			return
+		case isCode(err, http.StatusConflict, wire.CodeLeaseLost):
+			log.Warn("lease lost before the outcome was reported")
+			return
+		case !retryable(err) || ctx.Err() != nil:
+			log.Error("reporting the outcome failed", "error", err.Error())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.Clock.After(a.backoff(attempt, err)):
+		}
+	}
+}
+
+// requeueAll gives back every running job with reason and stops it.
+func (a *Agent) requeueAll(ctx context.Context, reason string) {
+	a.mu.Lock()
+	jobs := make([]*running, 0, len(a.jobs))
+	for _, r := range a.jobs {
+		jobs = append(jobs, r)
+	}
+	a.mu.Unlock()
+	for _, r := range jobs {
+		if !r.settled.CompareAndSwap(false, true) {
+			continue
+		}
+		r.cancel()
+		if err := a.client.Requeue(ctx, r.lease.JobID, r.lease.LeaseToken, reason); err != nil {
+			a.log.Warn("requeue failed; the lease will expire or deregistration gives it back", "job_id", r.lease.JobID, "error", err.Error())
+			continue
+		}
+		a.log.Info("job requeued", "job_id", r.lease.JobID, "reason", reason)
+	}
+}
+
+// shutdown ends the agent for a Spot notice or a drain.
+func (a *Agent) shutdown(ctx context.Context, reason string) error {
+	a.leasing.Store(false)
+	a.log.Info("shutting down", "reason", reason, "running", a.slotsUsed())
+	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 {
+		finished := make(chan struct{})
+		go func() { a.wg.Wait(); close(finished) }()
+		select {
+		case <-finished:
+		case <-a.cfg.Clock.After(a.cfg.DrainTimeout):
+		case <-ctx.Done():
+		}
+	}
+	a.requeueAll(ctx, reason)
+	a.wg.Wait()
+	if err := a.client.Deregister(ctx); err != nil {
+		a.log.Warn("deregister failed", "error", err.Error())
+	} else {
+		a.log.Info("deregistered")
+	}
+	return nil
+}
+
+// abandon stops every job without reporting (the machine is gone).
+func (a *Agent) abandon() {
+	a.mu.Lock()
+	for _, r := range a.jobs {
+		r.settled.Store(true)
+		r.cancel()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// watchMetadata polls the instance metadata for a Spot notice (shut down
+// now) or a rebalance recommendation (stop leasing).
+func (a *Agent) watchMetadata(ctx context.Context) {
+	t := a.cfg.Clock.NewTicker(a.cfg.SpotPoll)
+	defer t.Stop()
+	for {
+		if spot, err := a.cfg.Metadata.SpotNotice(ctx); err == nil && spot {
+			a.log.Warn("Spot interruption notice")
+			a.signal(ReasonSpot)
+			return
+		}
+		if a.leasing.Load() {
+			if rb, err := a.cfg.Metadata.Rebalance(ctx); err == nil && rb {
+				a.log.Warn("rebalance recommendation: no new leases; running jobs go on")
+				a.leasing.Store(false)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+	}
+}

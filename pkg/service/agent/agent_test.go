@@ -1,0 +1,503 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/service/agent"
+)
+
+const stackConfig = `
+stage: test
+registration_limit: 100
+fleets:
+  - slug: gpu
+    workflows: [render]
+    instance_types: [g5.xlarge]
+    slots_per_instance: 2
+    lease_seconds: 10
+    heartbeat_seconds: 1
+    poll_seconds: 1
+`
+
+type stackEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	stack *devstack.Stack
+	clock *clock.Fake
+
+	// changed is signaled each time an agent's request returns or an agent
+	// logs: the moments the state a test waits for can change.
+	changed chan struct{}
+	mu      sync.Mutex
+	paths   []string // the API paths agents called, in order
+	logs    []string // the messages agents logged, in order
+}
+
+func (e *stackEnv) note(list *[]string, s string) {
+	e.mu.Lock()
+	*list = append(*list, s)
+	e.mu.Unlock()
+	select {
+	case e.changed <- struct{}{}:
+	default:
+	}
+}
+
+// calls counts the requests agents made to an API path.
+func (e *stackEnv) calls(path string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, p := range e.paths {
+		if p == path {
+			n++
+		}
+	}
+	return n
+}
+
+// logged reports whether an agent logged a message starting with prefix.
+func (e *stackEnv) logged(prefix string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.logs {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// observed records every request an agent makes once its answer is back.
+type observed struct {
+	e    *stackEnv
+	base http.RoundTripper
+}
+
+func (o observed) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := o.base.RoundTrip(r)
+	o.e.note(&o.e.paths, r.URL.Path)
+	return res, err
+}
+
+// logNotes records every message an agent logs.
+type logNotes struct{ e *stackEnv }
+
+func (h logNotes) Enabled(context.Context, slog.Level) bool { return true }
+func (h logNotes) Handle(_ context.Context, r slog.Record) error {
+	h.e.note(&h.e.logs, r.Message)
+	return nil
+}
+func (h logNotes) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logNotes) WithGroup(string) slog.Handler      { return h }
+
+// blockUntil waits until n timers or tickers wait on c.
+func blockUntil(t *testing.T, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("waiting for %d waits on the clock: %v", n, err)
+	}
+}
+
+func newStack(t *testing.T, fake bool) *stackEnv {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("stack.yaml", []byte(stackConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
+		Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}}
+	e := &stackEnv{t: t, ctx: context.Background(), changed: make(chan struct{}, 1)}
+	if fake {
+		e.clock = clock.NewFake(time.Now())
+		o.Clock = e.clock
+	}
+	s, err := devstack.Start(e.ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	e.stack = s
+	return e
+}
+
+// create stores a job directly (dispatch is tested elsewhere).
+func (e *stackEnv) create(id string, input string) {
+	e.t.Helper()
+	if _, _, err := e.stack.Store.CreateJob(e.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(input)}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *stackEnv) job(id string) job.Job {
+	e.t.Helper()
+	j, err := e.stack.Store.GetJob(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+// waitFor checks cond each time an agent's request returns or an agent
+// logs, until it holds.
+func (e *stackEnv) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-e.changed:
+		case <-deadline.C:
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// running is an agent running in the background.
+type running struct {
+	a    *agent.Agent
+	done chan error
+	stop context.CancelFunc
+}
+
+func (e *stackEnv) start(id string, r agent.Runner, mutate ...func(*agent.Config)) *running {
+	e.t.Helper()
+	c := agent.Config{API: e.stack.URL, FleetSecret: e.stack.FleetSecret, Fleet: "gpu", Stage: "test", WorkerID: id,
+		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Logger: slog.New(logNotes{e}),
+		HTTP:        &http.Client{Timeout: 30 * time.Second, Transport: observed{e, http.DefaultTransport}},
+		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+	for _, m := range mutate {
+		m(&c)
+	}
+	a, err := agent.New(c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	run := &running{a: a, done: make(chan error, 1), stop: cancel}
+	go func() { run.done <- a.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-run.done })
+	return run
+}
+
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent did not stop")
+		return nil
+	}
+}
+
+// fakeIMDS serves the IMDSv2 token and the metadata paths the agent reads.
+type fakeIMDS struct {
+	mu        sync.Mutex
+	notice    bool
+	rebalance bool
+	v1        atomic.Int32 // requests without a token
+}
+
+func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut && r.URL.Path == "/latest/api/token" {
+		if r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds") == "" {
+			http.Error(w, "missing ttl", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds"))
+		_, _ = w.Write([]byte("token-abc"))
+		return
+	}
+	if r.Header.Get("X-aws-ec2-metadata-token") != "token-abc" {
+		f.v1.Add(1)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch strings.TrimPrefix(r.URL.Path, "/latest/meta-data/") {
+	case "instance-id":
+		_, _ = w.Write([]byte("i-0spot"))
+	case "instance-type":
+		_, _ = w.Write([]byte("g5.xlarge"))
+	case "placement/availability-zone":
+		_, _ = w.Write([]byte("us-east-1b"))
+	case "spot/instance-action":
+		if !f.notice {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"action":"terminate","time":"2026-11-23T10:00:00Z"}`))
+	case "events/recommendations/rebalance":
+		if !f.rebalance {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"noticeTime":"2026-11-23T09:58:00Z"}`))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestSleepJobSucceeds(t *testing.T) {
+	e := newStack(t, false)
+	e.create("j1", `{"seconds": 0.2}`)
+	a := e.start("w1", agent.SleepRunner{})
+	e.waitFor("j1 to succeed", func() bool { return e.job("j1").Status == job.Succeeded })
+	if j := e.job("j1"); !strings.Contains(string(j.Result), `"slept_seconds":0.2`) {
+		t.Fatalf("result %s", j.Result)
+	}
+	e.create("j2", `{"seconds": 0, "fail": "bad scene"}`)
+	e.waitFor("j2 to die", func() bool { return e.job("j2").Status == job.Dead })
+	if j := e.job("j2"); j.Error == nil || j.Error.Message != "bad scene" {
+		t.Fatalf("j2 error %+v", j.Error)
+	}
+	_ = a
+}
+
+// A Spot notice mid-job: the job is requeued with no attempt spent, the
+// worker deregisters and the agent exits; another agent then finishes it.
+func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
+	e := newStack(t, false)
+	imds := &fakeIMDS{}
+	srv := httptest.NewServer(imds)
+	defer srv.Close()
+	md := agent.NewMetadata(srv.URL)
+	id, err := md.Identity(e.ctx)
+	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" {
+		t.Fatalf("identity %+v, %v", id, err)
+	}
+	e.create("j1", `{"seconds": 1.5}`)
+	a := e.start("spot", agent.SleepRunner{}, func(c *agent.Config) { c.Metadata, c.SpotPoll = md, 20*time.Millisecond })
+	e.waitFor("j1 leased", func() bool { return e.job("j1").Status == job.Leased })
+	imds.mu.Lock()
+	imds.notice = true
+	imds.mu.Unlock()
+	start := time.Now()
+	if err := a.wait(t); err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	// The notice gives two minutes; the agent must be done well inside them.
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("shutdown took %s", took)
+	}
+	j := e.job("j1")
+	if j.Status != job.Queued || j.Preemptions != 1 || j.Attempts != 0 || j.Reason != string(job.SpotInterruption) {
+		t.Fatalf("after the notice: %s preemptions %d attempts %d reason %s", j.Status, j.Preemptions, j.Attempts, j.Reason)
+	}
+	if _, err := e.stack.Store.GetWorker(e.ctx, "spot"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the interrupted worker is still registered: %v", err)
+	}
+	if imds.v1.Load() != 0 {
+		t.Fatalf("%d metadata requests without an IMDSv2 token", imds.v1.Load())
+	}
+	e.start("other", agent.SleepRunner{})
+	e.waitFor("j1 to succeed elsewhere", func() bool { return e.job("j1").Status == job.Succeeded })
+	if j := e.job("j1"); j.WorkerID != "other" || j.Preemptions != 1 {
+		t.Fatalf("finished by %s with %d preemptions", j.WorkerID, j.Preemptions)
+	}
+}
+
+// A rebalance recommendation stops leasing; the running job finishes. The
+// agent runs on a fake clock, so the metadata watch, the poll interval and
+// the job's sleep happen exactly when the test moves it.
+func TestRebalanceStopsLeasingOnly(t *testing.T) {
+	e := newStack(t, false)
+	imds := &fakeIMDS{}
+	srv := httptest.NewServer(imds)
+	defer srv.Close()
+	clk := clock.NewFake(time.Now())
+	e.create("j1", `{"seconds": 30}`)
+	a := e.start("rb", agent.SleepRunner{}, func(c *agent.Config) {
+		c.Metadata, c.SpotPoll, c.Clock = agent.NewMetadata(srv.URL), 500*time.Millisecond, clk
+		c.MaxConcurrency = 2
+	})
+	// j1 leased, then an empty poll with a slot still free.
+	e.waitFor("j1 leased and the next poll", func() bool { return e.calls("/api/worker/poll") == 2 })
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("j1 is %s", j.Status)
+	}
+	// The metadata watch, j1's heartbeat and sleep, and the poll interval
+	// (0.8-1.2s) wait on the clock.
+	blockUntil(t, clk, 4)
+	imds.mu.Lock()
+	imds.rebalance = true
+	imds.mu.Unlock()
+	clk.Advance(500 * time.Millisecond) // the watch only
+	e.waitFor("the recommendation to be seen", func() bool { return e.logged("rebalance recommendation") })
+	polls := e.calls("/api/worker/poll")
+	e.create("j2", `{"seconds": 0}`)
+	clk.Advance(time.Second) // the poll interval is over: no poll follows
+	clk.Advance(30 * time.Second)
+	e.waitFor("j1 to finish", func() bool { return e.job("j1").Status == job.Succeeded })
+	a.a.Drain()
+	if err := a.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.calls("/api/worker/poll"); n != polls {
+		t.Fatalf("%d polls after the recommendation", n-polls)
+	}
+	if j := e.job("j2"); j.Status != job.Queued || j.Attempts != 0 || j.WorkerID != "" {
+		t.Fatalf("j2 after the recommendation: %s attempts %d worker %q", j.Status, j.Attempts, j.WorkerID)
+	}
+}
+
+// On a fake clock shared by the stack and the agent: an empty poll waits
+// its jittered interval (0.8-1.2 poll seconds) before the next, each
+// heartbeat interval extends the lease, so a job runs far past its
+// lease, and the job's sleep ends when the clock says.
+func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
+	e := newStack(t, true)
+	a := e.start("hb", agent.SleepRunner{}, func(c *agent.Config) { c.Clock = e.clock })
+	// Registered, polled once (nothing queued), now waiting for the clock.
+	blockUntil(t, e.clock, 1)
+	if n := e.calls("/api/worker/poll"); n != 1 {
+		t.Fatalf("%d polls before the clock moved", n)
+	}
+	e.create("j1", `{"seconds": 20}`)
+	e.clock.Advance(700 * time.Millisecond)
+	blockUntil(t, e.clock, 1)
+	if n := e.calls("/api/worker/poll"); n != 1 {
+		t.Fatalf("polled again %d times before the poll interval", n-1)
+	}
+	if j := e.job("j1"); j.Status != job.Queued {
+		t.Fatalf("j1 is %s before the second poll", j.Status)
+	}
+	e.clock.Advance(500 * time.Millisecond)
+	e.waitFor("j1 leased", func() bool { return e.job("j1").Status == job.Leased })
+	leasedAt := e.clock.Now()
+	if j := e.job("j1"); j.LeaseExpiresAt.UnixMilli() != leasedAt.Add(10*time.Second).UnixMilli() {
+		t.Fatalf("lease until %s, want %s", j.LeaseExpiresAt, leasedAt.Add(10*time.Second))
+	}
+	// The heartbeat ticker and the job's sleep.
+	blockUntil(t, e.clock, 2)
+	for beat := 1; beat <= 15; beat++ {
+		e.clock.Advance(time.Second)
+		e.waitFor("heartbeat", func() bool { return e.calls("/api/worker/heartbeat") == beat })
+		j := e.job("j1")
+		if j.Status != job.Leased || j.WorkerID != "hb" || j.LeaseExpiresAt.UnixMilli() != e.clock.Now().Add(10*time.Second).UnixMilli() {
+			t.Fatalf("after heartbeat %d at %s: %s by %s until %s", beat, e.clock.Now(), j.Status, j.WorkerID, j.LeaseExpiresAt)
+		}
+	}
+	if n := e.calls("/api/worker/heartbeat"); n != 15 {
+		t.Fatalf("%d heartbeats in 15 heartbeat intervals", n)
+	}
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("j1 ended before its 20 seconds: %s", j.Status)
+	}
+	e.clock.Advance(5 * time.Second)
+	e.waitFor("j1 to succeed", func() bool { return e.job("j1").Status == job.Succeeded })
+	if j := e.job("j1"); !strings.Contains(string(j.Result), `"slept_seconds":20`) || j.UpdatedAt.UnixMilli() != leasedAt.Add(20*time.Second).UnixMilli() {
+		t.Fatalf("j1: %s finished %s, leased %s", j.Result, j.UpdatedAt, leasedAt)
+	}
+	// With the slot free the agent polls at once, then waits again.
+	e.waitFor("the poll after the job", func() bool { return e.calls("/api/worker/poll") == 3 })
+	blockUntil(t, e.clock, 1)
+	e.clock.Advance(1200 * time.Millisecond)
+	e.waitFor("the next poll", func() bool { return e.calls("/api/worker/poll") == 4 })
+	_ = a
+}
+
+// SIGTERM (Drain) with no drain timeout requeues the running job with
+// reason shutdown and deregisters; with a timeout the job finishes first.
+func TestDrain(t *testing.T) {
+	e := newStack(t, false)
+	e.create("long", `{"seconds": 30}`)
+	a := e.start("d1", agent.SleepRunner{})
+	e.waitFor("long leased", func() bool { return e.job("long").Status == job.Leased })
+	a.a.Drain()
+	if err := a.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.job("long"); j.Status != job.Queued || j.Reason != string(job.Shutdown) || j.Attempts != 0 {
+		t.Fatalf("long: %s %s attempts %d", j.Status, j.Reason, j.Attempts)
+	}
+	if _, err := e.stack.Store.GetWorker(e.ctx, "d1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("worker not deregistered: %v", err)
+	}
+	if _, err := e.stack.Store.Cancel(e.ctx, "long"); err != nil {
+		t.Fatal(err)
+	}
+
+	e.create("short", `{"seconds": 0.5}`)
+	b := e.start("d2", agent.SleepRunner{}, func(c *agent.Config) { c.DrainTimeout = 10 * time.Second })
+	e.waitFor("short leased", func() bool { return e.job("short").Status == job.Leased })
+	b.a.Drain()
+	if err := b.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.job("short"); j.Status != job.Succeeded {
+		t.Fatalf("short: %s (%s)", j.Status, j.Reason)
+	}
+}
+
+// An operator's cancel reaches the agent at its next heartbeat and stops the job.
+func TestCancelStopsTheJob(t *testing.T) {
+	e := newStack(t, false)
+	e.create("c1", `{"seconds": 30}`)
+	a := e.start("c", agent.SleepRunner{})
+	e.waitFor("c1 leased", func() bool { return e.job("c1").Status == job.Leased })
+	if _, err := e.stack.Store.Cancel(e.ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the job to stop", func() bool { return a.a.Running() == 0 })
+	if j := e.job("c1"); j.Status != job.Canceled {
+		t.Fatalf("c1 is %s", j.Status)
+	}
+}
+
+// A lease that ran out and went to another worker: the first worker's next
+// heartbeat is refused (409 lease_lost) and it stops the job without
+// reporting anything.
+func TestLeaseLostStopsTheJob(t *testing.T) {
+	e := newStack(t, true)
+	e.create("l1", `{"seconds": 30}`)
+	a := e.start("first", agent.SleepRunner{})
+	e.waitFor("l1 leased", func() bool { return e.job("l1").Status == job.Leased })
+	// Time jumps past the lease; another worker takes the job over.
+	e.clock.Advance(time.Minute)
+	other := store.WorkerAuth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
+	if _, err := e.stack.Store.RegisterWorker(e.ctx, store.Registration{WorkerID: "second", Fleet: "gpu", Stage: "test", MaxConcurrency: 1, TokenHash: "h2"}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.stack.Store.LeaseNext(e.ctx, other, []string{"render"})
+	if err != nil || j.ID != "l1" {
+		t.Fatalf("takeover: %+v, %v", j, err)
+	}
+	e.waitFor("the first agent to stop the job", func() bool { return a.a.Running() == 0 })
+	if got := e.job("l1"); got.Status != job.Leased || got.WorkerID != "second" || got.LeaseToken != j.LeaseToken {
+		t.Fatalf("l1 after the loss: %s by %s", got.Status, got.WorkerID)
+	}
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	for _, c := range []agent.Config{
+		{FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
+		{API: "http://x", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
+		{API: "http://x", FleetSecret: "s", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
+		{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w"},
+	} {
+		if _, err := agent.New(c); err == nil {
+			t.Fatalf("accepted %+v", c)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+func contextWith(r *http.Request, key, val any) context.Context {
+	return context.WithValue(r.Context(), key, val)
+}
+
+func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
+	var history bool
+	switch h := r.URL.Query().Get("history"); h {
+	case "", "false":
+	case "true":
+		history = true
+	default:
+		s.writeError(w, r, invalid(`query "history": must be true or false`))
+		return
+	}
+	out := make([]wire.Fleet, 0, len(s.Config.Fleets))
+	for i := range s.Config.Fleets {
+		f := &s.Config.Fleets[i]
+		b, err := s.Store.CountBacklog(r.Context(), f.Slug)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		st, err := s.Store.GetFleetState(r.Context(), f.Slug)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		v := wire.Fleet{
+			FleetSlug: f.Slug, Stage: s.Config.Stage, Workflows: f.Workflows, Queued: b.Queued(), Leased: b.Leased,
+			Desired: st.Desired, InService: st.InService, Workers: st.Workers, Min: f.MinInstances, Max: f.MaxInstances,
+		}
+		if v.Workflows == nil {
+			v.Workflows = []string{}
+		}
+		if d := st.LastDecision; d != nil {
+			dv := viewDecision(*d)
+			v.LastDecision = &dv
+		}
+		if history {
+			for _, d := range st.History {
+				v.History = append(v.History, viewDecision(d))
+			}
+		}
+		out = append(out, v)
+	}
+	wire.WriteJSON(w, http.StatusOK, wire.FleetsResponse{Fleets: out})
+}
+
+func viewDecision(d fleetstate.Decision) wire.Decision {
+	return wire.Decision{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
+}
+
+func viewWorker(wk worker.Worker) wire.Worker {
+	return wire.Worker{
+		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
+		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
+		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
+	}
+}
+
+// fleetsFromQuery returns the fleet named by ?fleet=, or every fleet.
+func (s *server) fleetsFromQuery(r *http.Request) ([]*fleetconfig.Fleet, error) {
+	if slug := r.URL.Query().Get("fleet"); slug != "" {
+		f, ok := s.Config.Fleet(slug)
+		if !ok {
+			return nil, notFound("fleet %q does not exist in stage %s", slug, s.Config.Stage)
+		}
+		return []*fleetconfig.Fleet{f}, nil
+	}
+	out := make([]*fleetconfig.Fleet, 0, len(s.Config.Fleets))
+	for i := range s.Config.Fleets {
+		out = append(out, &s.Config.Fleets[i])
+	}
+	return out, nil
+}
+
+func (s *server) workers(w http.ResponseWriter, r *http.Request) {
+	fleets, err := s.fleetsFromQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := []wire.Worker{}
+	for _, f := range fleets {
+		ws, err := s.Store.ListWorkers(r.Context(), f.Slug)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, wk := range ws {
+			out = append(out, viewWorker(wk))
+		}
+	}
+	wire.WriteJSON(w, http.StatusOK, wire.WorkersResponse{Workers: out})
+}
+
+func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
+	var req wire.Empty
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, action := r.PathValue("worker_id"), r.PathValue("action")
+	var (
+		wk    worker.Worker
+		err   error
+		token string
+	)
+	switch action {
+	case "approve":
+		wk, err = s.Store.SetWorkerApproved(r.Context(), id, true)
+	case "revoke":
+		wk, err = s.Store.RevokeWorker(r.Context(), id)
+	case "drain":
+		wk, err = s.Store.DrainWorker(r.Context(), id)
+	case "rotate-token":
+		var cur worker.Worker
+		cur, err = s.Store.GetWorker(r.Context(), id)
+		if err == nil {
+			var parsed auth.WorkerToken
+			token, parsed = auth.NewWorkerToken(cur.Fleet, id)
+			wk, err = s.Store.RotateWorkerToken(r.Context(), id, parsed.Hash)
+		}
+	default:
+		s.writeError(w, r, notFound("no worker action %q (approve, revoke, drain, rotate-token)", action))
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "worker "+action, "worker_id", id, "fleet", wk.Fleet, "operator", r.Context().Value(operatorCtxKey{}))
+	wire.WriteJSON(w, http.StatusOK, wire.WorkerActionResponse{Worker: viewWorker(wk), Token: token})
+}
+
+func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := job.Status(q.Get("status"))
+	if status == "" {
+		status = job.Dead
+	}
+	if !status.Valid() {
+		s.writeError(w, r, invalid("query \"status\": must be queued, leased, succeeded, dead or canceled"))
+		return
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, invalid("query \"limit\": must be between 1 and 1000"))
+			return
+		}
+		limit = n
+	}
+	fleets, err := s.fleetsFromQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := []wire.JobSummary{}
+	for _, f := range fleets {
+		js, err := s.Store.ListJobs(r.Context(), f.Slug, status, limit)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, j := range js {
+			out = append(out, wire.JobSummary{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
+				Status: string(j.Status), Reason: j.Reason, ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
+		}
+	}
+	wire.WriteJSON(w, http.StatusOK, wire.JobsResponse{Jobs: out})
+}
+
+func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
+	var req wire.Empty
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	j, err := s.Store.RetryDead(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "dead job retried", "job_id", j.ID, "fleet", j.FleetSlug, "operator", r.Context().Value(operatorCtxKey{}))
+	wire.WriteJSON(w, http.StatusOK, wire.JobStatusResponse{JobID: j.ID, Status: string(j.Status)})
+}
+
+func (s *server) rejected(w http.ResponseWriter, r *http.Request) {
+	rs, err := s.Store.ListRejections(r.Context(), 100)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]wire.Rejection, 0, len(rs))
+	for _, rj := range rs {
+		out = append(out, wire.Rejection{MessageID: rj.MessageID, Source: rj.Source, Reason: rj.Reason, Body: rj.Body, At: rj.At})
+	}
+	wire.WriteJSON(w, http.StatusOK, wire.RejectedResponse{Rejected: out})
+}

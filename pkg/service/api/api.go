@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+)
+
+// WorkerStore is what the worker routes need of the store.
+type WorkerStore interface {
+	TakeRegistrationSlot(ctx context.Context, source string, limit int) (time.Duration, error)
+	RegisterWorker(ctx context.Context, r store.Registration) (worker.Worker, error)
+	LeaseNext(ctx context.Context, a store.WorkerAuth, workflows []string) (job.Job, error)
+	Heartbeat(ctx context.Context, a store.WorkerAuth, jobID, token string, progress *float64) (store.HeartbeatResult, error)
+	Complete(ctx context.Context, a store.WorkerAuth, jobID, token string, result json.RawMessage) error
+	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error)
+	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
+	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
+}
+
+// JobStore is what the producer routes need.
+type JobStore interface {
+	GetJob(ctx context.Context, id string) (job.Job, error)
+	Cancel(ctx context.Context, id string) (job.Status, error)
+}
+
+// AdminStore is what the operator routes need.
+type AdminStore interface {
+	CountBacklog(ctx context.Context, fleet string) (fleetstate.Backlog, error)
+	GetFleetState(ctx context.Context, fleet string) (fleetstate.State, error)
+	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
+	GetWorker(ctx context.Context, id string) (worker.Worker, error)
+	SetWorkerApproved(ctx context.Context, id string, approved bool) (worker.Worker, error)
+	RevokeWorker(ctx context.Context, id string) (worker.Worker, error)
+	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
+	RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error)
+	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error)
+	RetryDead(ctx context.Context, id string) (job.Job, error)
+	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
+}
+
+// Store is everything the API needs of the store; *store.Store satisfies it.
+type Store interface {
+	WorkerStore
+	JobStore
+	AdminStore
+}
+
+// Enqueuer puts a submission on the submission queue.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, body []byte) error
+}
+
+// SecretSource supplies the stage's fleet secret.
+type SecretSource interface {
+	FleetSecret(ctx context.Context) (string, error)
+}
+
+// OperatorAuthenticator says who the operator behind a request is.
+type OperatorAuthenticator interface {
+	AuthenticateOperator(r *http.Request) (string, error)
+}
+
+// Assets presigns a leased job's inputs and outputs, and producers' uploads
+// (nil: the stage has no asset bucket).
+type Assets interface {
+	LeaseURLs(ctx context.Context, j job.Job) (assets.URLs, error)
+	NewUpload(ctx context.Context, tenant, filename, contentType string) (assets.Upload, error)
+}
+
+// Announcer publishes a job's pending lifecycle events right after the
+// transition that created them. It is best effort: what it misses, the
+// outbox relay sends later.
+type Announcer interface {
+	Announce(ctx context.Context, jobID string)
+}
+
+// Options wire the API.
+type Options struct {
+	Config      *fleetconfig.Config
+	Store       Store
+	Queue       Enqueuer
+	FleetSecret SecretSource
+	Operator    OperatorAuthenticator
+	Assets      Assets
+	// Events announces job outcomes at once (nil: only the relay does).
+	Events Announcer
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// RegisterLimit is registrations per minute per source address (default:
+	// the config's registration_limit).
+	RegisterLimit int
+	// NewJobID names jobs submitted without a job_id (default: a random UUID).
+	NewJobID func() string
+}
+
+type server struct {
+	Options
+	log *slog.Logger
+}
+
+func (s *server) announce(ctx context.Context, jobID string) {
+	if s.Events != nil {
+		s.Events.Announce(ctx, jobID)
+	}
+}
+
+// New returns the API handler.
+func New(o Options) http.Handler {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RegisterLimit <= 0 {
+		o.RegisterLimit = o.Config.RegistrationLimit
+	}
+	if o.NewJobID == nil {
+		o.NewJobID = uuid.NewString
+	}
+	s := &server{Options: o, log: o.Logger}
+	mux := http.NewServeMux()
+	byPattern := map[string]map[string]http.HandlerFunc{}
+	for _, rt := range routes {
+		if byPattern[rt.Pattern] == nil {
+			byPattern[rt.Pattern] = map[string]http.HandlerFunc{}
+		}
+		byPattern[rt.Pattern][rt.Method] = s.bind(rt.Auth, rt.handle)
+	}
+	for pattern, handlers := range byPattern {
+		mux.Handle(pattern, methods(handlers))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notFound("no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.recoverer(s.logged(mux))
+}
+
+// methods answers 405 with the error body for a known path and
+// an unknown method.
+func methods(handlers map[string]http.HandlerFunc) http.Handler {
+	allowed := make([]string, 0, len(handlers))
+	for m := range handlers {
+		allowed = append(allowed, m)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := handlers[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument,
+			Message: "method " + r.Method + " is not allowed here; use " + strings.Join(allowed, " or ")})
+	})
+}
+
+// readBody reads at most 256 KiB and decodes it strictly.
+func readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, submission.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"}
+		}
+		return invalid("could not read the body: %v", err)
+	}
+	return decode(data, v, allowEmpty)
+}
+
+// sourceAddress is the caller's address without its port. Behind API
+// Gateway the proxy adapter puts the client's source IP in RemoteAddr.
+func sourceAddress(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.writeError(w, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rfc3339 formats a time as the API's RFC 3339 UTC string, or nil for zero.
+func rfc3339(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return &s
+}

@@ -1,0 +1,124 @@
+package api_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+)
+
+// lifecycleCost is the DynamoDB requests one job costs in each phase.
+type lifecycleCost struct {
+	submit, dispatch, lease, heartbeat, complete int64
+}
+
+func (c lifecycleCost) total() int64 {
+	return c.submit + c.dispatch + c.lease + c.heartbeat + c.complete
+}
+
+// countingHarness is a dev stack whose DynamoDB client counts every request
+// attempt with the SDK middleware. No background relay runs (it would add
+// requests of its own); announce says whether the API publishes a job's
+// events right after its transition.
+func countingHarness(tb testing.TB, announce bool) (*harness, *atomic.Int64) {
+	var n atomic.Int64
+	h := newHarness(tb, func(o *devstack.Options) {
+		o.RelayInterval, o.NoAnnounce = -1, !announce
+		o.DynamoDBOptions = append(o.DynamoDBOptions, func(d *dynamodb.Options) {
+			d.APIOptions = append(d.APIOptions, awsenv.CountRequests(&n))
+		})
+	})
+	return h, &n
+}
+
+// runLifecycle submits one job over HTTP and takes it through dispatch, a
+// lease, one heartbeat and completion, counting requests per phase. Waiting
+// for dispatch watches the SQS queue, not the table, so it costs nothing.
+func runLifecycle(h *harness, n *atomic.Int64, token, id string) lifecycleCost {
+	h.t.Helper()
+	var c lifecycleCost
+	mark := n.Load()
+	phase := func(into *int64) {
+		now := n.Load()
+		*into, mark = now-mark, now
+	}
+	h.want(h.do("POST", "/api/jobs", "op", map[string]any{"job_id": id, "tenant_id": "t", "workflow_id": "wf-a", "input": map[string]any{"n": 1}}), 202, "")
+	phase(&c.submit)
+	h.waitFor(h.submissionQueueEmpty, "dispatch of "+id)
+	phase(&c.dispatch)
+	l, r := h.poll(token)
+	if r.status != 200 || l.id != id {
+		h.t.Fatalf("poll: %d %s", r.status, r.raw)
+	}
+	phase(&c.lease)
+	h.want(h.do("POST", "/api/worker/heartbeat", token, map[string]any{"job_id": id, "lease_token": l.token, "progress": 0.5}), 200, "")
+	phase(&c.heartbeat)
+	h.want(h.do("POST", "/api/worker/complete", token, map[string]any{"job_id": id, "lease_token": l.token, "result": map[string]any{"ok": true}}), 200, "")
+	phase(&c.complete)
+	return c
+}
+
+// TestJobLifecycleCostsAtMostEightRequests holds the request budget of
+// docs/benchmarks.md: submit, dispatch, lease, one heartbeat and complete
+// together cost at most eight DynamoDB requests. The count is exact, not
+// timed, so it is checked here as well as reported by the benchmark.
+func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
+	h, n := countingHarness(t, false)
+	token := h.register("w1", "gpu")
+	for i := range 3 {
+		c := runLifecycle(h, n, token, fmt.Sprintf("cost-%d", i))
+		if c.total() > 8 {
+			t.Fatalf("job %d cost %d requests (%+v), budget 8", i, c.total(), c)
+		}
+		if c.submit != 0 || c.heartbeat != 1 || c.complete != 1 {
+			t.Fatalf("job %d: %+v; submit goes to SQS only, heartbeat and complete are one transaction each", i, c)
+		}
+	}
+}
+
+// TestAnnouncingAnOutcomeCostsThreeRequests: publishing the completion's
+// event from the outbox reads the job's pending events and the job, and
+// deletes the event once published.
+func TestAnnouncingAnOutcomeCostsThreeRequests(t *testing.T) {
+	h, n := countingHarness(t, true)
+	token := h.register("w1", "gpu")
+	c := runLifecycle(h, n, token, "announced")
+	if c.complete != 1+3 {
+		t.Fatalf("complete with its announcement cost %d requests (%+v), want 1 + 3", c.complete, c)
+	}
+	evs := h.stack.Events.Recent(0)
+	if len(evs) != 1 || evs[0].DetailType != "Job Succeeded" || evs[0].Detail.JobID != "announced" {
+		t.Fatalf("bus holds %+v, want the one Job Succeeded", evs)
+	}
+}
+
+// BenchmarkJobLifecycle reports DynamoDB requests per job by phase, without
+// and with the outcome's announcement.
+func BenchmarkJobLifecycle(b *testing.B) {
+	b.Run("lifecycle", func(b *testing.B) { benchLifecycle(b, false) })
+	b.Run("with-announcement", func(b *testing.B) { benchLifecycle(b, true) })
+}
+
+func benchLifecycle(b *testing.B, announce bool) {
+	h, n := countingHarness(b, announce)
+	token := h.register("w1", "gpu")
+	var sum lifecycleCost
+	b.ResetTimer()
+	for i := range b.N {
+		c := runLifecycle(h, n, token, fmt.Sprintf("bench-%d", i))
+		sum.submit += c.submit
+		sum.dispatch += c.dispatch
+		sum.lease += c.lease
+		sum.heartbeat += c.heartbeat
+		sum.complete += c.complete
+	}
+	per := func(v int64) float64 { return float64(v) / float64(b.N) }
+	b.ReportMetric(per(sum.total()), "ddb-requests/job")
+	b.ReportMetric(per(sum.dispatch), "dispatch-requests/job")
+	b.ReportMetric(per(sum.lease), "lease-requests/job")
+	b.ReportMetric(per(sum.heartbeat+sum.complete), "report-requests/job")
+}

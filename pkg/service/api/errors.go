@@ -1,0 +1,73 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/lib/strictjson"
+)
+
+func invalid(format string, args ...any) *wire.Error {
+	return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidArgument, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *wire.Error {
+	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// toError maps every error a handler can meet to the contract's error. It is
+// the one place where store and auth errors become HTTP statuses. Messages
+// never contain a secret, a token or a stack trace: unexpected errors are
+// logged and answered generically.
+func toError(err error) *wire.Error {
+	var we *wire.Error
+	var sj *strictjson.Error
+	var se *submission.Error
+	switch {
+	case errors.As(err, &we):
+		return we
+	case errors.As(err, &sj):
+		return invalid("%s", sj.Msg)
+	case errors.As(err, &se):
+		return invalid("%s", se.Msg)
+	case errors.Is(err, store.ErrLeaseLost):
+		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeLeaseLost, Message: "the lease token is not the job's current lease; stop working on this job"}
+	case errors.Is(err, store.ErrFleetFull):
+		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeFleetFull, Message: "the fleet has reached its worker cap; deregister or remove stale workers first"}
+	case errors.Is(err, store.ErrConflict):
+		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: conflictMessage(err)}
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("%s", notFoundMessage(err))
+	case errors.Is(err, store.ErrUnauthenticated), errors.Is(err, auth.ErrMalformedToken):
+		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the worker token is missing, malformed or replaced; register again"}
+	case errors.Is(err, auth.ErrOperatorUnauthenticated):
+		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"}
+	case errors.Is(err, store.ErrRevoked):
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied, Message: "this worker was revoked by an operator"}
+	case errors.Is(err, store.ErrContention):
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request raced another and changed nothing; retry it"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request timed out; it is safe to retry"}
+	default:
+		return &wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error; the request may be retried"}
+	}
+}
+
+// notFoundMessage and conflictMessage pass the store's own wording through:
+// store errors name ids and states, never secrets.
+func notFoundMessage(err error) string { return err.Error() }
+func conflictMessage(err error) string { return err.Error() }
+
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toError(err)
+	if e.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
+	wire.WriteError(w, e)
+}

@@ -1,0 +1,253 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+)
+
+const stackConfig = `
+stage: test
+registration_limit: 10
+fleets:
+  - slug: gpu
+    workflows: [wf-a, wf-b]
+    instance_types: [g5.xlarge]
+    max_instances: 3
+    worker_cap: 3
+    lease_seconds: 60
+    heartbeat_seconds: 10
+    poll_seconds: 1
+    retry:
+      max_attempts: 2
+      backoff: [1m]
+  - slug: approval
+    workflows: [wf-c]
+    instance_types: [g5.xlarge]
+    require_approval: true
+  - slug: empty
+    instance_types: [g5.xlarge]
+`
+
+const (
+	fleetSecret   = "fleet-secret-for-tests"
+	operatorToken = "operator-token-for-tests"
+)
+
+type harness struct {
+	t     testing.TB
+	stack *devstack.Stack
+	http  *http.Client
+	// dispatched is signaled each time the stack deletes a submission from
+	// its queue: dispatch is done with it.
+	dispatched chan struct{}
+}
+
+// watchSubmissions puts a proxy in front of the SQS endpoint the next stack
+// uses and signals h.dispatched after each DeleteMessage it forwards.
+func (h *harness) watchSubmissions(t testing.TB) {
+	t.Helper()
+	upstream := os.Getenv(awsenv.EnvSQSEndpoint)
+	if upstream == "" {
+		srv, err := localaws.SharedSQS("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		upstream = srv.URL
+	}
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy.ServeHTTP(w, r)
+		if strings.Contains(r.Header.Get("X-Amz-Target"), "DeleteMessage") {
+			select {
+			case h.dispatched <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(awsenv.EnvSQSEndpoint, srv.URL)
+}
+
+func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("stack.yaml", []byte(stackConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecret: fleetSecret, OperatorToken: operatorToken,
+		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second,
+		// The scaler runs only when a test posts the schedule event.
+		Fleet: devstack.FleetOptions{Tick: -1}}
+	for _, m := range mutate {
+		m(&o)
+	}
+	h := &harness{t: t, http: &http.Client{Timeout: 30 * time.Second}, dispatched: make(chan struct{}, 1)}
+	h.watchSubmissions(t)
+	stack, err := devstack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Close() })
+	h.stack = stack
+	return h
+}
+
+type reply struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// do sends a request; auth is "" (none), "op" (operator token), "secret"
+// (fleet secret) or a worker token.
+func (h *harness) do(method, path, auth string, body any) reply {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, h.stack.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	switch auth {
+	case "":
+	case "op":
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+	case "secret":
+		req.Header.Set("X-Fleet-Secret", fleetSecret)
+	default:
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	res, err := h.http.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := reply{status: res.StatusCode, header: res.Header, raw: raw}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.body); err != nil {
+			h.t.Fatalf("%s %s answered %d with a body that is not a JSON object: %q", method, path, res.StatusCode, raw)
+		}
+	}
+	if res.StatusCode >= 400 {
+		h.checkErrorShape(method, path, r)
+	}
+	return r
+}
+
+// checkErrorShape enforces the protocol's error body on every non-2xx answer,
+// and that no secret or token leaks into it.
+func (h *harness) checkErrorShape(method, path string, r reply) {
+	h.t.Helper()
+	e, ok := r.body["error"].(map[string]any)
+	if !ok || len(r.body) != 1 {
+		h.t.Fatalf("%s %s: error body %s is not {\"error\": {...}}", method, path, r.raw)
+	}
+	code, _ := e["code"].(string)
+	msg, _ := e["message"].(string)
+	if code == "" || msg == "" || len(e) != 2 {
+		h.t.Fatalf("%s %s: error body %s needs exactly code and message", method, path, r.raw)
+	}
+	for _, secret := range []string{fleetSecret, operatorToken, "fqw1.", "goroutine ", ".go:"} {
+		if strings.Contains(string(r.raw), secret) {
+			h.t.Fatalf("%s %s: error body leaks %q: %s", method, path, secret, r.raw)
+		}
+	}
+}
+
+func (h *harness) want(r reply, status int, code string) {
+	h.t.Helper()
+	if r.status != status {
+		h.t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	if code != "" {
+		if got := r.body["error"].(map[string]any)["code"]; got != code {
+			h.t.Fatalf("code %v, want %s: %s", got, code, r.raw)
+		}
+	}
+}
+
+func (h *harness) register(workerID, fleet string) string {
+	h.t.Helper()
+	r := h.do("POST", "/api/worker/register", "secret", map[string]any{"worker_id": workerID, "fleet_slug": fleet, "stage": "test", "max_concurrency": 2, "instance_id": "i-" + workerID})
+	h.want(r, 201, "")
+	return r.body["token"].(string)
+}
+
+// submit queues a job through POST /api/jobs and waits until dispatch has created it.
+func (h *harness) submit(body map[string]any) string {
+	h.t.Helper()
+	r := h.do("POST", "/api/jobs", "op", body)
+	h.want(r, 202, "")
+	id := r.body["job_id"].(string)
+	h.waitFor(func() bool { return h.do("GET", "/api/jobs/"+id, "op", nil).status == 200 }, "job "+id+" to be dispatched")
+	return id
+}
+
+// waitFor checks cond each time dispatch finishes with a submission, until
+// it holds.
+func (h *harness) waitFor(cond func() bool, what string) {
+	h.t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-h.dispatched:
+		case <-deadline.C:
+			h.t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+type lease struct{ id, token string }
+
+func (h *harness) poll(token string) (lease, reply) {
+	h.t.Helper()
+	r := h.do("POST", "/api/worker/poll", token, map[string]any{"current_load": 0})
+	if r.status != 200 {
+		return lease{}, r
+	}
+	j := r.body["job"].(map[string]any)
+	return lease{id: j["job_id"].(string), token: j["lease_token"].(string)}, r
+}
+
+func (h *harness) job(id string) map[string]any {
+	h.t.Helper()
+	r := h.do("GET", "/api/jobs/"+id, "op", nil)
+	h.want(r, 200, "")
+	return r.body
+}

@@ -1,0 +1,98 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	awsevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	samples "github.com/fleetq/fleetq/events"
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/api"
+)
+
+// TestLambdaAdapterServesSampleEvents sends the API Gateway (payload v2)
+// samples in events/ through the same adapter and handler functions/api
+// runs, with the IAM operator check of the AWS deployment.
+func TestLambdaAdapterServesSampleEvents(t *testing.T) {
+	ctx := context.Background()
+	cfg := fleetconfig.Default()
+	db, table := testenv.DynamoDB(t)
+	sqsSrv, err := localaws.SharedSQS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqsClient := localaws.SQSClient(sqsSrv.URL)
+	q, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(table + "-submissions")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.New(api.Options{
+		Config:      cfg,
+		Store:       store.New(db, store.Options{Table: table, Config: cfg}),
+		Queue:       sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)},
+		FleetSecret: auth.StaticSecret("sample-fleet-secret"),
+		Operator:    auth.IAMOperator{},
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	proxy := httpadapter.NewV2(h)
+	invoke := func(name string) (int, map[string]any) {
+		t.Helper()
+		data, err := samples.FS.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req awsevents.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		resp, err := proxy.ProxyWithContext(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if ct := resp.Headers["Content-Type"]; !strings.HasPrefix(ct, "application/json") {
+			t.Fatalf("%s: content type %q", name, ct)
+		}
+		var body map[string]any
+		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+			t.Fatalf("%s: body %q: %v", name, resp.Body, err)
+		}
+		return resp.StatusCode, body
+	}
+
+	status, body := invoke("apigw-v2-worker-register.json")
+	if status != 201 || !strings.HasPrefix(body["token"].(string), "fqw1.") {
+		t.Fatalf("register: %d %v", status, body)
+	}
+	w, err := store.New(db, store.Options{Table: table, Config: cfg}).GetWorker(ctx, "i-0abc123def4567890")
+	if err != nil || w.SourceIP != "203.0.113.7" {
+		t.Fatalf("registered worker %+v, %v: want the request context's source IP", w, err)
+	}
+
+	status, body = invoke("apigw-v2-submit-job-no-identity.json")
+	if status != 401 || body["error"].(map[string]any)["code"] != "unauthenticated" {
+		t.Fatalf("submit without an IAM identity: %d %v", status, body)
+	}
+	status, body = invoke("apigw-v2-submit-job-iam.json")
+	if status != 202 || body["job_id"] != "render-0001" {
+		t.Fatalf("submit with an IAM identity: %d %v", status, body)
+	}
+	msgs, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), `"render-0001"`) {
+		t.Fatalf("queue holds %d messages, want exactly the accepted submission", len(msgs.Messages))
+	}
+}

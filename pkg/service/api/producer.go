@@ -1,0 +1,160 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+)
+
+type operatorCtxKey struct{}
+
+// operator requires the operator credential (IAM in AWS, a bearer token elsewhere).
+func (s *server) operator(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := s.Operator.AuthenticateOperator(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(contextWith(r, operatorCtxKey{}, who)))
+	}
+}
+
+// submit validates a submission and puts it on the submission queue; the
+// dispatch function creates the job. A job_id is assigned when missing, so the
+// producer can follow the job and a resubmission of the same body with that
+// id yields one job.
+func (s *server) submit(w http.ResponseWriter, r *http.Request) {
+	data, err := readAll(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sub, err := submission.Parse(data, s.Config)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if sub.JobID == "" {
+		sub.JobID = s.NewJobID()
+	}
+	body, err := json.Marshal(sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.Queue.Enqueue(r.Context(), body); err != nil {
+		s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
+		s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
+		return
+	}
+	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID)
+	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: sub.JobID, Status: "accepted"})
+}
+
+func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var raw json.RawMessage
+	if err := readBody(w, r, &raw, false); err != nil {
+		var e *wire.Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, err
+	}
+	return raw, nil
+}
+
+// viewJob is GET /api/jobs/{job_id}.
+func viewJob(j job.Job) wire.Job {
+	v := wire.Job{
+		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: j.Reason,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
+		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result,
+		History: make([]wire.JobTransition, 0, len(j.History)),
+	}
+	if j.Error != nil {
+		v.Error = &wire.JobError{Code: j.Error.Code, Message: j.Error.Message, Retryable: j.Error.Retryable}
+	}
+	if len(v.Result) == 0 {
+		v.Result = json.RawMessage("null")
+	}
+	if j.Status == job.Leased {
+		v.LeaseExpiresAt = rfc3339(j.LeaseExpiresAt)
+		v.WorkerID = &j.WorkerID
+		v.Progress = j.Progress
+	}
+	if j.Status == job.Queued && j.NotBefore.After(j.UpdatedAt) {
+		v.NotBefore = rfc3339(j.NotBefore)
+	}
+	for _, h := range j.History {
+		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
+	}
+	return v
+}
+
+func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, viewJob(j))
+}
+
+func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
+	var req wire.Empty
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("job_id")
+	st, err := s.Store.Cancel(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.announce(r.Context(), id)
+	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(st)})
+}
+
+// upload presigns a PUT for a producer to upload one input file under its
+// tenant's prefix; the answered key is what the job's input_keys name.
+func (s *server) upload(w http.ResponseWriter, r *http.Request) {
+	var req wire.UploadRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch {
+	case req.TenantID == "":
+		s.writeError(w, r, invalid("field \"tenant_id\" is required"))
+		return
+	case !submission.IDPattern.MatchString(req.TenantID):
+		s.writeError(w, r, invalid("field \"tenant_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", req.TenantID))
+		return
+	case !assets.ValidFilename(req.Filename):
+		s.writeError(w, r, invalid("field \"filename\": %q must be 1-255 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Filename))
+		return
+	case len(req.ContentType) > 255 || strings.ContainsAny(req.ContentType, "\r\n"):
+		s.writeError(w, r, invalid("field \"content_type\": must be a media type of at most 255 characters"))
+		return
+	}
+	if s.Assets == nil {
+		s.writeError(w, r, notFound("this stage has no asset bucket"))
+		return
+	}
+	up, err := s.Assets.NewUpload(r.Context(), req.TenantID, req.Filename, req.ContentType)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
+	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
+}

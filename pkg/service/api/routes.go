@@ -1,0 +1,80 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+)
+
+// Auth is the credential a route requires.
+type Auth string
+
+// The credentials of the API's routes.
+const (
+	// AuthFleetSecret is the stage's fleet secret in the X-Fleet-Secret header.
+	AuthFleetSecret Auth = "fleet secret"
+	// AuthWorker is a worker token as Authorization: Bearer <token>.
+	AuthWorker Auth = "worker token"
+	// AuthOperator is the operator credential: IAM (SigV4) in AWS, a bearer
+	// token elsewhere.
+	AuthOperator Auth = "operator credential"
+)
+
+// Route is one method and path pattern the API serves, and the credential
+// it requires.
+type Route struct {
+	Method  string
+	Pattern string
+	Auth    Auth
+}
+
+type handler func(*server, http.ResponseWriter, *http.Request)
+
+// routes is the router's table: New serves exactly these.
+var routes = []struct {
+	Route
+	handle handler
+}{
+	{Route{http.MethodPost, wire.PathRegister, AuthFleetSecret}, (*server).register},
+	{Route{http.MethodPost, wire.PathPoll, AuthWorker}, (*server).poll},
+	{Route{http.MethodPost, wire.PathHeartbeat, AuthWorker}, (*server).heartbeat},
+	{Route{http.MethodPost, wire.PathComplete, AuthWorker}, (*server).complete},
+	{Route{http.MethodPost, wire.PathFail, AuthWorker}, (*server).fail},
+	{Route{http.MethodPost, wire.PathRequeue, AuthWorker}, (*server).requeue},
+	{Route{http.MethodPost, wire.PathDeregister, AuthWorker}, (*server).deregister},
+
+	{Route{http.MethodPost, wire.PathJobs, AuthOperator}, (*server).submit},
+	{Route{http.MethodGet, wire.PathJob, AuthOperator}, (*server).getJob},
+	{Route{http.MethodPost, wire.PathJobCancel, AuthOperator}, (*server).cancel},
+	{Route{http.MethodPost, wire.PathUploads, AuthOperator}, (*server).upload},
+
+	{Route{http.MethodGet, wire.PathAdminFleets, AuthOperator}, (*server).fleets},
+	{Route{http.MethodGet, wire.PathAdminWorkers, AuthOperator}, (*server).workers},
+	{Route{http.MethodPost, wire.PathAdminWorkerAction, AuthOperator}, (*server).workerAction},
+	{Route{http.MethodGet, wire.PathAdminJobs, AuthOperator}, (*server).adminJobs},
+	{Route{http.MethodPost, wire.PathAdminJobRetry, AuthOperator}, (*server).retryJob},
+	{Route{http.MethodGet, wire.PathAdminRejected, AuthOperator}, (*server).rejected},
+}
+
+// Routes lists every route the API serves, in the router's order.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = r.Route
+	}
+	return out
+}
+
+// bind gives a route's handler its server and its credential check. The
+// register handler checks the fleet secret itself, after the rate limit.
+func (s *server) bind(a Auth, h handler) http.HandlerFunc {
+	f := func(w http.ResponseWriter, r *http.Request) { h(s, w, r) }
+	switch a {
+	case AuthWorker:
+		return s.worker(f)
+	case AuthOperator:
+		return s.operator(f)
+	default:
+		return f
+	}
+}

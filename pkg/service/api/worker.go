@@ -1,0 +1,336 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/lib/strictjson"
+)
+
+func decode(data []byte, v any, allowEmpty bool) error {
+	return strictjson.Decode(data, v, allowEmpty)
+}
+
+// register checks, in order: the source's rate (every attempt counts, so the
+// fleet secret cannot be guessed at speed), the fleet secret, the body, the
+// stage and fleet, the fleet's workflows, and its worker cap.
+func (s *server) register(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
+		if errors.Is(err, store.ErrRateLimited) {
+			secs := int(math.Ceil(wait.Seconds()))
+			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
+				Message: "too many registrations from this address; retry after the Retry-After seconds"})
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	secret, err := s.FleetSecret.FleetSecret(ctx)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !auth.Equal(r.Header.Get(wire.HeaderFleetSecret), secret) {
+		s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is missing or wrong"})
+		return
+	}
+	var req wire.RegisterRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := s.validateRegistration(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	token, parsed := auth.NewWorkerToken(f.Slug, req.WorkerID)
+	caps, _ := strictjson.RequireObject("capabilities", req.Capabilities)
+	wk, err := s.Store.RegisterWorker(ctx, store.Registration{
+		WorkerID: req.WorkerID, Fleet: f.Slug, Stage: req.Stage,
+		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone,
+		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
+		TokenHash: parsed.Hash, SourceIP: sourceAddress(r),
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved)
+	wire.WriteJSON(w, http.StatusCreated, wire.RegisterResponse{
+		WorkerID: wk.ID, Token: token, WorkflowsAssigned: f.Workflows,
+		LeaseSeconds: f.LeaseSeconds, HeartbeatSeconds: f.HeartbeatSeconds, PollSeconds: f.PollSeconds,
+		Approved: wk.Approved,
+	})
+}
+
+func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.Fleet, error) {
+	switch {
+	case req.WorkerID == "":
+		return nil, invalid("field \"worker_id\" is required")
+	case !submission.IDPattern.MatchString(req.WorkerID):
+		return nil, invalid("field \"worker_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-'", req.WorkerID)
+	case req.FleetSlug == "":
+		return nil, invalid("field \"fleet_slug\" is required")
+	case req.Stage == "":
+		return nil, invalid("field \"stage\" is required")
+	case req.Stage != s.Config.Stage:
+		return nil, invalid("field \"stage\": this is stage %q, not %q", s.Config.Stage, req.Stage)
+	}
+	if req.MaxConcurrency == nil {
+		one := 1
+		req.MaxConcurrency = &one
+	}
+	if *req.MaxConcurrency < 1 || *req.MaxConcurrency > fleetconfig.MaxSlots {
+		return nil, invalid("field \"max_concurrency\": must be between 1 and %d, got %d", fleetconfig.MaxSlots, *req.MaxConcurrency)
+	}
+	for _, v := range []struct{ name, val string }{{"instance_id", req.InstanceID}, {"instance_type", req.InstanceType}, {"availability_zone", req.AvailabilityZone}} {
+		if len(v.val) > 128 {
+			return nil, invalid("field %q: at most 128 characters", v.name)
+		}
+	}
+	if _, err := strictjson.RequireObject("capabilities", req.Capabilities); err != nil {
+		return nil, err
+	}
+	if len(req.Providers) > 16 {
+		return nil, invalid("field \"providers\": at most 16 entries")
+	}
+	f, ok := s.Config.Fleet(req.FleetSlug)
+	if !ok {
+		return nil, notFound("fleet %q does not exist in stage %s", req.FleetSlug, s.Config.Stage)
+	}
+	if len(f.Workflows) == 0 {
+		return nil, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"}
+	}
+	return f, nil
+}
+
+type workerCtxKey struct{}
+
+// worker authenticates a worker route by its bearer token. The token's digest
+// is checked again inside every store write, so this only parses it.
+func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "send the worker token as Authorization: Bearer <token>"})
+			return
+		}
+		parsed, err := auth.ParseWorkerToken(tok)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if _, ok := s.Config.Fleet(parsed.Fleet); !ok {
+			s.writeError(w, r, store.ErrUnauthenticated)
+			return
+		}
+		a := store.WorkerAuth{WorkerID: parsed.WorkerID, Fleet: parsed.Fleet, TokenHash: parsed.Hash}
+		next(w, r.WithContext(context.WithValue(r.Context(), workerCtxKey{}, a)))
+	}
+}
+
+func workerOf(r *http.Request) store.WorkerAuth {
+	return r.Context().Value(workerCtxKey{}).(store.WorkerAuth)
+}
+
+func (s *server) poll(w http.ResponseWriter, r *http.Request) {
+	var req wire.PollRequest
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.CurrentLoad != nil && (*req.CurrentLoad < 0 || *req.CurrentLoad > fleetconfig.MaxSlots) {
+		s.writeError(w, r, invalid("field \"current_load\": must be between 0 and %d", fleetconfig.MaxSlots))
+		return
+	}
+	a := workerOf(r)
+	f, _ := s.Config.Fleet(a.Fleet)
+	j, err := s.Store.LeaseNext(r.Context(), a, f.Workflows)
+	if errors.Is(err, store.ErrNoJob) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.LeasedJob{
+		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, Priority: j.Priority, Attempt: j.Attempts,
+		LeaseToken: j.LeaseToken, LeaseExpiresAt: rfc3339(j.LeaseExpiresAt), TimeoutSeconds: j.TimeoutSeconds,
+		Input: j.Input, InputURLs: map[string]string{},
+	}
+	if len(out.Input) == 0 {
+		out.Input = json.RawMessage(`{}`)
+	}
+	if s.Assets != nil {
+		u, err := s.Assets.LeaseURLs(r.Context(), j)
+		if err != nil {
+			// The lease stands; the job comes back to the queue when it
+			// expires. Say why rather than hand out a job without its inputs.
+			s.log.ErrorContext(r.Context(), "presign lease urls", "job_id", j.ID, "error", err.Error())
+			s.writeError(w, r, err)
+			return
+		}
+		out.InputURLs, out.OutputURL, out.OutputURLs = u.Inputs, u.Output, u.Outputs
+	}
+	s.log.InfoContext(r.Context(), "job leased", "job_id", j.ID, "worker_id", a.WorkerID, "fleet", a.Fleet, "attempt", j.Attempts)
+	wire.WriteJSON(w, http.StatusOK, wire.PollResponse{Job: &out})
+}
+
+func validateLease(l wire.LeaseRef) error {
+	if l.JobID == "" {
+		return invalid("field \"job_id\" is required")
+	}
+	if l.LeaseToken == "" {
+		return invalid("field \"lease_token\" is required")
+	}
+	if len(l.JobID) > 128 || len(l.LeaseToken) > 128 {
+		return invalid("job_id and lease_token are at most 128 characters")
+	}
+	return nil
+}
+
+func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req wire.HeartbeatRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := validateLease(req.LeaseRef); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Progress != nil && (*req.Progress < 0 || *req.Progress > 1 || math.IsNaN(*req.Progress)) {
+		s.writeError(w, r, invalid("field \"progress\": must be between 0 and 1"))
+		return
+	}
+	res, err := s.Store.Heartbeat(r.Context(), workerOf(r), req.JobID, req.LeaseToken, req.Progress)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body := wire.HeartbeatResponse{LeaseExpiresAt: rfc3339(res.LeaseExpiresAt), Cancel: res.Cancel}
+	if req.RefreshURLs && s.Assets != nil && !res.Cancel {
+		j, err := s.Store.GetJob(r.Context(), req.JobID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		j.LeaseExpiresAt = res.LeaseExpiresAt
+		u, err := s.Assets.LeaseURLs(r.Context(), j)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		body.LeaseURLs = &wire.LeaseURLs{InputURLs: u.Inputs, OutputURL: u.Output, OutputURLs: u.Outputs}
+	}
+	wire.WriteJSON(w, http.StatusOK, body)
+}
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request) {
+	var req wire.CompleteRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := validateLease(req.LeaseRef); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	result, err := strictjson.RequireObject("result", req.Result)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.Store.Complete(r.Context(), workerOf(r), req.JobID, req.LeaseToken, result); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.announce(r.Context(), req.JobID)
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(job.Succeeded)})
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request) {
+	var req wire.FailRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := validateLease(req.LeaseRef); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Error == nil || req.Error.Message == "" {
+		s.writeError(w, r, invalid("field \"error.message\" is required"))
+		return
+	}
+	if len(req.Error.Message) > 8192 || len(req.Error.Code) > 128 {
+		s.writeError(w, r, invalid("error.message is at most 8192 characters and error.code at most 128"))
+		return
+	}
+	// A failure is retryable unless the worker says it is not: attempts
+	// bound the retries either way.
+	retryable := req.Error.Retryable == nil || *req.Error.Retryable
+	out, err := s.Store.Fail(r.Context(), workerOf(r), req.JobID, req.LeaseToken, job.Error{Code: req.Error.Code, Message: req.Error.Message, Retryable: retryable})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.announce(r.Context(), req.JobID)
+	wire.WriteJSON(w, http.StatusOK, outcomeBody(out))
+}
+
+func outcomeBody(o job.Outcome) wire.OutcomeResponse {
+	return wire.OutcomeResponse{Status: string(o.Status), NotBefore: rfc3339(o.NotBefore)}
+}
+
+func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
+	var req wire.RequeueRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := validateLease(req.LeaseRef); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	reason, err := job.ParsePreemptReason(req.Reason)
+	if err != nil {
+		s.writeError(w, r, invalid("field \"reason\": %v", err))
+		return
+	}
+	out, err := s.Store.Requeue(r.Context(), workerOf(r), req.JobID, req.LeaseToken, reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.announce(r.Context(), req.JobID)
+	wire.WriteJSON(w, http.StatusOK, outcomeBody(out))
+}
+
+func (s *server) deregister(w http.ResponseWriter, r *http.Request) {
+	var req wire.Empty
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a := workerOf(r)
+	if err := s.Store.DeregisterWorker(r.Context(), a); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "worker deregistered", "worker_id", a.WorkerID, "fleet", a.Fleet)
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "deregistered"})
+}

@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+)
+
+// Store is what dispatch needs of the store.
+type Store interface {
+	CreateJob(ctx context.Context, n store.NewJob) (job.Job, bool, error)
+	RecordRejection(ctx context.Context, r store.Rejection) error
+}
+
+// Waker raises a fleet's capacity when work arrives for it (wake on enqueue):
+// jobs is how many jobs the batch created for the fleet.
+type Waker interface {
+	Wake(ctx context.Context, fleet string, jobs int) error
+}
+
+// Handler is the dispatch function's logic.
+type Handler struct {
+	Config *fleetconfig.Config
+	Store  Store
+	// Waker, when set, is called once per fleet per batch that created
+	// work, after the batch's jobs are stored.
+	Waker  Waker
+	Logger *slog.Logger
+}
+
+// Handle processes one SQS batch.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	log := h.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var resp events.SQSEventResponse
+	created := map[string]int{}
+	var order []string
+	for _, rec := range ev.Records {
+		fleet, err := h.record(ctx, log, rec)
+		if err != nil {
+			log.ErrorContext(ctx, "dispatch record failed; SQS will redeliver it", "message_id", rec.MessageId, "error", err.Error())
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			continue
+		}
+		if fleet != "" {
+			if created[fleet] == 0 {
+				order = append(order, fleet)
+			}
+			created[fleet]++
+		}
+	}
+	if h.Waker != nil {
+		for _, fleet := range order {
+			// Waking is best effort here: the jobs are stored, and the
+			// scaler's next tick raises capacity if this call failed.
+			if err := h.Waker.Wake(ctx, fleet, created[fleet]); err != nil {
+				log.WarnContext(ctx, "wake fleet", "fleet", fleet, "error", err.Error())
+			}
+		}
+	}
+	return resp, nil
+}
+
+// record creates the job of one message. It answers the fleet that got new
+// work ("" for none) or an error worth a redelivery.
+func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (string, error) {
+	sub, err := submission.Parse([]byte(rec.Body), h.Config)
+	var invalid *submission.Error
+	if errors.As(err, &invalid) {
+		log.WarnContext(ctx, "submission rejected", "message_id", rec.MessageId, "reason", invalid.Msg)
+		return "", h.Store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
+	}
+	if err != nil {
+		return "", err
+	}
+	if sub.JobID == "" {
+		// Sent straight to the queue without an id: the message id is stable
+		// across redeliveries of the same message.
+		sub.JobID = rec.MessageId
+	}
+	j, created, err := h.Store.CreateJob(ctx, sub.NewJob())
+	if err != nil {
+		return "", err
+	}
+	if !created {
+		log.InfoContext(ctx, "duplicate submission ignored", "job_id", j.ID, "message_id", rec.MessageId, "status", j.Status)
+		return "", nil
+	}
+	log.InfoContext(ctx, "job created", "job_id", j.ID, "fleet", j.FleetSlug, "workflow_id", j.WorkflowID, "tenant_id", j.TenantID)
+	return j.FleetSlug, nil
+}

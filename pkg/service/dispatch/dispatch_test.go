@@ -1,0 +1,125 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/dispatch"
+
+	samples "github.com/fleetq/fleetq/events"
+)
+
+func newStore(t *testing.T) *store.Store {
+	client, table := testenv.DynamoDB(t)
+	return store.New(client, store.Options{Table: table, Config: fleetconfig.Default(), Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+}
+
+func msg(id, body string) events.SQSMessage { return events.SQSMessage{MessageId: id, Body: body} }
+
+type recordingWaker struct{ fleets []string }
+
+func (w *recordingWaker) Wake(_ context.Context, fleet string, _ int) error {
+	w.fleets = append(w.fleets, fleet)
+	return nil
+}
+
+func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
+	st := newStore(t)
+	data, err := samples.FS.ReadFile("sqs-submission-batch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.SQSEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	waker := &recordingWaker{}
+	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: st, Waker: waker, Logger: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	resp, err := h.Handle(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	j, err := st.GetJob(ctx, "render-0001")
+	if err != nil || j.Status != job.Queued || j.FleetSlug != "demo" {
+		t.Fatalf("good record: %+v, %v", j, err)
+	}
+	rej, err := st.ListRejections(ctx, 10)
+	if err != nil || len(rej) != 1 || rej[0].MessageID != ev.Records[1].MessageId {
+		t.Fatalf("rejections = %+v, %v", rej, err)
+	}
+	if len(waker.fleets) != 1 || waker.fleets[0] != "demo" {
+		t.Fatalf("woken fleets = %v", waker.fleets)
+	}
+	// Redelivery of the whole batch creates nothing twice and wakes nobody.
+	waker.fleets = nil
+	resp, err = h.Handle(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(waker.fleets) != 0 {
+		t.Fatalf("redelivery = %+v, %v, woken %v", resp, err, waker.fleets)
+	}
+	if again, _ := st.GetJob(ctx, "render-0001"); again.CreatedAt != j.CreatedAt {
+		t.Fatal("the job was recreated")
+	}
+}
+
+func TestMissingJobIDUsesMessageID(t *testing.T) {
+	st := newStore(t)
+	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: st, Logger: slog.New(slog.DiscardHandler)}
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m-77", `{"tenant_id":"t","workflow_id":"demo-exec"}`)}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatal(resp, err)
+	}
+	if j, err := st.GetJob(context.Background(), "m-77"); err != nil || j.WorkflowID != "demo-exec" {
+		t.Fatalf("job m-77: %+v, %v", j, err)
+	}
+}
+
+// flakyStore fails the creation of chosen jobs, as a throttled or unreachable
+// table would.
+type flakyStore struct {
+	*store.Store
+	failFor map[string]bool
+}
+
+func (f *flakyStore) CreateJob(ctx context.Context, n store.NewJob) (job.Job, bool, error) {
+	if f.failFor[n.ID] {
+		return job.Job{}, false, errors.New("ProvisionedThroughputExceededException")
+	}
+	return f.Store.CreateJob(ctx, n)
+}
+
+func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
+	st := newStore(t)
+	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: &flakyStore{Store: st, failFor: map[string]bool{"b": true}}, Logger: slog.New(slog.DiscardHandler)}
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		msg("m1", `{"job_id":"a","tenant_id":"t","workflow_id":"demo-sleep"}`),
+		msg("m2", `{"job_id":"b","tenant_id":"t","workflow_id":"demo-sleep"}`),
+		msg("m3", `{"job_id":"c","tenant_id":"t","workflow_id":"demo-sleep"}`),
+		msg("m4", `{"job_id":"d","tenant_id":"t","workflow_id":"demo-sleep","priority":"urgent"}`),
+	}}
+	resp, err := h.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m2" {
+		t.Fatalf("failures = %+v, want only m2", resp.BatchItemFailures)
+	}
+	for _, id := range []string{"a", "c"} {
+		if _, err := st.GetJob(context.Background(), id); err != nil {
+			t.Fatalf("job %s: %v", id, err)
+		}
+	}
+	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("malformed record made a job: %v", err)
+	}
+}

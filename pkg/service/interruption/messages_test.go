@@ -1,0 +1,102 @@
+package interruption_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	samples "github.com/fleetq/fleetq/events"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
+)
+
+// Every parser against the sample of its detail type in events/.
+func TestParseSamples(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want interruption.Message
+		kind interruption.Kind
+	}{
+		{"ec2-spot-interruption-warning.json",
+			interruption.SpotInterruptionWarning{Instance: instance, Action: "terminate"}, interruption.KindSpotWarning},
+		{"ec2-rebalance-recommendation.json",
+			interruption.RebalanceRecommendation{Instance: instance}, interruption.KindRebalance},
+		{"ec2-instance-state-change-terminated.json",
+			interruption.InstanceStateChange{Instance: instance, State: "terminated"}, interruption.KindInstanceEnding},
+		{"asg-instance-terminate-lifecycle-action.json",
+			interruption.TerminateLifecycleAction{Instance: instance, Group: "fleetq-dev-demo", Hook: "fleetq-drain", Token: hookToken,
+				Transition: "autoscaling:EC2_INSTANCE_TERMINATING"}, interruption.KindTerminateAction},
+	} {
+		m, err := interruption.Parse(sample(t, c.file))
+		if err != nil {
+			t.Errorf("%s: %v", c.file, err)
+			continue
+		}
+		if m != c.want || m.Kind() != c.kind || m.InstanceID() != instance {
+			t.Errorf("%s: %#v (kind %s, instance %s), want %#v (kind %s)", c.file, m, m.Kind(), m.InstanceID(), c.want, c.kind)
+		}
+	}
+}
+
+// Every EC2 and Auto Scaling sample in events/ is one the handler parses,
+// and every detail type it handles has a sample.
+func TestEverySampleParsesAndEveryDetailTypeHasOne(t *testing.T) {
+	names, err := fs.Glob(samples.FS, "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		b, _ := samples.FS.ReadFile(name)
+		var ev events.CloudWatchEvent
+		if json.Unmarshal(b, &ev) != nil || (ev.Source != interruption.SourceEC2 && ev.Source != interruption.SourceAutoScaling) {
+			continue
+		}
+		if _, err := interruption.Parse(ev); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		seen[ev.DetailType] = true
+	}
+	for _, dt := range []string{interruption.SpotWarning, interruption.Rebalance, interruption.StateChange, interruption.TerminateHook} {
+		if !seen[dt] {
+			t.Errorf("no sample of %q in events/", dt)
+		}
+	}
+}
+
+func TestStateChangeKinds(t *testing.T) {
+	for state, want := range map[string]interruption.Kind{
+		"shutting-down": interruption.KindInstanceEnding, "terminated": interruption.KindInstanceEnding,
+		"pending": interruption.KindInstanceState, "running": interruption.KindInstanceState,
+		"stopping": interruption.KindInstanceState, "stopped": interruption.KindInstanceState,
+	} {
+		ev := sample(t, "ec2-instance-state-change-terminated.json")
+		ev.Detail = json.RawMessage(`{"instance-id":"i-1","state":"` + state + `"}`)
+		m, err := interruption.Parse(ev)
+		if err != nil || m.Kind() != want || m.InstanceID() != "i-1" {
+			t.Errorf("%s: %v, %v: want kind %s", state, m, err, want)
+		}
+	}
+}
+
+// Fields the services add later, and ones the handler does not use, are
+// ignored.
+func TestParseIgnoresExtraFields(t *testing.T) {
+	ev := sample(t, "asg-instance-terminate-lifecycle-action.json")
+	ev.Detail = json.RawMessage(strings.Replace(string(ev.Detail), `"Origin"`, `"NotificationMetadata":"x","Future":{"a":[1]},"Origin"`, 1))
+	m, err := interruption.Parse(ev)
+	if err != nil || m.(interruption.TerminateLifecycleAction).Token != hookToken {
+		t.Fatalf("%#v, %v", m, err)
+	}
+	ev = sample(t, "ec2-spot-interruption-warning.json")
+	ev.Detail = json.RawMessage(`{"instance-id":"i-1"}`) // instance-action is not needed
+	if m, err := interruption.Parse(ev); err != nil || m.InstanceID() != "i-1" {
+		t.Fatalf("%#v, %v", m, err)
+	}
+	if _, err := interruption.Parse(events.CloudWatchEvent{Source: "aws.events", DetailType: "Scheduled Event"}); !errors.Is(err, interruption.ErrUnsupported) {
+		t.Fatalf("scheduled event: %v", err)
+	}
+}

@@ -1,0 +1,68 @@
+package scaler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fleetq/fleetq/pkg/aws/asg"
+)
+
+// Groups is the fleets' Auto Scaling Groups as the scaler's capacity.
+type Groups struct {
+	Adapter *asg.Adapter
+	// Names maps each fleet's slug to its group's name.
+	Names map[string]string
+}
+
+// ParseGroupNames reads the fleet → group map the CDK app passes in
+// FLEETQ_FLEET_GROUPS (a JSON object of slug to group name).
+func ParseGroupNames(s string) (map[string]string, error) {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("fleet groups: want a JSON object of fleet slug to Auto Scaling Group name: %w", err)
+	}
+	return m, nil
+}
+
+func (g Groups) name(fleet string) (string, error) {
+	n, ok := g.Names[fleet]
+	if !ok || n == "" {
+		return "", fmt.Errorf("fleet %s has no Auto Scaling Group", fleet)
+	}
+	return n, nil
+}
+
+// Describe reads the group. Booting instances are the Pending states; those
+// leaving (Terminating, Detaching, Standby, ...) are left out.
+func (g Groups) Describe(ctx context.Context, fleet string) (Group, error) {
+	name, err := g.name(fleet)
+	if err != nil {
+		return Group{}, err
+	}
+	ag, err := g.Adapter.Describe(ctx, name)
+	if err != nil {
+		return Group{}, err
+	}
+	out := Group{Desired: ag.Desired}
+	for _, in := range ag.Instances {
+		if in.InService() || in.Booting() {
+			out.Instances = append(out.Instances, in)
+		}
+	}
+	return out, nil
+}
+
+// SetDesired sets the group's desired capacity (cooldowns not honoured).
+func (g Groups) SetDesired(ctx context.Context, fleet string, n int) error {
+	name, err := g.name(fleet)
+	if err != nil {
+		return err
+	}
+	return g.Adapter.SetDesired(ctx, name, n)
+}
+
+// Terminate ends an instance, decrementing the desired capacity.
+func (g Groups) Terminate(ctx context.Context, _ string, instanceID string) error {
+	return g.Adapter.Terminate(ctx, instanceID)
+}

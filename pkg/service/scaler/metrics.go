@@ -1,0 +1,87 @@
+package scaler
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+// Metric windows.
+const (
+	processingWindow = 10 * time.Minute
+	errorWindow      = 5 * time.Minute
+)
+
+// FleetMetrics are the numbers published per fleet per tick (namespace
+// fleetq, dimensions Stage and FleetSlug).
+type FleetMetrics struct {
+	QueueDepth             int     // ready + leased
+	Queued                 int     // ready + delayed
+	Leased                 int     //
+	BacklogPerInstance     float64 // (ready + leased) / in service (0 in service: the backlog)
+	ActiveWorkers          int     // active, responsive workers
+	AvailableCapacity      int     // free slots of active workers
+	DesiredCapacity        int     //
+	InService              int     //
+	OldestQueuedAgeSeconds float64 //
+	JobProcessingP50       float64 // seconds, succeeded jobs of the last 10 minutes
+	ErrorRate              float64 // percent of jobs ending dead in the last 5 minutes
+	LeaseExpiredCount      int     // leases swept this tick
+	SpotInterruptionCount  int     // interruptions since the previous tick
+}
+
+func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) (FleetMetrics, error) {
+	snap := r.Snapshot
+	m := FleetMetrics{
+		QueueDepth:        snap.Ready + snap.Leased,
+		Queued:            snap.Ready + snap.Delayed,
+		Leased:            snap.Leased,
+		DesiredCapacity:   r.Desired,
+		InService:         r.Group.InService(),
+		LeaseExpiredCount: r.Swept.Requeued + r.Swept.Dead,
+	}
+	m.BacklogPerInstance = float64(m.QueueDepth) / float64(max(1, m.InService))
+	unresponsive := 3 * f.HeartbeatInterval()
+	for _, w := range workers {
+		if w.Status == worker.Active && now.Sub(w.LastSeenAt) <= unresponsive {
+			m.ActiveWorkers++
+			m.AvailableCapacity += max(0, w.MaxConcurrency-w.Leases)
+		}
+	}
+	if !snap.OldestReady.IsZero() {
+		m.OldestQueuedAgeSeconds = now.Sub(snap.OldestReady).Seconds()
+	}
+	done, err := s.Store.RecentOutcomes(ctx, f.Slug, now.Add(-processingWindow))
+	if err != nil {
+		return m, err
+	}
+	if len(done.Runs) > 0 {
+		m.JobProcessingP50 = done.Runs[(len(done.Runs)-1)/2].Seconds()
+	}
+	recent, err := s.Store.RecentOutcomes(ctx, f.Slug, now.Add(-errorWindow))
+	if err != nil {
+		return m, err
+	}
+	if n := recent.Succeeded + recent.Dead; n > 0 {
+		m.ErrorRate = 100 * float64(recent.Dead) / float64(n)
+	}
+	if s.Interruptions != nil {
+		if m.SpotInterruptionCount, err = s.Interruptions(ctx, f.Slug, now.Add(-time.Minute)); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {
+	if s.Metrics == nil {
+		return nil
+	}
+	m, err := s.fleetMetrics(ctx, f, r, workers, now)
+	if err != nil {
+		return err
+	}
+	return writeEMF(s.Metrics, s.Stage, f.Slug, m, now)
+}

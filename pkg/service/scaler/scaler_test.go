@@ -1,0 +1,263 @@
+package scaler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/localfleet"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+var t0 = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+
+const cfgYAML = `
+stage: test
+fleets:
+  - slug: gpu
+    workflows: [render]
+    instance_types: [g5.xlarge]
+    slots_per_instance: 2
+    max_instances: 5
+    idle_window: 15m
+    scale_in_grace: 2m
+    boot_timeout: 10m
+    lease_seconds: 600
+    heartbeat_seconds: 30
+`
+
+type harness struct {
+	t       *testing.T
+	ctx     context.Context
+	clock   *clock.Fake
+	st      *store.Store
+	fleet   *localfleet.Fleet
+	sc      *scaler.Scaler
+	waker   *scaler.Waker
+	metrics *bytes.Buffer
+
+	mu      sync.Mutex
+	workers map[string]store.WorkerAuth // by instance id
+	// register is false for instances that boot but never register.
+	register bool
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, table := testenv.DynamoDB(t)
+	clk := clock.NewFake(t0)
+	log := slog.New(slog.DiscardHandler)
+	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]store.WorkerAuth{}, register: true, metrics: &bytes.Buffer{}}
+	h.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: log})
+	h.fleet = localfleet.New(h.ctx, localfleet.Options{Clock: clk, BootDelay: 3 * time.Minute, Launch: h.launch})
+	h.sc = &scaler.Scaler{Store: h.st, Capacity: h.fleet, Clock: clk, Logger: log, Stage: "test", Metrics: h.metrics}
+	h.waker = &scaler.Waker{Store: h.st, Capacity: h.fleet, Logger: log}
+	return h
+}
+
+// machine is a booted instance in these tests; its worker's jobs are
+// driven by the test through the store.
+type machine struct{}
+
+func (machine) Stop()        {}
+func (machine) Running() int { return 0 }
+
+// launch plays the agent of a booted instance: it registers a worker.
+func (h *harness) launch(ctx context.Context, fleet, instanceID string) localfleet.Machine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.register {
+		return machine{}
+	}
+	a := store.WorkerAuth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
+	if _, err := h.st.RegisterWorker(ctx, store.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
+		InstanceID: instanceID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+		h.t.Errorf("register %s: %v", instanceID, err)
+	}
+	h.workers[instanceID] = a
+	return machine{}
+}
+
+func (h *harness) submit(n int, prefix string) {
+	h.t.Helper()
+	for i := range n {
+		id := prefix + string(rune('a'+i))
+		if _, _, err := h.st.CreateJob(h.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func (h *harness) advance(d time.Duration) {
+	h.clock.Advance(d)
+	h.fleet.Step(h.ctx, d)
+}
+
+func (h *harness) tick() scaler.FleetReport {
+	h.t.Helper()
+	reports, err := h.sc.Tick(h.ctx)
+	if err != nil || len(reports) != 1 {
+		h.t.Fatalf("tick: %v (%d reports)", err, len(reports))
+	}
+	return reports[0]
+}
+
+// leaseAll has every registered worker lease what it can; it answers the
+// leases taken, by job id.
+func (h *harness) leaseAll() map[string]leaseRef {
+	h.t.Helper()
+	out := map[string]leaseRef{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range h.workers {
+		for range 2 {
+			j, err := h.st.LeaseNext(h.ctx, a, []string{"render"})
+			if err != nil {
+				break
+			}
+			out[j.ID] = leaseRef{a, j.LeaseToken}
+		}
+	}
+	return out
+}
+
+type leaseRef struct {
+	a     store.WorkerAuth
+	token string
+}
+
+func (h *harness) heartbeat(leases map[string]leaseRef) {
+	h.t.Helper()
+	for id, l := range leases {
+		if _, err := h.st.Heartbeat(h.ctx, l.a, id, l.token, nil); err != nil {
+			h.t.Fatalf("heartbeat %s: %v", id, err)
+		}
+	}
+}
+
+func TestBurstFromZeroScalesUpAndBackToZero(t *testing.T) {
+	h := newHarness(t)
+	h.submit(6, "j")
+	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := h.fleet.Describe(h.ctx, "gpu")
+	if g.Desired != 3 || len(g.Instances) != 3 {
+		t.Fatalf("woken group %+v, want 3 booting", g)
+	}
+	// The tick counts the booting instances: no second launch for the same work.
+	r := h.tick()
+	if r.Desired != 3 || h.fleet.Stats().Launched != 3 || !strings.HasPrefix(r.Decision.Reason, "hold 3") {
+		t.Fatalf("tick while booting: desired %d, launched %d, reason %q", r.Desired, h.fleet.Stats().Launched, r.Decision.Reason)
+	}
+	h.advance(3 * time.Minute)
+	leases := h.leaseAll()
+	if len(leases) != 6 {
+		t.Fatalf("leased %d of 6", len(leases))
+	}
+	for range 20 { // jobs run 20 minutes, past the idle window
+		h.advance(time.Minute)
+		h.heartbeat(leases)
+		if r := h.tick(); r.Desired != 3 || len(r.Terminated) != 0 {
+			t.Fatalf("busy fleet: desired %d terminated %v (%s)", r.Desired, r.Terminated, r.Decision.Reason)
+		}
+	}
+	for id, l := range leases {
+		if err := h.st.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.advance(time.Minute)
+	if r := h.tick(); r.Desired != 3 || !strings.Contains(r.Decision.Reason, "idle window") {
+		t.Fatalf("within the idle window: desired %d (%s)", r.Desired, r.Decision.Reason)
+	}
+	h.advance(15 * time.Minute)
+	r = h.tick()
+	if r.Desired != 0 || len(r.Terminated) != 3 {
+		t.Fatalf("after the idle window: desired %d, terminated %v (%s)", r.Desired, r.Terminated, r.Decision.Reason)
+	}
+	g, _ = h.fleet.Describe(h.ctx, "gpu")
+	ws, _ := h.st.ListWorkers(h.ctx, "gpu")
+	if g.Desired != 0 || len(g.Instances) != 0 || len(ws) != 0 {
+		t.Fatalf("after scale-in: group %+v, %d workers left", g, len(ws))
+	}
+	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "shrink 3→0") || len(st.History) < 2 {
+		t.Fatalf("recorded state %+v, %v", st, err)
+	}
+	// From zero again, a new job wakes the fleet at once.
+	h.submit(1, "k")
+	if err := h.waker.Wake(h.ctx, "gpu", 1); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := h.fleet.Describe(h.ctx, "gpu"); g.Desired != 1 {
+		t.Fatalf("second wake: desired %d", g.Desired)
+	}
+}
+
+func TestTickGrowsWithBacklogAndNeverPastMax(t *testing.T) {
+	h := newHarness(t)
+	h.submit(3, "a")
+	r := h.tick()
+	if r.Desired != 2 || !strings.HasPrefix(r.Decision.Reason, "grow 0→2") {
+		t.Fatalf("first tick: desired %d (%s)", r.Desired, r.Decision.Reason)
+	}
+	h.submit(20, "b")
+	if r := h.tick(); r.Desired != 5 {
+		t.Fatalf("capped: desired %d (%s)", r.Desired, r.Decision.Reason)
+	}
+}
+
+func TestInstanceThatNeverRegistersIsReplaced(t *testing.T) {
+	h := newHarness(t)
+	h.register = false
+	h.submit(1, "a")
+	h.tick()               // launches
+	h.advance(time.Minute) // the next tick first sees the instance
+	h.tick()
+	h.advance(10 * time.Minute)
+	h.register = true
+	r := h.tick()
+	if len(r.Terminated) != 1 || r.Desired != 1 || !strings.Contains(r.Decision.Reason, "never registered") {
+		t.Fatalf("unhealthy: terminated %v desired %d (%s)", r.Terminated, r.Desired, r.Decision.Reason)
+	}
+	if s := h.fleet.Stats(); s.Launched != 2 || s.Terminated != 1 {
+		t.Fatalf("fleet stats %+v", s)
+	}
+}
+
+func TestTickRecordsMetrics(t *testing.T) {
+	h := newHarness(t)
+	h.submit(3, "a")
+	h.tick()
+	lines := strings.Split(strings.TrimSpace(h.metrics.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one EMF line per fleet per tick, got %q", lines)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &doc); err != nil {
+		t.Fatalf("metrics line %q: %v", lines[0], err)
+	}
+	if doc["FleetSlug"] != "gpu" || doc["Stage"] != "test" || doc["QueueDepth"] != float64(3) || doc["DesiredCapacity"] != float64(2) ||
+		doc["Queued"] != float64(3) || doc["OldestQueuedAgeSeconds"] != float64(0) {
+		t.Fatalf("metrics %v", doc)
+	}
+	aws := doc["_aws"].(map[string]any)
+	defs := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
+	if defs["Namespace"] != "fleetq" || len(defs["Metrics"].([]any)) != 13 {
+		t.Fatalf("EMF directive %v", defs)
+	}
+}

@@ -1,0 +1,246 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/fleetq/fleetq/pkg/aws/asg"
+	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
+	"github.com/fleetq/fleetq/pkg/service/jobevents"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+// Lambda is a function's environment in AWS: the variables the stack sets,
+// the AWS configuration, clients that honour the FLEETQ_*_ENDPOINT
+// overrides, and the Env every function is built from. Each function's main
+// is LoadLambda and one of the handler methods.
+type Lambda struct {
+	*Env
+	Table string
+	AWS   aws.Config
+
+	getenv func(string) string
+}
+
+// Getenv reads one variable (os.Getenv in Lambda; a map in tests).
+type Getenv func(string) string
+
+// LoadLambda reads the stage, fleet config, table name, log level and event
+// bus, and the default AWS configuration. A missing or malformed variable is
+// an error that names it: a function that cannot know its table must not
+// start.
+func LoadLambda(ctx context.Context, getenv Getenv, logOut io.Writer) (*Lambda, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	table := getenv(awsenv.EnvTable)
+	if table == "" {
+		table = fleetconfig.TableName(cfg.Stage)
+	}
+	level := getenv(awsenv.EnvLogLevel)
+	if level == "" {
+		level = "info"
+	}
+	log, err := NewLogger(logOut, level)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", awsenv.EnvLogLevel, err)
+	}
+	awsCfg, err := awsenv.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lambda{Table: table, AWS: awsCfg, getenv: getenv}
+	log = log.With("stage", cfg.Stage)
+	var events store.Publisher
+	if bus := getenv(awsenv.EnvEventBus); bus != "" {
+		events = jobevents.EventBridge{Client: l.EventBridge(), Bus: bus}
+	}
+	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events)
+	return l, nil
+}
+
+// LoadConfig returns the fleet config named by FLEETQ_CONFIG_FILE, else the
+// built-in config of FLEETQ_STAGE. A config whose stage differs from
+// FLEETQ_STAGE is refused: the table, queues and ASG names derive from it.
+func LoadConfig(getenv Getenv) (*fleetconfig.Config, error) {
+	stage := getenv(awsenv.EnvStage)
+	if file := getenv(awsenv.EnvConfigFile); file != "" {
+		cfg, err := fleetconfig.Load(file)
+		if err != nil {
+			return nil, err
+		}
+		if stage != "" && cfg.Stage != stage {
+			return nil, fmt.Errorf("%s: %s says stage %q but %s is %q", awsenv.EnvConfigFile, file, cfg.Stage, awsenv.EnvStage, stage)
+		}
+		return cfg, nil
+	}
+	if stage == "" {
+		return nil, fmt.Errorf("%s is not set (and no %s given)", awsenv.EnvStage, awsenv.EnvConfigFile)
+	}
+	return fleetconfig.ForStage(stage)
+}
+
+// Require returns a variable's value or an error naming it.
+func (e *Lambda) Require(name string) (string, error) {
+	v := e.getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("%s is not set", name)
+	}
+	return v, nil
+}
+
+// Lookup returns a variable's value, empty when unset.
+func (e *Lambda) Lookup(name string) string { return e.getenv(name) }
+
+func (e *Lambda) endpoint(name string) *string {
+	if v := e.getenv(name); v != "" {
+		return aws.String(v)
+	}
+	return nil
+}
+
+// DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the endpoint).
+func (e *Lambda) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint) })
+}
+
+// SQS returns an SQS client (FLEETQ_SQS_ENDPOINT overrides the endpoint).
+func (e *Lambda) SQS() *sqs.Client {
+	return sqs.NewFromConfig(e.AWS, func(o *sqs.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSQSEndpoint) })
+}
+
+// SSM returns an SSM client (FLEETQ_SSM_ENDPOINT overrides the endpoint).
+func (e *Lambda) SSM() *ssm.Client {
+	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint) })
+}
+
+// EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
+func (e *Lambda) EventBridge() *eventbridge.Client {
+	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint) })
+}
+
+// S3 returns an S3 client (FLEETQ_S3_ENDPOINT overrides the endpoint, with
+// path-style addressing as local S3 servers need).
+func (e *Lambda) S3() *s3.Client {
+	return s3.NewFromConfig(e.AWS, func(o *s3.Options) {
+		if ep := e.endpoint(awsenv.EnvS3Endpoint); ep != nil {
+			o.BaseEndpoint, o.UsePathStyle = ep, true
+		}
+	})
+}
+
+// AutoScaling returns an Auto Scaling client (FLEETQ_AUTOSCALING_ENDPOINT
+// overrides the endpoint) with the SDK's own retries off: pkg/aws/asg retries
+// throttling itself, and the two would multiply.
+func (e *Lambda) AutoScaling() *autoscaling.Client {
+	return autoscaling.NewFromConfig(e.AWS, func(o *autoscaling.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvAutoScalingEndpoint)
+		asg.WithoutSDKRetries(o)
+	})
+}
+
+// FleetGroups returns the fleets' Auto Scaling Groups as scaling capacity,
+// from FLEETQ_FLEET_GROUPS.
+func (e *Lambda) FleetGroups() (scaler.Groups, error) {
+	raw, err := e.Require(awsenv.EnvFleetGroups)
+	if err != nil {
+		return scaler.Groups{}, err
+	}
+	names, err := scaler.ParseGroupNames(raw)
+	if err != nil {
+		return scaler.Groups{}, fmt.Errorf("%s: %w", awsenv.EnvFleetGroups, err)
+	}
+	for _, f := range e.Config.Fleets {
+		if names[f.Slug] == "" {
+			return scaler.Groups{}, fmt.Errorf("%s: fleet %s has no group", awsenv.EnvFleetGroups, f.Slug)
+		}
+	}
+	return scaler.Groups{Adapter: asg.New(e.AutoScaling(), asg.Options{}), Names: names}, nil
+}
+
+// APIHandler returns the API function's handler: the HTTP API behind API
+// Gateway (payload format 2.0), with submissions to FLEETQ_SUBMIT_QUEUE_URL,
+// the fleet secret from the SSM parameter FLEETQ_FLEET_SECRET_PARAM, IAM
+// operators, and presigned URLs on FLEETQ_BUCKET when set.
+func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	queueURL, err := e.Require(awsenv.EnvSubmitQueueURL)
+	if err != nil {
+		return nil, err
+	}
+	param, err := e.Require(awsenv.EnvFleetSecretParam)
+	if err != nil {
+		return nil, err
+	}
+	var files api.Assets
+	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
+		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
+	}
+	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, &auth.SSMSecret{Client: e.SSM(), Name: param},
+		auth.IAMOperator{}, files)
+	return httpadapter.NewV2(h).ProxyWithContext, nil
+}
+
+// DispatchHandler returns the dispatch function's handler, waking the
+// fleets' groups of FLEETQ_FLEET_GROUPS.
+func (e *Lambda) DispatchHandler() (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+	groups, err := e.FleetGroups()
+	if err != nil {
+		return nil, err
+	}
+	return NewDispatch(e.Env, groups).Handle, nil
+}
+
+// ScalerHandler returns the scaler function's handler: one tick per
+// scheduled event over the groups of FLEETQ_FLEET_GROUPS, with the metric
+// lines written to metrics (stdout, which CloudWatch Logs turns into
+// metrics).
+func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.CloudWatchEvent) (TickSummary, error), error) {
+	groups, err := e.FleetGroups()
+	if err != nil {
+		return nil, err
+	}
+	return ScheduleHandler(NewScaler(e.Env, groups, metrics)), nil
+}
+
+// InterruptionHandler returns the interruption function's handler, which
+// completes lifecycle actions through the Auto Scaling API.
+func (e *Lambda) InterruptionHandler() func(context.Context, events.CloudWatchEvent) (interruption.Summary, error) {
+	return NewInterruption(e.Env, asg.New(e.AutoScaling(), asg.Options{})).Handle
+}
+
+// NewLogger returns a JSON logger at level (debug, info, warn or error).
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	if w == nil {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

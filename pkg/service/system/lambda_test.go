@@ -1,0 +1,101 @@
+package system
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+)
+
+func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+func TestLoadBuiltInStage(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Config.Stage != "dev" || e.Table != "fleetq-dev" {
+		t.Fatalf("stage %q table %q, want dev and the derived table name", e.Config.Stage, e.Table)
+	}
+	if _, err := e.Require(awsenv.EnvSubmitQueueURL); err == nil || !strings.Contains(err.Error(), awsenv.EnvSubmitQueueURL) {
+		t.Fatalf("Require of an unset variable: %v, want an error naming it", err)
+	}
+}
+
+func TestLoadRefusesBadEnvironment(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.yaml")
+	data, _ := os.ReadFile("../../../config/prod.yaml")
+	if err := os.WriteFile(other, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		vars map[string]string
+		want string
+	}{
+		"no stage":       {map[string]string{}, awsenv.EnvStage},
+		"unknown stage":  {map[string]string{awsenv.EnvStage: "nope"}, `stage "nope"`},
+		"stage mismatch": {map[string]string{awsenv.EnvStage: "dev", awsenv.EnvConfigFile: other}, "stage"},
+		"missing file":   {map[string]string{awsenv.EnvStage: "dev", awsenv.EnvConfigFile: filepath.Join(dir, "x.yaml")}, "x.yaml"},
+		"bad log level":  {map[string]string{awsenv.EnvStage: "dev", awsenv.EnvLogLevel: "loud"}, awsenv.EnvLogLevel},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadLambda(context.Background(), env(c.vars), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoggerWritesJSONAtLevel(t *testing.T) {
+	var b strings.Builder
+	log, err := NewLogger(&b, "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown", "k", "v")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(b.String())), &rec); err != nil {
+		t.Fatalf("one JSON line expected, got %q: %v", b.String(), err)
+	}
+	if rec["msg"] != "shown" || rec["k"] != "v" {
+		t.Fatalf("record %v", rec)
+	}
+}
+
+func TestFleetGroups(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	for name, c := range map[string]struct{ groups, want string }{
+		"unset":         {"", awsenv.EnvFleetGroups},
+		"not JSON":      {"demo=fleetq-dev-demo", "JSON object"},
+		"fleet missing": {`{"other":"g"}`, "fleet demo has no group"},
+		"ok":            {`{"demo":"fleetq-dev-demo"}`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := e.FleetGroups()
+			if c.want == "" {
+				if err != nil || g.Names["demo"] != "fleetq-dev-demo" || g.Adapter == nil {
+					t.Fatalf("groups %+v, %v", g, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}

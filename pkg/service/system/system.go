@@ -1,0 +1,134 @@
+package system
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/dispatch"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
+	"github.com/fleetq/fleetq/pkg/service/jobevents"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+// Env is what every function shares: the stage's fleet config, the job
+// store on its table, the clock, the logger, and the relay that publishes
+// job lifecycle events from the store's outbox.
+type Env struct {
+	Config *fleetconfig.Config
+	Store  *store.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Relay publishes job events (to EventBridge in AWS, to the in-process
+	// bus in the dev stack); nil when the stage publishes none and the
+	// events stay in the outbox.
+	Relay *jobevents.Relay
+}
+
+// New builds the Env on a DynamoDB client and table. events receives the
+// job lifecycle events; nil publishes none.
+func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher) *Env {
+	st := store.New(db, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
+	e := &Env{Config: cfg, Store: st, Clock: clk, Logger: log}
+	if events != nil {
+		e.Relay = &jobevents.Relay{Outbox: st, Publisher: events, Logger: log}
+	}
+	return e
+}
+
+// APIOption tunes the API beyond its required dependencies.
+type APIOption func(*api.Options)
+
+// RegisterLimit sets registrations per minute per source address (default:
+// the config's registration_limit).
+func RegisterLimit(n int) APIOption { return func(o *api.Options) { o.RegisterLimit = n } }
+
+// NoAnnounce leaves a job's events to the relay instead of publishing them
+// right after the transition (benchmarks count the lifecycle's requests
+// apart from the announcement's).
+func NoAnnounce() APIOption { return func(o *api.Options) { o.Events = nil } }
+
+// NewAPI returns the worker, producer and operator HTTP API. queue takes
+// submissions, secret is the fleet secret workers register with, operator
+// authenticates operators, files presigns job input and output URLs (nil: a
+// stage without a bucket).
+func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
+	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, FleetSecret: secret, Operator: operator,
+		Assets: files, Clock: e.Clock, Logger: e.Logger}
+	if e.Relay != nil {
+		o.Events = e.Relay
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return api.New(o)
+}
+
+// NewDispatch returns the handler turning submission batches into jobs.
+// capacity is the fleets' groups, raised at once when work arrives for a
+// fleet at zero; nil leaves the raise to the scaler's next tick (a stack
+// without groups).
+func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
+	h := &dispatch.Handler{Config: e.Config, Store: e.Store, Logger: e.Logger}
+	if capacity != nil {
+		h.Waker = &scaler.Waker{Store: e.Store, Capacity: capacity, Logger: e.Logger}
+	}
+	return h
+}
+
+// NewScaler returns the tick over every fleet. capacity is the fleets'
+// groups (nil: the scaler keeps the books and its decisions are advisory);
+// metrics receives one Embedded Metric Format line per fleet per tick.
+func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scaler {
+	sc := &scaler.Scaler{Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
+		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions}
+	if e.Relay != nil {
+		sc.Relay = e.Relay
+	}
+	return sc
+}
+
+// NewInterruption returns the handler of the EC2 and Auto Scaling events
+// that end or threaten instances. lifecycle completes terminate lifecycle
+// actions.
+func NewInterruption(e *Env, lifecycle interruption.Lifecycle) *interruption.Handler {
+	return interruption.New(e.Store, lifecycle, e.Clock, e.Logger)
+}
+
+// FleetTick is one fleet's line of a tick summary.
+type FleetTick struct {
+	Fleet      string   `json:"fleet_slug"`
+	Desired    int      `json:"desired"`
+	Reason     string   `json:"reason"`
+	Terminated []string `json:"terminated,omitempty"`
+	Requeued   int      `json:"swept_requeued"`
+	Dead       int      `json:"swept_dead"`
+}
+
+// TickSummary is what the scheduled tick answers.
+type TickSummary struct {
+	Fleets []FleetTick `json:"fleets"`
+}
+
+// ScheduleHandler runs one tick of sc per scheduled event and answers what
+// it did for each fleet: the scaler Lambda's handler and the dev stack's
+// answer to a posted schedule event.
+func ScheduleHandler(sc *scaler.Scaler) func(context.Context, events.CloudWatchEvent) (TickSummary, error) {
+	return func(ctx context.Context, _ events.CloudWatchEvent) (TickSummary, error) {
+		reports, err := sc.Tick(ctx)
+		out := TickSummary{Fleets: make([]FleetTick, 0, len(reports))}
+		for _, r := range reports {
+			out.Fleets = append(out.Fleets, FleetTick{Fleet: r.Fleet, Desired: r.Desired, Reason: r.Decision.Reason,
+				Terminated: r.Terminated, Requeued: r.Swept.Requeued, Dead: r.Swept.Dead})
+		}
+		return out, err
+	}
+}

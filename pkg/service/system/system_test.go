@@ -1,0 +1,315 @@
+package system_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	awsevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	samples "github.com/fleetq/fleetq/events"
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
+	"github.com/fleetq/fleetq/pkg/service/system"
+)
+
+// wiring is one way of building the four functions: the Lambda mains' or
+// the dev stack's. The same scenario runs through both.
+type wiring struct {
+	register  func(t *testing.T, body string) int
+	cancel    func(t *testing.T, jobID string) int
+	published func() []string
+	dispatch  func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error)
+	interrupt func(context.Context, awsevents.CloudWatchEvent) (any, error)
+	tick      func(context.Context, awsevents.CloudWatchEvent) (any, error)
+	store     *store.Store
+	desired   func(t *testing.T) int
+	metrics   *bytes.Buffer
+}
+
+// The spot warning sample's instance.
+const spotInstance = "i-0abc1234def567890"
+
+func sample[T any](t *testing.T, name string) T {
+	t.Helper()
+	data, err := samples.FS.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v
+}
+
+// registerBody is the registration sample's body, for the instance the
+// Spot warning sample names.
+func registerBody(t *testing.T) string {
+	req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
+	var body map[string]any
+	if err := json.Unmarshal([]byte(req.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	body["worker_id"], body["instance_id"] = spotInstance, spotInstance
+	data, _ := json.Marshal(body)
+	return string(data)
+}
+
+// scenario replays the samples: a worker registers, a submission batch
+// arrives at a fleet at zero (dispatch wakes it and records why), the
+// worker's instance gets a Spot warning, and the scheduled tick runs.
+func scenario(t *testing.T, w wiring) {
+	ctx := context.Background()
+	if code := w.register(t, registerBody(t)); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("register answered %d", code)
+	}
+	resp, err := w.dispatch(ctx, sample[awsevents.SQSEvent](t, "sqs-submission-batch.json"))
+	if err != nil {
+		t.Fatalf("dispatch: %v", err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("dispatch failures %+v", resp.BatchItemFailures)
+	}
+	if _, err := w.store.GetJob(ctx, "render-0001"); err != nil {
+		t.Fatalf("the sample's job was not stored: %v", err)
+	}
+	if d := w.desired(t); d < 1 {
+		t.Fatalf("the fleet's group has desired %d after work arrived at zero", d)
+	}
+	st, err := w.store.GetFleetState(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "woken by") {
+		t.Fatalf("last decision after the wake: %+v", st.LastDecision)
+	}
+
+	// The warning arrives now: the tick counts the last minute's.
+	warning := sample[awsevents.CloudWatchEvent](t, "ec2-spot-interruption-warning.json")
+	warning.Time = time.Now().UTC()
+	sum, err := w.interrupt(ctx, warning)
+	if err != nil {
+		t.Fatalf("interruption: %v", err)
+	}
+	data, _ := json.Marshal(sum)
+	var s interruption.Summary
+	if err := json.Unmarshal(data, &s); err != nil || s.WorkerID != spotInstance {
+		t.Fatalf("interruption summary %s (%v), want the worker on %s", data, err, spotInstance)
+	}
+
+	out, err := w.tick(ctx, sample[awsevents.CloudWatchEvent](t, "schedule-tick.json"))
+	if err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	data, _ = json.Marshal(out)
+	var ticked system.TickSummary
+	if err := json.Unmarshal(data, &ticked); err != nil || len(ticked.Fleets) == 0 {
+		t.Fatalf("tick summary %s (%v)", data, err)
+	}
+	if got := metric(t, w.metrics, "demo", "SpotInterruptionCount"); got != 1 {
+		t.Fatalf("SpotInterruptionCount of demo = %v, want 1; metric lines:\n%s", got, w.metrics)
+	}
+
+	// An operator cancels the job: its event reaches the stage's bus.
+	if code := w.cancel(t, "render-0001"); code != http.StatusOK {
+		t.Fatalf("cancel answered %d", code)
+	}
+	found := false
+	for _, d := range w.published() {
+		found = found || strings.Contains(d, "render-0001")
+	}
+	if !found {
+		t.Fatalf("no event of render-0001 reached the bus: %q", w.published())
+	}
+}
+
+// metric finds a fleet's value of one metric in Embedded Metric Format lines.
+func metric(t *testing.T, lines *bytes.Buffer, fleet, name string) float64 {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(lines.Bytes()))
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("metric line %q: %v", sc.Text(), err)
+		}
+		if rec["FleetSlug"] != fleet {
+			continue
+		}
+		if v, ok := rec[name].(float64); ok {
+			return v
+		}
+	}
+	return -1
+}
+
+// TestLambdaWiring builds every function exactly as its main does, from a
+// Lambda environment pointing at embedded AWS endpoints, and replays the
+// samples through the handlers lambda.Start would call.
+func TestLambdaWiring(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	_, table := testenv.DynamoDB(t)
+	sqsSrv, err := localaws.SharedSQS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := localaws.SQSClient(sqsSrv.URL).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(table + "-submissions")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asg, err := localaws.StartAutoScaling("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asg.Close()
+	asg.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-demo", Max: 4})
+	jsonAPI, err := localaws.StartJSONAPI("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jsonAPI.Close()
+	jsonAPI.PutParameter("/fleetq/dev/fleet-secret", "sample-fleet-secret")
+
+	vars := map[string]string{
+		awsenv.EnvStage: "dev", awsenv.EnvTable: table, awsenv.EnvLogLevel: "warn",
+		awsenv.EnvDynamoDBEndpoint: testenv.DynamoDBEndpoint(t), awsenv.EnvSQSEndpoint: sqsSrv.URL,
+		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSSMEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
+		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretParam: "/fleetq/dev/fleet-secret",
+		awsenv.EnvEventBus: "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+	}
+	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiH, err := l.APIHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatchH, err := l.DispatchHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	scalerH, err := l.ScalerHandler(&metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interruptH := l.InterruptionHandler()
+
+	scenario(t, wiring{
+		register: func(t *testing.T, body string) int {
+			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
+			req.Body = body
+			resp, err := apiH(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode
+		},
+		cancel: func(t *testing.T, jobID string) int {
+			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-submit-job-iam.json")
+			req.RawPath, req.RequestContext.HTTP.Path = "/api/jobs/"+jobID+"/cancel", "/api/jobs/"+jobID+"/cancel"
+			req.RouteKey, req.RequestContext.RouteKey = "POST /api/jobs/{job_id}/cancel", "POST /api/jobs/{job_id}/cancel"
+			req.Body, req.IsBase64Encoded = "{}", false
+			resp, err := apiH(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode
+		},
+		published: func() []string {
+			var out []string
+			for _, e := range jsonAPI.Events() {
+				if e.EventBusName == "fleetq-dev" {
+					out = append(out, e.Detail)
+				}
+			}
+			return out
+		},
+		dispatch:  dispatchH,
+		interrupt: func(ctx context.Context, ev awsevents.CloudWatchEvent) (any, error) { return interruptH(ctx, ev) },
+		tick:      func(ctx context.Context, ev awsevents.CloudWatchEvent) (any, error) { return scalerH(ctx, ev) },
+		store:     l.Store,
+		desired:   func(*testing.T) int { return asg.Desired("fleetq-dev-demo") },
+		metrics:   &metrics,
+	})
+
+}
+
+// TestDevStackWiring replays the same samples through the dev stack, whose
+// functions come from the same constructors.
+func TestDevStackWiring(t *testing.T) {
+	ctx := context.Background()
+	var metrics bytes.Buffer
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Addr: "127.0.0.1:0", Config: fleetconfig.Default(), FleetSecret: "sample-fleet-secret",
+		Logger: slog.New(slog.DiscardHandler), RelayInterval: -1,
+		Fleet: devstack.FleetOptions{Tick: -1, Metrics: &metrics},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	scenario(t, wiring{
+		register: func(t *testing.T, body string) int {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/worker/register", strings.NewReader(body))
+			req.Header.Set("X-Fleet-Secret", stack.FleetSecret)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		},
+		cancel: func(t *testing.T, jobID string) int {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/jobs/"+jobID+"/cancel", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+stack.OperatorToken)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		},
+		published: func() []string {
+			var out []string
+			for _, e := range stack.Events.Recent(100) {
+				data, _ := json.Marshal(e)
+				out = append(out, string(data))
+			}
+			return out
+		},
+		dispatch:  stack.Dispatch.Handle,
+		interrupt: stack.DeliverEvent,
+		tick:      stack.DeliverEvent,
+		store:     stack.Store,
+		desired: func(t *testing.T) int {
+			g, err := stack.Fleet.Describe(ctx, "demo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Desired
+		},
+		metrics: &metrics,
+	})
+}

@@ -1,0 +1,504 @@
+package sim
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+)
+
+// Options configure the simulated fleet and world.
+type Options struct {
+	// Fleet, when set, supplies the fleet's settings (slots, min/max
+	// instances, and what fleetq's policy reads: idle window, scale-in
+	// grace, boot timeout, heartbeat). Slots, MinInstances and MaxInstances
+	// below override it when set.
+	Fleet        *fleetconfig.Fleet
+	Slots        int
+	MinInstances int
+	MaxInstances int
+	// BootMin and BootMax bound the uniform delay from launch to a
+	// registered worker (default 3 and 5 minutes, as in the seed timeline).
+	BootMin, BootMax time.Duration
+	// SpotRate is Spot interruptions per instance-hour (0: none).
+	SpotRate float64
+	// PricePerHour is the cost of one instance-hour.
+	PricePerHour float64
+	Seed         uint64
+	// Horizon ends the simulation (default: a day after the last arrival).
+	Horizon time.Duration
+	// Sample is the timeline's resolution for plots (default 1 minute).
+	Sample time.Duration
+}
+
+func (o *Options) defaults(w Workload) {
+	if f := o.Fleet; f != nil {
+		if o.Slots < 1 {
+			o.Slots = f.SlotsPerInstance
+		}
+		if o.MinInstances == 0 {
+			o.MinInstances = f.MinInstances
+		}
+		if o.MaxInstances < 1 {
+			o.MaxInstances = f.MaxInstances
+		}
+	}
+	if o.Slots < 1 {
+		o.Slots = max(w.Slots, 1)
+	}
+	if o.MaxInstances < 1 {
+		o.MaxInstances = max(w.MaxInstances, 1)
+	}
+	if o.BootMin <= 0 {
+		o.BootMin = 3 * time.Minute
+	}
+	if o.BootMax < o.BootMin {
+		o.BootMax = max(5*time.Minute, o.BootMin)
+	}
+	if o.Sample <= 0 {
+		o.Sample = time.Minute
+	}
+	if o.Horizon <= 0 {
+		last := time.Duration(0)
+		if n := len(w.Jobs); n > 0 {
+			last = w.Jobs[n-1].Arrival
+		}
+		o.Horizon = last + 24*time.Hour
+	}
+}
+
+// spotWarning is the notice EC2 gives before reclaiming a Spot instance.
+const spotWarning = 2 * time.Minute
+
+type jobState struct {
+	spec    JobSpec
+	id      int
+	start   time.Duration // first start, -1 before
+	done    bool
+	run     int // increments on every start, so stale completions are ignored
+	on      int // instance running it, -1 when not running
+	started time.Duration
+}
+
+type instance struct {
+	id         int
+	launched   time.Duration
+	readyAt    time.Duration
+	registered bool
+	warned     bool
+	gone       bool
+	ended      time.Duration
+	jobs       []*jobState
+	idleSince  time.Duration
+	busySince  time.Duration
+	busyTotal  time.Duration
+}
+
+func (in *instance) live() bool { return !in.gone && !in.warned }
+
+type eventKind int
+
+const (
+	evArrival eventKind = iota
+	evReady
+	evDone
+	evWarn
+	evReclaim
+	evTick
+	evSample
+)
+
+type event struct {
+	at   time.Duration
+	seq  int
+	kind eventKind
+	job  *jobState
+	inst int
+	run  int
+}
+
+type queue []*event
+
+func (q queue) Len() int { return len(q) }
+func (q queue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type engine struct {
+	opt    Options
+	pol    Policy
+	rng    *rand.Rand
+	now    time.Duration
+	events queue
+	seq    int
+
+	jobs      []*jobState
+	waiting   []*jobState // queued, oldest first (requeued work goes first)
+	insts     map[int]*instance
+	order     []int // instance ids in launch order
+	nextInst  int
+	desired   int
+	idleStart time.Duration // start of a cold episode, -1 when none
+
+	res      Result
+	waits    []time.Duration
+	ttfl     []time.Duration
+	timeline []Sample
+}
+
+// Run simulates the workload under one policy.
+func Run(w Workload, p Policy, o Options) Result {
+	o.defaults(w)
+	e := &engine{
+		opt: o, pol: p, rng: rand.New(rand.NewPCG(o.Seed, uint64(len(p.Name())))),
+		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances,
+	}
+	e.res = Result{Policy: p.Name(), Workload: w.Name}
+	for i, js := range w.Jobs {
+		j := &jobState{spec: js, id: i, start: -1, on: -1}
+		e.jobs = append(e.jobs, j)
+		e.push(&event{at: js.Arrival, kind: evArrival, job: j})
+	}
+	e.res.Jobs = len(e.jobs)
+	if iv := p.Interval(); iv > 0 {
+		e.push(&event{at: iv, kind: evTick})
+	}
+	e.push(&event{at: 0, kind: evSample})
+	e.reconcile()
+	for e.events.Len() > 0 {
+		ev := heap.Pop(&e.events).(*event)
+		if ev.at > o.Horizon {
+			break
+		}
+		e.now = ev.at
+		e.handle(ev)
+	}
+	e.now = o.Horizon
+	e.finish()
+	return e.res
+}
+
+func (e *engine) push(ev *event) {
+	e.seq++
+	ev.seq = e.seq
+	heap.Push(&e.events, ev)
+}
+
+func (e *engine) handle(ev *event) {
+	switch ev.kind {
+	case evArrival:
+		if e.liveCount() == 0 && e.idleStart < 0 {
+			e.idleStart = e.now
+		}
+		e.waiting = append(e.waiting, ev.job)
+		e.decide(Arrival)
+	case evReady:
+		in := e.insts[ev.inst]
+		if in == nil || in.gone {
+			return
+		}
+		in.registered, in.idleSince = true, e.now
+	case evDone:
+		j := ev.job
+		if j.done || j.run != ev.run || j.on < 0 {
+			return
+		}
+		in := e.insts[j.on]
+		e.detach(in, j)
+		j.done = true
+		e.res.Completed++
+		if len(in.jobs) == 0 {
+			e.decide(Idle)
+		}
+	case evWarn:
+		in := e.insts[ev.inst]
+		if in == nil || in.gone || in.warned {
+			return
+		}
+		in.warned = true
+		e.res.SpotInterruptions++
+		// The agent requeues its work at the notice, without spending an attempt.
+		for _, j := range slices.Clone(in.jobs) {
+			e.detach(in, j)
+			e.requeue(j)
+			e.res.SpotRequeued++
+		}
+		e.push(&event{at: e.now + spotWarning, kind: evReclaim, inst: in.id})
+		e.reconcile() // capacity rebalance launches the replacement now
+	case evReclaim:
+		if in := e.insts[ev.inst]; in != nil && !in.gone {
+			e.remove(in, false)
+			e.reconcile()
+		}
+	case evTick:
+		e.decide(Tick)
+		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
+	case evSample:
+		e.sample()
+		if e.now+e.opt.Sample <= e.opt.Horizon {
+			e.push(&event{at: e.now + e.opt.Sample, kind: evSample})
+		}
+		return
+	}
+	e.dispatch()
+}
+
+// dispatch gives waiting jobs to free slots of registered workers, as their
+// polls would, the longest-idle worker first.
+func (e *engine) dispatch() {
+	if len(e.waiting) == 0 {
+		return
+	}
+	var free []*instance
+	for _, id := range e.order {
+		in := e.insts[id]
+		if in.live() && in.registered && len(in.jobs) < e.opt.Slots {
+			free = append(free, in)
+		}
+	}
+	sort.SliceStable(free, func(a, b int) bool { return free[a].idleSince < free[b].idleSince })
+	for _, in := range free {
+		for len(in.jobs) < e.opt.Slots && len(e.waiting) > 0 {
+			j := e.waiting[0]
+			e.waiting = e.waiting[1:]
+			e.start(in, j)
+		}
+	}
+}
+
+func (e *engine) start(in *instance, j *jobState) {
+	if len(in.jobs) == 0 {
+		in.busySince = e.now
+	}
+	in.jobs = append(in.jobs, j)
+	j.run++
+	j.on, j.started = in.id, e.now
+	if j.start < 0 {
+		j.start = e.now
+		e.waits = append(e.waits, e.now-j.spec.Arrival)
+		if e.idleStart >= 0 {
+			e.ttfl = append(e.ttfl, e.now-e.idleStart)
+			e.idleStart = -1
+		}
+	}
+	e.push(&event{at: e.now + j.spec.Duration, kind: evDone, job: j, inst: in.id, run: j.run})
+}
+
+func (e *engine) detach(in *instance, j *jobState) {
+	in.jobs = slices.DeleteFunc(in.jobs, func(x *jobState) bool { return x == j })
+	j.on = -1
+	if len(in.jobs) == 0 {
+		in.busyTotal += e.now - in.busySince
+		in.idleSince = e.now
+	}
+}
+
+// requeue puts interrupted work at the head of the queue: it has waited longest.
+func (e *engine) requeue(j *jobState) {
+	e.waiting = append([]*jobState{j}, e.waiting...)
+}
+
+func (e *engine) liveCount() int {
+	n := 0
+	for _, in := range e.insts {
+		if in.live() {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *engine) launch() {
+	e.nextInst++
+	boot := e.opt.BootMin
+	if span := e.opt.BootMax - e.opt.BootMin; span > 0 {
+		boot += time.Duration(e.rng.Int64N(int64(span)))
+	}
+	boot = boot.Round(time.Second)
+	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot}
+	e.insts[in.id] = in
+	e.order = append(e.order, in.id)
+	e.res.Launches++
+	e.push(&event{at: in.readyAt, kind: evReady, inst: in.id})
+	if e.opt.SpotRate > 0 {
+		life := time.Duration(e.rng.ExpFloat64() / e.opt.SpotRate * float64(time.Hour))
+		if at := e.now + life; at <= e.opt.Horizon {
+			e.push(&event{at: at, kind: evWarn, inst: in.id})
+		}
+	}
+}
+
+// remove terminates an instance; work still on it was killed by scale-in
+// and goes back to the queue.
+func (e *engine) remove(in *instance, scaleIn bool) {
+	for _, j := range slices.Clone(in.jobs) {
+		e.detach(in, j)
+		e.requeue(j)
+		if scaleIn {
+			e.res.Killed++
+		}
+	}
+	in.gone, in.ended = true, e.now
+}
+
+// reconcile is the Auto Scaling Group: it launches or removes instances
+// until the live ones match the desired capacity, removing the ones the
+// policy's victim rule names.
+func (e *engine) reconcile() {
+	e.desired = min(max(e.desired, 0), e.opt.MaxInstances)
+	live := e.liveInstances()
+	for n := len(live); n < e.desired; n++ {
+		e.launch()
+	}
+	if extra := len(live) - e.desired; extra > 0 {
+		for _, in := range e.pickVictims(live, extra) {
+			e.remove(in, true)
+		}
+	}
+	if n := e.liveCount(); n > e.res.PeakInstances {
+		e.res.PeakInstances = n
+	}
+}
+
+func (e *engine) liveInstances() []*instance {
+	var out []*instance
+	for _, id := range e.order {
+		if in := e.insts[id]; in.live() {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (e *engine) pickVictims(live []*instance, n int) []*instance {
+	switch e.pol.Victims() {
+	case VictimRandom:
+		idx := e.rng.Perm(len(live))[:n]
+		out := make([]*instance, n)
+		for i, k := range idx {
+			out[i] = live[k]
+		}
+		return out
+	case VictimNewest:
+		return slices.Clone(live[len(live)-n:])
+	default:
+		// A policy that names its victims never lowers desired below the
+		// live count without them; if it does, the group takes idle
+		// instances first.
+		sorted := slices.Clone(live)
+		sort.SliceStable(sorted, func(a, b int) bool { return len(sorted[a].jobs) < len(sorted[b].jobs) })
+		return sorted[:n]
+	}
+}
+
+func (e *engine) observe() Observation {
+	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
+		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances}
+	for _, id := range e.order {
+		in := e.insts[id]
+		if in.gone {
+			continue
+		}
+		o.Leased += len(in.jobs)
+		o.Instances = append(o.Instances, InstanceView{
+			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned,
+			Busy: len(in.jobs), IdleSince: in.idleSince,
+		})
+	}
+	return o
+}
+
+func (e *engine) decide(t Trigger) {
+	a := e.pol.Decide(t, e.observe())
+	for _, id := range a.Terminate {
+		in := e.insts[id]
+		if in == nil || in.gone {
+			continue
+		}
+		if in.live() {
+			e.desired--
+		}
+		e.remove(in, true)
+	}
+	if a.Desired >= 0 {
+		e.desired = a.Desired
+	}
+	e.reconcile()
+}
+
+func (e *engine) sample() {
+	s := Sample{At: e.now, Waiting: len(e.waiting)}
+	for _, in := range e.insts {
+		if in.gone {
+			continue
+		}
+		if in.registered && !in.warned {
+			s.InService++
+		}
+		s.Running += len(in.jobs)
+	}
+	e.timeline = append(e.timeline, s)
+}
+
+func (e *engine) finish() {
+	var billed, busy time.Duration
+	for _, in := range e.insts {
+		end := e.now
+		if in.gone {
+			end = in.ended
+		}
+		billed += end - in.launched
+		b := in.busyTotal
+		if len(in.jobs) > 0 {
+			b += end - in.busySince
+		}
+		busy += b
+	}
+	r := &e.res
+	for _, j := range e.jobs {
+		switch {
+		case j.done:
+		case j.on >= 0:
+			r.Running++
+		default:
+			r.Queued++
+		}
+	}
+	r.GPUHours = billed.Hours()
+	r.BusyGPUHours = busy.Hours()
+	if billed > 0 {
+		r.Utilization = busy.Hours() / billed.Hours()
+	}
+	r.CostUSD = r.GPUHours * e.opt.PricePerHour
+	r.P50WaitS = quantile(e.waits, 0.50).Seconds()
+	r.P95WaitS = quantile(e.waits, 0.95).Seconds()
+	if len(e.ttfl) > 0 {
+		r.TTFLIdleMaxS = slices.Max(e.ttfl).Seconds()
+		r.TTFLIdleP50S = quantile(e.ttfl, 0.5).Seconds()
+	}
+	r.ColdStarts = len(e.ttfl)
+	r.Timeline = e.timeline
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1)+0.5)]
+}

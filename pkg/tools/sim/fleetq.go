@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+)
+
+// epoch anchors the simulation's durations to the wall-clock times the
+// production policy takes.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Fleetq is fleetq's own policy: pkg/domain/scaling.Decide, the very function the
+// scaler runs every minute, fed what the scaler would read (job records,
+// workers, the group's instances), plus the wake on enqueue dispatch does
+// (raise a fleet whose desired capacity is zero to what the new work needs).
+type Fleetq struct {
+	settings   scaling.Settings
+	lastActive time.Time
+}
+
+// NewFleetq builds the policy from a fleet's settings (the fleet config's
+// defaults when f is nil); slots, min and max come from each observation.
+func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
+	p := &Fleetq{settings: scaling.Settings{
+		IdleWindow:   fleetconfig.DefaultIdleWindow,
+		ScaleInGrace: fleetconfig.DefaultScaleInGrace,
+		BootTimeout:  fleetconfig.DefaultBootTimeout,
+		Unresponsive: 3 * fleetconfig.DefaultHeartbeatSeconds * time.Second,
+	}}
+	if f != nil {
+		p.settings = scaling.SettingsOf(f)
+	}
+	return p
+}
+
+func (*Fleetq) Name() string            { return "fleetq" }
+func (*Fleetq) Interval() time.Duration { return time.Minute }
+func (*Fleetq) Victims() VictimRule     { return VictimNamed }
+
+func (p *Fleetq) Decide(t Trigger, o Observation) Action {
+	s := p.settings
+	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
+	switch t {
+	case Arrival:
+		// Wake on enqueue: only a fleet at zero is raised, to what the
+		// waiting work needs; everything else waits for the tick.
+		if o.Desired > 0 {
+			return Keep
+		}
+		p.lastActive = epoch.Add(o.Now)
+		return Action{Desired: scaling.Need(s, o.Queued+o.Leased)}
+	case Idle:
+		return Keep
+	}
+	now := epoch.Add(o.Now)
+	in := scaling.Input{Now: now, Settings: s, Ready: o.Queued, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
+	for _, v := range o.Instances {
+		id := strconv.Itoa(v.ID)
+		state := scaling.StatePending
+		if v.Registered {
+			state = scaling.StateInService
+		}
+		in.Instances = append(in.Instances, scaling.Instance{ID: id, LifecycleState: state, FirstSeen: epoch.Add(v.LaunchedAt)})
+		if v.Registered {
+			in.Workers = append(in.Workers, scaling.Worker{ID: "w" + id, InstanceID: id, Leases: v.Busy,
+				Draining: v.Draining, LastSeen: now, IdleSince: epoch.Add(v.IdleSince)})
+		}
+	}
+	d := scaling.Decide(in)
+	p.lastActive = d.LastActiveAt
+	a := Action{Desired: d.Desired}
+	for _, v := range d.Victims {
+		id, _ := strconv.Atoi(v.InstanceID)
+		a.Terminate = append(a.Terminate, id)
+	}
+	return a
+}
