@@ -61,7 +61,7 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 	st := fleetstate.State{
 		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
 		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
-		History: it.History, WokenAt: fromMS(it.WokenMS),
+		History: it.History, WokenAt: fromMS(it.WokenMS), Seq: it.DecisionSeq,
 	}
 	if len(it.FirstSeen) > 0 {
 		st.FirstSeen = make(map[string]time.Time, len(it.FirstSeen))
@@ -124,9 +124,9 @@ func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Tim
 	return o, nil
 }
 
-// wakeAttempts bounds how many times a wake reads the fleet's state again
+// decisionAttempts bounds how many times a wake or a tick reads the fleet's state again
 // after another decision was written between its read and its write.
-const wakeAttempts = 5
+const decisionAttempts = 5
 
 // WakeFleet raises a fleet's recorded desired capacity from zero to desired
 // for scale-from-zero on enqueue, and records why as the fleet's last
@@ -140,7 +140,7 @@ func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int)
 		return false, nil
 	}
 	pk, sk := fleetKey(fleet)
-	for range wakeAttempts {
+	for range decisionAttempts {
 		var it fleetItem
 		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
 			return false, err
@@ -227,11 +227,23 @@ func decisionUnchanged(seq int64) expression.ConditionBuilder {
 // RecordDecision stores a fleet's decision as its last one, keeps it in the
 // bounded history when it changed anything or said something new, and
 // carries the idle clock and instance first-seen times to the next tick.
-func (s *Store) RecordDecision(ctx context.Context, fleet string, r fleetstate.Record) error {
-	st, err := s.GetFleetState(ctx, fleet)
-	if err != nil {
-		return err
+// prev is the fleet's state the decision was made from; the write lands
+// only on it, so a wake recorded meanwhile is read again and kept in the
+// history under the tick's decision.
+func (s *Store) RecordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error {
+	for range decisionAttempts {
+		err := s.recordDecision(ctx, fleet, r, prev)
+		if !errors.Is(err, errConditionFailed) {
+			return err
+		}
+		if prev, err = s.GetFleetState(ctx, fleet); err != nil {
+			return err
+		}
 	}
+	return fmt.Errorf("record decision of %s: %w", fleet, ErrContention)
+}
+
+func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error {
 	d := r.Decision
 	seen := make(map[string]int64, len(r.FirstSeen))
 	for id, t := range r.FirstSeen {
@@ -240,7 +252,7 @@ func (s *Store) RecordDecision(ctx context.Context, fleet string, r fleetstate.R
 	set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)).
 		Set(expression.Name(attrInService), expression.Value(d.InService)).
 		Set(expression.Name(attrLastActiveMS), expression.Value(ms(r.LastActiveAt))),
-		d, withDecision(st.LastDecision, st.History, d))
+		d, withDecision(prev.LastDecision, prev.History, d))
 	if err != nil {
 		return fmt.Errorf("record decision of %s: %w", fleet, err)
 	}
@@ -254,8 +266,9 @@ func (s *Store) RecordDecision(ctx context.Context, fleet string, r fleetstate.R
 		set = set.Set(expression.Name(attrFirstSeen), null())
 	}
 	pk, sk := fleetKey(fleet)
-	if err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set}); err != nil {
+	err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(prev.Seq)})
+	if err != nil && !errors.Is(err, errConditionFailed) {
 		return fmt.Errorf("record decision of %s: %w", fleet, err)
 	}
-	return nil
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -151,4 +152,23 @@ func same(a, b job.Job) error {
 		return fmt.Errorf("job changed:\nbefore %s\nafter  %s", ja, jb)
 	}
 	return nil
+}
+
+// record writes a decision as a tick does: made from the state it read.
+func (e *env) record(fleet string, r fleetstate.Record) error {
+	prev, err := e.st.GetFleetState(e.ctx, fleet)
+	if err != nil {
+		return err
+	}
+	return e.st.RecordDecision(e.ctx, fleet, r, prev)
+}
+
+// workers lists a fleet's workers.
+func (e *env) workers(fleet string) []worker.Worker {
+	e.t.Helper()
+	ws, err := e.st.ListWorkers(e.ctx, fleet)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ws
 }

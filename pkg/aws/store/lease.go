@@ -235,11 +235,18 @@ func (s *Store) reclaimable(ctx context.Context, fleet string, now time.Time) ([
 	if err != nil {
 		return nil, err
 	}
-	requeued, err := s.expireLeases(ctx, fleet, now, s.limit)
+	ids, _, err := s.expireLeases(ctx, fleet, now, s.limit)
 	if err != nil {
 		return nil, err
 	}
-	return append(promoted, requeued...), nil
+	for _, id := range ids {
+		it, err := s.getJobItem(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		promoted = append(promoted, *it)
+	}
+	return promoted, nil
 }
 
 // PromoteDue moves a fleet's retries whose backoff has passed into the ready
@@ -283,49 +290,34 @@ type SweepResult struct {
 }
 
 // SweepExpiredLeases ends every run-out lease of a fleet: the attempt is
-// spent, and the job is queued again or, with no attempt left, dead.
+// spent, and the job is queued again or, with no attempt left, dead. The
+// poll path runs the same sweep on a few leases before it claims.
 func (s *Store) SweepExpiredLeases(ctx context.Context, fleet string) (SweepResult, error) {
-	now := s.clock.Now()
-	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), 0, true)
+	_, r, err := s.expireLeases(ctx, fleet, s.clock.Now(), 0)
+	return r, err
+}
+
+// expireLeases ends up to limit (0: every) run-out leases of a fleet, and
+// answers the jobs queued again and the counts.
+func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) (requeued []string, r SweepResult, err error) {
+	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
 	if err != nil {
-		return SweepResult{}, err
+		return nil, r, err
 	}
-	var r SweepResult
 	for _, c := range expired {
 		to, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
 		if err != nil {
-			return r, err
+			return requeued, r, err
 		}
 		switch to {
 		case job.Queued:
 			r.Requeued++
+			requeued = append(requeued, c.JobID)
 		case job.Dead:
 			r.Dead++
 		}
 	}
-	return r, nil
-}
-
-func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) ([]jobItem, error) {
-	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
-	if err != nil {
-		return nil, err
-	}
-	var out []jobItem
-	for _, c := range expired {
-		to, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
-		if err != nil {
-			return out, err
-		}
-		if to == job.Queued {
-			it, err := s.getJobItem(ctx, c.JobID)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, *it)
-		}
-	}
-	return out, nil
+	return requeued, r, nil
 }
 
 // expireLease ends one lease if it has really run out (read consistently, the

@@ -58,7 +58,7 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 5, 3); ok {
 		t.Fatal("woke an awake fleet")
 	}
-	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 1, 1); !ok {
@@ -72,7 +72,7 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 	e := newEnv(t)
 	for i := range fleetstate.DecisionHistory {
 		d := fleetstate.Decision{At: t0.Add(-time.Duration(fleetstate.DecisionHistory-i) * time.Minute), Desired: 0, Reason: fmt.Sprintf("hold 0 (%d)", i)}
-		if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At}); err != nil {
+		if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 func TestWakeFleetAboveZeroWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	rec := fleetstate.Decision{At: t0, Desired: 2, Reason: "grow 0→2"}
-	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
+	if err := e.record("gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
@@ -154,7 +154,11 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 			ctx := context.Background()
 			rec := fleetstate.Decision{At: t0, Desired: tc.desired, Reason: "tick"}
 			db.before = func() {
-				if err := scaler.RecordDecision(ctx, "gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
+				prev, err := scaler.GetFleetState(ctx, "gpu")
+				if err != nil {
+					t.Error(err)
+				}
+				if err := scaler.RecordDecision(ctx, "gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}, prev); err != nil {
 					t.Error(err)
 				}
 			}
@@ -181,18 +185,54 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 	}
 }
 
+// A tick's decision is written on the state it was made from: a wake that
+// lands between the tick's read and its write is read again and stays in
+// the history, under the tick's decision.
+func TestRecordDecisionKeepsAWakeThatLandedFirst(t *testing.T) {
+	e := newEnv(t)
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "no work"}}); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 2, 1); err != nil || !ok {
+		t.Fatalf("wake: %v, %v", ok, err)
+	}
+	tick := fleetstate.Decision{At: t0.Add(time.Second), Desired: 1, Reason: "2 ready + 0 leased need 1 × 2 slots"}
+	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: tick, LastActiveAt: tick.At}, prev); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, d := range st.History {
+		reasons = append(reasons, d.Reason)
+	}
+	want := []string{tick.Reason, "woken by 2 ready jobs", "no work"}
+	if fmt.Sprint(reasons) != fmt.Sprint(want) || st.LastDecision == nil || st.LastDecision.Reason != tick.Reason {
+		t.Fatalf("history %q, last %+v; want %q", reasons, st.LastDecision, want)
+	}
+	if st.Seq != prev.Seq+2 {
+		t.Fatalf("decision sequence %d, want %d (a wake and a tick after %d)", st.Seq, prev.Seq+2, prev.Seq)
+	}
+}
+
 func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
 	e := newEnv(t)
 	seen := map[string]time.Time{"i-1": t0.Add(-time.Minute)}
 	for i := range fleetstate.DecisionHistory + 5 {
 		d := fleetstate.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: fmt.Sprintf("grow to %d", i)}
-		if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
+		if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The same decision again is not history.
 	last := fleetstate.Decision{At: t0.Add(time.Hour), Desired: fleetstate.DecisionHistory + 4, Reason: fmt.Sprintf("grow to %d", fleetstate.DecisionHistory+4)}
-	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: last, LastActiveAt: last.At}); err != nil {
+	if err := e.record("gpu", fleetstate.Record{Decision: last, LastActiveAt: last.At}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := e.st.GetFleetState(e.ctx, "gpu")
@@ -253,17 +293,17 @@ func TestReconcileLeaseCountsLeavesFreshClaimsAlone(t *testing.T) {
 	e.submit("j1", "wf-a", 0)
 	e.lease(a)
 	// The index shows nothing for w1 (as if it lagged): a fresh claim must survive.
-	n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{})
+	n, err := e.st.ReconcileLeaseCounts(e.ctx, e.workers("gpu"), map[string]int{})
 	if err != nil || n != 0 {
 		t.Fatalf("reconciled %d, %v; want 0", n, err)
 	}
 	e.wantLeases("w1", 1)
 	e.clock.Advance(store.LeaseCountQuiet + time.Second)
 	// Now the index is authoritative: w1 holds one, and a wrong count is set right.
-	if n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{"w1": 1}); err != nil || n != 0 {
+	if n, err := e.st.ReconcileLeaseCounts(e.ctx, e.workers("gpu"), map[string]int{"w1": 1}); err != nil || n != 0 {
 		t.Fatalf("reconciled %d, %v; want 0", n, err)
 	}
-	if n, err := e.st.ReconcileLeaseCounts(e.ctx, "gpu", map[string]int{"w1": 1, "w2": 2}); err != nil || n != 1 {
+	if n, err := e.st.ReconcileLeaseCounts(e.ctx, e.workers("gpu"), map[string]int{"w1": 1, "w2": 2}); err != nil || n != 1 {
 		t.Fatalf("reconciled %d, %v; want 1", n, err)
 	}
 	e.wantLeases("w2", 2)
@@ -276,9 +316,9 @@ func TestRemoveStaleWorkersRequeuesTheirLeases(t *testing.T) {
 	e.lease(a)
 	e.clock.Advance(30 * time.Minute)
 	e.register("w2", "gpu", 1)
-	n, err := e.st.RemoveStaleWorkers(e.ctx, "gpu", e.clock.Now().Add(-20*time.Minute))
-	if err != nil || n != 1 {
-		t.Fatalf("removed %d, %v; want 1", n, err)
+	removed, err := e.st.RemoveStaleWorkers(e.ctx, e.workers("gpu"), e.clock.Now().Add(-20*time.Minute))
+	if err != nil || fmt.Sprint(removed) != "[w1]" {
+		t.Fatalf("removed %v, %v; want [w1]", removed, err)
 	}
 	if _, err := e.st.GetWorker(e.ctx, "w1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("stale worker still there: %v", err)

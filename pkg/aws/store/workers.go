@@ -380,14 +380,11 @@ const LeaseCountQuiet = 2 * time.Minute
 // ReconcileLeaseCounts is a safety net: every lease start and end moves the
 // job and its worker's count in one transaction, so counts should never
 // drift; if one has (a bug, a manual edit), it is set to the leased jobs the
-// index shows for the worker. A worker that claimed a job in the last
+// index shows for the worker (held, by worker id). workers are the fleet's
+// workers as the caller read them. A worker that claimed a job in the last
 // LeaseCountQuiet is left alone, so index lag can never hide a fresh claim,
 // and the write is conditional on the count read.
-func (s *Store) ReconcileLeaseCounts(ctx context.Context, fleet string, held map[string]int) (int, error) {
-	workers, err := s.ListWorkers(ctx, fleet)
-	if err != nil {
-		return 0, err
-	}
+func (s *Store) ReconcileLeaseCounts(ctx context.Context, workers []worker.Worker, held map[string]int) (int, error) {
 	cutoff := s.clock.Now().Add(-LeaseCountQuiet)
 	fixed := 0
 	for _, w := range workers {
@@ -408,30 +405,27 @@ func (s *Store) ReconcileLeaseCounts(ctx context.Context, fleet string, held map
 		if err != nil {
 			return fixed, fmt.Errorf("reconcile lease count of %s: %w", w.ID, err)
 		}
-		s.log.Warn("worker lease count reconciled", "worker_id", w.ID, "fleet", fleet, "was", w.Leases, "now", n)
+		s.log.Warn("worker lease count reconciled", "worker_id", w.ID, "fleet", w.Fleet, "was", w.Leases, "now", n)
 		fixed++
 	}
 	return fixed, nil
 }
 
-// RemoveStaleWorkers removes the workers of a fleet not seen since before
-// cutoff (their leases, if any, are requeued first). It answers how many.
-func (s *Store) RemoveStaleWorkers(ctx context.Context, fleet string, cutoff time.Time) (int, error) {
-	workers, err := s.ListWorkers(ctx, fleet)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
+// RemoveStaleWorkers removes the workers (as the caller read them) not seen
+// since before cutoff; their leases, if any, are requeued first. It answers
+// the ids removed.
+func (s *Store) RemoveStaleWorkers(ctx context.Context, workers []worker.Worker, cutoff time.Time) ([]string, error) {
+	var removed []string
 	for _, w := range workers {
 		if w.LastSeenAt.IsZero() || !w.LastSeenAt.Before(cutoff) {
 			continue
 		}
 		if _, err := s.RemoveWorker(ctx, w.ID, "stale"); err != nil && !errors.Is(err, ErrNotFound) {
-			return n, err
+			return removed, err
 		}
-		n++
+		removed = append(removed, w.ID)
 	}
-	return n, nil
+	return removed, nil
 }
 
 // workerItem is a registered worker as stored.

@@ -59,6 +59,9 @@ type State struct {
 	FirstSeen map[string]time.Time
 	// WokenAt is the last wake-on-enqueue.
 	WokenAt time.Time
+	// Seq counts the decisions written (ticks and wakes); a decision is
+	// written only on the state it was made from.
+	Seq int64
 }
 
 // Record is what the scaler writes after a tick.

@@ -25,9 +25,28 @@ type Relay interface {
 	Drain(ctx context.Context) (int, error)
 }
 
+// Store is what the tick needs of the store.
+type Store interface {
+	PromoteDue(ctx context.Context, fleet string) (int, error)
+	ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error)
+	SweepExpiredLeases(ctx context.Context, fleet string) (store.SweepResult, error)
+	FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error)
+	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
+	GetFleetState(ctx context.Context, fleet string) (fleetstate.State, error)
+	RemoveStaleWorkers(ctx context.Context, workers []worker.Worker, cutoff time.Time) ([]string, error)
+	ReconcileLeaseCounts(ctx context.Context, workers []worker.Worker, held map[string]int) (int, error)
+	DrainIdleWorker(ctx context.Context, id string) error
+	RemoveWorker(ctx context.Context, id, reason string) (int, error)
+	RecordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error
+	RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error)
+}
+
 // Scaler runs the tick.
 type Scaler struct {
-	Store    *store.Store
+	Config *fleetconfig.Config
+	Store  Store
+	// Capacity is the fleets' groups; nil keeps the books only (workers
+	// started by hand) and records what the policy would do.
 	Capacity Capacity
 	Clock    Clock
 	Logger   *slog.Logger
@@ -67,8 +86,8 @@ type FleetReport struct {
 func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
 	var reports []FleetReport
 	var errs []error
-	for i := range s.Store.Config().Fleets {
-		f := &s.Store.Config().Fleets[i]
+	for i := range s.Config.Fleets {
+		f := &s.Config.Fleets[i]
 		r, err := s.TickFleet(ctx, f)
 		if err != nil {
 			s.log().Error("scaler tick failed", "fleet", f.Slug, "error", err.Error())
@@ -85,86 +104,164 @@ func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
 	return reports, errors.Join(errs...)
 }
 
-// TickFleet runs the tick for one fleet. Each step is safe to cut short: the
-// next tick starts again from what the store and the group say.
+// TickFleet runs the tick for one fleet: housekeeping of its jobs, one
+// snapshot of its backlog, workers, state and group, then the steps that
+// work from it — remove stale workers, reconcile lease counts, decide,
+// apply, record, publish. Each step is safe to cut short: the next tick
+// starts again from what the store and the group say.
 func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetReport, error) {
 	r := FleetReport{Fleet: f.Slug}
-	st := s.Store
+	if err := s.housekeep(ctx, f, &r); err != nil {
+		return r, err
+	}
+	snap, err := s.read(ctx, f)
+	if err != nil {
+		return r, err
+	}
+	r.Snapshot, r.Group = snap.backlog, snap.group
+	if err := s.removeStale(ctx, &snap, &r); err != nil {
+		return r, err
+	}
+	if r.Reconciled, err = s.Store.ReconcileLeaseCounts(ctx, snap.workers, snap.backlog.LeasesByWorker); err != nil {
+		return r, err
+	}
+	p := plan(f, snap)
+	r.Decision = scaling.Decide(p.input)
+	reason, err := s.apply(ctx, f, snap, p, &r)
+	if err != nil {
+		return r, err
+	}
+	if err := s.record(ctx, f, snap, p, r, reason); err != nil {
+		return r, err
+	}
+	s.publish(ctx, f, snap, r)
+	return r, nil
+}
+
+// housekeep moves the fleet's jobs along before the snapshot is read:
+// retries whose backoff passed become ready, queued jobs past their
+// deadline end, run-out leases end (the same sweep the poll path runs).
+func (s *Scaler) housekeep(ctx context.Context, f *fleetconfig.Fleet, r *FleetReport) error {
 	var err error
-	if r.Promoted, err = st.PromoteDue(ctx, f.Slug); err != nil {
-		return r, err
+	if r.Promoted, err = s.Store.PromoteDue(ctx, f.Slug); err != nil {
+		return err
 	}
-	if r.QueueExpired, err = st.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
-		return r, err
+	if r.QueueExpired, err = s.Store.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
+		return err
 	}
-	if r.Swept, err = st.SweepExpiredLeases(ctx, f.Slug); err != nil {
-		return r, err
+	r.Swept, err = s.Store.SweepExpiredLeases(ctx, f.Slug)
+	return err
+}
+
+// snapshot is what a tick reads of a fleet, once: every later step works
+// from it.
+type snapshot struct {
+	now     time.Time
+	backlog fleetstate.Snapshot
+	workers []worker.Worker
+	state   fleetstate.State
+	group   Group
+}
+
+// read takes the fleet's snapshot.
+func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, error) {
+	snap := snapshot{now: s.Clock.Now()}
+	var err error
+	if snap.backlog, err = s.Store.FleetSnapshot(ctx, f.Slug); err != nil {
+		return snap, err
 	}
-	now := s.Clock.Now()
-	if r.Removed, err = st.RemoveStaleWorkers(ctx, f.Slug, now.Add(-StaleWorkerAfter)); err != nil {
-		return r, err
+	if snap.workers, err = s.Store.ListWorkers(ctx, f.Slug); err != nil {
+		return snap, err
 	}
-	if r.Snapshot, err = st.FleetSnapshot(ctx, f.Slug); err != nil {
-		return r, err
-	}
-	if r.Reconciled, err = st.ReconcileLeaseCounts(ctx, f.Slug, r.Snapshot.LeasesByWorker); err != nil {
-		return r, err
-	}
-	workers, err := st.ListWorkers(ctx, f.Slug)
-	if err != nil {
-		return r, err
-	}
-	state, err := st.GetFleetState(ctx, f.Slug)
-	if err != nil {
-		return r, err
+	if snap.state, err = s.Store.GetFleetState(ctx, f.Slug); err != nil {
+		return snap, err
 	}
 	if s.Capacity != nil {
-		if r.Group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
-			return r, err
+		if snap.group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
+			return snap, err
 		}
 	}
+	return snap, nil
+}
 
-	in := scaling.Input{
-		Now: now, Settings: scaling.SettingsOf(f),
-		Ready: r.Snapshot.Ready, Leased: r.Snapshot.Leased,
-		Desired: r.Group.Desired, LastActiveAt: state.LastActiveAt,
+// removeStale removes the workers unseen for StaleWorkerAfter (their
+// instances are long gone) and drops them from the snapshot.
+func (s *Scaler) removeStale(ctx context.Context, snap *snapshot, r *FleetReport) error {
+	removed, err := s.Store.RemoveStaleWorkers(ctx, snap.workers, snap.now.Add(-StaleWorkerAfter))
+	r.Removed = len(removed)
+	if err != nil || len(removed) == 0 {
+		return err
 	}
-	firstSeen := map[string]time.Time{}
-	for _, inst := range r.Group.Instances {
-		seen, ok := state.FirstSeen[inst.ID]
-		if !ok {
-			seen = now
+	gone := make(map[string]bool, len(removed))
+	for _, id := range removed {
+		gone[id] = true
+	}
+	kept := snap.workers[:0:0]
+	for _, w := range snap.workers {
+		if !gone[w.ID] {
+			kept = append(kept, w)
 		}
-		firstSeen[inst.ID] = seen
-		inst.FirstSeen = seen
-		in.Instances = append(in.Instances, inst)
 	}
-	status := map[string]worker.Status{}
-	for _, w := range workers {
-		status[w.ID] = w.Status
-		in.Workers = append(in.Workers, scaling.Worker{
+	snap.workers = kept
+	return nil
+}
+
+// decisionPlan is the policy's input built from a snapshot, and when each
+// instance of the group was first seen (carried to the next tick).
+type decisionPlan struct {
+	input     scaling.Input
+	firstSeen map[string]time.Time
+	status    map[string]worker.Status
+}
+
+// plan builds the scaling policy's input from a snapshot.
+func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
+	p := decisionPlan{
+		input: scaling.Input{
+			Now: snap.now, Settings: scaling.SettingsOf(f),
+			Ready: snap.backlog.Ready, Leased: snap.backlog.Leased,
+			Desired: snap.group.Desired, LastActiveAt: snap.state.LastActiveAt,
+		},
+		firstSeen: map[string]time.Time{},
+		status:    map[string]worker.Status{},
+	}
+	for _, inst := range snap.group.Instances {
+		seen, ok := snap.state.FirstSeen[inst.ID]
+		if !ok {
+			seen = snap.now
+		}
+		p.firstSeen[inst.ID] = seen
+		inst.FirstSeen = seen
+		p.input.Instances = append(p.input.Instances, inst)
+	}
+	for _, w := range snap.workers {
+		p.status[w.ID] = w.Status
+		p.input.Workers = append(p.input.Workers, scaling.Worker{
 			ID: w.ID, InstanceID: w.InstanceID, Leases: w.Leases,
 			Draining: w.Status != worker.Active, LastSeen: w.LastSeenAt, IdleSince: w.IdleSince(),
 		})
 	}
-	d := scaling.Decide(in)
-	r.Decision = d
-	if s.Capacity == nil {
-		// No capacity attached (workers started by hand): keep the books
-		// and record what the policy would do.
-		d.Reason = "advisory, no capacity attached: " + d.Reason
-		r.Decision, r.Desired = d, d.Desired
-		return r, s.record(ctx, f, r, d, d.Reason, firstSeen, workers, now)
-	}
+	return p
+}
 
-	// Scale in: claim each victim with the conditional drain (it holds only
-	// while the worker has no lease), then terminate it, lowering desired.
-	desired := r.Group.Desired
+// apply carries the decision out on the fleet's group and answers the
+// reason to record. Scale-in claims each victim with the conditional drain
+// (it holds only while the worker has no lease), then terminates it,
+// lowering desired; victims that took work meanwhile, or that could not be
+// terminated, are kept and still occupy the group.
+func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r *FleetReport) (string, error) {
+	d := r.Decision
+	if s.Capacity == nil {
+		r.Decision.Reason = "advisory, no capacity attached: " + d.Reason
+		r.Desired = d.Desired
+		return r.Decision.Reason, nil
+	}
+	desired := snap.group.Desired
 	for _, v := range d.Victims {
-		if v.WorkerID != "" && status[v.WorkerID] != worker.Revoked {
-			if err := st.DrainIdleWorker(ctx, v.WorkerID); err != nil {
+		if v.WorkerID != "" && p.status[v.WorkerID] != worker.Revoked {
+			if err := s.Store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
 				if !errors.Is(err, store.ErrConflict) {
-					return r, err
+					return "", err
 				}
 				r.Kept = append(r.Kept, v.InstanceID)
 				continue
@@ -178,50 +275,54 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			continue
 		}
 		desired--
-		delete(firstSeen, v.InstanceID)
+		delete(p.firstSeen, v.InstanceID)
 		r.Terminated = append(r.Terminated, v.InstanceID)
 		if v.WorkerID != "" {
-			if _, err := st.RemoveWorker(ctx, v.WorkerID, "scale_in"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if _, err := s.Store.RemoveWorker(ctx, v.WorkerID, "scale_in"); err != nil && !errors.Is(err, store.ErrNotFound) {
 				s.log().Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
 			}
 		}
 	}
-	// Victims that were kept still occupy the group.
 	r.Desired = d.Desired + len(r.Kept)
 	if r.Desired != desired {
 		if err := s.Capacity.SetDesired(ctx, f.Slug, r.Desired); err != nil {
-			return r, err
+			return "", err
 		}
 	}
-
 	reason := d.Reason
 	if len(r.Kept) > 0 {
 		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
 	}
-	return r, s.record(ctx, f, r, d, reason, firstSeen, workers, now)
+	return reason, nil
 }
 
-// record stores the decision, logs it and emits the fleet's metrics.
-func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, d scaling.Decision, reason string, firstSeen map[string]time.Time, workers []worker.Worker, now time.Time) error {
+// record stores the decision with its inputs, on the state it was made
+// from, and logs it.
+func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r FleetReport, reason string) error {
+	d := r.Decision
 	rec := fleetstate.Decision{
-		At: now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
+		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
 		Victims: victimNames(d.Victims),
 		Inputs: map[string]int{
-			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": r.Snapshot.Delayed,
+			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
 			"need": d.Counts.Need, "instances": d.Counts.Instances, "booting": d.Counts.Booting,
 			"busy": d.Counts.Busy, "idle": d.Counts.Idle, "draining": d.Counts.Draining,
 			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
 		},
 	}
-	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: firstSeen}); err != nil {
+	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen}, snap.state); err != nil {
 		return err
 	}
 	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", reason,
 		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
-	if err := s.emitMetrics(ctx, f, r, workers, now); err != nil {
+	return nil
+}
+
+// publish writes the fleet's metrics; a failure is logged, never fatal.
+func (s *Scaler) publish(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, r FleetReport) {
+	if err := s.emitMetrics(ctx, f, r, snap.workers, snap.now); err != nil {
 		s.log().Warn("metrics", "fleet", f.Slug, "error", err.Error())
 	}
-	return nil
 }
 
 func victimNames(vs []scaling.Victim) []string {

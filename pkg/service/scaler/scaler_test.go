@@ -63,8 +63,8 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]store.WorkerAuth{}, register: true, metrics: &bytes.Buffer{}}
 	h.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: log})
 	h.fleet = localfleet.New(h.ctx, localfleet.Options{Clock: clk, BootDelay: 3 * time.Minute, Launch: h.launch})
-	h.sc = &scaler.Scaler{Store: h.st, Capacity: h.fleet, Clock: clk, Logger: log, Stage: "test", Metrics: h.metrics}
-	h.waker = &scaler.Waker{Store: h.st, Capacity: h.fleet, Logger: log}
+	h.sc = &scaler.Scaler{Config: h.st.Config(), Store: h.st, Capacity: h.fleet, Clock: clk, Logger: log, Stage: "test", Metrics: h.metrics}
+	h.waker = &scaler.Waker{Config: h.st.Config(), Store: h.st, Capacity: h.fleet, Logger: log}
 	return h
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
@@ -16,15 +15,22 @@ import (
 // (store.WakeFleet), which also records the wake as the fleet's scaling
 // decision: only the winner touches the group.
 type Waker struct {
-	Store    *store.Store
+	Config   *fleetconfig.Config
+	Store    FleetWaker
 	Capacity Capacity
 	Logger   *slog.Logger
+}
+
+// FleetWaker raises a fleet's recorded desired capacity from zero and
+// records why, once across concurrent callers (store.WakeFleet).
+type FleetWaker interface {
+	WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error)
 }
 
 // Wake raises the fleet to the capacity jobs new jobs need when its recorded
 // desired capacity is zero. It never lowers a group that is already larger.
 func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
-	f, ok := w.Store.Config().Fleet(fleet)
+	f, ok := w.Config.Fleet(fleet)
 	if !ok {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}

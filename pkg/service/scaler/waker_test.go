@@ -25,7 +25,7 @@ func (c *countingCapacity) SetDesired(ctx context.Context, fleet string, n int) 
 func TestConcurrentWakesRaiseOnce(t *testing.T) {
 	h := newHarness(t)
 	c := &countingCapacity{Capacity: h.fleet}
-	w := &scaler.Waker{Store: h.st, Capacity: c}
+	w := &scaler.Waker{Config: h.st.Config(), Store: h.st, Capacity: c}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

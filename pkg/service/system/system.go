@@ -79,7 +79,7 @@ func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, operator api.Op
 func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
 	h := &dispatch.Handler{Config: e.Config, Store: e.Store, Logger: e.Logger}
 	if capacity != nil {
-		h.Waker = &scaler.Waker{Store: e.Store, Capacity: capacity, Logger: e.Logger}
+		h.Waker = &scaler.Waker{Config: e.Config, Store: e.Store, Capacity: capacity, Logger: e.Logger}
 	}
 	return h
 }
@@ -88,7 +88,7 @@ func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
 // groups (nil: the scaler keeps the books and its decisions are advisory);
 // metrics receives one Embedded Metric Format line per fleet per tick.
 func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scaler {
-	sc := &scaler.Scaler{Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
+	sc := &scaler.Scaler{Config: e.Config, Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
 		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions}
 	if e.Relay != nil {
 		sc.Relay = e.Relay
