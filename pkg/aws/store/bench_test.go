@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
@@ -38,7 +39,7 @@ func benchEnv(b *testing.B, jobs, workers int) (*env, []store.WorkerAuth) {
 	e := &env{ctx: context.Background(), clock: clock.NewFake(t0), cfg: cfg}
 	e.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: e.clock, Logger: slog.New(slog.DiscardHandler)})
 	for i := range jobs {
-		if _, _, err := e.st.CreateJob(e.ctx, store.NewJob{ID: fmt.Sprintf("job-%05d", i), TenantID: "t", WorkflowID: "wf-a"}); err != nil {
+		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: fmt.Sprintf("job-%05d", i), TenantID: "t", WorkflowID: "wf-a"}); err != nil {
 			b.Fatal(err)
 		}
 	}

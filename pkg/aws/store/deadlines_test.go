@@ -9,7 +9,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 )
 
-func (e *env) submitWith(n store.NewJob) {
+func (e *env) submitWith(n job.Spec) {
 	e.t.Helper()
 	if n.TenantID == "" {
 		n.TenantID = "t1"
@@ -30,8 +30,8 @@ func (e *env) status(id string) job.Job {
 
 func TestQueueTimeoutKillsAJobNobodyLeased(t *testing.T) {
 	e := newEnv(t)
-	e.submitWith(store.NewJob{ID: "late", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
-	e.submitWith(store.NewJob{ID: "patient", WorkflowID: "wf-a"})
+	e.submitWith(job.Spec{ID: "late", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
+	e.submitWith(job.Spec{ID: "patient", WorkflowID: "wf-a"})
 	a := e.register("w1", "gpu", 1)
 	e.clock.Advance(61 * time.Second)
 
@@ -54,8 +54,8 @@ func TestQueueTimeoutKillsAJobNobodyLeased(t *testing.T) {
 
 func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
 	e := newEnv(t)
-	e.submitWith(store.NewJob{ID: "a", WorkflowID: "wf-a", QueueTimeoutSeconds: 30})
-	e.submitWith(store.NewJob{ID: "b", WorkflowID: "wf-a", QueueTimeoutSeconds: 300})
+	e.submitWith(job.Spec{ID: "a", WorkflowID: "wf-a", QueueTimeoutSeconds: 30})
+	e.submitWith(job.Spec{ID: "b", WorkflowID: "wf-a", QueueTimeoutSeconds: 300})
 	e.clock.Advance(31 * time.Second)
 	n, err := e.st.ExpireQueueTimeouts(e.ctx, "gpu")
 	if err != nil || n != 1 {
@@ -68,7 +68,7 @@ func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
 
 func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
 	e := newEnv(t)
-	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
+	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
 	a := e.register("w1", "gpu", 1)
 	l := e.lease(a)
 	if _, err := e.st.Requeue(e.ctx, a, "j", l.LeaseToken, job.SpotInterruption); err != nil {
@@ -85,7 +85,7 @@ func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
 
 func TestRunTimeoutCapsHeartbeatsAndFailsTheAttempt(t *testing.T) {
 	e := newEnv(t) // lease 120s, backoff 2m
-	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 300})
+	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 300})
 	a := e.register("w1", "gpu", 1)
 	l := e.lease(a)
 	if !l.LeaseExpiresAt.Equal(t0.Add(120 * time.Second)) {
@@ -117,7 +117,7 @@ func TestRunTimeoutCapsHeartbeatsAndFailsTheAttempt(t *testing.T) {
 
 func TestRunTimeoutOfASilentWorker(t *testing.T) {
 	e := newEnv(t)
-	e.submitWith(store.NewJob{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 60})
+	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 60})
 	a := e.register("w1", "gpu", 1)
 	l := e.lease(a)
 	if !l.LeaseExpiresAt.Equal(t0.Add(60 * time.Second)) {

@@ -69,7 +69,7 @@ func newEnvWith(t *testing.T, cfg *fleetconfig.Config, opts ...func(*store.Optio
 
 func (e *env) submit(id, workflow string, priority int) job.Job {
 	e.t.Helper()
-	j, created, err := e.st.CreateJob(e.ctx, store.NewJob{ID: id, TenantID: "t1", WorkflowID: workflow, Priority: priority, Input: json.RawMessage(`{"n":1}`)})
+	j, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t1", WorkflowID: workflow, Priority: priority, Input: json.RawMessage(`{"n":1}`)})
 	if err != nil || !created {
 		e.t.Fatalf("CreateJob(%s) = created %v, %v", id, created, err)
 	}

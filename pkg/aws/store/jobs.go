@@ -15,21 +15,9 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 )
 
-// NewJob is a validated submission.
-type NewJob struct {
-	ID                  string
-	TenantID            string
-	WorkflowID          string
-	Priority            int
-	Input               json.RawMessage
-	MaxAttempts         int // 0: the fleet's retry policy
-	TimeoutSeconds      int // 0: the fleet's job timeout
-	QueueTimeoutSeconds int // 0: the fleet's queue timeout (none when that is 0)
-}
-
 // CreateJob creates a queued job unless one with the same ID exists; created
 // is false for a repeat (the first submission wins, later ones change nothing).
-func (s *Store) CreateJob(ctx context.Context, n NewJob) (j job.Job, created bool, err error) {
+func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created bool, err error) {
 	f, ok := s.cfg.FleetForWorkflow(n.WorkflowID)
 	if !ok {
 		return job.Job{}, false, fmt.Errorf("workflow %q is served by no fleet: %w", n.WorkflowID, ErrNotFound)

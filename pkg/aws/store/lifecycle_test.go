@@ -18,14 +18,14 @@ func TestCreateJobIsIdempotent(t *testing.T) {
 		t.Fatalf("created job = %+v", first)
 	}
 	e.clock.Advance(time.Minute)
-	again, created, err := e.st.CreateJob(e.ctx, store.NewJob{ID: "j1", TenantID: "t2", WorkflowID: "wf-b", Input: json.RawMessage(`{"other":true}`)})
+	again, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: "j1", TenantID: "t2", WorkflowID: "wf-b", Input: json.RawMessage(`{"other":true}`)})
 	if err != nil || created {
 		t.Fatalf("repeat CreateJob = created %v, %v", created, err)
 	}
 	if err := same(first, again); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.st.CreateJob(e.ctx, store.NewJob{ID: "j2", TenantID: "t", WorkflowID: "nope"}); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: "j2", TenantID: "t", WorkflowID: "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown workflow: %v", err)
 	}
 }

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/fleetq/fleetq/pkg/aws/assets"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/jobinput"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
 )
@@ -74,7 +73,7 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 		return &Error{Msg: err.Error()}
 	}
 	s.Input = obj
-	if _, err := assets.ParseRefs(s.TenantID, s.Input); err != nil {
+	if _, err := jobinput.ParseRefs(s.TenantID, s.Input); err != nil {
 		return &Error{Msg: err.Error()}
 	}
 	if s.MaxAttempts < 0 || s.MaxAttempts > fleetconfig.MaxAttemptsLimit {
@@ -89,13 +88,13 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 	return nil
 }
 
-// NewJob turns a validated submission with an id into the store's form.
-func (s Submission) NewJob() store.NewJob {
+// Spec turns a validated submission with an id into the job it asks for.
+func (s Submission) Spec() job.Spec {
 	in := s.Input
 	if len(in) == 0 {
 		in = json.RawMessage(`{}`)
 	}
-	return store.NewJob{
+	return job.Spec{
 		ID: s.JobID, TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
 		MaxAttempts: s.MaxAttempts, TimeoutSeconds: s.TimeoutSeconds, QueueTimeoutSeconds: s.QueueTimeoutSeconds,
 	}

@@ -18,11 +18,11 @@ func TestParse(t *testing.T) {
 	if s.JobID != "scene-42:gen-1" || s.Priority != 5 || string(s.Input) != `{"seconds":3}` || s.MaxAttempts != 2 {
 		t.Fatalf("parsed %+v", s)
 	}
-	n := s.NewJob()
+	n := s.Spec()
 	if n.ID != s.JobID || n.TimeoutSeconds != 600 {
-		t.Fatalf("NewJob = %+v", n)
+		t.Fatalf("Spec = %+v", n)
 	}
-	if m, err := Parse([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep"}`), cfg); err != nil || string(m.NewJob().Input) != `{}` {
+	if m, err := Parse([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep"}`), cfg); err != nil || string(m.Spec().Input) != `{}` {
 		t.Fatalf("minimal submission = %+v, %v", m, err)
 	}
 }

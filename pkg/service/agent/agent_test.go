@@ -141,7 +141,7 @@ func newStack(t *testing.T, fake bool) *stackEnv {
 // create stores a job directly (dispatch is tested elsewhere).
 func (e *stackEnv) create(id string, input string) {
 	e.t.Helper()
-	if _, _, err := e.stack.Store.CreateJob(e.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(input)}); err != nil {
+	if _, _, err := e.stack.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(input)}); err != nil {
 		e.t.Fatal(err)
 	}
 }

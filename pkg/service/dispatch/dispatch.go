@@ -15,7 +15,7 @@ import (
 
 // Store is what dispatch needs of the store.
 type Store interface {
-	CreateJob(ctx context.Context, n store.NewJob) (job.Job, bool, error)
+	CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, error)
 	RecordRejection(ctx context.Context, r store.Rejection) error
 }
 
@@ -87,7 +87,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMe
 		// across redeliveries of the same message.
 		sub.JobID = rec.MessageId
 	}
-	j, created, err := h.Store.CreateJob(ctx, sub.NewJob())
+	j, created, err := h.Store.CreateJob(ctx, sub.Spec())
 	if err != nil {
 		return "", err
 	}

@@ -91,7 +91,7 @@ type flakyStore struct {
 	failFor map[string]bool
 }
 
-func (f *flakyStore) CreateJob(ctx context.Context, n store.NewJob) (job.Job, bool, error) {
+func (f *flakyStore) CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, error) {
 	if f.failFor[n.ID] {
 		return job.Job{}, false, errors.New("ProvisionedThroughputExceededException")
 	}

@@ -82,7 +82,7 @@ func newEnv(t *testing.T) *env {
 // leased submits and leases a job on the instance's worker.
 func (e *env) leased(id string) job.Job {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}
 	j, err := e.st.LeaseNext(e.ctx, e.auth, []string{"render"})

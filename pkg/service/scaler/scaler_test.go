@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -95,7 +96,7 @@ func (h *harness) submit(n int, prefix string) {
 	h.t.Helper()
 	for i := range n {
 		id := prefix + string(rune('a'+i))
-		if _, _, err := h.st.CreateJob(h.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := h.st.CreateJob(h.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			h.t.Fatal(err)
 		}
 	}

@@ -1,0 +1,16 @@
+package job
+
+import "encoding/json"
+
+// Spec is what a submission asks for: the job to create, with zeros where
+// the fleet's policy decides.
+type Spec struct {
+	ID                  string
+	TenantID            string
+	WorkflowID          string
+	Priority            int
+	Input               json.RawMessage
+	MaxAttempts         int // 0: the fleet's retry policy
+	TimeoutSeconds      int // 0: the fleet's job timeout
+	QueueTimeoutSeconds int // 0: the fleet's queue timeout (none when that is 0)
+}
