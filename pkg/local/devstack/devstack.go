@@ -185,8 +185,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	apiHandler := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
 		auth.StaticSecret(o.FleetSecret), auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/local/events", s.localEvents)
-	mux.HandleFunc("/local/events/recent", s.recentEvents)
+	mux.HandleFunc("/local/events", s.operatorRoute(http.MethodPost, s.localEvents))
+	mux.HandleFunc("/local/events/recent", s.operatorRoute(http.MethodGet, s.recentEvents))
 	mux.Handle("/", apiHandler)
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.Go(func() {
@@ -288,17 +288,25 @@ func (s *Stack) DeliverEvent(ctx context.Context, ev events.CloudWatchEvent) (an
 	return h(ctx, ev)
 }
 
+// operatorRoute serves a local route to the operator credential and one
+// method, answering anything else in the API's error shape.
+func (s *Stack) operatorRoute(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
+			wire.WriteError(w, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"})
+			return
+		}
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument, Message: "use " + method})
+			return
+		}
+		h(w, r)
+	}
+}
+
 // localEvents is POST /local/events: an EventBridge event in, its handler's summary out.
 func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
-	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
-		wire.WriteError(w, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"})
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument, Message: "use POST"})
-		return
-	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
 	if err != nil {
 		wire.WriteError(w, &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"})
@@ -326,15 +334,6 @@ func (s *Stack) localEvents(w http.ResponseWriter, r *http.Request) {
 // recentEvents is GET /local/events/recent[?limit=N]: the newest job
 // lifecycle events the stack published, oldest first.
 func (s *Stack) recentEvents(w http.ResponseWriter, r *http.Request) {
-	if _, err := auth.OperatorToken(s.OperatorToken).AuthenticateOperator(r); err != nil {
-		wire.WriteError(w, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"})
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		wire.WriteError(w, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeInvalidArgument, Message: "use GET"})
-		return
-	}
 	limit := 100
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

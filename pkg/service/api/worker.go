@@ -189,6 +189,20 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, wire.PollResponse{Job: &out})
 }
 
+// readLeased reads a lease-fenced report into req and checks its lease
+// reference (ref points into req); false means the error is answered.
+func (s *server) readLeased(w http.ResponseWriter, r *http.Request, req any, ref *wire.LeaseRef) bool {
+	if err := readBody(w, r, req, false); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	if err := validateLease(*ref); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
 func validateLease(l wire.LeaseRef) error {
 	if l.JobID == "" {
 		return invalid("field \"job_id\" is required")
@@ -204,12 +218,7 @@ func validateLease(l wire.LeaseRef) error {
 
 func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req wire.HeartbeatRequest
-	if err := readBody(w, r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := validateLease(req.LeaseRef); err != nil {
-		s.writeError(w, r, err)
+	if !s.readLeased(w, r, &req, &req.LeaseRef) {
 		return
 	}
 	if req.Progress != nil && (*req.Progress < 0 || *req.Progress > 1 || math.IsNaN(*req.Progress)) {
@@ -241,12 +250,7 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 	var req wire.CompleteRequest
-	if err := readBody(w, r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := validateLease(req.LeaseRef); err != nil {
-		s.writeError(w, r, err)
+	if !s.readLeased(w, r, &req, &req.LeaseRef) {
 		return
 	}
 	result, err := strictjson.RequireObject("result", req.Result)
@@ -264,12 +268,7 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request) {
 	var req wire.FailRequest
-	if err := readBody(w, r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := validateLease(req.LeaseRef); err != nil {
-		s.writeError(w, r, err)
+	if !s.readLeased(w, r, &req, &req.LeaseRef) {
 		return
 	}
 	if req.Error == nil || req.Error.Message == "" {
@@ -298,12 +297,7 @@ func outcomeBody(o job.Outcome) wire.OutcomeResponse {
 
 func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
 	var req wire.RequeueRequest
-	if err := readBody(w, r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := validateLease(req.LeaseRef); err != nil {
-		s.writeError(w, r, err)
+	if !s.readLeased(w, r, &req, &req.LeaseRef) {
 		return
 	}
 	reason, err := job.ParsePreemptReason(req.Reason)
