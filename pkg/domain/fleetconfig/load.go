@@ -28,6 +28,7 @@ type ValidationError struct {
 	Problems []Problem
 }
 
+// Error implements error.
 func (e *ValidationError) Error() string {
 	lines := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {

@@ -31,6 +31,7 @@ var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // show the producer.
 type Error struct{ Msg string }
 
+// Error implements error.
 func (e *Error) Error() string { return e.Msg }
 
 func invalid(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }

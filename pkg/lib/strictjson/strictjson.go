@@ -12,6 +12,7 @@ import (
 // Error is a decoding problem, safe to show to the caller.
 type Error struct{ Msg string }
 
+// Error implements error.
 func (e *Error) Error() string { return e.Msg }
 
 func bad(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }

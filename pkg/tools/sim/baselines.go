@@ -19,10 +19,16 @@ func NewVisibleOnly() *VisibleOnly {
 	return &VisibleOnly{MaxBacklogAdd: 5, StableZero: 20 * time.Minute}
 }
 
-func (*VisibleOnly) Name() string            { return "visible-only" }
-func (*VisibleOnly) Interval() time.Duration { return time.Minute }
-func (*VisibleOnly) Victims() VictimRule     { return VictimRandom }
+// Name implements Policy.
+func (*VisibleOnly) Name() string { return "visible-only" }
 
+// Interval implements Policy.
+func (*VisibleOnly) Interval() time.Duration { return time.Minute }
+
+// Victims implements Policy.
+func (*VisibleOnly) Victims() VictimRule { return VictimRandom }
+
+// Decide implements Policy.
 func (p *VisibleOnly) Decide(t Trigger, o Observation) Action {
 	if t != Tick {
 		return Keep
@@ -66,10 +72,16 @@ func NewTargetTracking() *TargetTracking {
 	return &TargetTracking{Target: 2, OutPoints: 3, InPoints: 15, ToZero: 15 * time.Minute}
 }
 
-func (*TargetTracking) Name() string            { return "target-tracking" }
-func (*TargetTracking) Interval() time.Duration { return time.Minute }
-func (*TargetTracking) Victims() VictimRule     { return VictimRandom }
+// Name implements Policy.
+func (*TargetTracking) Name() string { return "target-tracking" }
 
+// Interval implements Policy.
+func (*TargetTracking) Interval() time.Duration { return time.Minute }
+
+// Victims implements Policy.
+func (*TargetTracking) Victims() VictimRule { return VictimRandom }
+
+// Decide implements Policy.
 func (p *TargetTracking) Decide(t Trigger, now Observation) Action {
 	if t != Tick {
 		return Keep
@@ -162,10 +174,16 @@ func NewKEDA() *KEDA {
 	return &KEDA{QueueLength: 1, Window: 300 * time.Second, Cooldown: 300 * time.Second}
 }
 
-func (*KEDA) Name() string            { return "keda" }
-func (*KEDA) Interval() time.Duration { return 30 * time.Second }
-func (*KEDA) Victims() VictimRule     { return VictimNewest }
+// Name implements Policy.
+func (*KEDA) Name() string { return "keda" }
 
+// Interval implements Policy.
+func (*KEDA) Interval() time.Duration { return 30 * time.Second }
+
+// Victims implements Policy.
+func (*KEDA) Victims() VictimRule { return VictimNewest }
+
+// Decide implements Policy.
 func (p *KEDA) Decide(t Trigger, o Observation) Action {
 	if t != Tick {
 		return Keep
@@ -203,10 +221,16 @@ func (p *KEDA) Decide(t Trigger, o Observation) Action {
 // delay), and terminates an instance the moment it has nothing to do.
 type Oracle struct{}
 
-func (Oracle) Name() string            { return "oracle" }
-func (Oracle) Interval() time.Duration { return 0 }
-func (Oracle) Victims() VictimRule     { return VictimNamed }
+// Name implements Policy.
+func (Oracle) Name() string { return "oracle" }
 
+// Interval implements Policy.
+func (Oracle) Interval() time.Duration { return 0 }
+
+// Victims implements Policy.
+func (Oracle) Victims() VictimRule { return VictimNamed }
+
+// Decide implements Policy.
 func (Oracle) Decide(t Trigger, o Observation) Action {
 	need := clamp(ceilDiv(o.Queued+o.Leased, o.Slots), o.MinInstances, o.MaxInstances)
 	live := 0

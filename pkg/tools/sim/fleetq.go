@@ -36,10 +36,16 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 	return p
 }
 
-func (*Fleetq) Name() string            { return "fleetq" }
-func (*Fleetq) Interval() time.Duration { return time.Minute }
-func (*Fleetq) Victims() VictimRule     { return VictimNamed }
+// Name implements Policy.
+func (*Fleetq) Name() string { return "fleetq" }
 
+// Interval implements Policy.
+func (*Fleetq) Interval() time.Duration { return time.Minute }
+
+// Victims implements Policy.
+func (*Fleetq) Victims() VictimRule { return VictimNamed }
+
+// Decide implements Policy.
 func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	s := p.settings
 	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
