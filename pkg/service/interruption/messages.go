@@ -21,7 +21,13 @@ const (
 const (
 	SourceEC2         = "aws.ec2"
 	SourceAutoScaling = "aws.autoscaling"
+	// SourceSchedule sends the schedule's tick, ScheduledEvent.
+	SourceSchedule = "aws.events"
 )
+
+// ScheduledEvent is the detail type of an EventBridge schedule's tick: the
+// handler sweeps its held terminations on it.
+const ScheduledEvent = "Scheduled Event"
 
 // ErrUnsupported is an event this handler has no rule for: a detail type it
 // does not handle, or one that comes from another source than the service
