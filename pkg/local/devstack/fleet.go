@@ -103,6 +103,10 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 				if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
 					s.log.Warn("scaler tick", "error", err.Error())
 				}
+				// The interruption function's own schedule: held terminations.
+				if _, err := s.Interruptions.Sweep(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("termination sweep", "error", err.Error())
+				}
 			})
 		})
 	}
