@@ -299,18 +299,22 @@ func TestHeartbeatFailureIsRetriedNextSweep(t *testing.T) {
 	}
 }
 
-// Every event kind handles every agent on the instance.
+// Every event kind handles every agent of the instance.
 func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 	for _, c := range []struct {
 		sample   string
 		requeued int
-		status   job.Status // of each agent's job after the event
-		gone     bool       // the workers removed
+		job      job.Status    // of each agent's job after the event
+		worker   worker.Status // of each agent after it; "" removed
 	}{
-		{"ec2-spot-interruption-warning.json", 2, job.Queued, false},
-		{"ec2-rebalance-recommendation.json", 0, job.Leased, false},
-		{"ec2-instance-state-change-terminated.json", 2, job.Queued, true},
-		{"asg-instance-terminate-lifecycle-action.json", 0, job.Leased, false},
+		{"ec2-spot-interruption-warning.json", 2, job.Queued, worker.Draining},
+		{"ec2-capacity-reservation-interruption-warning.json", 2, job.Queued, worker.Draining},
+		{"ec2-rebalance-recommendation.json", 0, job.Leased, worker.Active},
+		{"ec2-instance-state-change-stopping.json", 2, job.Queued, worker.Draining},
+		{"ec2-instance-state-change-stopped.json", 2, job.Queued, ""},
+		{"ec2-instance-state-change-terminated.json", 2, job.Queued, ""},
+		{"asg-instance-terminate-lifecycle-action.json", 0, job.Leased, worker.Draining},
+		{"aws-health-scheduled-change.json", 0, job.Leased, worker.Draining},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			e := newDrainEnv(t, "10m")
@@ -323,17 +327,29 @@ func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 				t.Fatalf("summary %+v: want %d requeued over both workers", s, c.requeued)
 			}
 			for agent, id := range map[string]string{gpu0: "j0", gpu1: "j1"} {
-				if j := e.job(id); j.Status != c.status || j.Attempts > 1 || (c.status == job.Queued && j.Attempts != 0) {
-					t.Errorf("%s: %s attempts %d, want %s", id, j.Status, j.Attempts, c.status)
+				if j := e.job(id); j.Status != c.job || (c.job == job.Queued && j.Attempts != 0) {
+					t.Errorf("%s: %s attempts %d, want %s", id, j.Status, j.Attempts, c.job)
 				}
 				w, err := e.st.GetWorker(e.ctx, agent)
 				switch {
-				case c.gone && !errors.Is(err, store.ErrNotFound):
+				case c.worker == "" && !errors.Is(err, store.ErrNotFound):
 					t.Errorf("%s not removed: %v", agent, err)
-				case !c.gone && (err != nil || w.Status != worker.Draining):
-					t.Errorf("%s: %s, %v; want draining", agent, w.Status, err)
+				case c.worker != "" && (err != nil || w.Status != c.worker):
+					t.Errorf("%s: %s, %v; want %s", agent, w.Status, err, c.worker)
 				}
 			}
 		})
+	}
+}
+
+func TestTestNotificationIsANoOp(t *testing.T) {
+	e := newDrainEnv(t, "10m")
+	e.run(gpu0, "j0")
+	s, err := e.h.Handle(e.ctx, sample(t, "asg-test-notification.json"))
+	if err != nil || s.Kind != interruption.KindTestNotification || !strings.Contains(s.Note, "test notification") || len(s.Workers) != 0 {
+		t.Fatalf("summary %+v, %v", s, err)
+	}
+	if len(e.asg.Calls()) != 0 || e.job("j0").Status != job.Leased {
+		t.Fatal("a test notification changed something")
 	}
 }

@@ -156,19 +156,92 @@ type action func(ctx context.Context, h *Handler, in input, s *Summary) error
 // step is one change to one worker on the event's instance.
 type step func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error
 
+// Interruption kinds counted besides fleetstate's (spot, rebalance,
+// terminated).
+const (
+	// InterruptReservation is an interruptible Capacity Reservation's
+	// warning.
+	InterruptReservation = "reservation"
+	// InterruptScheduled is an AWS Health scheduled change.
+	InterruptScheduled = "scheduled"
+)
+
 // actions maps each kind of message to its action.
 var actions = map[Kind]action{
 	// Drained and its leases requeued at once: a preemption, no attempt spent.
 	KindSpotWarning: onWorkers(fleetstate.InterruptSpot, drain, requeue(job.SpotInterruption)),
-	// Drained (no new leases); its running jobs go on.
-	KindRebalance: onWorkers(fleetstate.InterruptRebalance, drain),
-	// Its leases requeued and the worker removed.
+	// The same two minutes, from a Capacity Reservation.
+	KindReservationWarning: onWorkers(InterruptReservation, drain, requeue(job.Shutdown)),
+	// Counted only: the group's Capacity Rebalance replaces the instance
+	// and terminates it through the terminate hook, which drains it
+	// (docs/scaling.md, "One rebalance policy").
+	KindRebalance: onWorkers(fleetstate.InterruptRebalance),
+	// Its leases requeued and the worker removed (an agent that comes
+	// back registers afresh).
 	KindInstanceEnding: onWorkers(fleetstate.InterruptTerminated, remove),
-	KindInstanceState:  stateNeedsNothing,
+	// Drained and its leases requeued: the jobs cannot finish.
+	KindInstanceStopping: onWorkers("", drain, requeue(job.Shutdown)),
+	KindInstanceState:    stateNeedsNothing,
 	// Drained; with running jobs and a drain timeout, the action is held
 	// (see holdTermination), else the leases are requeued and the action
 	// completed with CONTINUE (whether or not a worker ran there).
 	KindTerminateAction: holdTermination,
+	// Every affected instance drained ahead of the change: running jobs
+	// finish, then the scaler removes the idle instances.
+	KindScheduledChange: drainScheduled,
+	// Logged, nothing else.
+	KindTestNotification: testNotificationNeedsNothing,
+}
+
+// drainScheduled drains every worker of every instance an AWS Health
+// scheduled change affects, and counts it once.
+func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error {
+	m, ok := in.msg.(ScheduledChange)
+	if !ok {
+		return fmt.Errorf("scheduled change: %s is not a %s", in.msg.Kind(), KindScheduledChange)
+	}
+	var first *worker.Worker
+	for _, inst := range m.Instances {
+		ws, err := h.Store.WorkersByInstance(ctx, inst)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if first == nil {
+				first = &w
+				s.WorkerID = w.ID
+			}
+			s.Workers = append(s.Workers, w.ID)
+			if err := drain(ctx, h, w, s); err != nil {
+				return err
+			}
+		}
+	}
+	if first == nil {
+		s.Note = "no worker runs on these instances"
+		return nil
+	}
+	if in.id != "" {
+		if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: first.Fleet, Kind: InterruptScheduled,
+			InstanceType: first.InstanceType, AZ: first.AZ, At: in.at}); err != nil {
+			return err
+		}
+	}
+	s.Note = fmt.Sprintf("%s at %s: drained ahead of it", m.EventTypeCode, m.StartTime)
+	in.log.Info("scheduled change: instances drained", "code", m.EventTypeCode, "start", m.StartTime,
+		"instances", m.Instances, "workers", s.Workers)
+	return nil
+}
+
+// testNotificationNeedsNothing logs the group's test notification.
+func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) error {
+	group := ""
+	if m, ok := in.msg.(TestNotification); ok {
+		group = m.Group
+	}
+	s.Note = "test notification of group " + group + ": nothing to do"
+	in.log.Info("test notification", "group", group)
+	return nil
 }
 
 // workers reads every worker on the event's instance into the summary.
