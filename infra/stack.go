@@ -360,13 +360,20 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
 		RuleName: b.name("spot-rebalance"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"),
-			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance)},
+			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance,
+				interruption.ReservationWarning, interruption.ReservationWarningAlt)},
 		Targets: target,
 	})
 	awsevents.NewRule(st, jsii.String("InstanceStopping"), &awsevents.RuleProps{
 		RuleName: b.name("instance-state"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings(interruption.StateChange),
-			Detail: &map[string]interface{}{"state": []string{"shutting-down", "terminated"}}},
+			Detail: &map[string]interface{}{"state": []string{"stopping", "stopped", "shutting-down", "terminated"}}},
+		Targets: target,
+	})
+	awsevents.NewRule(st, jsii.String("HealthScheduledChange"), &awsevents.RuleProps{
+		RuleName: b.name("health-scheduled"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings(interruption.SourceHealth), DetailType: jsii.Strings(interruption.HealthEvent),
+			Detail: &map[string]interface{}{"service": []string{"EC2"}, "eventTypeCategory": []string{"scheduledChange"}}},
 		Targets: target,
 	})
 	// Held terminations (an instance draining while its terminate hook
