@@ -14,15 +14,12 @@
 //   - ec2-spot-interruption-warning.json: the "EC2 Spot Instance
 //     Interruption Warning" event of the Amazon EC2 User Guide, "Spot
 //     Instance interruption notices" (detail: instance-id, instance-action);
-//
 //   - ec2-rebalance-recommendation.json: the "EC2 Instance Rebalance
 //     Recommendation" event of the Amazon EC2 User Guide, "EC2 instance
 //     rebalance recommendations" (detail: instance-id);
-//
 //   - ec2-instance-state-change-terminated.json: the "EC2 Instance
 //     State-change Notification" event of the Amazon EC2 User Guide,
 //     "Instance state change events" (detail: instance-id, state);
-//
 //   - asg-instance-terminate-lifecycle-action.json: the "EC2
 //     Instance-terminate Lifecycle Action" event of the Amazon EC2 Auto
 //     Scaling User Guide, "Amazon EventBridge events for Amazon EC2 Auto
@@ -30,41 +27,34 @@
 //     LifecycleHookName, EC2InstanceId, LifecycleTransition, Origin,
 //     Destination); its token is the documentation's, the same as in
 //     aws-lambda-go's events/testdata/autoscaling-event-terminate-action.json;
-//
 //   - schedule-tick.json: the "Scheduled Event" of an EventBridge rate rule
 //     (Amazon EventBridge User Guide, "Events from AWS services");
-//
 //   - apigw-v2-*.json: API Gateway HTTP API payload format 2.0 requests
 //     (API Gateway Developer Guide, "Working with AWS Lambda proxy
 //     integrations for HTTP APIs"), shaped like aws-lambda-go's
 //     events/testdata/apigw-v2-request-*.json;
-//
 //   - sqs-submission-batch.json: an SQS batch as Lambda's event source
 //     mapping delivers it (AWS Lambda Developer Guide, "Using Lambda with
-//     Amazon SQS"), carrying fleetq submissions.
-//
+//     Amazon SQS"), carrying fleetq submissions;
 //   - ec2-instance-state-change-stopping.json, -stopped.json: the same
 //     state-change event with the states "stopping" and "stopped";
-//
 //   - ec2-capacity-reservation-interruption-warning.json: the "EC2
 //     Capacity Reservation Instance Interruption Warning" event of the
 //     Amazon EC2 User Guide, "Monitor interruptible Capacity Reservations
 //     with EventBridge and CloudTrail" (detail: instance-id,
 //     instance-action, instance-termination-time, azId);
-//
 //   - aws-health-scheduled-change.json: an "AWS Health Event" for EC2 in
 //     the scheduledChange category (AWS Health User Guide, "Monitoring AWS
 //     Health events with Amazon EventBridge"; detail: service,
 //     eventTypeCode, eventTypeCategory, startTime, affectedEntities), with
 //     the eventTypeCode AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED;
-//
 //   - asg-test-notification.json: the group's test notification, whose
 //     fields (Event autoscaling:TEST_NOTIFICATION, AutoScalingGroupName,
 //     AccountId, RequestId, Service, Time) the Amazon EC2 Auto Scaling User
 //     Guide lists for the test message a new hook or notification sends,
 //     carried as the detail of a terminate lifecycle action event, where
 //     aws-node-termination-handler looks for it too
-//     (pkg/monitor/sqsevent/asg-lifecycle-event.go).
+//     (pkg/monitor/sqsevent/asg-lifecycle-event.go, at commit 04929762).
 //
 // pkg/service/interruption's tests parse every EC2, Auto Scaling and AWS
 // Health sample here.
