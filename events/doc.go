@@ -61,9 +61,10 @@
 //
 // # The corpus of real events
 //
-// corpus/ holds events as others published them, unchanged but for the
-// placeholders of documentation samples; corpus/README.md names the source
-// (repository, path and commit, or documentation page) of each. The
+// corpus/ holds events as others published them (a documentation sample's
+// placeholders filled in, a test builder's random id and time fixed);
+// corpus/README.md names the source (repository, path and commit, or
+// documentation page) of each and what was filled in. The
 // interruption handler's tests replay every one of them with its expected
 // effect.
 package events
