@@ -382,6 +382,8 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		if ts.Error != "" {
 			return errors.New(ts.Error)
 		}
+		s.Requeued += ts.Requeued
+		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
 		return nil
 	}
 	for _, w := range ws {
