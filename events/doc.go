@@ -35,9 +35,38 @@
 //     events/testdata/apigw-v2-request-*.json;
 //   - sqs-submission-batch.json: an SQS batch as Lambda's event source
 //     mapping delivers it (AWS Lambda Developer Guide, "Using Lambda with
-//     Amazon SQS"), carrying fleetq submissions.
+//     Amazon SQS"), carrying fleetq submissions;
+//   - ec2-instance-state-change-stopping.json, -stopped.json: the same
+//     state-change event with the states "stopping" and "stopped";
+//   - ec2-capacity-reservation-interruption-warning.json: the "EC2
+//     Capacity Reservation Instance Interruption Warning" event of the
+//     Amazon EC2 User Guide, "Monitor interruptible Capacity Reservations
+//     with EventBridge and CloudTrail" (detail: instance-id,
+//     instance-action, instance-termination-time, azId);
+//   - aws-health-scheduled-change.json: an "AWS Health Event" for EC2 in
+//     the scheduledChange category (AWS Health User Guide, "Monitoring AWS
+//     Health events with Amazon EventBridge"; detail: service,
+//     eventTypeCode, eventTypeCategory, startTime, affectedEntities), with
+//     the eventTypeCode AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED;
+//   - asg-test-notification.json: the group's test notification, whose
+//     fields (Event autoscaling:TEST_NOTIFICATION, AutoScalingGroupName,
+//     AccountId, RequestId, Service, Time) the Amazon EC2 Auto Scaling User
+//     Guide lists for the test message a new hook or notification sends,
+//     carried as the detail of a terminate lifecycle action event, where
+//     aws-node-termination-handler looks for it too
+//     (pkg/monitor/sqsevent/asg-lifecycle-event.go, at commit 04929762).
 //
-// pkg/service/interruption's tests parse every EC2 and Auto Scaling sample here.
+// pkg/service/interruption's tests parse every EC2, Auto Scaling and AWS
+// Health sample here.
+//
+// # The corpus of real events
+//
+// corpus/ holds events as others published them (a documentation sample's
+// placeholders filled in, a test builder's random id and time fixed);
+// corpus/README.md names the source (repository, path and commit, or
+// documentation page) of each and what was filled in. The
+// interruption handler's tests replay every one of them with its expected
+// effect.
 package events
 
 import "embed"
@@ -46,3 +75,8 @@ import "embed"
 //
 //go:embed *.json
 var FS embed.FS
+
+// Corpus holds the real events (corpus/*.json).
+//
+//go:embed corpus/*.json
+var Corpus embed.FS

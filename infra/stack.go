@@ -339,7 +339,8 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 
 // triggers wire dispatch to the queue, the scaler to its schedule, and the
 // interruption handler to the EC2 and Auto Scaling events of the stage's
-// groups.
+// groups and to its own schedule (the sweep of held terminations, which
+// heartbeats their lifecycle actions).
 func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	st := b.st
 	fns.dispatch.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
@@ -359,15 +360,36 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
 		RuleName: b.name("spot-rebalance"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"),
-			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance)},
+			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance,
+				interruption.ReservationWarning, interruption.ReservationWarningAlt)},
 		Targets: target,
 	})
 	awsevents.NewRule(st, jsii.String("InstanceStopping"), &awsevents.RuleProps{
 		RuleName: b.name("instance-state"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings(interruption.StateChange),
-			Detail: &map[string]interface{}{"state": []string{"shutting-down", "terminated"}}},
+			Detail: &map[string]interface{}{"state": []string{"stopping", "stopped", "shutting-down", "terminated"}}},
 		Targets: target,
 	})
+	awsevents.NewRule(st, jsii.String("HealthScheduledChange"), &awsevents.RuleProps{
+		RuleName: b.name("health-scheduled"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings(interruption.SourceHealth), DetailType: jsii.Strings(interruption.HealthEvent),
+			Detail: &map[string]interface{}{"service": []string{"EC2"}, "eventTypeCategory": []string{"scheduledChange"}}},
+		Targets: target,
+	})
+	// Held terminations (an instance draining while its terminate hook
+	// waits) are swept once a minute: completed when idle or at the drain
+	// deadline, heartbeated meanwhile (docs/scaling.md).
+	awsevents.NewRule(st, jsii.String("TerminationSweep"), &awsevents.RuleProps{
+		RuleName: b.name("termination-sweep"),
+		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, nil)},
+	})
+	fns.interruption.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("autoscaling:RecordLifecycleActionHeartbeat"),
+		Resources: &[]*string{st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
+			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + b.stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: b.stage}},
+	}))
 	awsevents.NewRule(st, jsii.String("TerminateLifecycle"), &awsevents.RuleProps{
 		RuleName: b.name("terminate-hook"),
 		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.autoscaling"), DetailType: jsii.Strings(interruption.TerminateHook),

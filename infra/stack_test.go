@@ -202,7 +202,9 @@ func TestQueueTableBucketRules(t *testing.T) {
 		}
 	}
 	slices.Sort(detailTypes)
-	want := []string{"EC2 Instance Rebalance Recommendation", "EC2 Instance State-change Notification", "EC2 Instance-terminate Lifecycle Action", "EC2 Spot Instance Interruption Warning"}
+	want := []string{"AWS Health Event", "EC2 Capacity Reservation Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
+		"EC2 Instance State-change Notification", "EC2 Instance-terminate Lifecycle Action", "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
+		"EC2 Spot Instance Interruption Warning"}
 	if !slices.Equal(detailTypes, want) {
 		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
 	}

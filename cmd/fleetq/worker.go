@@ -42,6 +42,7 @@ type workerFlags struct {
 	imdsEndpoint                       *string
 	noIMDS                             *bool
 	drain                              *time.Duration
+	slot                               *string
 	logLevel                           *string
 }
 
@@ -64,6 +65,7 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 		imdsEndpoint: fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)"),
 		noIMDS:       fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)"),
 		logLevel:     fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)"),
+		slot:         fs.String("slot", env("SLOT", ""), "this agent's slot on a machine running several (one per GPU: 0, 1, ...); the default worker id gets it as a suffix (env FLEETQ_SLOT)"),
 	}
 	maxConc, _ := strconv.Atoi(env("MAX_CONCURRENCY", "1"))
 	f.concurrency = fs.Int("max-concurrency", maxConc, "jobs run at once (env FLEETQ_MAX_CONCURRENCY)")
@@ -161,14 +163,24 @@ func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
 		}
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = cfg.InstanceID
-	}
-	if cfg.WorkerID == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("no --worker-id and no hostname: %v", err)
+		machine := cfg.InstanceID
+		if machine == "" {
+			host, err := os.Hostname()
+			if err != nil {
+				return fmt.Errorf("no --worker-id and no hostname: %v", err)
+			}
+			machine = host
 		}
-		cfg.WorkerID = host
+		id, err := defaultWorkerID(machine, *f.slot)
+		if err != nil {
+			return err
+		}
+		cfg.WorkerID = id
+		if cfg.InstanceID == "" {
+			// Off EC2 the machine stands for the instance, so interruption
+			// events (e.g. posted to the dev stack) name every agent on it.
+			cfg.InstanceID = machine
+		}
 	}
 	if cfg.InstanceID == "" {
 		// Off EC2 the worker id stands for the instance, so interruption
@@ -176,6 +188,20 @@ func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
 		cfg.InstanceID = cfg.WorkerID
 	}
 	return nil
+}
+
+// defaultWorkerID is the worker id of an agent given none: the machine
+// (instance id, else hostname), with "-<slot>" when several agents share it
+// (one per GPU), so that each has its own registration. A slot is short:
+// letters, digits, '-' and '_'.
+func defaultWorkerID(machine, slot string) (string, error) {
+	if slot == "" {
+		return machine, nil
+	}
+	if len(slot) > 16 || strings.Trim(slot, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+		return "", fmt.Errorf("--slot %q: use up to 16 letters, digits, '-' or '_'", slot)
+	}
+	return machine + "-" + slot, nil
 }
 
 // runDraining runs the agent until it stops. SIGTERM and SIGINT drain; the

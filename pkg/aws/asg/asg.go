@@ -32,7 +32,7 @@ const (
 var ErrGroupNotFound = errors.New("auto scaling group not found")
 
 // ErrNoActiveLifecycleAction is returned (wrapping the service's error) by
-// CompleteLifecycle when the instance or token has no lifecycle action
+// CompleteLifecycle and HeartbeatLifecycle when the instance or token has no lifecycle action
 // waiting: it was completed already, it timed out, or there never was one.
 // A duplicate delivery of a lifecycle event meets it.
 var ErrNoActiveLifecycleAction = errors.New("no active lifecycle action")
@@ -75,6 +75,7 @@ type API interface {
 	SetDesiredCapacity(context.Context, *autoscaling.SetDesiredCapacityInput, ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error)
 	TerminateInstanceInAutoScalingGroup(context.Context, *autoscaling.TerminateInstanceInAutoScalingGroupInput, ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
 	CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+	RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
 }
 
 // WithoutSDKRetries is a client option that turns off the SDK's own retries,
@@ -277,6 +278,37 @@ func (a *Adapter) CompleteLifecycle(ctx context.Context, groupName, hookName, in
 	}
 	if err != nil {
 		return fmt.Errorf("complete lifecycle action %s of instance %s in auto scaling group %q: %w", hookName, instanceID, groupName, err)
+	}
+	return nil
+}
+
+// HeartbeatLifecycle restarts the heartbeat timeout of the lifecycle action
+// instanceID is waiting on, so the group keeps it in its wait state (never
+// past the hook's global timeout: 100 heartbeat timeouts or 48 hours,
+// whichever is less). token and instanceID name the action as for
+// CompleteLifecycle. An action that is not waiting (any more: completed, or
+// timed out and the instance gone on) gives an error that matches
+// ErrNoActiveLifecycleAction.
+func (a *Adapter) HeartbeatLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error {
+	in := &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(groupName),
+		LifecycleHookName:    aws.String(hookName),
+	}
+	if instanceID != "" {
+		in.InstanceId = aws.String(instanceID)
+	}
+	if token != "" {
+		in.LifecycleActionToken = aws.String(token)
+	}
+	err := a.retry(ctx, func() error {
+		_, err := a.api.RecordLifecycleActionHeartbeat(ctx, in)
+		return err
+	})
+	if err != nil && noActiveLifecycleAction(err) {
+		return fmt.Errorf("heartbeat lifecycle action %s of instance %s in auto scaling group %q: %w: %w", hookName, instanceID, groupName, ErrNoActiveLifecycleAction, err)
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat lifecycle action %s of instance %s in auto scaling group %q: %w", hookName, instanceID, groupName, err)
 	}
 	return nil
 }

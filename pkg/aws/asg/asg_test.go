@@ -423,3 +423,72 @@ func TestCanceledContextStopsRetrying(t *testing.T) {
 		t.Errorf("requests = %d, want 1", n)
 	}
 }
+
+func TestHeartbeatLifecycleKeepsTheActionWaiting(t *testing.T) {
+	h := newHarness(t, asg.Options{})
+	h.fake.PutGroup(gpuGroup())
+	ctx := context.Background()
+	if err := h.ad.HeartbeatLifecycle(ctx, "fleetq-dev-gpu", "drain", "i-f", "tok-f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ad.HeartbeatLifecycle(ctx, "fleetq-dev-gpu", "drain", "i-f", ""); err != nil {
+		t.Fatalf("by instance only: %v", err)
+	}
+	got := h.fake.LifecycleHeartbeats()
+	want := []localaws.ASGLifecycleHeartbeat{
+		{Group: "fleetq-dev-gpu", Hook: "drain", InstanceID: "i-f", Token: "tok-f"},
+		{Group: "fleetq-dev-gpu", Hook: "drain", InstanceID: "i-f"},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("heartbeats = %+v, want %+v", got, want)
+	}
+	if p := h.fake.Calls()[1].Params; p.Has("LifecycleActionToken") {
+		t.Errorf("instance-only heartbeat sent a token: %v", p)
+	}
+	// Still waiting: a heartbeat completes nothing.
+	g, _ := h.fake.Group("fleetq-dev-gpu")
+	if len(g.Instances) != 8 || len(h.fake.LifecycleCompletions()) != 0 {
+		t.Fatalf("after heartbeats: %d instances, completions %+v", len(g.Instances), h.fake.LifecycleCompletions())
+	}
+	// Once completed, heartbeats meet no active action.
+	if err := h.ad.CompleteLifecycle(ctx, "fleetq-dev-gpu", "drain", "i-f", "tok-f"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ instance, token string }{{"i-f", "tok-f"}, {"", "tok-f"}, {"i-a", ""}} {
+		err := h.ad.HeartbeatLifecycle(ctx, "fleetq-dev-gpu", "drain", c.instance, c.token)
+		if !errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+			t.Errorf("%+v: err = %v, want ErrNoActiveLifecycleAction", c, err)
+		}
+	}
+	// An unknown group or hook is another error.
+	for _, c := range []struct{ group, hook string }{{"nope", "launch"}, {"fleetq-dev-gpu", "nope"}} {
+		err := h.ad.HeartbeatLifecycle(ctx, c.group, c.hook, "i-d", "tok-d")
+		if err == nil || errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+			t.Errorf("%+v: err = %v, want a plain validation error", c, err)
+		}
+	}
+}
+
+func TestHeartbeatLifecycleRetriesThrottling(t *testing.T) {
+	h := newHarness(t, asg.Options{})
+	h.fake.PutGroup(gpuGroup())
+	h.fake.Throttle("RecordLifecycleActionHeartbeat", 2)
+	if err := h.ad.HeartbeatLifecycle(context.Background(), "fleetq-dev-gpu", "drain", "i-f", "tok-f"); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.fake.CallCount("RecordLifecycleActionHeartbeat"); n != 3 || len(h.fake.LifecycleHeartbeats()) != 1 {
+		t.Fatalf("requests %d, heartbeats %+v: want 3 requests and one heartbeat", n, h.fake.LifecycleHeartbeats())
+	}
+}
+
+func TestEndLifecycleWaitTimesTheActionOut(t *testing.T) {
+	h := newHarness(t, asg.Options{})
+	h.fake.PutGroup(gpuGroup())
+	if !h.fake.EndLifecycleWait("i-f") || h.fake.EndLifecycleWait("i-f") || h.fake.EndLifecycleWait("i-a") {
+		t.Fatal("EndLifecycleWait: want true once for the waiting instance, false after and for one in service")
+	}
+	err := h.ad.HeartbeatLifecycle(context.Background(), "fleetq-dev-gpu", "drain", "i-f", "tok-f")
+	if !errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+		t.Fatalf("heartbeat after the timeout: %v", err)
+	}
+}

@@ -337,3 +337,19 @@ func CreateTable(ctx context.Context, db TableAdmin, table string) error {
 	})
 	return nil
 }
+
+// Pending terminations: one item per instance whose terminate lifecycle
+// action is held while its workers drain (PK TERMINATING, SK the instance
+// id), read whole by the interruption handler's sweep.
+const (
+	partitionTerminating = "TERMINATING"
+	attrGroup            = "asg"
+	attrHook             = "hook"
+	attrHookToken        = "hook_token"
+	attrStartedMS        = "started_ms"
+	attrDeadlineMS       = "deadline_ms"
+	// The last heartbeat is attrHeartbeatMS, as for a job's lease.
+)
+
+// terminationKey is the key of an instance's pending termination.
+func terminationKey(instanceID string) (string, string) { return partitionTerminating, instanceID }

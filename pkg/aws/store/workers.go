@@ -483,3 +483,147 @@ func (it *workerItem) toWorker() worker.Worker {
 	}
 	return w
 }
+
+// WorkersByInstance finds every worker running on an EC2 instance (one per
+// agent: several agents share an instance, one per GPU), in id order; an
+// instance without workers gives none and no error. The index read only
+// finds the candidates; each is then read consistently, and one that has
+// gone or moved to another instance since is left out.
+func (s *Store) WorkersByInstance(ctx context.Context, instanceID string) ([]worker.Worker, error) {
+	partition := instancePartition(instanceID)
+	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
+		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
+	if err != nil {
+		return nil, err
+	}
+	var out []worker.Worker
+	for _, it := range cands {
+		w, err := s.GetWorker(ctx, it.WorkerID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if w.InstanceID == instanceID {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// Termination is an instance held in Terminating:Wait by its group's
+// terminate lifecycle hook while its workers drain: what completing or
+// heartbeating the action needs, and until when the running jobs may go on.
+type Termination struct {
+	InstanceID string
+	Fleet      string
+	Group      string
+	Hook       string
+	Token      string
+	// StartedAt is when the lifecycle action began (the event's time).
+	StartedAt time.Time
+	// Deadline is when the jobs still running are requeued and the action
+	// completed all the same (StartedAt plus the fleet's drain timeout).
+	Deadline time.Time
+	// HeartbeatAt is when the action's heartbeat timeout last restarted.
+	HeartbeatAt time.Time
+}
+
+// terminationRetention keeps a termination nobody ended past its deadline:
+// long enough for any sweep to see it, short enough not to pile up.
+const terminationRetention = 48 * time.Hour
+
+type terminationItem struct {
+	PK          string `dynamodbav:"PK"`
+	SK          string `dynamodbav:"SK"`
+	Fleet       string `dynamodbav:"fleet"`
+	Group       string `dynamodbav:"asg"`
+	Hook        string `dynamodbav:"hook"`
+	Token       string `dynamodbav:"hook_token,omitempty"`
+	StartedMS   int64  `dynamodbav:"started_ms"`
+	DeadlineMS  int64  `dynamodbav:"deadline_ms"`
+	HeartbeatMS int64  `dynamodbav:"heartbeat_ms"`
+	TTL         int64  `dynamodbav:"ttl"`
+}
+
+func (it terminationItem) toTermination() Termination {
+	return Termination{InstanceID: it.SK, Fleet: it.Fleet, Group: it.Group, Hook: it.Hook, Token: it.Token,
+		StartedAt: fromMS(it.StartedMS), Deadline: fromMS(it.DeadlineMS), HeartbeatAt: fromMS(it.HeartbeatMS)}
+}
+
+// StartTermination records an instance's termination as pending. An
+// instance already pending keeps its record (a redelivered event does not
+// move the deadline): StartTermination answers it and false.
+func (s *Store) StartTermination(ctx context.Context, t Termination) (Termination, bool, error) {
+	if t.InstanceID == "" || t.Group == "" || t.Hook == "" || t.Deadline.IsZero() {
+		return Termination{}, false, errors.New("start termination: instance, group, hook and deadline are required")
+	}
+	pk, sk := terminationKey(t.InstanceID)
+	it := terminationItem{PK: pk, SK: sk, Fleet: t.Fleet, Group: t.Group, Hook: t.Hook, Token: t.Token,
+		StartedMS: ms(t.StartedAt), DeadlineMS: ms(t.Deadline), HeartbeatMS: ms(t.HeartbeatAt),
+		TTL: t.Deadline.Add(terminationRetention).Unix()}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return Termination{}, false, fmt.Errorf("encode termination: %w", err)
+	}
+	e, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return Termination{}, false, err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if isConditionFailed(err) {
+		var cur terminationItem
+		found, gerr := s.getItem(ctx, pk, sk, &cur)
+		if gerr != nil {
+			return Termination{}, false, gerr
+		}
+		if !found { // ended in between: start it again
+			return s.StartTermination(ctx, t)
+		}
+		return cur.toTermination(), false, nil
+	}
+	if err != nil {
+		return Termination{}, false, fmt.Errorf("start termination of %s: %w", t.InstanceID, err)
+	}
+	return it.toTermination(), true, nil
+}
+
+// Terminations lists the pending terminations, by instance id.
+func (s *Store) Terminations(ctx context.Context) ([]Termination, error) {
+	items, err := queryItems[terminationItem](ctx, s, byPartition(partitionTerminating))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Termination, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.toTermination())
+	}
+	return out, nil
+}
+
+// RecordTerminationHeartbeat notes when an instance's lifecycle action was
+// last heartbeated. A termination no longer pending is ErrNotFound.
+func (s *Store) RecordTerminationHeartbeat(ctx context.Context, instanceID string, at time.Time) error {
+	pk, sk := terminationKey(instanceID)
+	err := s.updateItem(ctx, update{pk: pk, sk: sk,
+		set:  expression.Set(expression.Name(attrHeartbeatMS), expression.Value(ms(at))),
+		cond: expression.AttributeExists(expression.Name(AttrPK))})
+	if errors.Is(err, errConditionFailed) {
+		return fmt.Errorf("termination of %s: %w", instanceID, ErrNotFound)
+	}
+	return err
+}
+
+// EndTermination forgets an instance's pending termination (its action was
+// completed, or is gone). Ending one that is not pending is not an error.
+func (s *Store) EndTermination(ctx context.Context, instanceID string) error {
+	pk, sk := terminationKey(instanceID)
+	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)}); err != nil {
+		return fmt.Errorf("end termination of %s: %w", instanceID, err)
+	}
+	return nil
+}

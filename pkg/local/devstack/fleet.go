@@ -88,6 +88,8 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	for _, r := range []struct{ source, detailType string }{
 		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
 		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
+		{"aws.ec2", interruption.ReservationWarning}, {"aws.ec2", interruption.ReservationWarningAlt},
+		{"aws.health", interruption.HealthEvent},
 	} {
 		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
 			return s.Interruptions.Handle(ctx, ev)
@@ -102,6 +104,10 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 			clock.Every(ctx, clock.Real{}, fo.Tick, func() {
 				if _, err := s.Scaler.Tick(ctx); err != nil && ctx.Err() == nil {
 					s.log.Warn("scaler tick", "error", err.Error())
+				}
+				// The interruption function's own schedule: held terminations.
+				if _, err := s.Interruptions.Sweep(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("termination sweep", "error", err.Error())
 				}
 			})
 		})

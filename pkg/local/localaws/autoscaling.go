@@ -54,6 +54,11 @@ type ASGLifecycleCompletion struct {
 	Group, Hook, InstanceID, Token, Result string
 }
 
+// ASGLifecycleHeartbeat is one accepted RecordLifecycleActionHeartbeat.
+type ASGLifecycleHeartbeat struct {
+	Group, Hook, InstanceID, Token string
+}
+
 // ASGError is an error the fake answers with, in the Query protocol's
 // ErrorResponse shape.
 type ASGError struct {
@@ -64,11 +69,14 @@ type ASGError struct {
 
 // AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
 // API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
-// the four actions fleetq uses: DescribeAutoScalingGroups,
-// SetDesiredCapacity, TerminateInstanceInAutoScalingGroup and
-// CompleteLifecycleAction. Everything else answers InvalidAction.
+// the five actions fleetq uses: DescribeAutoScalingGroups,
+// SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
+// CompleteLifecycleAction and RecordLifecycleActionHeartbeat. Everything
+// else answers InvalidAction.
 //
-// It keeps groups and instances as the tests set them; it launches nothing.
+// It keeps groups and instances as the tests set them; it launches nothing,
+// and a lifecycle action waits until it is completed (heartbeat timeouts
+// are not modelled: a test ends a wait with EndLifecycleWait).
 // SetDesiredCapacity changes the number only, and a terminated instance
 // leaves the group at once (a real group shows it as Terminating first).
 type AutoScaling struct {
@@ -80,6 +88,7 @@ type AutoScaling struct {
 	injected    map[string][]ASGError
 	calls       []ASGCall
 	completions []ASGLifecycleCompletion
+	heartbeats  []ASGLifecycleHeartbeat
 	requestSeq  int
 	// pageSize bounds the groups in one DescribeAutoScalingGroups page when
 	// the request names no MaxRecords (the service's default is 50).
@@ -212,6 +221,33 @@ func (a *AutoScaling) LifecycleCompletions() []ASGLifecycleCompletion {
 	return slices.Clone(a.completions)
 }
 
+// LifecycleHeartbeats returns the RecordLifecycleActionHeartbeat calls
+// accepted.
+func (a *AutoScaling) LifecycleHeartbeats() []ASGLifecycleHeartbeat {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.heartbeats)
+}
+
+// EndLifecycleWait ends an instance's lifecycle wait as the group does when
+// the action's timeout passes with the hook's default result CONTINUE: a
+// terminating instance leaves the group, a launching one goes in service.
+// It reports whether the instance was waiting.
+func (a *AutoScaling) EndLifecycleWait(instanceID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, i := a.findInstance(instanceID)
+	if g == nil || !strings.HasSuffix(g.Instances[i].LifecycleState, ":Wait") {
+		return false
+	}
+	if g.Instances[i].LifecycleState == "Pending:Wait" {
+		g.Instances[i].LifecycleState, g.Instances[i].LifecycleToken = "InService", ""
+	} else {
+		g.Instances = slices.Delete(g.Instances, i, i+1)
+	}
+	return true
+}
+
 // ServeHTTP answers one Query API request.
 func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
@@ -255,6 +291,8 @@ func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, e = a.terminate(p)
 	case "CompleteLifecycleAction":
 		body, e = a.completeLifecycle(p)
+	case "RecordLifecycleActionHeartbeat":
+		body, e = a.heartbeatLifecycle(p)
 	default:
 		e = &ASGError{Status: http.StatusBadRequest, Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", action)}
 	}
@@ -428,40 +466,50 @@ func (a *AutoScaling) terminate(p url.Values) (any, *ASGError) {
 	}}, nil
 }
 
+// waitingAction finds the instance of group name whose lifecycle action
+// hook (as named by instance id and/or token) is waiting, with the
+// service's validation errors when there is none.
+func (a *AutoScaling) waitingAction(p url.Values) (*ASGGroup, int, *ASGError) {
+	name, hook := p.Get("AutoScalingGroupName"), p.Get("LifecycleHookName")
+	id, token := p.Get("InstanceId"), p.Get("LifecycleActionToken")
+	if id == "" && token == "" {
+		return nil, -1, validation("Either InstanceId or LifecycleActionToken must be specified.")
+	}
+	g, ok := a.groups[name]
+	if !ok {
+		return nil, -1, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
+	}
+	if !slices.Contains(g.LifecycleHooks, hook) {
+		return nil, -1, validation("No Lifecycle Hook found with name %s for AutoScalingGroup %s", hook, name)
+	}
+	for i, in := range g.Instances {
+		if (id == "" || in.ID == id) && (token == "" || in.LifecycleToken == token) && strings.HasSuffix(in.LifecycleState, ":Wait") {
+			return g, i, nil
+		}
+	}
+	if id != "" {
+		return nil, -1, validation("No active Lifecycle Action found with instance ID %s", id)
+	}
+	return nil, -1, validation("No active Lifecycle Action found with token %s", token)
+}
+
 func (a *AutoScaling) completeLifecycle(p url.Values) (any, *ASGError) {
 	if e := required(p, "AutoScalingGroupName", "LifecycleHookName", "LifecycleActionResult"); e != nil {
 		return nil, e
 	}
-	name, hook := p.Get("AutoScalingGroupName"), p.Get("LifecycleHookName")
-	id, token, result := p.Get("InstanceId"), p.Get("LifecycleActionToken"), p.Get("LifecycleActionResult")
-	if id == "" && token == "" {
-		return nil, validation("Either InstanceId or LifecycleActionToken must be specified.")
-	}
-	if result != "CONTINUE" && result != "ABANDON" {
-		return nil, validation("LifecycleActionResult must be CONTINUE or ABANDON")
-	}
-	g, ok := a.groups[name]
-	if !ok {
-		return nil, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
-	}
-	if !slices.Contains(g.LifecycleHooks, hook) {
-		return nil, validation("No Lifecycle Hook found with name %s for AutoScalingGroup %s", hook, name)
-	}
-	idx := -1
-	for i, in := range g.Instances {
-		if (id == "" || in.ID == id) && (token == "" || in.LifecycleToken == token) && strings.HasSuffix(in.LifecycleState, ":Wait") {
-			idx = i
-			break
+	result := p.Get("LifecycleActionResult")
+	if p.Get("InstanceId") != "" || p.Get("LifecycleActionToken") != "" {
+		if result != "CONTINUE" && result != "ABANDON" {
+			return nil, validation("LifecycleActionResult must be CONTINUE or ABANDON")
 		}
 	}
-	if idx < 0 {
-		if id != "" {
-			return nil, validation("No active Lifecycle Action found with instance ID %s", id)
-		}
-		return nil, validation("No active Lifecycle Action found with token %s", token)
+	g, idx, e := a.waitingAction(p)
+	if e != nil {
+		return nil, e
 	}
 	in := &g.Instances[idx]
-	a.completions = append(a.completions, ASGLifecycleCompletion{Group: name, Hook: hook, InstanceID: in.ID, Token: token, Result: result})
+	a.completions = append(a.completions, ASGLifecycleCompletion{Group: g.Name, Hook: p.Get("LifecycleHookName"), InstanceID: in.ID,
+		Token: p.Get("LifecycleActionToken"), Result: result})
 	switch {
 	case in.LifecycleState == "Pending:Wait" && result == "CONTINUE":
 		in.LifecycleState, in.LifecycleToken = "InService", ""
@@ -471,6 +519,21 @@ func (a *AutoScaling) completeLifecycle(p url.Values) (any, *ASGError) {
 		g.Instances = slices.Delete(g.Instances, idx, idx+1)
 	}
 	return xmlCompleteLifecycleResult{}, nil
+}
+
+// heartbeatLifecycle records a heartbeat of a waiting lifecycle action; the
+// action keeps waiting.
+func (a *AutoScaling) heartbeatLifecycle(p url.Values) (any, *ASGError) {
+	if e := required(p, "AutoScalingGroupName", "LifecycleHookName"); e != nil {
+		return nil, e
+	}
+	g, idx, e := a.waitingAction(p)
+	if e != nil {
+		return nil, e
+	}
+	a.heartbeats = append(a.heartbeats, ASGLifecycleHeartbeat{Group: g.Name, Hook: p.Get("LifecycleHookName"),
+		InstanceID: g.Instances[idx].ID, Token: p.Get("LifecycleActionToken")})
+	return xmlHeartbeatLifecycleResult{}, nil
 }
 
 // XML shapes of the Query protocol answers.
@@ -535,6 +598,10 @@ type xmlTerminateResult struct {
 
 type xmlCompleteLifecycleResult struct {
 	XMLName xml.Name `xml:"CompleteLifecycleActionResult"`
+}
+
+type xmlHeartbeatLifecycleResult struct {
+	XMLName xml.Name `xml:"RecordLifecycleActionHeartbeatResult"`
 }
 
 func writeASGResponse(w http.ResponseWriter, action, reqID string, result any) {

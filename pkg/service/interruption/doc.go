@@ -1,16 +1,21 @@
-// Package interruption handles the EC2 and Auto Scaling events that end or
-// threaten a fleet's instances, so that no interruption costs a job or an
-// attempt even when the instance's agent cannot act (a hung box, a killed
-// process):
+// Package interruption handles the EC2, Auto Scaling and AWS Health events
+// that end or threaten a fleet's instances, so that no interruption costs a
+// job or an attempt even when the instance's agents cannot act (a hung box,
+// a killed process). Every action applies to every worker of the instance
+// (one per agent):
 //
-//   - EC2 Spot Instance Interruption Warning: the worker is drained and its
-//     leases are requeued at once (a preemption, no attempt spent);
-//   - EC2 Instance Rebalance Recommendation: the worker is drained (no new
-//     leases); its running jobs go on;
-//   - EC2 Instance State-change Notification (shutting-down, terminated):
-//     its leases are requeued and the worker removed;
-//   - EC2 Instance-terminate Lifecycle Action: drained, leases requeued,
-//     then the lifecycle action is completed with CONTINUE.
+//   - Spot and Capacity Reservation interruption warnings: drained, leases
+//     requeued at once (a preemption, no attempt spent);
+//   - rebalance recommendations: counted only (the group's Capacity
+//     Rebalance replaces the instance through the terminate hook);
+//   - state changes: stopping drains and requeues; stopped, shutting-down
+//     and terminated requeue and remove the workers;
+//   - terminate lifecycle actions: drained, then held while running jobs
+//     finish within the fleet's drain timeout; Sweep, run by the schedule's
+//     tick, heartbeats held actions and completes each when its workers
+//     are idle or its deadline passes (requeueing what is left);
+//   - AWS Health scheduled changes: the affected instances drained ahead;
+//   - the group's test notification: logged.
 //
 // Each detail type has its own small parser (Parse) into a typed Message;
 // a table maps the message's Kind to its action; Handle is parse, look up,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -19,17 +20,31 @@ import (
 
 // Store is what the handler needs of the store.
 type Store interface {
-	WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error)
+	// Config gives each fleet's drain timeout (agent.drain_timeout).
+	Config() *fleetconfig.Config
+	WorkersByInstance(ctx context.Context, instanceID string) ([]worker.Worker, error)
 	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
 	RequeueWorkerLeases(ctx context.Context, workerID, reason string) (int, error)
 	RemoveWorker(ctx context.Context, id, reason string) (int, error)
 	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
+	StartTermination(ctx context.Context, t store.Termination) (store.Termination, bool, error)
+	Terminations(ctx context.Context) ([]store.Termination, error)
+	RecordTerminationHeartbeat(ctx context.Context, instanceID string, at time.Time) error
+	EndTermination(ctx context.Context, instanceID string) error
 }
 
 // Lifecycle completes Auto Scaling lifecycle actions (pkg/aws/asg's Adapter). An
 // action no longer waiting is reported as asg.ErrNoActiveLifecycleAction.
 type Lifecycle interface {
 	CompleteLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error
+}
+
+// Heartbeater is a Lifecycle that can also keep a lifecycle action waiting
+// (pkg/aws/asg's Adapter does, with RecordLifecycleActionHeartbeat). Without
+// it a held termination relies on the hook's heartbeat timeout being longer
+// than the drain.
+type Heartbeater interface {
+	HeartbeatLifecycle(ctx context.Context, groupName, hookName, instanceID, token string) error
 }
 
 // NoAutoScaling is the Lifecycle of a stack without Auto Scaling groups (the
@@ -46,15 +61,23 @@ func (noAutoScaling) CompleteLifecycle(context.Context, string, string, string, 
 	return errNoAutoScaling
 }
 
+// DefaultHeartbeatEvery is how often a held lifecycle action is
+// heartbeated: well inside the hook's 300 s heartbeat timeout (infra), so
+// that one or two failed sweeps (run once a minute) do not let it lapse.
+const DefaultHeartbeatEvery = 2 * time.Minute
+
 // Handler handles one event at a time. Build it with New; the fields are
 // exported for callers that still build it as a literal, where a nil
 // Lifecycle is NoAutoScaling and a nil Clock the wall clock.
 type Handler struct {
 	Store     Store
 	Lifecycle Lifecycle
-	// Clock dates an event that carries no time.
+	// Clock dates an event that carries no time, and the sweep.
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// HeartbeatEvery is how long a held lifecycle action goes without a
+	// heartbeat; 0 means DefaultHeartbeatEvery.
+	HeartbeatEvery time.Duration
 }
 
 // New returns a handler over the store. lifecycle completes terminate
@@ -72,20 +95,34 @@ func New(store Store, lifecycle Lifecycle, clk clock.Clock, log *slog.Logger) *H
 type Summary struct {
 	Event      string `json:"event"`
 	Kind       Kind   `json:"kind,omitempty"`
-	InstanceID string `json:"instance_id"`
-	WorkerID   string `json:"worker_id,omitempty"`
-	Drained    bool   `json:"drained,omitempty"`
-	Requeued   int    `json:"requeued"`
-	Removed    bool   `json:"removed,omitempty"`
-	Completed  bool   `json:"lifecycle_completed,omitempty"`
-	Note       string `json:"note,omitempty"`
+	InstanceID string `json:"instance_id,omitempty"`
+	// WorkerID is the first of Workers (by id), kept for readers of one.
+	WorkerID string `json:"worker_id,omitempty"`
+	// Workers are every worker found on the instance (one per agent).
+	Workers   []string `json:"workers,omitempty"`
+	Drained   bool     `json:"drained,omitempty"`
+	Requeued  int      `json:"requeued"`
+	Removed   bool     `json:"removed,omitempty"`
+	Completed bool     `json:"lifecycle_completed,omitempty"`
+	// HeldUntil is when a held terminate lifecycle action is completed at
+	// the latest (RFC 3339): its workers' running jobs may finish until then.
+	HeldUntil string `json:"held_until,omitempty"`
+	// Terminations is what a sweep did to each held termination.
+	Terminations []TerminationSummary `json:"terminations,omitempty"`
+	Note         string               `json:"note,omitempty"`
 }
 
 // Handle handles one EventBridge event: it parses the detail into its
 // message, looks up the action of the message's kind, and runs it. An event
-// it cannot parse (ErrUnsupported, ErrMalformed) changes nothing.
+// it cannot parse (ErrUnsupported, ErrMalformed) changes nothing. The
+// schedule's tick ("Scheduled Event" from aws.events) runs Sweep.
 func (h *Handler) Handle(ctx context.Context, ev events.CloudWatchEvent) (Summary, error) {
 	s := Summary{Event: ev.DetailType}
+	if ev.Source == SourceSchedule && ev.DetailType == ScheduledEvent {
+		ts, err := h.Sweep(ctx)
+		s.Terminations = ts
+		return s, err
+	}
 	msg, err := Parse(ev)
 	if err != nil {
 		return s, err
@@ -116,61 +153,141 @@ type input struct {
 // action is what the handler does for one kind of message.
 type action func(ctx context.Context, h *Handler, in input, s *Summary) error
 
-// step is one change to the worker on the event's instance.
+// step is one change to one worker on the event's instance.
 type step func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error
+
+// Interruption kinds counted besides fleetstate's (spot, rebalance,
+// terminated).
+const (
+	// InterruptReservation is an interruptible Capacity Reservation's
+	// warning.
+	InterruptReservation = "reservation"
+	// InterruptScheduled is an AWS Health scheduled change.
+	InterruptScheduled = "scheduled"
+)
 
 // actions maps each kind of message to its action.
 var actions = map[Kind]action{
 	// Drained and its leases requeued at once: a preemption, no attempt spent.
-	KindSpotWarning: onWorker(fleetstate.InterruptSpot, drain, requeue(job.SpotInterruption)),
-	// Drained (no new leases); its running jobs go on.
-	KindRebalance: onWorker(fleetstate.InterruptRebalance, drain),
-	// Its leases requeued and the worker removed.
-	KindInstanceEnding: onWorker(fleetstate.InterruptTerminated, remove),
-	KindInstanceState:  stateNeedsNothing,
-	// Drained, leases requeued, then the action completed with CONTINUE
-	// (whether or not a worker ran there).
-	KindTerminateAction: then(onWorker("", drain, requeue(job.Shutdown)), completeLifecycle),
+	KindSpotWarning: onWorkers(fleetstate.InterruptSpot, drain, requeue(job.SpotInterruption)),
+	// The same two minutes, from a Capacity Reservation.
+	KindReservationWarning: onWorkers(InterruptReservation, drain, requeue(job.Shutdown)),
+	// Counted only: the group's Capacity Rebalance replaces the instance
+	// and terminates it through the terminate hook, which drains it
+	// (docs/scaling.md, "One rebalance policy").
+	KindRebalance: onWorkers(fleetstate.InterruptRebalance),
+	// Its leases requeued and the worker removed (an agent that comes
+	// back registers afresh).
+	KindInstanceEnding: onWorkers(fleetstate.InterruptTerminated, remove),
+	// Drained and its leases requeued: the jobs cannot finish.
+	KindInstanceStopping: onWorkers("", drain, requeue(job.Shutdown)),
+	KindInstanceState:    stateNeedsNothing,
+	// Drained; with running jobs and a drain timeout, the action is held
+	// (see holdTermination), else the leases are requeued and the action
+	// completed with CONTINUE (whether or not a worker ran there).
+	KindTerminateAction: holdTermination,
+	// Every affected instance drained ahead of the change: running jobs
+	// finish, then the scaler removes the idle instances.
+	KindScheduledChange: drainScheduled,
+	// Logged, nothing else.
+	KindTestNotification: testNotificationNeedsNothing,
 }
 
-// onWorker runs steps on the worker of the event's instance, then counts the
-// interruption as kind ("" counts nothing). No worker there is a no-op.
-func onWorker(kind string, steps ...step) action {
-	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		w, err := h.Store.WorkerByInstance(ctx, s.InstanceID)
-		if errors.Is(err, store.ErrNotFound) {
-			in.log.Info("no worker on the instance; nothing to do")
-			s.Note = "no worker runs on this instance"
-			return nil
-		}
+// drainScheduled drains every worker of every instance an AWS Health
+// scheduled change affects, and counts it once.
+func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error {
+	m, ok := in.msg.(ScheduledChange)
+	if !ok {
+		return fmt.Errorf("scheduled change: %s is not a %s", in.msg.Kind(), KindScheduledChange)
+	}
+	var first *worker.Worker
+	for _, inst := range m.Instances {
+		ws, err := h.Store.WorkersByInstance(ctx, inst)
 		if err != nil {
 			return err
 		}
-		s.WorkerID = w.ID
-		for _, st := range steps {
-			if err := st(ctx, h, w, s); err != nil {
+		for _, w := range ws {
+			if first == nil {
+				first = &w
+				s.WorkerID = w.ID
+			}
+			s.Workers = append(s.Workers, w.ID)
+			if err := drain(ctx, h, w, s); err != nil {
 				return err
 			}
 		}
+	}
+	if first == nil {
+		s.Note = "no worker runs on these instances"
+		return nil
+	}
+	if in.id != "" {
+		if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: first.Fleet, Kind: InterruptScheduled,
+			InstanceType: first.InstanceType, AZ: first.AZ, At: in.at}); err != nil {
+			return err
+		}
+	}
+	s.Note = fmt.Sprintf("%s at %s: drained ahead of it", m.EventTypeCode, m.StartTime)
+	in.log.Info("scheduled change: instances drained", "code", m.EventTypeCode, "start", m.StartTime,
+		"instances", m.Instances, "workers", s.Workers)
+	return nil
+}
+
+// testNotificationNeedsNothing logs the group's test notification.
+func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) error {
+	group := ""
+	if m, ok := in.msg.(TestNotification); ok {
+		group = m.Group
+	}
+	s.Note = "test notification of group " + group + ": nothing to do"
+	in.log.Info("test notification", "group", group)
+	return nil
+}
+
+// workers reads every worker on the event's instance into the summary.
+func workers(ctx context.Context, h *Handler, in input, s *Summary) ([]worker.Worker, error) {
+	ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ws) == 0 {
+		in.log.Info("no worker on the instance; nothing to do")
+		s.Note = "no worker runs on this instance"
+		return nil, nil
+	}
+	s.WorkerID = ws[0].ID
+	for _, w := range ws {
+		s.Workers = append(s.Workers, w.ID)
+	}
+	return ws, nil
+}
+
+// onWorkers runs steps on every worker of the event's instance, then counts
+// the interruption (once per event) as kind ("" counts nothing). No worker
+// there is a no-op.
+func onWorkers(kind string, steps ...step) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		ws, err := workers(ctx, h, in, s)
+		if err != nil || len(ws) == 0 {
+			return err
+		}
+		for _, w := range ws {
+			for _, st := range steps {
+				if err := st(ctx, h, w, s); err != nil {
+					return err
+				}
+			}
+		}
 		if kind != "" && in.id != "" {
+			w := ws[0]
 			if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: kind,
 				InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}); err != nil {
 				return err
 			}
 		}
-		in.log.Info("interruption handled", "worker_id", w.ID, "fleet", w.Fleet,
+		in.log.Info("interruption handled", "workers", s.Workers, "fleet", ws[0].Fleet,
 			"drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
 		return nil
-	}
-}
-
-// then runs a, then b.
-func then(a, b action) action {
-	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		if err := a(ctx, h, in, s); err != nil {
-			return err
-		}
-		return b(ctx, h, in, s)
 	}
 }
 
@@ -190,7 +307,7 @@ func requeue(reason job.PreemptReason) step {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		s.Requeued = n
+		s.Requeued += n
 		return nil
 	}
 }
@@ -201,7 +318,8 @@ func remove(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	s.Requeued, s.Removed = n, err == nil
+	s.Requeued += n
+	s.Removed = s.Removed || err == nil
 	return nil
 }
 
@@ -215,30 +333,242 @@ func stateNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) erro
 	return nil
 }
 
-// completeLifecycle completes the terminate lifecycle action with CONTINUE.
-// An action no longer waiting (a duplicate delivery: completed already, or
-// timed out) is done too.
-func completeLifecycle(ctx context.Context, h *Handler, in input, s *Summary) error {
+// holdTermination handles a terminate lifecycle action: every worker on the
+// instance is drained; if some still run jobs and their fleet has a drain
+// timeout, the action is recorded as a held termination that Sweep ends
+// (when the jobs are done, or at the deadline); otherwise the leases are
+// requeued (no attempt spent) and the action completed at once.
+func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) error {
 	m, ok := in.msg.(TerminateLifecycleAction)
 	if !ok {
-		return fmt.Errorf("complete lifecycle action: %s is not a %s", in.msg.Kind(), KindTerminateAction)
+		return fmt.Errorf("terminate lifecycle action: %s is not a %s", in.msg.Kind(), KindTerminateAction)
 	}
+	ws, err := workers(ctx, h, in, s)
+	if err != nil {
+		return err
+	}
+	leases, timeout, fleet := 0, time.Duration(0), ""
+	for _, w := range ws {
+		// The drained record counts a lease claimed since the read.
+		dw, err := h.Store.DrainWorker(ctx, w.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		}
+		s.Drained = true
+		leases += dw.Leases
+		if d := h.drainTimeout(w.Fleet); fleet == "" || d > timeout {
+			timeout, fleet = d, w.Fleet
+		}
+	}
+	deadline := in.at.Add(timeout)
+	if leases > 0 && timeout > 0 && deadline.After(h.clock().Now()) {
+		t, created, err := h.Store.StartTermination(ctx, store.Termination{InstanceID: m.Instance, Fleet: fleet,
+			Group: m.Group, Hook: m.Hook, Token: m.Token, StartedAt: in.at, Deadline: deadline, HeartbeatAt: in.at})
+		if err != nil {
+			return err
+		}
+		s.HeldUntil = t.Deadline.UTC().Format(time.RFC3339)
+		s.Note = fmt.Sprintf("held: %d running jobs may finish until the drain deadline", leases)
+		if !created {
+			s.Note = "held already: " + s.Note
+		}
+		in.log.Info("terminate lifecycle action held while the instance drains", "workers", s.Workers,
+			"leases", leases, "deadline", s.HeldUntil)
+		// A late delivery may find the heartbeat due already.
+		ts := h.tend(ctx, t, h.clock().Now())
+		if ts.Error != "" {
+			return errors.New(ts.Error)
+		}
+		s.Requeued += ts.Requeued
+		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
+		return nil
+	}
+	for _, w := range ws {
+		if err := requeue(job.Shutdown)(ctx, h, w, s); err != nil {
+			return err
+		}
+	}
+	note, err := h.complete(ctx, m.Group, m.Hook, m.Instance, m.Token)
+	if err != nil {
+		return err
+	}
+	s.Completed, s.Note = note == "", note
+	return nil
+}
+
+// drainTimeout is how long a fleet lets running jobs finish when an
+// instance is scaled in (agent.drain_timeout; 0 for an unknown fleet).
+func (h *Handler) drainTimeout(fleet string) time.Duration {
+	cfg := h.Store.Config()
+	if cfg == nil {
+		return 0
+	}
+	f, ok := cfg.Fleet(fleet)
+	if !ok {
+		return 0
+	}
+	return f.Agent.DrainTimeout.Std()
+}
+
+// complete completes a lifecycle action with CONTINUE. An action no longer
+// waiting (a duplicate delivery: completed already, or timed out) is done
+// too; note says so ("" when this call completed it).
+func (h *Handler) complete(ctx context.Context, group, hook, instance, token string) (note string, err error) {
 	lc := h.Lifecycle
 	if lc == nil {
 		lc = NoAutoScaling
 	}
-	err := lc.CompleteLifecycle(ctx, m.Group, m.Hook, m.Instance, m.Token)
+	err = lc.CompleteLifecycle(ctx, group, hook, instance, token)
 	switch {
 	case errors.Is(err, errNoAutoScaling):
-		s.Note = "no Auto Scaling group here: the lifecycle action times out on its own"
+		return "no Auto Scaling group here: the lifecycle action times out on its own", nil
 	case errors.Is(err, asg.ErrNoActiveLifecycleAction):
-		s.Note = "lifecycle action already completed"
+		return "lifecycle action already completed", nil
 	case err != nil:
-		return fmt.Errorf("complete lifecycle action of %s: %w", m.Instance, err)
-	default:
-		s.Completed = true
+		return "", fmt.Errorf("complete lifecycle action of %s: %w", instance, err)
 	}
-	return nil
+	return "", nil
+}
+
+// Outcomes of a held termination in a sweep.
+const (
+	// OutcomeDrained: no job runs any more; the action was completed.
+	OutcomeDrained = "drained"
+	// OutcomeDeadline: the drain deadline passed; the jobs still running
+	// were requeued (no attempt spent) and the action completed.
+	OutcomeDeadline = "deadline"
+	// OutcomeLapsed: the group no longer waits on the action (its timeout
+	// passed, or someone completed it); the jobs still running were
+	// requeued, since the instance is going.
+	OutcomeLapsed = "lapsed"
+	// OutcomeHeartbeat: jobs still run; the action was heartbeated.
+	OutcomeHeartbeat = "heartbeat"
+	// OutcomeWaiting: jobs still run; no heartbeat was due.
+	OutcomeWaiting = "waiting"
+	// OutcomeFailed: a call failed; the next sweep tries again.
+	OutcomeFailed = "failed"
+)
+
+// TerminationSummary is what a sweep did to one held termination.
+type TerminationSummary struct {
+	InstanceID string `json:"instance_id"`
+	Leases     int    `json:"leases"`
+	Outcome    string `json:"outcome"`
+	Requeued   int    `json:"requeued,omitempty"`
+	Note       string `json:"note,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Sweep tends every held termination, as the schedule's tick (once a
+// minute) asks: an instance whose workers hold no lease has its action
+// completed; one past its drain deadline has its leases requeued (no
+// attempt spent) and its action completed; otherwise the action is
+// heartbeated when HeartbeatEvery has passed since the last heartbeat. A
+// failure on one instance does not stop the others; the sweep answers them
+// all joined, and the termination stays held for the next sweep.
+func (h *Handler) Sweep(ctx context.Context) ([]TerminationSummary, error) {
+	ts, err := h.Store.Terminations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sweep held terminations: %w", err)
+	}
+	now := h.clock().Now()
+	out := make([]TerminationSummary, 0, len(ts))
+	var errs []error
+	for _, t := range ts {
+		r := h.tend(ctx, t, now)
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("held termination of %s: %s", t.InstanceID, r.Error))
+		}
+		h.log().Info("held termination tended", "instance_id", t.InstanceID, "leases", r.Leases,
+			"outcome", r.Outcome, "requeued", r.Requeued, "error", r.Error)
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// tend moves one held termination on at now (see Sweep).
+func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) TerminationSummary {
+	r := TerminationSummary{InstanceID: t.InstanceID}
+	fail := func(err error) TerminationSummary {
+		r.Outcome, r.Error = OutcomeFailed, err.Error()
+		return r
+	}
+	ws, err := h.Store.WorkersByInstance(ctx, t.InstanceID)
+	if err != nil {
+		return fail(err)
+	}
+	for _, w := range ws {
+		r.Leases += w.Leases
+	}
+	// requeueAll gives back what still runs there.
+	requeueAll := func() error {
+		for _, w := range ws {
+			n, err := h.Store.RequeueWorkerLeases(ctx, w.ID, string(job.Shutdown))
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			r.Requeued += n
+		}
+		return nil
+	}
+	// finish completes the action and forgets the termination.
+	finish := func(outcome string) TerminationSummary {
+		note, err := h.complete(ctx, t.Group, t.Hook, t.InstanceID, t.Token)
+		if err != nil {
+			return fail(err)
+		}
+		if err := h.Store.EndTermination(ctx, t.InstanceID); err != nil {
+			return fail(err)
+		}
+		r.Outcome, r.Note = outcome, note
+		return r
+	}
+	switch {
+	case r.Leases == 0:
+		return finish(OutcomeDrained)
+	case !now.Before(t.Deadline):
+		if err := requeueAll(); err != nil {
+			return fail(err)
+		}
+		return finish(OutcomeDeadline)
+	case now.Sub(t.HeartbeatAt) < h.heartbeatEvery():
+		r.Outcome = OutcomeWaiting
+		return r
+	}
+	hb, ok := h.Lifecycle.(Heartbeater)
+	if !ok {
+		r.Outcome, r.Note = OutcomeWaiting, "this stack cannot heartbeat lifecycle actions"
+		return r
+	}
+	err = hb.HeartbeatLifecycle(ctx, t.Group, t.Hook, t.InstanceID, t.Token)
+	if errors.Is(err, asg.ErrNoActiveLifecycleAction) {
+		if err := requeueAll(); err != nil {
+			return fail(err)
+		}
+		if err := h.Store.EndTermination(ctx, t.InstanceID); err != nil {
+			return fail(err)
+		}
+		r.Outcome = OutcomeLapsed
+		return r
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := h.Store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fail(err)
+	}
+	r.Outcome = OutcomeHeartbeat
+	return r
+}
+
+func (h *Handler) heartbeatEvery() time.Duration {
+	if h.HeartbeatEvery > 0 {
+		return h.HeartbeatEvery
+	}
+	return DefaultHeartbeatEvery
 }
 
 func (h *Handler) clock() clock.Clock {

@@ -160,15 +160,23 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 	}
 }
 
-func TestRebalanceDrainsButLetsJobsRun(t *testing.T) {
+func TestRebalanceIsCountedButDrainsNothing(t *testing.T) {
 	e := newEnv(t)
 	e.leased("j1")
-	s := e.handle(sample(t, "ec2-rebalance-recommendation.json"))
-	if !s.Drained || s.Requeued != 0 {
+	ev := sample(t, "ec2-rebalance-recommendation.json")
+	s := e.handle(ev)
+	if s.Drained || s.Requeued != 0 || s.WorkerID != "w1" {
 		t.Fatalf("summary %+v", s)
 	}
 	if j := e.job("j1"); j.Status != job.Leased {
 		t.Fatalf("job %s, want still leased", j.Status)
+	}
+	if w, _ := e.st.GetWorker(e.ctx, "w1"); w.Status != worker.Active {
+		t.Fatalf("worker %s, want active: the group's capacity rebalance replaces it", w.Status)
+	}
+	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
+	if err != nil || len(counts) != 1 || counts[0].Kind != fleetstate.InterruptRebalance {
+		t.Fatalf("counts %+v, %v", counts, err)
 	}
 }
 

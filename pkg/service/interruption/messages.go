@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -15,13 +16,30 @@ const (
 	Rebalance     = "EC2 Instance Rebalance Recommendation"   // aws.ec2
 	StateChange   = "EC2 Instance State-change Notification"  // aws.ec2
 	TerminateHook = "EC2 Instance-terminate Lifecycle Action" // aws.autoscaling
+	// ReservationWarning is the two-minute warning of an interruptible
+	// Capacity Reservation reclaiming its instances (Amazon EC2 User
+	// Guide, "Monitor interruptible Capacity Reservations").
+	ReservationWarning = "EC2 Capacity Reservation Instance Interruption Warning" // aws.ec2
+	// ReservationWarningAlt is the same warning as another page of that
+	// guide names it; both are accepted.
+	ReservationWarningAlt = "EC2 Interruptible Capacity Reservation Instance Interruption Warning" // aws.ec2
+	// HealthEvent carries AWS Health's scheduled changes (retirement,
+	// maintenance, stop) of EC2 instances.
+	HealthEvent = "AWS Health Event" // aws.health
 )
 
 // Event sources.
 const (
 	SourceEC2         = "aws.ec2"
 	SourceAutoScaling = "aws.autoscaling"
+	SourceHealth      = "aws.health"
+	// SourceSchedule sends the schedule's tick, ScheduledEvent.
+	SourceSchedule = "aws.events"
 )
+
+// ScheduledEvent is the detail type of an EventBridge schedule's tick: the
+// handler sweeps its held terminations on it.
+const ScheduledEvent = "Scheduled Event"
 
 // ErrUnsupported is an event this handler has no rule for: a detail type it
 // does not handle, or one that comes from another source than the service
@@ -42,11 +60,24 @@ const (
 	KindSpotWarning Kind = "spot_warning"
 	// KindRebalance: the Spot Instance is at elevated risk of interruption.
 	KindRebalance Kind = "rebalance"
-	// KindInstanceEnding: the instance is shutting down or terminated.
+	// KindInstanceEnding: the instance is shutting down, terminated or
+	// stopped: its agents are gone.
 	KindInstanceEnding Kind = "instance_ending"
-	// KindInstanceState: any other state change (pending, running,
-	// stopping, stopped), which needs nothing.
+	// KindInstanceStopping: the instance is stopping (its agents may still
+	// report, but their jobs cannot finish).
+	KindInstanceStopping Kind = "instance_stopping"
+	// KindInstanceState: any other state change (pending, running), which
+	// needs nothing.
 	KindInstanceState Kind = "instance_state"
+	// KindReservationWarning: an interruptible Capacity Reservation takes
+	// the instance back in two minutes.
+	KindReservationWarning Kind = "reservation_warning"
+	// KindScheduledChange: AWS Health scheduled a change (retirement,
+	// maintenance, stop) for the instances.
+	KindScheduledChange Kind = "scheduled_change"
+	// KindTestNotification: the group's test notification, sent when a
+	// hook or notification is set up; it needs nothing.
+	KindTestNotification Kind = "test_notification"
 	// KindTerminateAction: the Auto Scaling group holds the instance in
 	// Terminating:Wait until its lifecycle action is completed.
 	KindTerminateAction Kind = "terminate_lifecycle_action"
@@ -95,11 +126,14 @@ type InstanceStateChange struct {
 	State string `json:"state"`
 }
 
-// Kind is KindInstanceEnding for shutting-down and terminated, else
-// KindInstanceState.
+// Kind is KindInstanceEnding for shutting-down, terminated and stopped,
+// KindInstanceStopping for stopping, else KindInstanceState.
 func (m InstanceStateChange) Kind() Kind {
-	if m.State == "shutting-down" || m.State == "terminated" {
+	switch m.State {
+	case "shutting-down", "terminated", "stopped":
 		return KindInstanceEnding
+	case "stopping":
+		return KindInstanceStopping
 	}
 	return KindInstanceState
 }
@@ -128,6 +162,75 @@ func (m TerminateLifecycleAction) InstanceID() string { return m.Instance }
 // action.
 const terminatingTransition = "autoscaling:EC2_INSTANCE_TERMINATING"
 
+// testNotification names the group's test notification (in Event, or in
+// LifecycleTransition).
+const testNotification = "autoscaling:TEST_NOTIFICATION"
+
+// TestNotification is the group's test notification: no instance, nothing
+// to do.
+type TestNotification struct {
+	Group string `json:"AutoScalingGroupName"`
+	Event string `json:"Event"`
+}
+
+// Kind is KindTestNotification.
+func (TestNotification) Kind() Kind { return KindTestNotification }
+
+// InstanceID is empty: a test is about no instance.
+func (TestNotification) InstanceID() string { return "" }
+
+// ReservationInterruptionWarning is the detail of "EC2 Capacity
+// Reservation Instance Interruption Warning".
+type ReservationInterruptionWarning struct {
+	Instance string `json:"instance-id"`
+	// Action is what EC2 is about to do (terminate).
+	Action string `json:"instance-action"`
+	// TerminationTime is when, as the event says it (RFC 3339).
+	TerminationTime string `json:"instance-termination-time"`
+}
+
+// Kind is KindReservationWarning.
+func (ReservationInterruptionWarning) Kind() Kind { return KindReservationWarning }
+
+// InstanceID is the instance to be interrupted.
+func (m ReservationInterruptionWarning) InstanceID() string { return m.Instance }
+
+// ScheduledChange is the detail of an AWS Health Event for EC2 in the
+// scheduledChange category: the instances among its affected entities
+// (values starting "i-"; hosts and other entities are left out).
+type ScheduledChange struct {
+	EventTypeCode string
+	// StartTime is when the change is scheduled, as the event says it.
+	StartTime string
+	Instances []string
+}
+
+// Kind is KindScheduledChange.
+func (ScheduledChange) Kind() Kind { return KindScheduledChange }
+
+// InstanceID is the first instance affected (Instances holds them all).
+func (m ScheduledChange) InstanceID() string {
+	if len(m.Instances) == 0 {
+		return ""
+	}
+	return m.Instances[0]
+}
+
+// healthDetail is the part of an AWS Health Event's detail the handler reads.
+type healthDetail struct {
+	Service           string `json:"service"`
+	EventTypeCode     string `json:"eventTypeCode"`
+	EventTypeCategory string `json:"eventTypeCategory"`
+	StartTime         string `json:"startTime"`
+	AffectedEntities  []struct {
+		EntityValue string `json:"entityValue"`
+	} `json:"affectedEntities"`
+}
+
+// errNotHandled marks a detail of a handled detail type that asks for
+// nothing this handler does (Parse reports it as ErrUnsupported).
+var errNotHandled = errors.New("not handled")
+
 // parser reads one detail type's detail.
 type parser struct {
 	source string
@@ -152,6 +255,14 @@ var parsers = map[string]parser{
 		return m, err
 	}},
 	TerminateHook: {SourceAutoScaling, func(d json.RawMessage) (Message, error) {
+		var t TestNotification
+		var transition struct {
+			Transition string `json:"LifecycleTransition"`
+		}
+		if decode(d, &t) == nil && json.Unmarshal(d, &transition) == nil &&
+			(t.Event == testNotification || transition.Transition == testNotification) {
+			return t, nil
+		}
 		var m TerminateLifecycleAction
 		if err := decode(d, &m, need("EC2InstanceId", &m.Instance), need("AutoScalingGroupName", &m.Group),
 			need("LifecycleHookName", &m.Hook)); err != nil {
@@ -162,6 +273,33 @@ var parsers = map[string]parser{
 		}
 		return m, nil
 	}},
+	ReservationWarning:    {SourceEC2, parseReservationWarning},
+	ReservationWarningAlt: {SourceEC2, parseReservationWarning},
+	HealthEvent: {SourceHealth, func(d json.RawMessage) (Message, error) {
+		var h healthDetail
+		if err := decode(d, &h, need("service", &h.Service), need("eventTypeCategory", &h.EventTypeCategory)); err != nil {
+			return nil, err
+		}
+		if h.Service != "EC2" || h.EventTypeCategory != "scheduledChange" {
+			return nil, fmt.Errorf("%w: %s %s event", errNotHandled, h.Service, h.EventTypeCategory)
+		}
+		m := ScheduledChange{EventTypeCode: h.EventTypeCode, StartTime: h.StartTime}
+		for _, e := range h.AffectedEntities {
+			if strings.HasPrefix(e.EntityValue, "i-") {
+				m.Instances = append(m.Instances, e.EntityValue)
+			}
+		}
+		if len(m.Instances) == 0 {
+			return nil, errors.New("detail has no instance among its affectedEntities")
+		}
+		return m, nil
+	}},
+}
+
+func parseReservationWarning(d json.RawMessage) (Message, error) {
+	var m ReservationInterruptionWarning
+	err := decode(d, &m, need("instance-id", &m.Instance))
+	return m, err
 }
 
 // field is a required detail field: its JSON name and where it was decoded.
@@ -202,6 +340,9 @@ func Parse(ev events.CloudWatchEvent) (Message, error) {
 		return nil, fmt.Errorf("%w: %q comes from %s, not %q", ErrUnsupported, ev.DetailType, p.source, ev.Source)
 	}
 	m, err := p.parse(ev.Detail)
+	if errors.Is(err, errNotHandled) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, ev.DetailType, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, ev.DetailType, err)
 	}

@@ -29,6 +29,13 @@ func TestParseSamples(t *testing.T) {
 		{"asg-instance-terminate-lifecycle-action.json",
 			interruption.TerminateLifecycleAction{Instance: instance, Group: "fleetq-dev-demo", Hook: "fleetq-drain", Token: hookToken,
 				Transition: "autoscaling:EC2_INSTANCE_TERMINATING"}, interruption.KindTerminateAction},
+		{"ec2-instance-state-change-stopping.json",
+			interruption.InstanceStateChange{Instance: instance, State: "stopping"}, interruption.KindInstanceStopping},
+		{"ec2-instance-state-change-stopped.json",
+			interruption.InstanceStateChange{Instance: instance, State: "stopped"}, interruption.KindInstanceEnding},
+		{"ec2-capacity-reservation-interruption-warning.json",
+			interruption.ReservationInterruptionWarning{Instance: instance, Action: "terminate", TerminationTime: "2026-11-22T10:20:00Z"},
+			interruption.KindReservationWarning},
 	} {
 		m, err := interruption.Parse(sample(t, c.file))
 		if err != nil {
@@ -52,7 +59,8 @@ func TestEverySampleParsesAndEveryDetailTypeHasOne(t *testing.T) {
 	for _, name := range names {
 		b, _ := samples.FS.ReadFile(name)
 		var ev events.CloudWatchEvent
-		if json.Unmarshal(b, &ev) != nil || (ev.Source != interruption.SourceEC2 && ev.Source != interruption.SourceAutoScaling) {
+		if json.Unmarshal(b, &ev) != nil || (ev.Source != interruption.SourceEC2 && ev.Source != interruption.SourceAutoScaling &&
+			ev.Source != interruption.SourceHealth) {
 			continue
 		}
 		if _, err := interruption.Parse(ev); err != nil {
@@ -60,7 +68,8 @@ func TestEverySampleParsesAndEveryDetailTypeHasOne(t *testing.T) {
 		}
 		seen[ev.DetailType] = true
 	}
-	for _, dt := range []string{interruption.SpotWarning, interruption.Rebalance, interruption.StateChange, interruption.TerminateHook} {
+	for _, dt := range []string{interruption.SpotWarning, interruption.Rebalance, interruption.StateChange, interruption.TerminateHook,
+		interruption.ReservationWarning, interruption.HealthEvent} {
 		if !seen[dt] {
 			t.Errorf("no sample of %q in events/", dt)
 		}
@@ -71,7 +80,7 @@ func TestStateChangeKinds(t *testing.T) {
 	for state, want := range map[string]interruption.Kind{
 		"shutting-down": interruption.KindInstanceEnding, "terminated": interruption.KindInstanceEnding,
 		"pending": interruption.KindInstanceState, "running": interruption.KindInstanceState,
-		"stopping": interruption.KindInstanceState, "stopped": interruption.KindInstanceState,
+		"stopping": interruption.KindInstanceStopping, "stopped": interruption.KindInstanceEnding,
 	} {
 		ev := sample(t, "ec2-instance-state-change-terminated.json")
 		ev.Detail = json.RawMessage(`{"instance-id":"i-1","state":"` + state + `"}`)
@@ -98,5 +107,46 @@ func TestParseIgnoresExtraFields(t *testing.T) {
 	}
 	if _, err := interruption.Parse(events.CloudWatchEvent{Source: "aws.events", DetailType: "Scheduled Event"}); !errors.Is(err, interruption.ErrUnsupported) {
 		t.Fatalf("scheduled event: %v", err)
+	}
+}
+
+func TestParseHealthScheduledChange(t *testing.T) {
+	m, err := interruption.Parse(sample(t, "aws-health-scheduled-change.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, ok := m.(interruption.ScheduledChange)
+	if !ok || sc.Kind() != interruption.KindScheduledChange || sc.InstanceID() != instance || len(sc.Instances) != 1 ||
+		sc.EventTypeCode != "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED" || sc.StartTime != "Sun, 29 Nov 2026 10:00:00 GMT" {
+		t.Fatalf("%#v", m)
+	}
+	ev := sample(t, "aws-health-scheduled-change.json")
+	ev.Detail = json.RawMessage(`{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"h-0123"},{"entityValue":"i-1"},{"entityValue":"i-2"}]}`)
+	if m, err := interruption.Parse(ev); err != nil || len(m.(interruption.ScheduledChange).Instances) != 2 || m.InstanceID() != "i-1" {
+		t.Fatalf("hosts are not instances: %#v, %v", m, err)
+	}
+	for detail, want := range map[string]error{
+		`{"service":"EC2","eventTypeCategory":"issue","affectedEntities":[{"entityValue":"i-1"}]}`:           interruption.ErrUnsupported,
+		`{"service":"RDS","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-1"}]}`: interruption.ErrUnsupported,
+		`{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[]}`:                      interruption.ErrMalformed,
+		`{"eventTypeCategory":"scheduledChange"}`:                                                            interruption.ErrMalformed,
+	} {
+		ev.Detail = json.RawMessage(detail)
+		if _, err := interruption.Parse(ev); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", detail, err, want)
+		}
+	}
+}
+
+func TestParseTestNotification(t *testing.T) {
+	m, err := interruption.Parse(sample(t, "asg-test-notification.json"))
+	if err != nil || m.Kind() != interruption.KindTestNotification || m.(interruption.TestNotification).Group != "fleetq-dev-demo" {
+		t.Fatalf("%#v, %v", m, err)
+	}
+	// Named in LifecycleTransition instead of Event.
+	ev := sample(t, "asg-test-notification.json")
+	ev.Detail = json.RawMessage(`{"AutoScalingGroupName":"g","LifecycleTransition":"autoscaling:TEST_NOTIFICATION"}`)
+	if m, err := interruption.Parse(ev); err != nil || m.Kind() != interruption.KindTestNotification {
+		t.Fatalf("%#v, %v", m, err)
 	}
 }
