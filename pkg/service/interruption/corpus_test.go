@@ -181,7 +181,7 @@ func newCorpusEnv(t *testing.T, ev events.CloudWatchEvent) *corpusEnv {
 			InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 1, TokenHash: a.auth.TokenHash}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.CreateJob(e.ctx, store.NewJob{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := st.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		j, err := st.LeaseNext(e.ctx, a.auth, []string{"render"})

@@ -76,7 +76,7 @@ func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 // run leases a new job on the agent.
 func (e *drainEnv) run(agent, id string) {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, store.NewJob{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}
 	j, err := e.st.LeaseNext(e.ctx, e.agents[agent], []string{"render"})
