@@ -81,6 +81,7 @@ const (
 	attrProviders      = "providers"
 	attrMaxConcurrency = "max_concurrency"
 	attrTokenHash      = "token_hash"
+	attrAgentKeyHash   = "agent_key_hash"
 	attrWorkerStatus   = "wstatus"
 	attrApproved       = "approved"
 	attrLeases         = "leases"

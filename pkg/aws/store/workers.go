@@ -40,6 +40,10 @@ type Registration struct {
 	MaxConcurrency int
 	TokenHash      string
 	SourceIP       string
+	// AgentKeyHash is the digest of the registering agent's own key (kept
+	// on its disk): a registration with another key is refused while the
+	// worker id's registration is live, so two agents never share an id.
+	AgentKeyHash string
 }
 
 // RegisterWorker creates the worker, or, when it exists, replaces its token
@@ -57,7 +61,7 @@ func (s *Store) RegisterWorker(ctx context.Context, r Registration) (worker.Work
 		if err == nil || !errors.Is(err, errExists) {
 			return w, err
 		}
-		w, err = s.reregisterWorker(ctx, r, now)
+		w, err = s.reregisterWorker(ctx, r, now.Add(-3*f.HeartbeatInterval()), now)
 		if err == nil || !errors.Is(err, ErrNotFound) {
 			return w, err
 		}
@@ -78,7 +82,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
-		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP,
+		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash,
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -110,7 +114,10 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	}
 }
 
-func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.Time) (worker.Worker, error) {
+// reregisterWorker replaces an existing worker's token and details. A
+// registration seen after liveSince with another agent key belongs to
+// another agent and is not replaced.
+func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince, now time.Time) (worker.Worker, error) {
 	pk, sk := workerKey(r.WorkerID)
 	set := expression.Set(expression.Name(attrTokenHash), expression.Value(r.TokenHash)).
 		Set(expression.Name(attrStage), expression.Value(r.Stage)).
@@ -134,8 +141,14 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.T
 	if len(r.Providers) > 0 {
 		set = set.Set(expression.Name(attrProviders), expression.Value(r.Providers))
 	}
+	if r.AgentKeyHash != "" {
+		set = set.Set(expression.Name(attrAgentKeyHash), expression.Value(r.AgentKeyHash))
+	}
+	sameAgent := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
+		Or(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))).
+		Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))))
 	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
-		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet))),
+		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet))).And(sameAgent),
 	})
 	if errors.Is(err, errConditionFailed) {
 		var cur workerItem
@@ -145,8 +158,11 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.T
 			return worker.Worker{}, gerr
 		case !found:
 			return worker.Worker{}, ErrNotFound
-		default:
+		case cur.Fleet != r.Fleet:
 			return worker.Worker{}, fmt.Errorf("worker %s is registered to fleet %s; deregister it first: %w", r.WorkerID, cur.Fleet, ErrConflict)
+		default:
+			return worker.Worker{}, fmt.Errorf("worker id %s is registered by another agent, last seen %s ago; give each agent its own worker id (fleetq worker --slot or --worker-id): %w",
+				r.WorkerID, now.Sub(fromMS(cur.LastSeenMS)).Round(time.Second), ErrConflict)
 		}
 	}
 	if err != nil {
@@ -456,6 +472,7 @@ type workerItem struct {
 	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
 	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
+	AgentKeyHash   string   `dynamodbav:"agent_key_hash,omitempty"`
 }
 
 func (it *workerItem) toWorker() worker.Worker {

@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+)
+
+// Two agents must not share a worker id: while a registration is live, a
+// registration with another agent key is refused and the first agent's
+// token keeps working; the same agent restarting registers again; once the
+// first registration has gone quiet, the id can be taken over.
+func TestWorkerIDOfALiveAgentIsNotTakenOver(t *testing.T) {
+	e := newEnv(t)
+	reg := func(tokenHash, agentKeyHash string) error {
+		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
+			InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
+		return err
+	}
+	if err := reg("tok-a", "key-a"); err != nil {
+		t.Fatal(err)
+	}
+	err := reg("tok-b", "key-b")
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "another agent") {
+		t.Fatalf("second agent's registration: %v, want a conflict naming another agent", err)
+	}
+	if err := reg("tok-c", ""); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("keyless registration over a live keyed one: %v, want a conflict", err)
+	}
+	if _, err := e.st.Authorize(e.ctx, store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-a"}); err != nil {
+		t.Fatalf("the first agent's token stopped working: %v", err)
+	}
+	// The same agent restarting.
+	if err := reg("tok-a2", "key-a"); err != nil {
+		t.Fatalf("the same agent could not register again: %v", err)
+	}
+	// Quiet past three heartbeats: the registration is no longer live.
+	e.clock.Advance(2 * time.Minute)
+	if err := reg("tok-b", "key-b"); err != nil {
+		t.Fatalf("takeover of a quiet registration: %v", err)
+	}
+	if _, err := e.st.Authorize(e.ctx, store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-b"}); err != nil {
+		t.Fatalf("the new agent's token: %v", err)
+	}
+}
