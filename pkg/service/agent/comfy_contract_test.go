@@ -26,34 +26,34 @@ type comfyServer struct {
 	t  *testing.T
 	mu sync.Mutex
 
-	models   []string          // ckpt_name values CheckpointLoaderSimple accepts
-	outcome  string            // how the next prompts end (see execute)
-	oldBuild bool              // ignores a client's prompt_id; history without status
-	hold     bool              // a running prompt waits for finish
-	refuse   int               // the next N /history or /queue reads lose their connection
-	dropPost int               // the next N accepted POST /prompt lose their answer
-	posted   chan string       // receives each queued prompt id (when set)
-	number   int               // next queue number
-	pending  []*comfyPrompt    // queue_pending
-	running  *comfyPrompt      // queue_running
-	history  map[string]*comfyPrompt
-	released map[string]bool
-	sockets  map[string]*websocket.Conn
-	uploads  map[string]string
-	posts    []map[string]json.RawMessage // bodies of POST /prompt
-	deleted  []string                     // POST /queue delete ids
-	interrupts []string                   // POST /interrupt prompt ids ("" for a global one)
+	models     []string       // ckpt_name values CheckpointLoaderSimple accepts
+	outcome    string         // how the next prompts end (see execute)
+	oldBuild   bool           // ignores a client's prompt_id; history without status
+	hold       bool           // a running prompt waits for finish
+	refuse     int            // the next N /history or /queue reads lose their connection
+	dropPost   int            // the next N accepted POST /prompt lose their answer
+	posted     chan string    // receives each queued prompt id (when set)
+	number     int            // next queue number
+	pending    []*comfyPrompt // queue_pending
+	running    *comfyPrompt   // queue_running
+	history    map[string]*comfyPrompt
+	released   map[string]bool
+	sockets    map[string]*websocket.Conn
+	uploads    map[string]string
+	posts      []map[string]json.RawMessage // bodies of POST /prompt
+	deleted    []string                     // POST /queue delete ids
+	interrupts []string                     // POST /interrupt prompt ids ("" for a global one)
 }
 
 type comfyPrompt struct {
-	number    int
-	id        string
-	prompt    map[string]comfyTestNode
-	extra     map[string]any
-	outputs   []string // outputs_to_execute
-	steps     int
+	number      int
+	id          string
+	prompt      map[string]comfyTestNode
+	extra       map[string]any
+	outputs     []string // outputs_to_execute
+	steps       int
 	interrupted bool
-	result    map[string]any // the history entry once finished
+	result      map[string]any // the history entry once finished
 }
 
 type comfyTestNode struct {
@@ -465,4 +465,3 @@ func (c *comfyServer) snapshot() (posts int, deleted, interrupts []string, pendi
 	defer c.mu.Unlock()
 	return len(c.posts), append([]string(nil), c.deleted...), append([]string(nil), c.interrupts...), len(c.pending), c.running != nil
 }
-
