@@ -60,7 +60,7 @@ func comfyJob(id string, input json.RawMessage, out, named string, blobURL strin
 	return j, pl
 }
 
-func runComfy(t *testing.T, r agent.ComfyUIRunner, j *agent.Job) (json.RawMessage, error) {
+func runComfy(t *testing.T, r agent.Runner, j *agent.Job) (json.RawMessage, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -268,5 +268,49 @@ func TestComfyUIRunnerCancelTakesBackOnlyItsOwnPrompt(t *testing.T) {
 	_, _, interrupts, _, _ = comfy.snapshot()
 	if fmt.Sprint(interrupts) != fmt.Sprint([]string{agent.PromptID("other", 1)}) {
 		t.Fatalf("interrupts %v", interrupts)
+	}
+}
+
+// One ComfyUI per GPU: two jobs at once run on the two servers, a third
+// finds none free.
+func TestComfyUIPoolRoutesEachJobToAFreeServer(t *testing.T) {
+	gpu0, srv0 := newComfyServer(t)
+	gpu1, srv1 := newComfyServer(t)
+	posted := make(chan string, 8)
+	for _, c := range []*comfyServer{gpu0, gpu1} {
+		c.set(func(c *comfyServer) { c.hold, c.posted = true, posted })
+	}
+	_, blobSrv := newBlobs(t)
+	pool := agent.NewComfyUIPool(agent.ComfyUIRunner{PollEvery: 10 * time.Millisecond}, []string{srv0.URL, srv1.URL})
+	done := make(chan error, 2)
+	for _, id := range []string{"a", "b"} {
+		j, _ := comfyJob(id, comfyWorkflow("sdxl.safetensors", "", 1), "/out/"+id, "/out/"+id+"2", blobSrv.URL)
+		go func() { _, err := runComfy(t, pool, j); done <- err }()
+	}
+	<-posted
+	<-posted
+	if n0, _, _, _, _ := gpu0.snapshot(); n0 != 1 {
+		t.Fatalf("server 0 got %d prompts", n0)
+	}
+	if n1, _, _, _, _ := gpu1.snapshot(); n1 != 1 {
+		t.Fatalf("server 1 got %d prompts", n1)
+	}
+	if err := pool.Ready(context.Background()); err == nil {
+		t.Fatal("ready with every server busy")
+	}
+	j, _ := comfyJob("c", comfyWorkflow("sdxl.safetensors", "", 1), "/out/c", "", blobSrv.URL)
+	var je *agent.JobError
+	if _, err := runComfy(t, pool, j); !errors.As(err, &je) || je.Code != "comfyui_busy" {
+		t.Fatalf("third job: %#v", err)
+	}
+	gpu0.set(func(c *comfyServer) { c.hold = false })
+	gpu1.set(func(c *comfyServer) { c.hold = false })
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pool.Ready(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

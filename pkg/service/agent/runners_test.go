@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -126,5 +127,21 @@ func TestExecRunner(t *testing.T) {
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatal("the command outlived its job")
+	}
+}
+
+func TestExecRunnerReportsProgressLines(t *testing.T) {
+	var mu sync.Mutex
+	var seen []float64
+	j := &agent.Job{Lease: agent.Lease{JobID: "p1"}, Progress: func(p float64) { mu.Lock(); seen = append(seen, p); mu.Unlock() }}
+	_, err := runExec(t, `echo "fleetq-progress: 0.25" >&2; echo "loading" >&2; echo "fleetq-progress: 60%" >&2; `+
+		`echo "fleetq-progress: 7" >&2; printf 'fleetq-progress: 1\n' >&2; echo '{}'`, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[0.25 0.6 1]" {
+		t.Fatalf("progress %v", seen)
 	}
 }
