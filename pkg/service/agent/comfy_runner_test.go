@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -312,5 +313,28 @@ func TestComfyUIPoolRoutesEachJobToAFreeServer(t *testing.T) {
 	}
 	if err := pool.Ready(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A ComfyUI job's progress reaches the job record through the heartbeats
+// (GET /api/jobs/{id} shows it), then the job succeeds.
+func TestComfyUIProgressReachesTheJob(t *testing.T) {
+	e := newStack(t, false)
+	comfy, srv := newComfyServer(t)
+	comfy.set(func(c *comfyServer) { c.hold = true })
+	var in map[string]any
+	_ = json.Unmarshal(comfyWorkflow("sdxl.safetensors", "", 1), &in)
+	in["outputs"] = []string{"second"} // a URL for node 10's file
+	raw, _ := json.Marshal(in)
+	e.create("cj", string(raw))
+	e.start("comfy", agent.ComfyUIRunner{URL: srv.URL, PollEvery: 20 * time.Millisecond})
+	e.waitFor("progress on the job", func() bool {
+		p := e.job("cj").Progress
+		return p != nil && *p > 0 && *p < 1
+	})
+	comfy.finish(agent.PromptID("cj", 1))
+	e.waitFor("cj to end", func() bool { return e.job("cj").Status != job.Leased })
+	if j := e.job("cj"); j.Status != job.Succeeded {
+		t.Fatalf("cj %s: %+v", j.Status, j.Error)
 	}
 }
