@@ -552,7 +552,9 @@ func (a *Agent) shutdown(ctx context.Context, reason string) error {
 	}
 	a.requeueAll(ctx, reason)
 	a.wg.Wait()
-	if err := a.client.Deregister(ctx); err != nil {
+	if a.unhealthyReason() != "" {
+		a.reportUnhealthy(ctx)
+	} else if err := a.client.Deregister(ctx); err != nil {
 		a.log.Warn("deregister failed", "error", err.Error())
 	} else {
 		a.log.Info("deregistered")

@@ -161,3 +161,18 @@ func (a *Agent) unhealthyErr() error {
 	}
 	return nil
 }
+
+// reportUnhealthy tells the API the machine is sick, so the worker takes no
+// work and the scaler replaces its instance; an API without the route gets
+// a deregistration instead.
+func (a *Agent) reportUnhealthy(ctx context.Context) {
+	err := a.client.Unhealthy(ctx, a.unhealthyReason())
+	if err == nil {
+		a.log.Info("reported unhealthy; the instance will be replaced")
+		return
+	}
+	a.log.Warn("reporting unhealthy failed; deregistering", "error", err.Error())
+	if err := a.client.Deregister(ctx); err != nil {
+		a.log.Warn("deregister failed", "error", err.Error())
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -112,8 +112,10 @@ func TestSickGPUDrainsTheWorker(t *testing.T) {
 			if j.Status != job.Queued || j.Attempts != 0 || j.Preemptions != 1 {
 				t.Fatalf("after the GPU turned sick: %s attempts %d preemptions %d", j.Status, j.Attempts, j.Preemptions)
 			}
-			if _, err := e.stack.Store.GetWorker(e.ctx, "g1"); !errors.Is(err, store.ErrNotFound) {
-				t.Fatalf("the sick worker is still registered: %v", err)
+			// Still registered, as unhealthy: it takes no work and the
+			// scaler replaces its instance once idle.
+			if w, err := e.stack.Store.GetWorker(e.ctx, "g1"); err != nil || w.Status != worker.Unhealthy {
+				t.Fatalf("the sick worker: %+v, %v", w, err)
 			}
 		})
 	}
