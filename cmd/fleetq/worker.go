@@ -40,7 +40,7 @@ type workerFlags struct {
 	api, secret, secretFile, secretSSM *string
 	fleet, stage, workerID             *string
 	concurrency                        *int
-	runner, execCmd, comfy             *string
+	runner, execCmd, execHealth, comfy *string
 	comfyExtraFile                     *string
 	imdsEndpoint                       *string
 	noIMDS, noGPUCheck                 *bool
@@ -63,6 +63,7 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 		workerID:   fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
 		runner:     fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
 		execCmd:    fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
+		execHealth: fs.String("exec-health", env("EXEC_HEALTH", ""), "shell command that exits 0 when the exec runner's engine is ready, run before every lease (env FLEETQ_EXEC_HEALTH)"),
 		comfy:      fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner; several, comma-separated, for one ComfyUI per GPU (env FLEETQ_COMFYUI_URL)"),
 		comfyExtraFile: fs.String("comfyui-extra-data-file", env("COMFYUI_EXTRA_DATA_FILE", ""),
 			"JSON object sent as every prompt's extra_data, e.g. {\"api_key_comfy_org\": \"...\"} for API nodes (env FLEETQ_COMFYUI_EXTRA_DATA_FILE)"),
@@ -102,7 +103,7 @@ func (f *workerFlags) newRunner() (agent.Runner, error) {
 		if *f.execCmd == "" {
 			return nil, fmt.Errorf("the exec runner needs --exec")
 		}
-		return agent.ExecRunner{Command: *f.execCmd}, nil
+		return agent.ExecRunner{Command: *f.execCmd, HealthCommand: *f.execHealth}, nil
 	case "comfyui":
 		r := agent.ComfyUIRunner{}
 		if *f.comfyExtraFile != "" {

@@ -41,11 +41,25 @@ type ExecRunner struct {
 	// WorkDir holds each job's input and output directories (default: the
 	// system's temporary directory).
 	WorkDir string
+	// HealthCommand, when set, is run with /bin/sh -c before every lease
+	// (and every health check): exit 0 means the machine's engine is ready.
+	HealthCommand string
 }
 
-func (r ExecRunner) Ready(context.Context) error {
+// Ready answers nil when there is a command and the health command (if
+// any) exits 0 within 30 seconds.
+func (r ExecRunner) Ready(ctx context.Context) error {
 	if strings.TrimSpace(r.Command) == "" {
 		return errors.New("exec runner: no command")
+	}
+	if strings.TrimSpace(r.HealthCommand) == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/bin/sh", "-c", r.HealthCommand).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("health command failed (%v): %s", err, tailOf(out, 512))
 	}
 	return nil
 }

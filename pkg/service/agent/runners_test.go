@@ -145,3 +145,17 @@ func TestExecRunnerReportsProgressLines(t *testing.T) {
 		t.Fatalf("progress %v", seen)
 	}
 }
+
+func TestExecRunnerHealthCommand(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "up")
+	r := agent.ExecRunner{Command: "true", HealthCommand: "test -f " + flag + " || { echo engine down; exit 1; }"}
+	if err := r.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "engine down") {
+		t.Fatalf("ready while down: %v", err)
+	}
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
