@@ -123,6 +123,7 @@ func PromptID(jobID string, attempt int) string {
 	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("fleetq:job:"+jobID+"#"+strconv.Itoa(attempt))).String()
 }
 
+// Run runs one job's workflow on ComfyUI and delivers its output files.
 func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	var in struct {
 		Prompt json.RawMessage `json:"prompt"`
@@ -335,7 +336,7 @@ func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
 		return err
 	})
 	if err != nil {
-		if _, ok := err.(*JobError); ok || ctx.Err() != nil {
+		if je := (*JobError)(nil); errors.As(err, &je) || ctx.Err() != nil {
 			return err
 		}
 		return Retryable("comfyui_error", "queue prompt on comfyui: %v", err)
@@ -590,12 +591,11 @@ func (c *comfyRun) follow(ctx context.Context, events <-chan comfyEvent) (comfyH
 type comfyEvent struct {
 	Type string `json:"type"`
 	Data struct {
-		PromptID *string        `json:"prompt_id"`
-		Node     *string        `json:"node"`
-		Nodes    []string       `json:"nodes"`
-		Value    float64        `json:"value"`
-		Max      float64        `json:"max"`
-		Status   map[string]any `json:"status"`
+		PromptID *string  `json:"prompt_id"`
+		Node     *string  `json:"node"`
+		Nodes    []string `json:"nodes"`
+		Value    float64  `json:"value"`
+		Max      float64  `json:"max"`
 	} `json:"data"`
 }
 
