@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,10 +40,11 @@ type workerFlags struct {
 	api, secret, secretFile, secretSSM *string
 	fleet, stage, workerID             *string
 	concurrency                        *int
-	runner, execCmd, comfy             *string
+	runner, execCmd, execHealth, comfy *string
+	comfyExtraFile                     *string
 	imdsEndpoint                       *string
-	noIMDS                             *bool
-	drain                              *time.Duration
+	noIMDS, noGPUCheck                 *bool
+	drain, healthEvery, unhealthyAfter *time.Duration
 	slot                               *string
 	logLevel                           *string
 }
@@ -52,16 +55,20 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	fs := flag.NewFlagSet("fleetq worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := &workerFlags{
-		api:          fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)"),
-		secret:       fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm"),
-		secretFile:   fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
-		secretSSM:    fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
-		fleet:        fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
-		stage:        fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)"),
-		workerID:     fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
-		runner:       fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
-		execCmd:      fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
-		comfy:        fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner (env FLEETQ_COMFYUI_URL)"),
+		api:        fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)"),
+		secret:     fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm"),
+		secretFile: fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
+		secretSSM:  fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
+		fleet:      fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
+		stage:      fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)"),
+		workerID:   fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
+		runner:     fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
+		execCmd:    fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
+		execHealth: fs.String("exec-health", env("EXEC_HEALTH", ""), "shell command that exits 0 when the exec runner's engine is ready, run before every lease (env FLEETQ_EXEC_HEALTH)"),
+		comfy:      fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner; several, comma-separated, for one ComfyUI per GPU (env FLEETQ_COMFYUI_URL)"),
+		comfyExtraFile: fs.String("comfyui-extra-data-file", env("COMFYUI_EXTRA_DATA_FILE", ""),
+			"JSON object sent as every prompt's extra_data, e.g. {\"api_key_comfy_org\": \"...\"} for API nodes (env FLEETQ_COMFYUI_EXTRA_DATA_FILE)"),
+		noGPUCheck:   fs.Bool("no-gpu-check", env("NO_GPU_CHECK", "") == "true", "do not read nor watch the GPUs with nvidia-smi (env FLEETQ_NO_GPU_CHECK=true)"),
 		imdsEndpoint: fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)"),
 		noIMDS:       fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)"),
 		logLevel:     fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)"),
@@ -71,6 +78,10 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	f.concurrency = fs.Int("max-concurrency", maxConc, "jobs run at once (env FLEETQ_MAX_CONCURRENCY)")
 	drainDefault, _ := time.ParseDuration(env("DRAIN_TIMEOUT", "0s"))
 	f.drain = fs.Duration("drain-timeout", drainDefault, "on SIGTERM/SIGINT, how long running jobs may finish before they are requeued (env FLEETQ_DRAIN_TIMEOUT)")
+	healthDefault, _ := time.ParseDuration(env("HEALTH_EVERY", "30s"))
+	f.healthEvery = fs.Duration("health-every", healthDefault, "how often the GPUs and the runner are checked while running (env FLEETQ_HEALTH_EVERY)")
+	unhealthyDefault, _ := time.ParseDuration(env("UNHEALTHY_AFTER", "5m"))
+	f.unhealthyAfter = fs.Duration("unhealthy-after", unhealthyDefault, "how long the runner may stay unready before the worker gives up its jobs and exits 3 (env FLEETQ_UNHEALTHY_AFTER)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
 		fmt.Fprintln(stderr)
@@ -94,9 +105,32 @@ func (f *workerFlags) newRunner() (agent.Runner, error) {
 		if *f.execCmd == "" {
 			return nil, fmt.Errorf("the exec runner needs --exec")
 		}
-		return agent.ExecRunner{Command: *f.execCmd}, nil
+		return agent.ExecRunner{Command: *f.execCmd, HealthCommand: *f.execHealth}, nil
 	case "comfyui":
-		return agent.ComfyUIRunner{URL: *f.comfy}, nil
+		r := agent.ComfyUIRunner{}
+		if *f.comfyExtraFile != "" {
+			b, err := os.ReadFile(*f.comfyExtraFile)
+			if err != nil {
+				return nil, fmt.Errorf("--comfyui-extra-data-file: %w", err)
+			}
+			if err := json.Unmarshal(b, &r.ExtraData); err != nil || r.ExtraData == nil {
+				return nil, fmt.Errorf("--comfyui-extra-data-file must hold a JSON object")
+			}
+		}
+		var urls []string
+		for _, u := range strings.Split(*f.comfy, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				urls = append(urls, u)
+			}
+		}
+		switch len(urls) {
+		case 0:
+			return nil, fmt.Errorf("--comfyui-url is empty")
+		case 1:
+			r.URL = urls[0]
+			return r, nil
+		}
+		return agent.NewComfyUIPool(r, urls), nil
 	case "sleep":
 		return agent.SleepRunner{}, nil
 	}
@@ -131,6 +165,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg := agent.Config{
 		API: *f.api, FleetSecret: fleetSecret, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
 		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Logger: log,
+		HealthEvery: *f.healthEvery, UnhealthyAfter: *f.unhealthyAfter,
+	}
+	if !*f.noGPUCheck {
+		cfg.GPU = &agent.NvidiaSMI{}
+	}
+	if pool, ok := r.(*agent.ComfyUIPool); ok && cfg.MaxConcurrency < len(pool.Runners) {
+		// One job per ComfyUI server.
+		cfg.MaxConcurrency = len(pool.Runners)
 	}
 	if err := identify(ctx, &cfg, f); err != nil {
 		return fail("%v", err)
@@ -141,6 +183,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err := runDraining(ctx, a, log); err != nil {
 		fmt.Fprintln(stderr, "fleetq worker:", err)
+		if errors.Is(err, agent.ErrUnhealthy) {
+			return 3 // the machine should be replaced
+		}
 		return 1
 	}
 	return 0

@@ -276,6 +276,21 @@ func (s *Store) DrainWorker(ctx context.Context, id string) (worker.Worker, erro
 		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
 }
 
+// MarkWorkerUnhealthy requeues every lease the worker holds (no attempt
+// spent) and marks it unhealthy: it takes no new work and, once idle, the
+// scaler replaces its instance.
+func (s *Store) MarkWorkerUnhealthy(ctx context.Context, a WorkerAuth) (worker.Worker, error) {
+	w, err := s.Authorize(ctx, a)
+	if err != nil {
+		return worker.Worker{}, err
+	}
+	if _, err := s.requeueWorkerLeases(ctx, w, job.ReasonDeregistered); err != nil {
+		return worker.Worker{}, err
+	}
+	return s.setWorker(ctx, a.WorkerID, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Unhealthy))),
+		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
+}
+
 // DrainIdleWorker marks a worker draining only while it holds no lease. It is
 // how scale-in claims a victim: the same item carries the lease count that
 // every claim increments in its transaction, so a victim either had no lease

@@ -10,6 +10,7 @@ const (
 	PathFail              = "/api/worker/fail"
 	PathRequeue           = "/api/worker/requeue"
 	PathDeregister        = "/api/worker/deregister"
+	PathUnhealthy         = "/api/worker/unhealthy"
 	PathJobs              = "/api/jobs"
 	PathJob               = "/api/jobs/{job_id}"
 	PathJobCancel         = "/api/jobs/{job_id}/cancel"

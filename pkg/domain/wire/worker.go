@@ -96,6 +96,14 @@ type LeaseURLs struct {
 	OutputURLs map[string]string `json:"output_urls,omitempty"`
 }
 
+// UnhealthyRequest is the body of POST /api/worker/unhealthy: the worker's
+// machine is sick and should be replaced.
+type UnhealthyRequest struct {
+	// Reason says what is wrong (required, at most 1024 characters), e.g.
+	// "GPU 0 (00000000:00:1E.0): 4 uncorrectable ECC errors".
+	Reason string `json:"reason"`
+}
+
 // CompleteRequest is the body of POST /api/worker/complete.
 type CompleteRequest struct {
 	LeaseRef

@@ -16,6 +16,10 @@ const (
 	Draining Status = "draining"
 	// Revoked workers' tokens no longer work.
 	Revoked Status = "revoked"
+	// Unhealthy workers reported their machine sick (a GPU, or a runner
+	// that stays down): like draining workers they take no new work, and
+	// once idle the scaler replaces their instance.
+	Unhealthy Status = "unhealthy"
 )
 
 // Worker is a registered worker.

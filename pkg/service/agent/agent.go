@@ -55,6 +55,18 @@ type Config struct {
 	// job's output URLs expire within it (default: two heartbeats, at
 	// least a minute).
 	URLRefreshMargin time.Duration
+	// GPU, when set, reads the machine's GPUs at start (their facts go
+	// into the worker's capabilities) and every HealthEvery; a sick GPU
+	// makes the agent give up (ErrUnhealthy). A machine without nvidia-smi
+	// has no GPU checks.
+	GPU *NvidiaSMI
+	// HealthEvery is how often the GPUs and the runner are checked while
+	// the agent runs (default: 30s with a GPU, else 0: the runner is asked
+	// only before each lease).
+	HealthEvery time.Duration
+	// UnhealthyAfter is how long the runner may stay unready once the agent
+	// registered before it gives up (default 5m).
+	UnhealthyAfter time.Duration
 	// Clock paces every wait of the agent: readiness polls, backoff, lease
 	// polls, heartbeats, the metadata watch and the drain timeout, and
 	// tells the time presigned URLs are checked against (default: the wall
@@ -76,6 +88,7 @@ type Agent struct {
 	leasing atomic.Bool
 	reg     wire.RegisterResponse
 	wg      sync.WaitGroup
+	health  health
 }
 
 type running struct {
@@ -166,6 +179,12 @@ func New(c Config) (*Agent, error) {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
+	if c.HealthEvery <= 0 && c.GPU != nil {
+		c.HealthEvery = 30 * time.Second
+	}
+	if c.UnhealthyAfter <= 0 {
+		c.UnhealthyAfter = 5 * time.Minute
+	}
 	a := &Agent{
 		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
 		log:  c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet),
@@ -219,6 +238,9 @@ func (a *Agent) slotsUsed() int {
 // unreported (their leases expire, or the interruption function requeues
 // them) and the worker does not deregister.
 func (a *Agent) Run(ctx context.Context) error {
+	if err := a.inspectGPUs(ctx); err != nil {
+		return err
+	}
 	if err := a.waitReady(ctx); err != nil {
 		return nil
 	}
@@ -230,6 +252,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.Metadata != nil {
 		go a.watchMetadata(ctx)
+	}
+	if a.cfg.HealthEvery > 0 {
+		go a.watchHealth(ctx)
 	}
 	failures := 0
 	for {
@@ -243,6 +268,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if !a.leasing.Load() || a.slotsUsed() >= a.cfg.MaxConcurrency {
 			a.wait(ctx, a.freed, 0) // a slot frees, or a stop arrives
+			continue
+		}
+		if !a.readyToLease(ctx) {
 			continue
 		}
 		lease, err := a.client.Poll(ctx, a.slotsUsed())
@@ -323,6 +351,7 @@ func (a *Agent) register(ctx context.Context) error {
 	if n := a.cfg.MaxConcurrency; n != 0 {
 		r.MaxConcurrency = &n
 	}
+	r.Capabilities = a.capabilities()
 	for attempt := 1; ; attempt++ {
 		reg, err := a.client.Register(ctx, a.cfg.FleetSecret, r)
 		if err == nil {
@@ -512,7 +541,7 @@ func (a *Agent) requeueAll(ctx context.Context, reason string) {
 func (a *Agent) shutdown(ctx context.Context, reason string) error {
 	a.leasing.Store(false)
 	a.log.Info("shutting down", "reason", reason, "running", a.slotsUsed())
-	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 {
+	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 && a.unhealthyReason() == "" {
 		finished := make(chan struct{})
 		go func() { a.wg.Wait(); close(finished) }()
 		select {
@@ -523,12 +552,14 @@ func (a *Agent) shutdown(ctx context.Context, reason string) error {
 	}
 	a.requeueAll(ctx, reason)
 	a.wg.Wait()
-	if err := a.client.Deregister(ctx); err != nil {
+	if a.unhealthyReason() != "" {
+		a.reportUnhealthy(ctx)
+	} else if err := a.client.Deregister(ctx); err != nil {
 		a.log.Warn("deregister failed", "error", err.Error())
 	} else {
 		a.log.Info("deregistered")
 	}
-	return nil
+	return a.unhealthyErr()
 }
 
 // abandon stops every job without reporting (the machine is gone).

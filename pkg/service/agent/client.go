@@ -94,6 +94,15 @@ func (c *Client) Deregister(ctx context.Context) error {
 	return c.call(ctx, wire.PathDeregister, nil, wire.Empty{}, nil)
 }
 
+// Unhealthy reports the machine sick: the worker's leases are requeued,
+// it takes no new work, and the scaler replaces its instance.
+func (c *Client) Unhealthy(ctx context.Context, reason string) error {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	return c.call(ctx, wire.PathUnhealthy, nil, wire.UnhealthyRequest{Reason: reason}, nil)
+}
+
 // call posts body to path and decodes a 2xx answer into out (a 204 leaves
 // out untouched).
 func (c *Client) call(ctx context.Context, path string, headers map[string]string, body, out any) error {

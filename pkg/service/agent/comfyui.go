@@ -4,34 +4,40 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
 
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
 // ComfyUIRunner runs a job's input.prompt — a workflow in ComfyUI's API
-// format — on the ComfyUI server of this machine:
+// format — on the ComfyUI server of this machine (docs/worker.md lists the
+// steps and the outcome classes):
 //
-//  1. each input_urls file is downloaded and uploaded with /upload/image
-//     under its input name (the workflow's LoadImage nodes name it);
-//  2. the workflow is queued with POST /prompt; a 400 (validation or node
-//     errors) is a permanent failure;
-//  3. GET /history/{prompt_id} is followed until the prompt completes; an
-//     execution error is a permanent failure;
-//  4. the output files are fetched with /view; the first is PUT to
-//     output_url, and the files are PUT in order to the named output_urls.
-//
-// A ComfyUI that cannot be reached is a retryable failure. The result lists
-// the output files per node.
+//  1. each input_urls file is uploaded with /upload/image under its name;
+//  2. /ws?clientId= is followed for progress and completion;
+//  3. the workflow is queued with POST /prompt under a prompt_id derived
+//     from the job and attempt, so a re-sent prompt is found, not queued
+//     twice;
+//  4. GET /history/{prompt_id} is the source of truth for the outcome
+//     (read when the websocket says the prompt ended, and polled as a
+//     fallback); /queue tells a queued or running prompt from a lost one;
+//  5. every output file is fetched with /view and PUT to the job's output
+//     URLs in numeric node order.
 type ComfyUIRunner struct {
 	URL string // default http://127.0.0.1:8188
 	// HTTP talks to ComfyUI (default: a client with a 60s timeout).
@@ -39,6 +45,16 @@ type ComfyUIRunner struct {
 	// PollEvery is how often /history is read (default 1s, on the job's
 	// clock).
 	PollEvery time.Duration
+	// UnreachableFor bounds how long connection errors to ComfyUI are
+	// retried inside one job (default 1m) before the attempt fails
+	// retryably.
+	UnreachableFor time.Duration
+	// ExtraData is sent as every prompt's extra_data (for example
+	// ComfyUI's api_key_comfy_org for API nodes); it comes from the
+	// worker's configuration, never from a job's input.
+	ExtraData map[string]any
+	// NoWebsocket follows the prompt by polling /history only.
+	NoWebsocket bool
 }
 
 func (r ComfyUIRunner) base() string {
@@ -55,20 +71,24 @@ func (r ComfyUIRunner) http() *http.Client {
 	return &http.Client{Timeout: 60 * time.Second}
 }
 
-// Ready answers nil once ComfyUI's /system_stats answers.
-func (r ComfyUIRunner) Ready(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base()+"/system_stats", nil)
-	if err != nil {
-		return err
+func (r ComfyUIRunner) unreachableFor() time.Duration {
+	if r.UnreachableFor > 0 {
+		return r.UnreachableFor
 	}
-	res, err := r.http().Do(req)
+	return time.Minute
+}
+
+// Ready answers nil once ComfyUI's /system_stats answers with its devices.
+func (r ComfyUIRunner) Ready(ctx context.Context) error {
+	var stats struct {
+		Devices []json.RawMessage `json:"devices"`
+	}
+	status, err := r.getJSON(ctx, "/system_stats", &stats)
 	if err != nil {
 		return fmt.Errorf("comfyui not reachable: %w", err)
 	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("comfyui /system_stats answered %s", res.Status)
+	if status != http.StatusOK {
+		return fmt.Errorf("comfyui /system_stats answered %d", status)
 	}
 	return nil
 }
@@ -79,12 +99,42 @@ type comfyFile struct {
 	Type      string `json:"type"`
 }
 
+type comfyNode struct {
+	ClassType string                     `json:"class_type"`
+	Inputs    map[string]json.RawMessage `json:"inputs"`
+}
+
+// comfyRun is one job's prompt on ComfyUI.
+type comfyRun struct {
+	r        ComfyUIRunner
+	j        *Job
+	clk      clock.Clock
+	id       string // the prompt id ComfyUI runs the prompt under
+	clientID string
+	nodes    map[string]comfyNode
+	progress float64
+	done     map[string]bool // nodes executed or cached (for progress)
+	current  string
+}
+
+// PromptID is the prompt id a job's attempt is queued under: the same for
+// a re-sent prompt of one attempt, new for every attempt.
+func PromptID(jobID string, attempt int) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("fleetq:job:"+jobID+"#"+strconv.Itoa(attempt))).String()
+}
+
+// Run runs one job's workflow on ComfyUI and delivers its output files.
 func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	var in struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
 	if err := json.Unmarshal(j.Input, &in); err != nil || len(in.Prompt) == 0 || in.Prompt[0] != '{' {
 		return nil, Permanent("bad_input", "comfyui: input.prompt must be a workflow in ComfyUI's API format (a JSON object)")
+	}
+	run := &comfyRun{r: r, j: j, clk: j.clock(), id: PromptID(j.JobID, j.Attempt), done: map[string]bool{}}
+	run.clientID = "fleetq-" + run.id
+	if err := json.Unmarshal(in.Prompt, &run.nodes); err != nil {
+		return nil, Permanent("bad_input", "comfyui: input.prompt is not a workflow in ComfyUI's API format: %v", err)
 	}
 	if len(j.InputURLs) > 0 {
 		dir, err := os.MkdirTemp("", "fleetq-comfy-")
@@ -102,18 +152,32 @@ func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error)
 			}
 		}
 	}
-	id, err := r.queue(ctx, j.JobID, in.Prompt)
-	if err != nil {
-		return nil, err
+	wsCtx, stopWS := context.WithCancel(ctx)
+	defer stopWS()
+	var events <-chan comfyEvent
+	if !r.NoWebsocket {
+		events = r.watch(wsCtx, run.clientID)
 	}
-	outputs, err := r.follow(ctx, j.clock(), id)
-	if err != nil {
+	if err := run.queue(ctx, in.Prompt); err != nil {
 		if ctx.Err() != nil {
-			r.interrupt()
+			run.cancel()
+			return nil, ctx.Err()
 		}
 		return nil, err
 	}
-	return r.deliver(ctx, j, id, outputs)
+	hist, err := run.follow(ctx, events)
+	if err != nil {
+		if ctx.Err() != nil {
+			run.cancel()
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	outputs, err := run.judge(ctx, hist)
+	if err != nil {
+		return nil, err
+	}
+	return r.deliver(ctx, j, run.id, outputs)
 }
 
 func (r ComfyUIRunner) uploadImage(ctx context.Context, name, path string) error {
@@ -153,168 +217,558 @@ func (r ComfyUIRunner) uploadImage(ctx context.Context, name, path string) error
 	return nil
 }
 
-// queue posts the workflow and answers its prompt id.
-func (r ComfyUIRunner) queue(ctx context.Context, clientID string, prompt json.RawMessage) (string, error) {
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "client_id": clientID})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base()+"/prompt", bytes.NewReader(body))
-	if err != nil {
-		return "", err
+// getJSON GETs path and decodes a 200 answer into out.
+func (r ComfyUIRunner) getJSON(ctx context.Context, path string, out any) (int, error) {
+	return r.call(ctx, http.MethodGet, path, nil, out)
+}
+
+// call sends a JSON body (nil: none) and decodes a 200 answer into out (nil:
+// discarded). A transport error is returned as is; a status is not an error.
+func (r ComfyUIRunner) call(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, r.base()+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	res, err := r.http().Do(req)
 	if err != nil {
-		return "", Retryable("comfyui_unreachable", "queue prompt on comfyui: %v", err)
+		return 0, err
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	var out struct {
-		PromptID string `json:"prompt_id"`
-		Error    *struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-			Details string `json:"details"`
-		} `json:"error"`
-		NodeErrors map[string]struct {
-			ClassType string `json:"class_type"`
-			Errors    []struct {
-				Message string `json:"message"`
-				Details string `json:"details"`
-			} `json:"errors"`
-		} `json:"node_errors"`
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return 0, err
 	}
-	_ = json.Unmarshal(raw, &out)
-	switch {
-	case res.StatusCode == http.StatusBadRequest:
-		msg := "comfyui rejected the workflow"
-		if out.Error != nil {
-			msg += ": " + out.Error.Message
-			if out.Error.Details != "" {
-				msg += " (" + out.Error.Details + ")"
-			}
+	if out != nil && (res.StatusCode == http.StatusOK || res.StatusCode == http.StatusBadRequest) && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return res.StatusCode, fmt.Errorf("%s %s: %w", method, path, err)
 		}
-		nodes := make([]string, 0, len(out.NodeErrors))
-		for id := range out.NodeErrors {
-			nodes = append(nodes, id)
-		}
-		sort.Strings(nodes)
-		for _, id := range nodes {
-			ne := out.NodeErrors[id]
-			for _, e := range ne.Errors {
-				msg += fmt.Sprintf("; node %s (%s): %s", id, ne.ClassType, e.Message)
-				if e.Details != "" {
-					msg += " " + e.Details
-				}
-			}
-		}
-		return "", Permanent("comfyui_validation", "%s", msg)
-	case res.StatusCode != http.StatusOK:
-		return "", Retryable("comfyui_error", "comfyui /prompt answered %s", res.Status)
-	case out.PromptID == "":
-		return "", Retryable("comfyui_error", "comfyui /prompt answered no prompt_id")
 	}
-	return out.PromptID, nil
+	return res.StatusCode, nil
 }
 
-// follow reads /history/{id} until the prompt completes and answers its
-// output files by node.
-func (r ComfyUIRunner) follow(ctx context.Context, clk clock.Clock, id string) (map[string][]comfyFile, error) {
-	every := r.PollEvery
-	if every <= 0 {
-		every = time.Second
-	}
+// transient is a connection-level failure worth retrying while ComfyUI
+// restarts or is busy.
+func transient(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// retry runs f until it answers without a transient error, for at most
+// UnreachableFor; the last transient error becomes comfyui_unreachable.
+func (c *comfyRun) retry(ctx context.Context, what string, f func() error) error {
+	var since time.Time
 	for {
+		err := f()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if since.IsZero() {
+			since = c.clk.Now()
+		} else if c.clk.Now().Sub(since) >= c.r.unreachableFor() {
+			return Retryable("comfyui_unreachable", "%s: comfyui unreachable for %s: %v", what, c.r.unreachableFor(), err)
+		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-clk.After(every):
+			return ctx.Err()
+		case <-c.clk.After(c.r.pollEvery()):
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base()+"/history/"+url.PathEscape(id), nil)
-		if err != nil {
-			return nil, err
-		}
-		res, err := r.http().Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+	}
+}
+
+func (r ComfyUIRunner) pollEvery() time.Duration {
+	if r.PollEvery > 0 {
+		return r.PollEvery
+	}
+	return time.Second
+}
+
+type comfyNodeErrors map[string]struct {
+	ClassType string `json:"class_type"`
+	Errors    []struct {
+		Type      string `json:"type"`
+		Message   string `json:"message"`
+		Details   string `json:"details"`
+		ExtraInfo struct {
+			InputName     string          `json:"input_name"`
+			ReceivedValue json.RawMessage `json:"received_value"`
+		} `json:"extra_info"`
+	} `json:"errors"`
+}
+
+// queue posts the workflow under the run's prompt id, unless ComfyUI
+// already has it (a post whose answer was lost).
+func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
+	body := map[string]any{"prompt": prompt, "client_id": c.clientID, "prompt_id": c.id}
+	if len(c.r.ExtraData) > 0 {
+		body["extra_data"] = c.r.ExtraData
+	}
+	var out struct {
+		PromptID   string          `json:"prompt_id"`
+		Error      json.RawMessage `json:"error"`
+		NodeErrors json.RawMessage `json:"node_errors"`
+	}
+	var status int
+	tried := false
+	err := c.retry(ctx, "queue prompt", func() error {
+		if tried {
+			if known, err := c.known(ctx); err != nil {
+				return err
+			} else if known {
+				status, out.PromptID = http.StatusOK, c.id
+				return nil
 			}
-			return nil, Retryable("comfyui_unreachable", "follow prompt on comfyui: %v", err)
 		}
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 8<<20))
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			return nil, Retryable("comfyui_error", "comfyui /history answered %s", res.Status)
+		tried = true
+		var err error
+		status, err = c.r.call(ctx, http.MethodPost, "/prompt", body, &out)
+		return err
+	})
+	if err != nil {
+		if je := (*JobError)(nil); errors.As(err, &je) || ctx.Err() != nil {
+			return err
 		}
-		var hist map[string]struct {
-			Outputs map[string]map[string]json.RawMessage `json:"outputs"`
-			Status  struct {
-				StatusStr string            `json:"status_str"`
-				Completed bool              `json:"completed"`
-				Messages  []json.RawMessage `json:"messages"`
-			} `json:"status"`
+		return Retryable("comfyui_error", "queue prompt on comfyui: %v", err)
+	}
+	var nodeErrs comfyNodeErrors
+	_ = json.Unmarshal(out.NodeErrors, &nodeErrs) // [] when there is no prompt
+	switch {
+	case status == http.StatusBadRequest:
+		return c.rejected(ctx, out.Error, nodeErrs, "comfyui rejected the workflow")
+	case status != http.StatusOK:
+		return Retryable("comfyui_error", "comfyui /prompt answered %d", status)
+	case out.PromptID == "":
+		return Retryable("comfyui_error", "comfyui /prompt answered no prompt_id")
+	}
+	c.id = out.PromptID // a ComfyUI that predates client prompt ids picks its own
+	if len(nodeErrs) > 0 {
+		// ComfyUI dropped the invalid outputs and runs the rest: take the
+		// prompt back and fail, rather than deliver part of the workflow.
+		c.cancel()
+		return c.rejected(ctx, nil, nodeErrs, "comfyui would run only part of the workflow")
+	}
+	return nil
+}
+
+// known answers whether ComfyUI has the run's prompt in its queue or
+// history.
+func (c *comfyRun) known(ctx context.Context) (bool, error) {
+	in, err := c.inQueue(ctx)
+	if err != nil || in {
+		return in, err
+	}
+	_, found, err := c.history(ctx)
+	return found, err
+}
+
+// rejected builds the permanent failure of a refused workflow, naming
+// each node's errors and, for a value not in a list (a missing model),
+// the values ComfyUI's /object_info offers.
+func (c *comfyRun) rejected(ctx context.Context, top json.RawMessage, nodeErrs comfyNodeErrors, msg string) error {
+	var e struct {
+		Message string `json:"message"`
+		Details string `json:"details"`
+	}
+	if json.Unmarshal(top, &e) == nil && e.Message != "" {
+		msg += ": " + e.Message
+		if e.Details != "" {
+			msg += " (" + e.Details + ")"
 		}
-		if err := json.Unmarshal(raw, &hist); err != nil {
-			return nil, Retryable("comfyui_error", "comfyui /history: %v", err)
+	} else if s := ""; json.Unmarshal(top, &s) == nil && s != "" {
+		msg += ": " + s
+	}
+	code := "comfyui_validation"
+	for _, id := range sortedNodeIDs(keysOf(nodeErrs)) {
+		ne := nodeErrs[id]
+		for _, ee := range ne.Errors {
+			msg += fmt.Sprintf("; node %s (%s): %s", id, ne.ClassType, ee.Message)
+			if ee.Details != "" {
+				msg += ": " + ee.Details
+			}
+			if ee.Type != "value_not_in_list" || ee.ExtraInfo.InputName == "" {
+				continue
+			}
+			var got string
+			_ = json.Unmarshal(ee.ExtraInfo.ReceivedValue, &got)
+			if looksLikeModel(got) {
+				code = "comfyui_missing_model"
+			}
+			if opts := c.r.inputOptions(ctx, ne.ClassType, ee.ExtraInfo.InputName); opts != nil {
+				msg += fmt.Sprintf(" (this machine has %s: %s)", ee.ExtraInfo.InputName, strings.Join(opts, ", "))
+			}
 		}
-		h, ok := hist[id]
-		if !ok {
-			continue // still queued or running
-		}
-		if h.Status.StatusStr == "error" {
-			return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow: %s", executionError(h.Status.Messages))
-		}
-		if !h.Status.Completed && h.Status.StatusStr != "success" {
+	}
+	return Permanent(code, "%s", msg)
+}
+
+func looksLikeModel(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".safetensors", ".ckpt", ".pt", ".pth", ".bin", ".gguf", ".sft", ".onnx":
+		return true
+	}
+	return false
+}
+
+// inputOptions answers the values /object_info/{class} lists for an input
+// of a combo type (nil when unknown).
+func (r ComfyUIRunner) inputOptions(ctx context.Context, class, input string) []string {
+	var info map[string]struct {
+		Input map[string]map[string][]json.RawMessage `json:"input"`
+	}
+	if status, err := r.getJSON(ctx, "/object_info/"+url.PathEscape(class), &info); err != nil || status != http.StatusOK {
+		return nil
+	}
+	for _, group := range info[class].Input {
+		spec, ok := group[input]
+		if !ok || len(spec) == 0 {
 			continue
 		}
-		files := map[string][]comfyFile{}
-		for node, kinds := range h.Outputs {
-			for _, kind := range sortedRawKeys(kinds) {
-				var fs []comfyFile
-				if json.Unmarshal(kinds[kind], &fs) == nil {
-					for _, f := range fs {
-						if f.Filename != "" && f.Type == "output" {
-							files[node] = append(files[node], f)
-						}
-					}
+		var opts []string
+		if json.Unmarshal(spec[0], &opts) == nil {
+			return opts
+		}
+	}
+	return nil
+}
+
+// outputNodes answers the workflow's nodes whose class /object_info marks
+// as an output node (nil when ComfyUI does not say).
+func (c *comfyRun) outputNodes(ctx context.Context) []string {
+	classes := map[string]bool{}
+	for _, n := range c.nodes {
+		classes[n.ClassType] = true
+	}
+	isOutput := map[string]bool{}
+	for class := range classes {
+		var info map[string]struct {
+			OutputNode *bool `json:"output_node"`
+		}
+		status, err := c.r.getJSON(ctx, "/object_info/"+url.PathEscape(class), &info)
+		if err != nil || status != http.StatusOK {
+			return nil
+		}
+		if i, ok := info[class]; ok && i.OutputNode != nil && *i.OutputNode {
+			isOutput[class] = true
+		}
+	}
+	var out []string
+	for id, n := range c.nodes {
+		if isOutput[n.ClassType] {
+			out = append(out, id)
+		}
+	}
+	return sortedNodeIDs(out)
+}
+
+type comfyHistory struct {
+	Outputs map[string]map[string]json.RawMessage `json:"outputs"`
+	Status  *struct {
+		StatusStr string            `json:"status_str"`
+		Completed bool              `json:"completed"`
+		Messages  []json.RawMessage `json:"messages"`
+	} `json:"status"`
+}
+
+// history reads /history/{id}: the entry, whether ComfyUI has one.
+func (c *comfyRun) history(ctx context.Context) (comfyHistory, bool, error) {
+	var hist map[string]comfyHistory
+	status, err := c.r.getJSON(ctx, "/history/"+url.PathEscape(c.id), &hist)
+	if err != nil {
+		return comfyHistory{}, false, err
+	}
+	if status != http.StatusOK {
+		return comfyHistory{}, false, Retryable("comfyui_error", "comfyui /history answered %d", status)
+	}
+	h, ok := hist[c.id]
+	return h, ok, nil
+}
+
+// inQueue answers whether the prompt is running or waiting in ComfyUI.
+func (c *comfyRun) inQueue(ctx context.Context) (bool, error) {
+	running, pending, err := c.r.queueIDs(ctx)
+	if err != nil {
+		return false, err
+	}
+	return running[c.id] || pending[c.id], nil
+}
+
+// queueIDs reads GET /queue: items are [number, prompt_id, prompt,
+// extra_data, outputs_to_execute, ...].
+func (r ComfyUIRunner) queueIDs(ctx context.Context) (running, pending map[string]bool, err error) {
+	var q struct {
+		Running [][]json.RawMessage `json:"queue_running"`
+		Pending [][]json.RawMessage `json:"queue_pending"`
+	}
+	status, err := r.getJSON(ctx, "/queue", &q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if status != http.StatusOK {
+		return nil, nil, Retryable("comfyui_error", "comfyui /queue answered %d", status)
+	}
+	ids := func(items [][]json.RawMessage) map[string]bool {
+		m := map[string]bool{}
+		for _, it := range items {
+			var id string
+			if len(it) > 1 && json.Unmarshal(it[1], &id) == nil {
+				m[id] = true
+			}
+		}
+		return m
+	}
+	return ids(q.Running), ids(q.Pending), nil
+}
+
+// follow waits until the prompt has its history entry, reporting progress
+// from the websocket's events. A prompt that is neither in the history nor
+// in the queue twice in a row is lost (ComfyUI restarted).
+func (c *comfyRun) follow(ctx context.Context, events <-chan comfyEvent) (comfyHistory, error) {
+	missing := 0
+	for {
+		var h comfyHistory
+		var found bool
+		err := c.retry(ctx, "follow prompt", func() error {
+			var err error
+			h, found, err = c.history(ctx)
+			if err != nil || found {
+				return err
+			}
+			in, err := c.inQueue(ctx)
+			if err != nil {
+				return err
+			}
+			if in {
+				missing = 0
+			} else {
+				missing++
+			}
+			return nil
+		})
+		if err != nil {
+			return comfyHistory{}, err
+		}
+		if found && (h.Status == nil || h.Status.Completed || h.Status.StatusStr == "success" || h.Status.StatusStr == "error") {
+			return h, nil // an entry without status is an older ComfyUI's finished prompt
+		}
+		if !found && missing >= 2 {
+			return comfyHistory{}, Retryable("comfyui_prompt_lost", "comfyui lost prompt %s: it is neither queued nor in the history (did ComfyUI restart?)", c.id)
+		}
+		wait := c.clk.NewTimer(c.r.pollEvery())
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return comfyHistory{}, ctx.Err()
+			case <-wait.Chan():
+				break waiting
+			case ev, ok := <-events:
+				if !ok {
+					events = nil
+					continue
+				}
+				if c.onEvent(ev) {
+					wait.Stop()
+					break waiting
 				}
 			}
 		}
-		return files, nil
 	}
 }
 
-// executionError finds the execution_error message in a history status.
-func executionError(messages []json.RawMessage) string {
-	for _, m := range messages {
-		var pair []json.RawMessage
-		if json.Unmarshal(m, &pair) != nil || len(pair) != 2 {
-			continue
-		}
-		var kind string
-		_ = json.Unmarshal(pair[0], &kind)
-		if kind != "execution_error" {
-			continue
-		}
-		var e struct {
-			NodeID    string `json:"node_id"`
-			NodeType  string `json:"node_type"`
-			Exception string `json:"exception_message"`
-		}
-		if json.Unmarshal(pair[1], &e) == nil {
-			return fmt.Sprintf("node %s (%s): %s", e.NodeID, e.NodeType, strings.TrimSpace(e.Exception))
-		}
-	}
-	return "see the ComfyUI log"
+// comfyEvent is one JSON message of ComfyUI's websocket.
+type comfyEvent struct {
+	Type string `json:"type"`
+	Data struct {
+		PromptID *string  `json:"prompt_id"`
+		Node     *string  `json:"node"`
+		Nodes    []string `json:"nodes"`
+		Value    float64  `json:"value"`
+		Max      float64  `json:"max"`
+	} `json:"data"`
 }
 
-// deliver fetches the outputs with /view and PUTs them to the job's URLs.
+// onEvent updates the progress from an event and answers whether the
+// prompt ended (its history should be read now).
+func (c *comfyRun) onEvent(ev comfyEvent) bool {
+	if ev.Data.PromptID != nil && *ev.Data.PromptID != c.id {
+		return false
+	}
+	total := float64(max(len(c.nodes), 1))
+	step := 0.0
+	switch ev.Type {
+	case "execution_cached":
+		for _, n := range ev.Data.Nodes {
+			c.done[n] = true
+		}
+	case "executing":
+		if c.current != "" {
+			c.done[c.current] = true
+		}
+		if ev.Data.Node == nil {
+			return true // the prompt ended
+		}
+		c.current = *ev.Data.Node
+	case "progress":
+		if ev.Data.Max > 0 {
+			step = min(ev.Data.Value/ev.Data.Max, 1)
+		}
+	case "executed":
+		if ev.Data.Node != nil {
+			c.done[*ev.Data.Node] = true
+		}
+	case "execution_success", "execution_error", "execution_interrupted":
+		return true
+	default:
+		return false
+	}
+	p := min((float64(len(c.done))+step)/total, 0.99)
+	if p > c.progress {
+		c.progress = p
+		if c.j.Progress != nil {
+			c.j.Progress(p)
+		}
+	}
+	return false
+}
+
+// watch follows ComfyUI's websocket for clientID until ctx ends; the
+// channel closes when the socket does (the history polls go on).
+func (r ComfyUIRunner) watch(ctx context.Context, clientID string) <-chan comfyEvent {
+	ch := make(chan comfyEvent, 64)
+	u := "ws" + strings.TrimPrefix(r.base(), "http") + "/ws?clientId=" + url.QueryEscape(clientID)
+	// No client timeout: the socket lives as long as the job.
+	hc := &http.Client{Transport: r.http().Transport}
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		close(ch)
+		return ch
+	}
+	conn.SetReadLimit(64 << 20) // binary preview frames can be large
+	// ComfyUI registers the socket before its first message ("status"):
+	// once that arrived, the prompt's events will reach it.
+	first, stop := context.WithTimeout(ctx, 10*time.Second)
+	_, _, err = conn.Read(first)
+	stop()
+	if err != nil {
+		conn.CloseNow()
+		close(ch)
+		return ch
+	}
+	go func() {
+		defer close(ch)
+		defer conn.CloseNow()
+		for {
+			typ, data, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			if typ != websocket.MessageText {
+				continue // previews
+			}
+			var ev comfyEvent
+			if json.Unmarshal(data, &ev) != nil {
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// judge turns a finished prompt's history into its output files or the
+// failure it is: an execution error (out of memory retryable, others
+// permanent), an interruption fleetq did not ask for (retryable), an
+// output node that produced nothing, or no output file at all.
+func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comfyFile, error) {
+	if h.Status != nil {
+		for _, m := range h.Status.Messages {
+			var pair []json.RawMessage
+			if json.Unmarshal(m, &pair) != nil || len(pair) != 2 {
+				continue
+			}
+			var kind string
+			_ = json.Unmarshal(pair[0], &kind)
+			var e struct {
+				NodeID    string `json:"node_id"`
+				NodeType  string `json:"node_type"`
+				Exception string `json:"exception_message"`
+				Type      string `json:"exception_type"`
+			}
+			_ = json.Unmarshal(pair[1], &e)
+			switch kind {
+			case "execution_error":
+				where := fmt.Sprintf("node %s (%s): %s", e.NodeID, e.NodeType, strings.TrimSpace(e.Exception))
+				if isOOM(e.Type, e.Exception) {
+					return nil, Retryable("comfyui_oom", "comfyui ran out of GPU memory: %s", where)
+				}
+				return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow: %s", where)
+			case "execution_interrupted":
+				return nil, Retryable("comfyui_interrupted", "comfyui interrupted the prompt at node %s (%s); fleetq did not ask for it", e.NodeID, e.NodeType)
+			}
+		}
+		if h.Status.StatusStr == "error" {
+			return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow (no error message in its history; see the ComfyUI log)")
+		}
+	}
+	var missing []string
+	for _, id := range c.outputNodes(ctx) {
+		if _, ok := h.Outputs[id]; !ok {
+			missing = append(missing, fmt.Sprintf("%s (%s)", id, c.nodes[id].ClassType))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, Permanent("comfyui_missing_outputs", "comfyui finished but output nodes produced nothing: %s", strings.Join(missing, ", "))
+	}
+	files := map[string][]comfyFile{}
+	n := 0
+	for node, kinds := range h.Outputs {
+		for _, kind := range sortedRawKeys(kinds) {
+			var fs []comfyFile
+			if json.Unmarshal(kinds[kind], &fs) != nil {
+				continue
+			}
+			for _, f := range fs {
+				if f.Filename != "" && f.Type == "output" {
+					files[node] = append(files[node], f)
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return nil, Permanent("comfyui_no_outputs", "comfyui finished but saved no output file (a workflow needs a save node, such as SaveImage)")
+	}
+	return files, nil
+}
+
+func isOOM(typ, msg string) bool {
+	return strings.Contains(typ, "OutOfMemory") || strings.Contains(strings.ToLower(msg), "out of memory") ||
+		strings.Contains(msg, "Allocation on device")
+}
+
+// deliver fetches the outputs with /view and PUTs them to the job's URLs:
+// files in numeric node order, the first to output_url, the rest to the
+// named output_urls in name order. A job with output URLs gets every file
+// or a clear failure.
 func (r ComfyUIRunner) deliver(ctx context.Context, j *Job, id string, outputs map[string][]comfyFile) (json.RawMessage, error) {
-	nodes := make([]string, 0, len(outputs))
-	for n := range outputs {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
 	var ordered []comfyFile
-	for _, n := range nodes {
+	for _, n := range sortedNodeIDs(keysOf(outputs)) {
 		ordered = append(ordered, outputs[n]...)
 	}
 	main, named := j.Outputs()
@@ -324,6 +778,9 @@ func (r ComfyUIRunner) deliver(ctx context.Context, j *Job, id string, outputs m
 	}
 	for _, name := range sortedKeys(named) {
 		targets = append(targets, named[name])
+	}
+	if len(targets) > 0 && len(ordered) > len(targets) {
+		return nil, Permanent("comfyui_too_many_outputs", "comfyui saved %d files but the job has %d output URLs; name one output per extra file in input.outputs", len(ordered), len(targets))
 	}
 	for i, f := range ordered {
 		if i >= len(targets) {
@@ -366,24 +823,55 @@ func (r ComfyUIRunner) copyOut(ctx context.Context, hc *http.Client, f comfyFile
 	return nil
 }
 
-// interrupt asks ComfyUI to stop the running prompt (best effort).
-func (r ComfyUIRunner) interrupt() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base()+"/interrupt", nil)
-	if err != nil {
-		return
-	}
-	if res, err := r.http().Do(req); err == nil {
-		res.Body.Close()
+// cancel takes the run's prompt back (best effort): deleted from the queue
+// if it waits there, interrupted if it is the one running — never another
+// prompt.
+func (c *comfyRun) cancel() {
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_, _ = c.r.call(ctx, http.MethodPost, "/queue", map[string]any{"delete": []string{c.id}}, nil)
+	running, _, err := c.r.queueIDs(ctx)
+	if err == nil && running[c.id] {
+		_, _ = c.r.call(ctx, http.MethodPost, "/interrupt", map[string]any{"prompt_id": c.id}, nil)
 	}
 }
 
-func sortedRawKeys(m map[string]json.RawMessage) []string {
+func keysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	return out
+}
+
+// sortedNodeIDs sorts ComfyUI node ids numerically ("9" before "10"; a
+// subgraph's "10:2" after "10"), other ids after, as strings.
+func sortedNodeIDs(ids []string) []string {
+	sort.Slice(ids, func(i, j int) bool { return nodeIDLess(ids[i], ids[j]) })
+	return ids
+}
+
+func nodeIDLess(a, b string) bool {
+	pa, pb := strings.Split(a, ":"), strings.Split(b, ":")
+	for k := 0; k < len(pa) && k < len(pb); k++ {
+		na, ea := strconv.Atoi(pa[k])
+		nb, eb := strconv.Atoi(pb[k])
+		switch {
+		case ea == nil && eb == nil && na != nb:
+			return na < nb
+		case ea == nil && eb != nil:
+			return true
+		case ea != nil && eb == nil:
+			return false
+		case ea != nil && eb != nil && pa[k] != pb[k]:
+			return pa[k] < pb[k]
+		}
+	}
+	return len(pa) < len(pb)
+}
+
+func sortedRawKeys(m map[string]json.RawMessage) []string {
+	out := keysOf(m)
 	sort.Strings(out)
 	return out
 }

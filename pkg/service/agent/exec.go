@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,17 +33,33 @@ const ExitPermanent = 65
 // job's presigned URLs after a successful exit. The last line of stdout is
 // the job's result (JSON; any other text is wrapped as {"output": line}).
 // Exit 0 is success, ExitPermanent a permanent failure, anything else a
-// retryable one; the tail of stderr goes into the error message.
+// retryable one; the tail of stderr goes into the error message. A stderr
+// line "fleetq-progress: P" (P from 0 to 1, or a percentage "N%") reports
+// the job's progress; the next heartbeat carries it.
 type ExecRunner struct {
 	Command string
 	// WorkDir holds each job's input and output directories (default: the
 	// system's temporary directory).
 	WorkDir string
+	// HealthCommand, when set, is run with /bin/sh -c before every lease
+	// (and every health check): exit 0 means the machine's engine is ready.
+	HealthCommand string
 }
 
-func (r ExecRunner) Ready(context.Context) error {
+// Ready answers nil when there is a command and the health command (if
+// any) exits 0 within 30 seconds.
+func (r ExecRunner) Ready(ctx context.Context) error {
 	if strings.TrimSpace(r.Command) == "" {
 		return errors.New("exec runner: no command")
+	}
+	if strings.TrimSpace(r.HealthCommand) == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/bin/sh", "-c", r.HealthCommand).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("health command failed (%v): %s", err, tailOf(out, 512))
 	}
 	return nil
 }
@@ -73,7 +90,7 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	cmd := exec.Command("/bin/sh", "-c", r.Command)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &stdout, &progressWriter{buf: &stderr, report: j.Progress}
 	cmd.Env = append(os.Environ(), "FLEETQ_JOB_ID="+j.JobID, "FLEETQ_INPUT_DIR="+inDir, "FLEETQ_OUTPUT_DIR="+outDir)
 	// Its own process group, so a stop ends the whole command tree.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -159,4 +176,49 @@ func tailOf(b []byte, n int) string {
 		s = "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// progressPrefix starts a progress line on an exec command's stderr.
+const progressPrefix = "fleetq-progress:"
+
+// progressWriter keeps stderr in buf and reports its progress lines.
+type progressWriter struct {
+	buf    *bytes.Buffer
+	line   []byte
+	report func(float64)
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	for _, b := range p {
+		if b != '\n' {
+			if len(w.line) < 256 {
+				w.line = append(w.line, b)
+			}
+			continue
+		}
+		if v, ok := parseProgress(string(w.line)); ok && w.report != nil {
+			w.report(v)
+		}
+		w.line = w.line[:0]
+	}
+	return len(p), nil
+}
+
+// parseProgress reads "fleetq-progress: 0.42" or "fleetq-progress: 42%".
+func parseProgress(line string) (float64, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), progressPrefix)
+	if !ok {
+		return 0, false
+	}
+	rest = strings.TrimSpace(rest)
+	scale := 1.0
+	if pct, ok := strings.CutSuffix(rest, "%"); ok {
+		rest, scale = strings.TrimSpace(pct), 100
+	}
+	v, err := strconv.ParseFloat(rest, 64)
+	if err != nil || v < 0 || v/scale > 1 {
+		return 0, false
+	}
+	return v / scale, true
 }

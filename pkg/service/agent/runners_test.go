@@ -130,131 +130,32 @@ func TestExecRunner(t *testing.T) {
 	}
 }
 
-// fakeComfy follows ComfyUI's documented HTTP API: /system_stats,
-// /upload/image (multipart "image"), /prompt (400 with node_errors for an
-// invalid workflow), /history/{prompt_id} (empty until done), /view.
-type fakeComfy struct {
-	mu       sync.Mutex
-	uploads  map[string]string
-	polls    int
-	failExec bool
-}
-
-func (f *fakeComfy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case r.URL.Path == "/system_stats":
-		_, _ = w.Write([]byte(`{"system":{"os":"posix"},"devices":[{"name":"cuda:0","type":"cuda","vram_total":24000000000}]}`))
-	case r.URL.Path == "/upload/image" && r.Method == http.MethodPost:
-		file, hdr, err := r.FormFile("image")
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		data, _ := io.ReadAll(file)
-		f.uploads[hdr.Filename] = string(data)
-		_, _ = fmt.Fprintf(w, `{"name":%q,"subfolder":"","type":"input"}`, hdr.Filename)
-	case r.URL.Path == "/prompt" && r.Method == http.MethodPost:
-		var body struct {
-			Prompt map[string]struct {
-				ClassType string         `json:"class_type"`
-				Inputs    map[string]any `json:"inputs"`
-			} `json:"prompt"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		for id, n := range body.Prompt {
-			if n.ClassType == "CheckpointLoaderSimple" && n.Inputs["ckpt_name"] == "missing.safetensors" {
-				w.WriteHeader(http.StatusBadRequest)
-				_, _ = fmt.Fprintf(w, `{"error":{"type":"prompt_outputs_failed_validation","message":"Prompt outputs failed validation","details":"","extra_info":{}},`+
-					`"node_errors":{%q:{"errors":[{"type":"value_not_in_list","message":"Value not in list","details":"ckpt_name: 'missing.safetensors' not in []","extra_info":{}}],"dependent_outputs":["9"],"class_type":"CheckpointLoaderSimple"}}}`, id)
-				return
-			}
-		}
-		_, _ = w.Write([]byte(`{"prompt_id":"p-1","number":1,"node_errors":{}}`))
-	case r.URL.Path == "/history/p-1":
-		f.polls++
-		if f.polls < 2 {
-			_, _ = w.Write([]byte(`{}`))
-			return
-		}
-		if f.failExec {
-			_, _ = w.Write([]byte(`{"p-1":{"prompt":[],"outputs":{},"status":{"status_str":"error","completed":false,"messages":[["execution_start",{}],` +
-				`["execution_error",{"node_id":"3","node_type":"KSampler","exception_message":"CUDA out of memory"}]]}}}`))
-			return
-		}
-		_, _ = w.Write([]byte(`{"p-1":{"prompt":[],"outputs":{"9":{"images":[{"filename":"ComfyUI_00001_.png","subfolder":"","type":"output"}]}},` +
-			`"status":{"status_str":"success","completed":true,"messages":[]}}}`))
-	case r.URL.Path == "/view":
-		if r.URL.Query().Get("filename") != "ComfyUI_00001_.png" || r.URL.Query().Get("type") != "output" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte("PNG-BYTES"))
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-const workflow = `{"4":{"class_type":"CheckpointLoaderSimple","inputs":{"ckpt_name":"%s"}},` +
-	`"10":{"class_type":"LoadImage","inputs":{"image":"init"}},"9":{"class_type":"SaveImage","inputs":{"images":["8",0]}}}`
-
-func TestComfyUIRunner(t *testing.T) {
-	comfy := &fakeComfy{uploads: map[string]string{}}
-	srv := httptest.NewServer(comfy)
-	defer srv.Close()
-	store, blobSrv := newBlobs(t)
-	store.objs["/in/init.png"] = []byte("INIT")
-	r := agent.ComfyUIRunner{URL: srv.URL, PollEvery: 10 * time.Millisecond}
-	if err := r.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	job := &agent.Job{Lease: agent.Lease{JobID: "c1", Input: json.RawMessage(fmt.Sprintf(`{"prompt":`+workflow+`}`, "sdxl.safetensors")),
-		InputURLs: map[string]string{"init": blobSrv.URL + "/in/init.png"}, OutputURL: blobSrv.URL + "/out/output"}}
-	res, err := r.Run(context.Background(), job)
+func TestExecRunnerReportsProgressLines(t *testing.T) {
+	var mu sync.Mutex
+	var seen []float64
+	j := &agent.Job{Lease: agent.Lease{JobID: "p1"}, Progress: func(p float64) { mu.Lock(); seen = append(seen, p); mu.Unlock() }}
+	_, err := runExec(t, `echo "fleetq-progress: 0.25" >&2; echo "loading" >&2; echo "fleetq-progress: 60%" >&2; `+
+		`echo "fleetq-progress: 7" >&2; printf 'fleetq-progress: 1\n' >&2; echo '{}'`, j)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if comfy.uploads["init"] != "INIT" {
-		t.Fatalf("uploads %v", comfy.uploads)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[0.25 0.6 1]" {
+		t.Fatalf("progress %v", seen)
 	}
-	if got := store.get("/out/output"); got != "PNG-BYTES" {
-		t.Fatalf("output %q", got)
-	}
-	if !strings.Contains(string(res), `"prompt_id":"p-1"`) || !strings.Contains(string(res), "ComfyUI_00001_.png") {
-		t.Fatalf("result %s", res)
-	}
+}
 
-	// A node error is permanent, with ComfyUI's words.
-	bad := &agent.Job{Lease: agent.Lease{JobID: "c2", Input: json.RawMessage(fmt.Sprintf(`{"prompt":`+workflow+`}`, "missing.safetensors"))}}
-	_, err = r.Run(context.Background(), bad)
-	var je *agent.JobError
-	if !errors.As(err, &je) || je.Retryable || je.Code != "comfyui_validation" || !strings.Contains(je.Message, "node 4 (CheckpointLoaderSimple): Value not in list") {
-		t.Fatalf("node error: %+v", err)
+func TestExecRunnerHealthCommand(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "up")
+	r := agent.ExecRunner{Command: "true", HealthCommand: "test -f " + flag + " || { echo engine down; exit 1; }"}
+	if err := r.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "engine down") {
+		t.Fatalf("ready while down: %v", err)
 	}
-	// An execution error is permanent too.
-	comfy.mu.Lock()
-	comfy.polls, comfy.failExec = 0, true
-	comfy.mu.Unlock()
-	_, err = r.Run(context.Background(), &agent.Job{Lease: agent.Lease{JobID: "c3", Input: json.RawMessage(fmt.Sprintf(`{"prompt":`+workflow+`}`, "sdxl.safetensors"))}})
-	if !errors.As(err, &je) || je.Retryable || !strings.Contains(je.Message, "CUDA out of memory") {
-		t.Fatalf("execution error: %+v", err)
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// No ComfyUI: not ready, and a job is a retryable failure.
-	down := agent.ComfyUIRunner{URL: "http://127.0.0.1:1"}
-	if err := down.Ready(context.Background()); err == nil {
-		t.Fatal("ready without a server")
-	}
-	_, err = down.Run(context.Background(), job)
-	if !errors.As(err, &je) || !je.Retryable {
-		t.Fatalf("unreachable: %+v", err)
-	}
-	// Not a workflow.
-	_, err = r.Run(context.Background(), &agent.Job{Lease: agent.Lease{JobID: "c4", Input: json.RawMessage(`{"prompt":"a cat"}`)}})
-	if !errors.As(err, &je) || je.Retryable || je.Code != "bad_input" {
-		t.Fatalf("bad input: %+v", err)
+	if err := r.Ready(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

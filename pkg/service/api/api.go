@@ -35,6 +35,7 @@ type WorkerStore interface {
 	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error)
 	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
 	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
+	MarkWorkerUnhealthy(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
 }
 
 // JobStore is what the producer routes need.

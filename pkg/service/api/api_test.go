@@ -186,6 +186,8 @@ func TestWorkerRouteErrors(t *testing.T) {
 		{"/api/worker/requeue", with("reason", "bored"), `reason "bored"`},
 		{"/api/worker/requeue", ref, "reason"},
 		{"/api/worker/deregister", map[string]any{"now": true}, `unknown field "now"`},
+		{"/api/worker/unhealthy", map[string]any{}, `"reason" is required`},
+		{"/api/worker/unhealthy", map[string]any{"reason": strings.Repeat("x", 1025)}, "longer than 1024"},
 	}
 	for _, c := range bad {
 		r := h.do("POST", c.path, token, c.body)
@@ -349,6 +351,29 @@ func TestAdminWorkerActions(t *testing.T) {
 	ap := fleets[1].(map[string]any)
 	if ap["fleet_slug"] != "approval" || ap["queued"].(float64) != 2 || ap["workers"].(float64) != 1 {
 		t.Fatalf("approval fleet = %v", ap)
+	}
+}
+
+func TestUnhealthyWorkerGivesBackLeasesAndTakesNoWork(t *testing.T) {
+	h := newHarness(t)
+	token := h.register("w1", "gpu")
+	id := h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
+	h.poll(token)
+	r := h.do("POST", "/api/worker/unhealthy", token, map[string]any{"reason": "GPU 0 (00000000:00:1E.0): 4 uncorrectable ECC errors"})
+	h.want(r, 200, "")
+	if r.body["status"] != "unhealthy" {
+		t.Fatalf("answer %s", r.raw)
+	}
+	j := h.job(id)
+	if j["status"] != "queued" || j["attempts"].(float64) != 0 || j["preemptions"].(float64) != 1 {
+		t.Fatalf("after unhealthy: %v", j)
+	}
+	if _, r := h.poll(token); r.status == 200 {
+		t.Fatalf("an unhealthy worker leased %s", r.raw)
+	}
+	other := h.register("w2", "gpu")
+	if l, r := h.poll(other); r.status != 200 || l.id != id {
+		t.Fatalf("another worker could not take the job: %s", r.raw)
 	}
 }
 

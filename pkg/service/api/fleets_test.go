@@ -99,7 +99,9 @@ func TestEverySampleEventIsRoutedLocally(t *testing.T) {
 		h.want(r, 200, "")
 		routed++
 	}
-	if routed != 5 {
-		t.Fatalf("routed %d samples, want the schedule and the four EC2/Auto Scaling events", routed)
+	// The schedule, Spot, rebalance, three state changes, the terminate
+	// action and its test notification, Capacity Reservation and Health.
+	if routed != 10 {
+		t.Fatalf("routed %d samples, want the 10 EventBridge samples of events/", routed)
 	}
 }

@@ -42,6 +42,7 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathFail, AuthWorker}, (*server).fail},
 	{Route{http.MethodPost, wire.PathRequeue, AuthWorker}, (*server).requeue},
 	{Route{http.MethodPost, wire.PathDeregister, AuthWorker}, (*server).deregister},
+	{Route{http.MethodPost, wire.PathUnhealthy, AuthWorker}, (*server).unhealthy},
 
 	{Route{http.MethodPost, wire.PathJobs, AuthOperator}, (*server).submit},
 	{Route{http.MethodGet, wire.PathJob, AuthOperator}, (*server).getJob},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
@@ -14,6 +15,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
 )
 
@@ -327,4 +329,31 @@ func (s *server) deregister(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "worker deregistered", "worker_id", a.WorkerID, "fleet", a.Fleet)
 	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "deregistered"})
+}
+
+// unhealthy marks the worker unhealthy: its leases go back to the queue
+// (no attempt spent), it takes no new work, and the scaler replaces its
+// instance once idle.
+func (s *server) unhealthy(w http.ResponseWriter, r *http.Request) {
+	var req wire.UnhealthyRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch {
+	case strings.TrimSpace(req.Reason) == "":
+		s.writeError(w, r, invalid("field \"reason\" is required"))
+		return
+	case len(req.Reason) > 1024:
+		s.writeError(w, r, invalid("field \"reason\" is longer than 1024 characters"))
+		return
+	}
+	a := workerOf(r)
+	wk, err := s.Store.MarkWorkerUnhealthy(r.Context(), a)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.WarnContext(r.Context(), "worker unhealthy", "worker_id", a.WorkerID, "fleet", wk.Fleet, "instance_id", wk.InstanceID, "reason", req.Reason)
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(worker.Unhealthy)})
 }
