@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register("jobs", "submit a job, see its status and result, wait for it, cancel it, list jobs", runJobs)
+	register("jobs", "submit a job, see its status and result, wait for it, cancel or retry it, list jobs", runJobs)
 }
 
 // Exit codes of fleetq jobs: 0 done (for wait: the job succeeded), 1 an
@@ -26,7 +26,7 @@ func init() {
 // dead or canceled.
 const exitJobFailed = 3
 
-var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|list> [flags] [job id]
+var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list> [flags] [job id]
 
   submit --tenant T --workflow W [--input JSON] [--job-id ID] [--priority N]
          queue a job (POST /api/jobs); prints its id. Resubmitting with the same
@@ -35,6 +35,7 @@ var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|list> [flags] [job i
   wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
              exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
   cancel ID  cancel a queued or leased job (POST /api/jobs/{job_id}/cancel)
+  retry ID   queue a dead job again (POST /api/admin/jobs/{job_id}/retry)
   list       jobs of a status (GET /api/admin/jobs: --status, default dead; --fleet; --limit)
 
 Every subcommand takes --api and --operator-token (or SigV4 with the AWS credentials),
@@ -76,11 +77,19 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, a.JobID)
 			return nil
 		}
-	case "get", "cancel":
+	case "get", "cancel", "retry":
 		run = func() error {
 			id, err := oneID(fs)
 			if err != nil {
 				return err
+			}
+			if sub == "retry" {
+				var a wire.JobStatusResponse
+				if err := c.send(ctx, http.MethodPost, jobPath(wire.PathAdminJobRetry, id), wire.Empty{}, &a, *asJSON, stdout); err != nil || *asJSON {
+					return err
+				}
+				fmt.Fprintf(stdout, "%s  %s\n", a.JobID, a.Status)
+				return nil
 			}
 			if sub == "cancel" {
 				var a wire.StatusResponse

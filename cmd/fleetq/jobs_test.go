@@ -140,6 +140,25 @@ func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
 	if code, _, errOut := cli(t, stack, "cancel", "cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
 		t.Fatalf("cancel of a succeeded job: exit %d, %s", code, errOut)
 	}
+	if code, _, errOut := cli(t, stack, "retry", "cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
+		t.Fatalf("retry of a succeeded job: exit %d, %s", code, errOut)
+	}
+
+	// A job its worker fails for good is dead; wait says so, retry queues it again.
+	if code, _, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "cli-3"); code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	token, leased = leaseNext(t, stack)
+	no := false
+	var outcome wire.OutcomeResponse
+	post(t, stack.URL+wire.PathFail, map[string]string{"Authorization": "Bearer " + token},
+		wire.FailRequest{LeaseRef: wire.LeaseRef{JobID: leased.JobID, LeaseToken: leased.LeaseToken}, Error: &wire.FailError{Message: "out of memory", Code: "oom", Retryable: &no}}, http.StatusOK, &outcome)
+	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "cli-3"); code != exitJobFailed || !strings.Contains(out, "dead") || !strings.Contains(out, "oom: out of memory (retryable false)") {
+		t.Fatalf("wait on a dead job: exit %d\n%s", code, out)
+	}
+	if code, out, errOut := cli(t, stack, "retry", "cli-3"); code != 0 || strings.TrimSpace(out) != "cli-3  queued" {
+		t.Fatalf("retry: exit %d, %q %s", code, out, errOut)
+	}
 	code, out, _ = cli(t, stack, "list", "--status", "succeeded", "--fleet", "demo")
 	if code != 0 || !strings.Contains(out, "JOB") || !strings.Contains(out, "cli-1") {
 		t.Fatalf("list: exit %d\n%s", code, out)
@@ -191,6 +210,7 @@ func TestJobsRefusesBadInputClearly(t *testing.T) {
 		want string
 	}{
 		{[]string{"get", "nope"}, 1, "404 not_found"},
+		{[]string{"retry", "nope"}, 1, "404 not_found"},
 		{[]string{"get"}, 2, "exactly one job id"},
 		{[]string{"submit", "--tenant", "t1"}, 1, "400 invalid_argument"},
 		{[]string{"submit", "--tenant", "t1", "--workflow", "demo-sleep", "--input", "{"}, 1, "--input is not JSON"},
