@@ -49,4 +49,3 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("the Python client's tests failed: %v", err)
 	}
 }
-
