@@ -65,16 +65,21 @@ class ClientTest(unittest.TestCase):
                 time.sleep(0.05)
 
     def test_submit_wait_succeeded_then_retry_a_dead_job(self):
-        job_id = self.client.submit("t1", self.workflow, input={"prompt": "a cat"}, job_id="py-1")
+        key = self.client.upload("t1", "scene.blend", b"mesh-bytes")
+        self.assertTrue(key.startswith("tenants/t1/uploads/"), key)
+        job_input = {"prompt": "a cat", "input_keys": {"scene": key}}
+        job_id = self.client.submit("t1", self.workflow, input=job_input, job_id="py-1")
         self.assertEqual(job_id, "py-1")
         # Submitting the same id again yields the same job.
-        self.assertEqual(self.client.submit("t1", self.workflow, input={"prompt": "a cat"}, job_id="py-1"), "py-1")
+        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "py-1")
         with self.assertRaises(TimeoutError):
             self.client.wait("py-1", timeout=0.2, interval=0.05)
 
         worker = Worker("py-w1")
         leased = worker.lease()
-        self.assertEqual((leased["job_id"], leased["input"]), ("py-1", {"prompt": "a cat"}))
+        self.assertEqual((leased["job_id"], leased["input"]), ("py-1", job_input))
+        with urllib.request.urlopen(leased["input_urls"]["scene"], timeout=10) as res:
+            self.assertEqual(res.read(), b"mesh-bytes")
         got = self.client.get("py-1")
         self.assertEqual((got.status, got.worker_id, got.finished), ("leased", "py-w1", False))
         worker.report("complete", leased, result={"image": "s3://out/py-1.png"})

@@ -176,6 +176,23 @@ class Client:
         jobs = self._call("GET", "/api/admin/jobs?" + urllib.parse.urlencode(q))["jobs"]
         return [JobSummary(**{k: j.get(k, d) for k, d in _SUMMARY_FIELDS.items()}) for j in jobs]
 
+    def upload(self, tenant_id: str, filename: str, data: bytes, content_type: str = "") -> str:
+        """Uploads one input file under the tenant's prefix through a
+        presigned PUT and returns its key, which a job's input names in
+        ``input_keys`` (``{"input_keys": {"scene": key}}``)."""
+        body = {"tenant_id": tenant_id, "filename": filename}
+        if content_type:
+            body["content_type"] = content_type
+        up = self._call("POST", "/api/uploads", body)
+        headers = {"Content-Type": content_type} if content_type else {}
+        req = urllib.request.Request(up["url"], data=data, method="PUT", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as res:
+                res.read()
+        except urllib.error.HTTPError as e:
+            raise APIError(e.code, "unknown", f"the presigned upload failed: {e.reason}") from None
+        return up["key"]
+
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
