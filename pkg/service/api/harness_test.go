@@ -12,11 +12,13 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 )
@@ -101,7 +103,7 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	for _, m := range mutate {
 		m(&o)
 	}
-	h := &harness{t: t, http: &http.Client{Timeout: 30 * time.Second}, dispatched: make(chan struct{}, 1)}
+	h := &harness{t: t, http: contractClient(t), dispatched: make(chan struct{}, 1)}
 	h.watchSubmissions(t)
 	stack, err := devstack.Start(context.Background(), o)
 	if err != nil {
@@ -110,6 +112,22 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	t.Cleanup(func() { _ = stack.Close() })
 	h.stack = stack
 	return h
+}
+
+var contract = sync.OnceValues(openapi.NewValidator)
+
+// contractClient is the tests' HTTP client: it checks every request and
+// answer against the OpenAPI document and fails the test on a mismatch.
+// The dev stack's own /local/ routes are not part of the API.
+func contractClient(t testing.TB) *http.Client {
+	t.Helper()
+	v, err := contract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: v.Transport(nil, func(err error) {
+		t.Errorf("contract: %v", err)
+	}, "/local/")}
 }
 
 type reply struct {

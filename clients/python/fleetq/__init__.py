@@ -1,0 +1,247 @@
+"""A client of fleetq's HTTP API for producers and operators.
+
+Standard library only. Requests carry the operator bearer token when one is
+given (the dev stack, stages without IAM); otherwise they are signed with AWS
+Signature Version 4 for API Gateway's IAM authorization, which needs botocore
+(Debian: python3-botocore) and the default AWS credentials.
+
+The routes and bodies are those of docs/api.md and
+pkg/domain/wire/openapi/openapi.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES"]
+
+#: The statuses a job never leaves.
+FINAL_STATUSES = frozenset({"succeeded", "dead", "canceled"})
+
+
+class APIError(Exception):
+    """An error answer of the API: its status, code and message
+    (docs/api.md lists the codes). ``retry_after`` is seconds or None."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: Optional[int] = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class JobError:
+    """A job's last failure as its worker reported it."""
+
+    message: str
+    retryable: bool
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as GET /api/jobs/{job_id} answers it. Times are RFC 3339 strings
+    or None; ``result`` is the worker's result object or None."""
+
+    job_id: str
+    tenant_id: str
+    workflow_id: str
+    fleet_slug: str
+    status: str
+    attempts: int
+    max_attempts: int
+    preemptions: int
+    priority: int
+    reason: str = ""
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    not_before: Optional[str] = None
+    lease_expires_at: Optional[str] = None
+    worker_id: Optional[str] = None
+    progress: Optional[float] = None
+    result: Optional[Dict[str, Any]] = None
+    error: Optional[JobError] = None
+    history: List[Dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job's status is final."""
+        return self.status in FINAL_STATUSES
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Job":
+        err = d.get("error")
+        return cls(
+            job_id=d["job_id"], tenant_id=d["tenant_id"], workflow_id=d["workflow_id"],
+            fleet_slug=d["fleet_slug"], status=d["status"], attempts=d["attempts"],
+            max_attempts=d["max_attempts"], preemptions=d["preemptions"], priority=d["priority"],
+            reason=d.get("reason", ""), created_at=d.get("created_at"), updated_at=d.get("updated_at"),
+            not_before=d.get("not_before"), lease_expires_at=d.get("lease_expires_at"),
+            worker_id=d.get("worker_id"), progress=d.get("progress"), result=d.get("result"),
+            error=JobError(message=err["message"], retryable=err["retryable"], code=err.get("code", "")) if err else None,
+            history=list(d.get("history") or []),
+        )
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job in an operator's list (GET /api/admin/jobs)."""
+
+    job_id: str
+    tenant_id: str
+    workflow_id: str
+    fleet_slug: str
+    status: str
+    attempts: int
+    preemptions: int
+    reason: str = ""
+    error_code: str = ""
+    updated_at: Optional[str] = None
+
+
+class Client:
+    """Calls the producer and operator routes of one fleetq API.
+
+    ``api`` defaults to $FLEETQ_API, ``token`` to $FLEETQ_OPERATOR_TOKEN and
+    ``region`` (for SigV4) to $AWS_REGION.
+    """
+
+    def __init__(self, api: Optional[str] = None, token: Optional[str] = None,
+                 region: Optional[str] = None, timeout: float = 30.0):
+        self.api = (api or os.environ.get("FLEETQ_API") or "http://127.0.0.1:8080").rstrip("/")
+        self.token = token if token is not None else os.environ.get("FLEETQ_OPERATOR_TOKEN", "")
+        self.region = region or os.environ.get("AWS_REGION", "")
+        self.timeout = timeout
+
+    def submit(self, tenant_id: str, workflow_id: str, input: Optional[Dict[str, Any]] = None,
+               job_id: Optional[str] = None, priority: int = 0, max_attempts: int = 0,
+               timeout_seconds: int = 0, queue_timeout_seconds: int = 0) -> str:
+        """Queues a job and returns its id. Without ``job_id`` one is made
+        here, so retrying a submit with the returned id yields one job."""
+        body: Dict[str, Any] = {"job_id": job_id or str(uuid.uuid4()), "tenant_id": tenant_id,
+                                "workflow_id": workflow_id, "priority": priority}
+        if input is not None:
+            body["input"] = input
+        for k, v in (("max_attempts", max_attempts), ("timeout_seconds", timeout_seconds),
+                     ("queue_timeout_seconds", queue_timeout_seconds)):
+            if v:
+                body[k] = v
+        return self._call("POST", "/api/jobs", body)["job_id"]
+
+    def get(self, job_id: str) -> Job:
+        """The job; APIError with code not_found until dispatch created it."""
+        return Job.from_json(self._call("GET", "/api/jobs/" + _seg(job_id)))
+
+    def wait(self, job_id: str, timeout: float = 600.0, interval: float = 2.0) -> Job:
+        """Looks at the job every ``interval`` seconds until its status is
+        final and returns it; TimeoutError after ``timeout`` seconds. A job
+        not found yet is still on the submission queue."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                job = self.get(job_id)
+                if job.finished:
+                    return job
+            except APIError as e:
+                if e.code != "not_found":
+                    raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"job {job_id} did not finish within {timeout}s")
+            time.sleep(min(interval, left))
+
+    def cancel(self, job_id: str) -> str:
+        """Cancels a queued or leased job; returns its status."""
+        return self._call("POST", f"/api/jobs/{_seg(job_id)}/cancel", {})["status"]
+
+    def retry(self, job_id: str) -> str:
+        """Queues a dead job again; returns its new status."""
+        return self._call("POST", f"/api/admin/jobs/{_seg(job_id)}/retry", {})["status"]
+
+    def list(self, status: str = "dead", fleet: str = "", limit: int = 100) -> List[JobSummary]:
+        """Jobs of one status, optionally of one fleet."""
+        q = {"status": status, "limit": str(limit)}
+        if fleet:
+            q["fleet"] = fleet
+        jobs = self._call("GET", "/api/admin/jobs?" + urllib.parse.urlencode(q))["jobs"]
+        return [JobSummary(**{k: j.get(k, d) for k, d in _SUMMARY_FIELDS.items()}) for j in jobs]
+
+    def upload(self, tenant_id: str, filename: str, data: bytes, content_type: str = "") -> str:
+        """Uploads one input file under the tenant's prefix through a
+        presigned PUT and returns its key, which a job's input names in
+        ``input_keys`` (``{"input_keys": {"scene": key}}``)."""
+        body = {"tenant_id": tenant_id, "filename": filename}
+        if content_type:
+            body["content_type"] = content_type
+        up = self._call("POST", "/api/uploads", body)
+        headers = {"Content-Type": content_type} if content_type else {}
+        req = urllib.request.Request(up["url"], data=data, method="PUT", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as res:
+                res.read()
+        except urllib.error.HTTPError as e:
+            raise APIError(e.code, "unknown", f"the presigned upload failed: {e.reason}") from None
+        return up["key"]
+
+    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        url = self.api + path
+        headers.update(self._authorization(method, url, data, headers))
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as res:
+                return json.loads(res.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            raise _api_error(e) from None
+
+    def _authorization(self, method: str, url: str, data: Optional[bytes], headers: Dict[str, str]) -> Dict[str, str]:
+        if self.token:
+            return {"Authorization": "Bearer " + self.token}
+        try:
+            import botocore.session
+            from botocore.auth import SigV4Auth
+            from botocore.awsrequest import AWSRequest
+        except ImportError:
+            raise RuntimeError("no operator token, and SigV4 signing needs botocore (Debian: python3-botocore)") from None
+        session = botocore.session.Session()
+        creds = session.get_credentials()
+        region = self.region or session.get_config_variable("region")
+        if creds is None or not region:
+            raise RuntimeError("no operator token, and no AWS credentials or region to sign with")
+        req = AWSRequest(method=method, url=url, data=data or b"", headers=dict(headers))
+        SigV4Auth(creds, "execute-api", region).add_auth(req)
+        return {k: v for k, v in req.headers.items() if k.lower() in ("authorization", "x-amz-date", "x-amz-security-token")}
+
+
+_SUMMARY_FIELDS: Dict[str, Any] = {
+    "job_id": "", "tenant_id": "", "workflow_id": "", "fleet_slug": "", "status": "",
+    "attempts": 0, "preemptions": 0, "reason": "", "error_code": "", "updated_at": None,
+}
+
+
+def _seg(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def _api_error(e: urllib.error.HTTPError) -> APIError:
+    raw = e.read()
+    code, message = "unknown", e.reason or ""
+    try:
+        detail = json.loads(raw)["error"]
+        if detail.get("code"):
+            code, message = detail["code"], detail.get("message", "")
+    except (ValueError, KeyError, TypeError):
+        pass
+    ra = e.headers.get("Retry-After") if e.headers else None
+    return APIError(e.code, code, str(message), int(ra) if ra and ra.isdigit() else None)

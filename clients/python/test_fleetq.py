@@ -1,0 +1,160 @@
+"""Tests of the fleetq client against a running API (fleetq's Go tests start
+a dev stack and run this file; see pkg/service/api/python_client_test.go).
+
+Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN, FLEETQ_FLEET_SECRET,
+FLEETQ_STAGE, FLEETQ_FLEET and FLEETQ_WORKFLOW (a workflow of that fleet).
+"""
+
+import http.server
+import json
+import os
+import threading
+import time
+import unittest
+import urllib.request
+
+import fleetq
+
+ENV = os.environ
+
+
+def worker_call(path, body, auth):
+    """Calls a worker route as the agent would; returns (status, body)."""
+    req = urllib.request.Request(ENV["FLEETQ_API"] + path, data=json.dumps(body).encode(), method="POST",
+                                 headers=dict(auth, **{"Content-Type": "application/json"}))
+    with urllib.request.urlopen(req, timeout=10) as res:
+        raw = res.read()
+        return res.status, json.loads(raw) if raw else None
+
+
+class Worker:
+    def __init__(self, worker_id):
+        _, reg = worker_call("/api/worker/register", {"worker_id": worker_id, "fleet_slug": ENV["FLEETQ_FLEET"],
+                                                      "stage": ENV["FLEETQ_STAGE"]},
+                             {"X-Fleet-Secret": ENV["FLEETQ_FLEET_SECRET"]})
+        self.auth = {"Authorization": "Bearer " + reg["token"]}
+
+    def lease(self, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, body = worker_call("/api/worker/poll", {}, self.auth)
+            if status == 200:
+                return body["job"]
+            time.sleep(0.05)
+        raise AssertionError("no job was leased")
+
+    def report(self, route, job, **extra):
+        return worker_call("/api/worker/" + route, dict(job_id=job["job_id"], lease_token=job["lease_token"], **extra),
+                           self.auth)[1]
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = fleetq.Client()
+        self.workflow = ENV["FLEETQ_WORKFLOW"]
+
+    def wait_dispatched(self, job_id):
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                return self.client.get(job_id)
+            except fleetq.APIError as e:
+                self.assertEqual(e.code, "not_found")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def test_submit_wait_succeeded_then_retry_a_dead_job(self):
+        key = self.client.upload("t1", "scene.blend", b"mesh-bytes")
+        self.assertTrue(key.startswith("tenants/t1/uploads/"), key)
+        job_input = {"prompt": "a cat", "input_keys": {"scene": key}}
+        job_id = self.client.submit("t1", self.workflow, input=job_input, job_id="py-1")
+        self.assertEqual(job_id, "py-1")
+        # Submitting the same id again yields the same job.
+        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "py-1")
+        with self.assertRaises(TimeoutError):
+            self.client.wait("py-1", timeout=0.2, interval=0.05)
+
+        worker = Worker("py-w1")
+        leased = worker.lease()
+        self.assertEqual((leased["job_id"], leased["input"]), ("py-1", job_input))
+        with urllib.request.urlopen(leased["input_urls"]["scene"], timeout=10) as res:
+            self.assertEqual(res.read(), b"mesh-bytes")
+        got = self.client.get("py-1")
+        self.assertEqual((got.status, got.worker_id, got.finished), ("leased", "py-w1", False))
+        worker.report("complete", leased, result={"image": "s3://out/py-1.png"})
+
+        done = self.client.wait("py-1", timeout=20, interval=0.05)
+        self.assertIsInstance(done, fleetq.Job)
+        self.assertEqual((done.status, done.result, done.attempts), ("succeeded", {"image": "s3://out/py-1.png"}, 1))
+        self.assertTrue(done.finished)
+        self.assertEqual([h["to"] for h in done.history][-1], "succeeded")
+        self.assertIn("py-1", [j.job_id for j in self.client.list(status="succeeded")])
+
+        # A job whose worker says it cannot be retried is dead; an operator retries it.
+        generated = self.client.submit("t1", self.workflow)
+        self.assertEqual(len(generated), 36)
+        leased = worker.lease()
+        self.assertEqual(leased["job_id"], generated)
+        self.assertEqual(worker.report("fail", leased, error={"message": "out of memory", "retryable": False, "code": "oom"})["status"], "dead")
+        dead = self.client.wait(generated, timeout=20, interval=0.05)
+        self.assertEqual((dead.status, dead.error), ("dead", fleetq.JobError(message="out of memory", retryable=False, code="oom")))
+        self.assertIn(generated, [j.job_id for j in self.client.list(status="dead", fleet=ENV["FLEETQ_FLEET"])])
+        self.assertEqual(self.client.retry(generated), "queued")
+        self.assertEqual(self.client.get(generated).status, "queued")
+
+    def test_cancel(self):
+        job_id = self.client.submit("t1", self.workflow, job_id="py-2", priority=-5)
+        self.assertEqual(self.wait_dispatched(job_id).status, "queued")
+        self.assertEqual(self.client.cancel(job_id), "canceled")
+        job = self.client.wait(job_id, timeout=5, interval=0.05)
+        self.assertEqual(job.status, "canceled")
+
+    def test_errors_are_api_errors(self):
+        with self.assertRaises(fleetq.APIError) as e:
+            self.client.get("no-such-job")
+        self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+        with self.assertRaises(fleetq.APIError) as e:
+            self.client.submit("t1", "")
+        self.assertEqual((e.exception.status, e.exception.code), (400, "invalid_argument"))
+        with self.assertRaises(fleetq.APIError) as e:
+            fleetq.Client(token="wrong").get("x")
+        self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
+
+
+class SigV4Test(unittest.TestCase):
+    @unittest.skipUnless(__import__("importlib").util.find_spec("botocore"), "botocore is not installed")
+    def test_without_a_token_requests_are_signed(self):
+        seen = {}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen["authorization"] = self.headers.get("Authorization", "")
+                seen["date"] = self.headers.get("X-Amz-Date", "")
+                body = json.dumps({"jobs": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.addCleanup(srv.server_close)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")}
+        os.environ.update(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secret",
+                          AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v) for k, v in old.items()])
+        client = fleetq.Client(api=f"http://127.0.0.1:{srv.server_port}", token="", region="eu-west-1")
+        self.assertEqual(client.list(), [])
+        self.assertTrue(seen["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), seen)
+        self.assertIn("/eu-west-1/execute-api/aws4_request", seen["authorization"])
+        self.assertTrue(seen["date"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+)
+
+func init() {
+	register("jobs", "submit a job, see its status and result, wait for it, cancel or retry it, list jobs", runJobs)
+}
+
+// Exit codes of fleetq jobs: 0 done (for wait: the job succeeded), 1 an
+// error or a wait that timed out, 2 bad usage, 3 (wait) the job finished
+// dead or canceled.
+const exitJobFailed = 3
+
+var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list> [flags] [job id]
+
+  submit --tenant T --workflow W [--input JSON] [--job-id ID] [--priority N]
+         queue a job (POST /api/jobs); prints its id. Resubmitting with the same
+         --job-id yields one job.
+  get ID     the job's status, attempts, result and last error (GET /api/jobs/{job_id})
+  wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
+             exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
+  cancel ID  cancel a queued or leased job (POST /api/jobs/{job_id}/cancel)
+  retry ID   queue a dead job again (POST /api/admin/jobs/{job_id}/retry)
+  list       jobs of a status (GET /api/admin/jobs: --status, default dead; --fleet; --limit)
+
+Every subcommand takes --api and --operator-token (or SigV4 with the AWS credentials),
+and --json to print the API's JSON answer instead of a table.
+`
+
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, jobsUsage)
+		return 2
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("fleetq jobs "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, jobsUsage); fmt.Fprintln(stderr); fs.PrintDefaults() }
+	c := operatorFlags(fs)
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	var run func() error
+	switch sub {
+	case "submit":
+		var req wire.SubmitRequest
+		var input string
+		fs.StringVar(&req.TenantID, "tenant", "", "tenant id (required)")
+		fs.StringVar(&req.WorkflowID, "workflow", "", "workflow id (required)")
+		fs.StringVar(&req.JobID, "job-id", "", "job id (default: the API assigns one); resubmitting with it yields one job")
+		fs.IntVar(&req.Priority, "priority", 0, "priority, -1000..1000")
+		fs.StringVar(&input, "input", "", "the job's input, a JSON object")
+		run = func() error {
+			if input != "" {
+				req.Input = json.RawMessage(input)
+				if !json.Valid(req.Input) {
+					return errors.New("--input is not JSON")
+				}
+			}
+			var a wire.JobStatusResponse
+			if err := c.send(ctx, http.MethodPost, wire.PathJobs, req, &a, *asJSON, stdout); err != nil || *asJSON {
+				return err
+			}
+			fmt.Fprintln(stdout, a.JobID)
+			return nil
+		}
+	case "get", "cancel", "retry":
+		run = func() error {
+			id, err := oneID(fs)
+			if err != nil {
+				return err
+			}
+			if sub == "retry" {
+				var a wire.JobStatusResponse
+				if err := c.send(ctx, http.MethodPost, jobPath(wire.PathAdminJobRetry, id), wire.Empty{}, &a, *asJSON, stdout); err != nil || *asJSON {
+					return err
+				}
+				fmt.Fprintf(stdout, "%s  %s\n", a.JobID, a.Status)
+				return nil
+			}
+			if sub == "cancel" {
+				var a wire.StatusResponse
+				if err := c.send(ctx, http.MethodPost, jobPath(wire.PathJobCancel, id), wire.Empty{}, &a, *asJSON, stdout); err != nil || *asJSON {
+					return err
+				}
+				fmt.Fprintf(stdout, "%s  %s\n", id, a.Status)
+				return nil
+			}
+			var j wire.Job
+			if err := c.send(ctx, http.MethodGet, jobPath(wire.PathJob, id), nil, &j, *asJSON, stdout); err != nil || *asJSON {
+				return err
+			}
+			return printJob(stdout, j)
+		}
+	case "wait":
+		timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long (exit 1)")
+		interval := fs.Duration("interval", 2*time.Second, "time between two looks at the job")
+		var code int
+		run = func() error {
+			id, err := oneID(fs)
+			if err != nil {
+				return err
+			}
+			j, err := c.wait(ctx, id, *timeout, *interval)
+			if err != nil {
+				return err
+			}
+			if j.Status != "succeeded" {
+				code = exitJobFailed
+			}
+			if *asJSON {
+				return json.NewEncoder(stdout).Encode(j)
+			}
+			return printJob(stdout, j)
+		}
+		return finish(fs, args, stderr, sub, func() (int, error) { err := run(); return code, err })
+	case "list":
+		fleet := fs.String("fleet", "", "only this fleet's jobs")
+		status := fs.String("status", "dead", "queued, leased, succeeded, dead or canceled")
+		limit := fs.Int("limit", 100, "at most this many (1-1000)")
+		run = func() error {
+			q := url.Values{"status": {*status}, "limit": {fmt.Sprint(*limit)}}
+			if *fleet != "" {
+				q.Set("fleet", *fleet)
+			}
+			var a wire.JobsResponse
+			if err := c.send(ctx, http.MethodGet, wire.PathAdminJobs+"?"+q.Encode(), nil, &a, *asJSON, stdout); err != nil || *asJSON {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tSTATUS\tFLEET\tWORKFLOW\tTENANT\tATTEMPTS\tUPDATED\tREASON")
+			for _, j := range a.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Status, j.FleetSlug, j.WorkflowID, j.TenantID, j.Attempts, deref(j.UpdatedAt), j.Reason)
+			}
+			return tw.Flush()
+		}
+	default:
+		fmt.Fprintf(stderr, "fleetq jobs: unknown subcommand %q\n\n%s", sub, jobsUsage)
+		return 2
+	}
+	return finish(fs, args, stderr, sub, func() (int, error) { return 0, run() })
+}
+
+// finish parses the flags and runs the subcommand.
+func finish(fs *flag.FlagSet, args []string, stderr io.Writer, sub string, run func() (int, error)) int {
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	code, err := run()
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "fleetq jobs %s: %v\n", sub, err)
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "fleetq jobs %s: %v\n", sub, err)
+		return 1
+	}
+	return code
+}
+
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+func oneID(fs *flag.FlagSet) (string, error) {
+	if fs.NArg() != 1 {
+		return "", usageError("give exactly one job id (flags go before it)")
+	}
+	return fs.Arg(0), nil
+}
+
+// jobPath fills a path's {job_id} with the escaped id.
+func jobPath(pattern, id string) string {
+	return strings.Replace(pattern, "{job_id}", url.PathEscape(id), 1)
+}
+
+// send calls the API with an optional JSON body and decodes a 2xx answer
+// into out, or, with raw, copies it to w. An error answer becomes an error
+// wrapping its *wire.Error.
+func (c *operatorClient) send(ctx context.Context, method, path string, body, out any, raw bool, w io.Writer) error {
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.api, "/")+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if err := c.authorize(ctx, req, data); err != nil {
+		return err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %w", method, path, wire.ReadError(res))
+	}
+	answer, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if raw {
+		_, err := fmt.Fprintln(w, strings.TrimSpace(string(answer)))
+		return err
+	}
+	return json.Unmarshal(answer, out)
+}
+
+// finished says whether a job's status is final.
+func finished(status string) bool {
+	return status == "succeeded" || status == "dead" || status == "canceled"
+}
+
+// wait looks at the job every interval until its status is final. A job
+// not found yet is still on the submission queue: dispatch creates it.
+func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval time.Duration) (wire.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		var j wire.Job
+		err := c.send(ctx, http.MethodGet, jobPath(wire.PathJob, id), nil, &j, false, nil)
+		var we *wire.Error
+		switch {
+		case err == nil && finished(j.Status):
+			return j, nil
+		case err == nil, errors.As(err, &we) && we.Code == wire.CodeNotFound:
+		case ctx.Err() != nil:
+		default:
+			return wire.Job{}, err
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return wire.Job{}, fmt.Errorf("job %s did not finish within %s (last status %q)", id, timeout, j.Status)
+			}
+			return wire.Job{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func printJob(w io.Writer, j wire.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("job", j.JobID)
+	row("status", j.Status)
+	row("reason", j.Reason)
+	row("tenant", j.TenantID)
+	row("workflow", j.WorkflowID)
+	row("fleet", j.FleetSlug)
+	row("attempts", fmt.Sprintf("%d of %d (preemptions %d)", j.Attempts, j.MaxAttempts, j.Preemptions))
+	row("created", deref(j.CreatedAt))
+	row("updated", deref(j.UpdatedAt))
+	row("not before", deref(j.NotBefore))
+	if j.WorkerID != nil {
+		row("worker", *j.WorkerID)
+		row("lease expires", deref(j.LeaseExpiresAt))
+	}
+	if j.Progress != nil {
+		row("progress", fmt.Sprintf("%.0f%%", *j.Progress*100))
+	}
+	if len(j.Result) > 0 && string(j.Result) != "null" {
+		row("result", string(j.Result))
+	}
+	if j.Error != nil {
+		e := j.Error.Message
+		if j.Error.Code != "" {
+			e = j.Error.Code + ": " + e
+		}
+		row("error", fmt.Sprintf("%s (retryable %v)", e, j.Error.Retryable))
+	}
+	return tw.Flush()
+}
