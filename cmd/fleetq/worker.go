@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,7 +46,7 @@ type workerFlags struct {
 	imdsEndpoint                       *string
 	noIMDS, noGPUCheck                 *bool
 	drain, healthEvery, unhealthyAfter *time.Duration
-	slot                               *string
+	slot, stateDir                     *string
 	logLevel                           *string
 }
 
@@ -72,6 +73,7 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 		imdsEndpoint: fs.String("imds-endpoint", env("IMDS_ENDPOINT", ""), "instance metadata endpoint (env FLEETQ_IMDS_ENDPOINT; default EC2's)"),
 		noIMDS:       fs.Bool("no-imds", env("NO_IMDS", "") == "true", "do not use instance metadata (not on EC2: no Spot or rebalance watch) (env FLEETQ_NO_IMDS=true)"),
 		logLevel:     fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (env FLEETQ_LOG_LEVEL)"),
+		stateDir:     fs.String("state-dir", env("STATE_DIR", defaultStateDir()), "where the agent keeps its key, so a restart is told apart from a second agent with the same worker id (env FLEETQ_STATE_DIR)"),
 		slot:         fs.String("slot", env("SLOT", ""), "this agent's slot on a machine running several (one per GPU: 0, 1, ...); the default worker id gets it as a suffix (env FLEETQ_SLOT)"),
 	}
 	maxConc, _ := strconv.Atoi(env("MAX_CONCURRENCY", "1"))
@@ -177,6 +179,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := identify(ctx, &cfg, f); err != nil {
 		return fail("%v", err)
 	}
+	if cfg.AgentKey, err = agent.LoadAgentKey(*f.stateDir, cfg.WorkerID); err != nil {
+		return fail("%v (set --state-dir to a writable directory)", err)
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return fail("%v", err)
@@ -189,6 +194,18 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// defaultStateDir is systemd's StateDirectory when set, else the user's
+// configuration directory.
+func defaultStateDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return d
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "fleetq")
+	}
+	return filepath.Join(os.TempDir(), "fleetq")
 }
 
 // identify fills in the instance the worker runs on (from IMDS unless

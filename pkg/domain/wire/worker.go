@@ -14,6 +14,11 @@ type RegisterRequest struct {
 	AvailabilityZone string          `json:"availability_zone,omitempty"`
 	Capabilities     json.RawMessage `json:"capabilities,omitempty"`
 	Providers        []string        `json:"providers,omitempty"`
+	// AgentKey is a secret the agent keeps for the life of its installation
+	// (16-256 characters): while the worker id's registration is live, a
+	// registration with another key is refused (409 conflict), so two
+	// agents never share an id; the same agent restarting registers again.
+	AgentKey string `json:"agent_key,omitempty"`
 }
 
 // RegisterResponse is the 201 answer of register. The token is shown only

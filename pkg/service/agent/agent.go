@@ -35,8 +35,12 @@ type Config struct {
 	// InstanceID, InstanceType and AZ are registered with the worker (the
 	// interruption function finds the worker by instance id).
 	InstanceID, InstanceType, AZ string
-	MaxConcurrency               int
-	Runner                       Runner
+	// AgentKey identifies this agent across restarts (kept on its disk):
+	// the API refuses another agent's registration of a live worker id.
+	// Empty: a random key for this process.
+	AgentKey       string
+	MaxConcurrency int
+	Runner         Runner
 	// Metadata, when set, is polled every SpotPoll (default 5s) for Spot
 	// interruption notices and rebalance recommendations.
 	Metadata *Metadata
@@ -157,6 +161,9 @@ func New(c Config) (*Agent, error) {
 	}
 	if c.MaxConcurrency < 1 {
 		c.MaxConcurrency = 1
+	}
+	if c.AgentKey == "" {
+		c.AgentKey = NewAgentKey()
 	}
 	if c.SpotPoll <= 0 {
 		c.SpotPoll = 5 * time.Second
@@ -347,6 +354,7 @@ func (a *Agent) register(ctx context.Context) error {
 	r := wire.RegisterRequest{
 		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
 		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AvailabilityZone: a.cfg.AZ,
+		AgentKey: a.cfg.AgentKey,
 	}
 	if n := a.cfg.MaxConcurrency; n != 0 {
 		r.MaxConcurrency = &n

@@ -101,6 +101,7 @@ func TestRegisterErrors(t *testing.T) {
 		{map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test", "max_concurrency": 0}, 400, "invalid_argument", "max_concurrency"},
 		{map[string]any{"worker_id": "w1", "fleet_slug": "nope", "stage": "test"}, 404, "not_found", `fleet "nope"`},
 		{map[string]any{"worker_id": "w1", "fleet_slug": "empty", "stage": "test"}, 422, "no_workflows", "no workflow"},
+		{map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test", "agent_key": "short"}, 400, "invalid_argument", `"agent_key"`},
 	}
 	for _, c := range cases {
 		r := h.do("POST", "/api/worker/register", "secret", c.body)
@@ -109,6 +110,25 @@ func TestRegisterErrors(t *testing.T) {
 			t.Errorf("register %v: message %q does not contain %q", c.body, msg, c.msg)
 		}
 	}
+}
+
+// A second agent cannot take a live worker id: its registration is refused
+// and the first agent's token goes on working; the same agent (same key)
+// registers again.
+func TestRegisterRefusesASecondAgentOnALiveWorkerID(t *testing.T) {
+	h := newHarness(t)
+	first := map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test", "agent_key": "agent-one-key-0123456789"}
+	r := h.do("POST", "/api/worker/register", "secret", first)
+	h.want(r, 201, "")
+	token := r.body["token"].(string)
+	second := map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test", "agent_key": "agent-two-key-0123456789"}
+	r = h.do("POST", "/api/worker/register", "secret", second)
+	h.want(r, 409, "conflict")
+	if msg := r.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "another agent") || !strings.Contains(msg, "--slot") {
+		t.Fatalf("message %q does not say another agent holds the id and what to do", msg)
+	}
+	h.want(h.do("POST", "/api/worker/poll", token, map[string]any{}), 204, "")
+	h.want(h.do("POST", "/api/worker/register", "secret", first), 201, "")
 }
 
 func TestRegisterCapAndReRegistration(t *testing.T) {

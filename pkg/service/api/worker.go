@@ -63,7 +63,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		WorkerID: req.WorkerID, Fleet: f.Slug, Stage: req.Stage,
 		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone,
 		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
-		TokenHash: parsed.Hash, SourceIP: sourceAddress(r),
+		TokenHash: parsed.Hash, SourceIP: sourceAddress(r), AgentKeyHash: agentKeyHash(req.AgentKey),
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -75,6 +75,14 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		LeaseSeconds: f.LeaseSeconds, HeartbeatSeconds: f.HeartbeatSeconds, PollSeconds: f.PollSeconds,
 		Approved: wk.Approved,
 	})
+}
+
+// agentKeyHash is the stored form of an agent key ("" for none).
+func agentKeyHash(key string) string {
+	if key == "" {
+		return ""
+	}
+	return auth.HashToken(key)
 }
 
 func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.Fleet, error) {
@@ -107,6 +115,9 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 	}
 	if len(req.Providers) > 16 {
 		return nil, invalid("field \"providers\": at most 16 entries")
+	}
+	if k := len(req.AgentKey); k != 0 && (k < 16 || k > 256) {
+		return nil, invalid("field \"agent_key\": must be 16 to 256 characters")
 	}
 	f, ok := s.Config.Fleet(req.FleetSlug)
 	if !ok {
