@@ -78,6 +78,10 @@ type Fleet struct {
 	Retry         RetryPolicy `yaml:"retry"`
 	PreemptionCap int         `yaml:"preemption_cap"`
 
+	// Warm are the hours the fleet keeps capacity ready ahead of demand
+	// (docs/scaling.md, "Warm capacity"); none by default.
+	Warm []WarmWindow `yaml:"warm"`
+
 	InstanceTypes   []string `yaml:"instance_types"`
 	AMIID           string   `yaml:"ami_id"`
 	AMISSMParameter string   `yaml:"ami_ssm_parameter"`

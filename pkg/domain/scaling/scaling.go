@@ -19,6 +19,10 @@ type Settings struct {
 	// Unresponsive is how long a worker may go unseen before it no longer
 	// counts as capacity (three heartbeats).
 	Unresponsive time.Duration
+	// Warm are the fleet's warm windows: while one is open the wanted
+	// capacity is at least its minimum and its spare instances above the
+	// work's need (warm.go).
+	Warm []fleetconfig.WarmWindow
 }
 
 // SettingsOf reads the policy settings of a configured fleet.
@@ -31,6 +35,7 @@ func SettingsOf(f *fleetconfig.Fleet) Settings {
 		ScaleInGrace: f.ScaleInGrace.Std(),
 		BootTimeout:  f.BootTimeout.Std(),
 		Unresponsive: 3 * f.HeartbeatInterval(),
+		Warm:         f.Warm,
 	}
 }
 
@@ -275,6 +280,9 @@ func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
 	default:
 		want = clamp(s.Min, s.Max, c.Capacity)
 		why = fmt.Sprintf("no work for %s of the %s idle window", round(quiet), s.IdleWindow)
+	}
+	if floor, warmWhy := warmFloor(s, now, work); floor > want {
+		want, why = floor, why+"; "+warmWhy
 	}
 	return want, why, lastActive
 }
