@@ -32,6 +32,14 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	bootMax := fs.Duration("boot-max", 5*time.Minute, "longest launch-to-registered delay")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
+	var warm []fleetconfig.WarmWindow
+	fs.Func("warm", "a warm window for fleetq's policy, HH:MM-HH:MM,min=N,spare=N[,days=mon+tue] (UTC; the simulation starts on a Thursday at 00:00); repeatable", func(v string) error {
+		w, err := fleetconfig.ParseWarmWindow(v)
+		if err == nil {
+			warm = append(warm, w)
+		}
+		return err
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq simulate [flags]")
 		fmt.Fprintln(stderr)
@@ -47,7 +55,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
 		return 2
 	}
-	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax}
+	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {

@@ -23,6 +23,9 @@ type Options struct {
 	// BootMin and BootMax bound the uniform delay from launch to a
 	// registered worker (default 3 and 5 minutes, as in the seed timeline).
 	BootMin, BootMax time.Duration
+	// Warm are warm windows added to the fleet's own for fleetq's policy
+	// (fleetq simulate --warm).
+	Warm []fleetconfig.WarmWindow
 	// SpotRate is Spot interruptions per instance-hour (0: none).
 	SpotRate float64
 	// PricePerHour is the cost of one instance-hour.
@@ -70,6 +73,10 @@ func (o *Options) defaults(w Workload) {
 	}
 }
 
+// workloadEnder is a policy told when the workload's last day of arrivals
+// ends (the end of the day of its last arrival).
+type workloadEnder interface{ endWarmAt(time.Duration) }
+
 // spotWarning is the notice EC2 gives before reclaiming a Spot instance.
 const spotWarning = 2 * time.Minute
 
@@ -81,6 +88,7 @@ type jobState struct {
 	run     int // increments on every start, so stale completions are ignored
 	on      int // instance running it, -1 when not running
 	started time.Duration
+	ran     time.Duration // time on an instance over all its runs
 }
 
 type instance struct {
@@ -168,6 +176,9 @@ func Run(w Workload, p Policy, o Options) Result {
 		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances,
 	}
 	e.res = Result{Policy: p.Name(), Workload: w.Name}
+	if we, ok := p.(workloadEnder); ok && len(w.Jobs) > 0 {
+		we.endWarmAt(w.Jobs[len(w.Jobs)-1].Arrival.Truncate(day) + day)
+	}
 	for i, js := range w.Jobs {
 		j := &jobState{spec: js, id: i, start: -1, on: -1}
 		e.jobs = append(e.jobs, j)
@@ -300,6 +311,7 @@ func (e *engine) start(in *instance, j *jobState) {
 
 func (e *engine) detach(in *instance, j *jobState) {
 	in.jobs = slices.DeleteFunc(in.jobs, func(x *jobState) bool { return x == j })
+	j.ran += e.now - j.started
 	j.on = -1
 	if len(in.jobs) == 0 {
 		in.busyTotal += e.now - in.busySince
@@ -484,6 +496,10 @@ func (e *engine) finish() {
 		r.Utilization = busy.Hours() / billed.Hours()
 	}
 	r.CostUSD = r.GPUHours * e.opt.PricePerHour
+	if r.Completed > 0 {
+		r.CostPerJobUSD = r.CostUSD / float64(r.Completed)
+	}
+	r.CostByWorkflow = e.costByWorkflow()
 	r.P50WaitS = quantile(e.waits, 0.50).Seconds()
 	r.P95WaitS = quantile(e.waits, 0.95).Seconds()
 	if len(e.ttfl) > 0 {
@@ -492,6 +508,30 @@ func (e *engine) finish() {
 	}
 	r.ColdStarts = len(e.ttfl)
 	r.Timeline = e.timeline
+}
+
+// costByWorkflow shares the bill among the workflows by the time their jobs
+// held a slot, so each job carries its leased time plus its share of the
+// boot and idle time around it (a slot-second costs bill / busy slot-seconds).
+func (e *engine) costByWorkflow() map[string]float64 {
+	var slotTime time.Duration
+	by := map[string]time.Duration{}
+	for _, j := range e.jobs {
+		ran := j.ran
+		if j.on >= 0 {
+			ran += e.now - j.started
+		}
+		by[j.spec.Workflow] += ran
+		slotTime += ran
+	}
+	out := map[string]float64{}
+	if slotTime <= 0 {
+		return out
+	}
+	for wf, d := range by {
+		out[wf] = e.res.CostUSD * d.Seconds() / slotTime.Seconds()
+	}
+	return out
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,7 +20,15 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type Fleetq struct {
 	settings   scaling.Settings
 	lastActive time.Time
+	// warmUntil ends the warm windows with the workload's last day of
+	// arrivals: the hours the run goes on to finish its work are not days
+	// the workload has, so warmth there would bill for demand that is not
+	// modelled (zero: no end).
+	warmUntil time.Duration
 }
+
+// endWarmAt implements workloadEnder.
+func (p *Fleetq) endWarmAt(d time.Duration) { p.warmUntil = d }
 
 // NewFleetq builds the policy from a fleet's settings (the fleet config's
 // defaults when f is nil); slots, min and max come from each observation.
@@ -36,6 +45,12 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 	return p
 }
 
+// WithWarm adds warm windows to the fleet's own (the --warm flag).
+func (p *Fleetq) WithWarm(ws ...fleetconfig.WarmWindow) *Fleetq {
+	p.settings.Warm = append(slices.Clone(p.settings.Warm), ws...)
+	return p
+}
+
 // Name implements Policy.
 func (*Fleetq) Name() string { return "fleetq" }
 
@@ -49,6 +64,9 @@ func (*Fleetq) Victims() VictimRule { return VictimNamed }
 func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	s := p.settings
 	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
+	if p.warmUntil > 0 && o.Now >= p.warmUntil {
+		s.Warm = nil
+	}
 	switch t {
 	case Arrival:
 		// Wake on enqueue: only a fleet at zero is raised, to what the

@@ -88,24 +88,30 @@ type Sample struct {
 
 // Result is one policy's run over one workload.
 type Result struct {
-	Policy            string  `json:"policy"`
-	Workload          string  `json:"-"`
-	Jobs              int     `json:"jobs"`
-	Completed         int     `json:"completed"`
-	Killed            int     `json:"killed"`
-	SpotRequeued      int     `json:"spot_requeued"`
-	P50WaitS          float64 `json:"p50_wait_s"`
-	P95WaitS          float64 `json:"p95_wait_s"`
-	TTFLIdleMaxS      float64 `json:"ttfl_idle_max_s"`
-	TTFLIdleP50S      float64 `json:"ttfl_idle_p50_s"`
-	ColdStarts        int     `json:"cold_starts"`
-	GPUHours          float64 `json:"gpu_hours"`
-	BusyGPUHours      float64 `json:"busy_gpu_hours"`
-	Utilization       float64 `json:"utilization"`
-	CostUSD           float64 `json:"cost_usd"`
-	PeakInstances     int     `json:"peak_instances"`
-	Launches          int     `json:"launches"`
-	SpotInterruptions int     `json:"spot_interruptions"`
+	Policy       string  `json:"policy"`
+	Workload     string  `json:"-"`
+	Jobs         int     `json:"jobs"`
+	Completed    int     `json:"completed"`
+	Killed       int     `json:"killed"`
+	SpotRequeued int     `json:"spot_requeued"`
+	P50WaitS     float64 `json:"p50_wait_s"`
+	P95WaitS     float64 `json:"p95_wait_s"`
+	TTFLIdleMaxS float64 `json:"ttfl_idle_max_s"`
+	TTFLIdleP50S float64 `json:"ttfl_idle_p50_s"`
+	ColdStarts   int     `json:"cold_starts"`
+	GPUHours     float64 `json:"gpu_hours"`
+	BusyGPUHours float64 `json:"busy_gpu_hours"`
+	Utilization  float64 `json:"utilization"`
+	CostUSD      float64 `json:"cost_usd"`
+	// CostPerJobUSD is the bill over the jobs completed: each job's leased
+	// time plus its share of the boot and idle time the fleet paid for.
+	CostPerJobUSD float64 `json:"cost_per_job_usd"`
+	// CostByWorkflow shares CostUSD among the workflows by the time their
+	// jobs held a slot (interrupted and killed runs included).
+	CostByWorkflow    map[string]float64 `json:"cost_by_workflow_usd"`
+	PeakInstances     int                `json:"peak_instances"`
+	Launches          int                `json:"launches"`
+	SpotInterruptions int                `json:"spot_interruptions"`
 	// Queued and Running are jobs not finished when the horizon ended.
 	Queued   int      `json:"unfinished_queued"`
 	Running  int      `json:"unfinished_running"`
