@@ -113,6 +113,9 @@ type Input struct {
 	// LastActiveAt is when the fleet last had ready or leased work (the
 	// previous decision's LastActiveAt).
 	LastActiveAt time.Time
+	// Expensive names instances to shrink first when idle workers are
+	// shrunk (On-Demand beside Spot: DecideLadder); nil for one group.
+	Expensive map[string]bool
 }
 
 // Why a victim is terminated.
@@ -177,7 +180,7 @@ func Decide(in Input) Decision {
 	// Shrink only by workers idle past the grace, longest idle first.
 	var shrunk, kept int
 	if excess := c.Capacity - want; excess > 0 {
-		idleVictims := shrinkIdle(idle, excess, in.Now, s.ScaleInGrace)
+		idleVictims := shrinkIdle(idle, excess, in.Now, s.ScaleInGrace, in.Expensive)
 		victims = append(victims, idleVictims...)
 		shrunk = len(idleVictims)
 		kept = min(excess, c.Idle) - shrunk
@@ -287,10 +290,13 @@ func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
 	return want, why, lastActive
 }
 
-// shrinkIdle picks up to excess idle workers as victims, longest idle
-// first, skipping those idle for less than the grace.
-func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration) []Victim {
+// shrinkIdle picks up to excess idle workers as victims, expensive ones
+// first, then longest idle first, skipping those idle for less than the grace.
+func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration, expensive map[string]bool) []Victim {
 	sort.Slice(idle, func(i, j int) bool {
+		if ei, ej := expensive[idle[i].InstanceID], expensive[idle[j].InstanceID]; ei != ej {
+			return ei
+		}
 		if !idle[i].IdleSince.Equal(idle[j].IdleSince) {
 			return idle[i].IdleSince.Before(idle[j].IdleSince)
 		}

@@ -1,0 +1,155 @@
+package scaling
+
+import (
+	"fmt"
+	"time"
+)
+
+// Rungs of the fallback ladder: the purchase option new capacity is
+// launched on.
+const (
+	RungSpot     = "spot"
+	RungOnDemand = "on-demand"
+)
+
+// WhyOnDemand is a victim that is an idle On-Demand instance once Spot is
+// back: its place, when the work needs it, is launched on Spot.
+const WhyOnDemand = "on-demand"
+
+// LadderInput is Decide's input for a fleet with two groups on one launch
+// template: Spot, and On-Demand beside it. Input.Instances and
+// Input.Workers cover both groups; Input.Desired is ignored (the groups'
+// desired capacities are given apart).
+type LadderInput struct {
+	Input
+	// OnDemand names the instances of the On-Demand group.
+	OnDemand map[string]bool
+	// SpotDesired and OnDemandDesired are each group's desired capacity now.
+	SpotDesired, OnDemandDesired int
+	// SpotShortSince is when the Spot group's launches began failing for
+	// lack of capacity (its scaling activities say so); zero while they do
+	// not fail.
+	SpotShortSince time.Time
+	// After is how long Spot may be short before launches move to
+	// On-Demand; zero turns the On-Demand rung off.
+	After time.Duration
+}
+
+// LadderDecision is the policy's answer for the two groups.
+type LadderDecision struct {
+	Decision
+	// Rung is where new capacity goes: RungSpot or RungOnDemand.
+	Rung string
+	// SpotDesired and OnDemandDesired are each group's desired capacity
+	// once the victims are terminated and the launches asked for.
+	SpotDesired, OnDemandDesired int
+}
+
+// DecideLadder applies Decide to a fleet with a Spot and an On-Demand
+// group. On the Spot rung it is Decide with every launch on Spot, and idle
+// On-Demand instances past the grace are terminated (their place, if the
+// work needs it, launched on Spot), so On-Demand hours stop soon after Spot
+// returns. Once Spot has been short for After, the Spot launches that have
+// not started no longer count as capacity on the way, the launches the
+// work needs go to the On-Demand group, and the Spot group keeps asking
+// for one instance above what it has so Spot's return is seen.
+func DecideLadder(in LadderInput) LadderDecision {
+	now := in.Now
+	var spotN, odN int
+	for _, inst := range in.Instances {
+		if in.OnDemand[inst.ID] {
+			odN++
+		} else {
+			spotN++
+		}
+	}
+	odHave := max(in.OnDemandDesired, odN)
+	shortFor := time.Duration(0)
+	if !in.SpotShortSince.IsZero() {
+		shortFor = now.Sub(in.SpotShortSince)
+	}
+	onDemand := in.After > 0 && !in.SpotShortSince.IsZero() && shortFor >= in.After
+
+	dec := in.Input
+	var retire []Victim
+	if onDemand {
+		// Spot launches not started are not coming.
+		dec.Desired = spotN + odHave
+	} else {
+		dec.Desired = max(in.SpotDesired, spotN) + odHave
+		if in.SpotShortSince.IsZero() {
+			retire = idleOnDemand(in)
+		}
+		if len(retire) > 0 {
+			gone := map[string]bool{}
+			for _, v := range retire {
+				gone[v.InstanceID] = true
+			}
+			dec.Instances, dec.Workers = nil, nil
+			for _, inst := range in.Instances {
+				if !gone[inst.ID] {
+					dec.Instances = append(dec.Instances, inst)
+				}
+			}
+			for _, w := range in.Workers {
+				if !gone[w.InstanceID] {
+					dec.Workers = append(dec.Workers, w)
+				}
+			}
+			dec.Desired -= len(retire)
+			odHave -= len(retire)
+		}
+	}
+	dec.Expensive = in.OnDemand
+	d := Decide(dec)
+	odVictims := 0
+	for _, v := range d.Victims {
+		if in.OnDemand[v.InstanceID] {
+			odVictims++
+		}
+	}
+	out := LadderDecision{Decision: d, Rung: RungSpot}
+	out.Victims = append(retire, d.Victims...)
+	odAfter := max(0, odHave-odVictims)
+	spotAfter := max(0, d.Desired-d.Launch-odAfter)
+	if onDemand {
+		out.Rung = RungOnDemand
+		out.OnDemandDesired = odAfter + d.Launch
+		out.SpotDesired = spotAfter + 1 // the probe: one Spot launch kept asked for
+		out.Reason += fmt.Sprintf("; on-demand rung: Spot short for %s (fallback after %s)", round(shortFor), in.After)
+		if d.Launch > 0 {
+			out.Reason += fmt.Sprintf(", launch %d On-Demand", d.Launch)
+		}
+	} else {
+		out.OnDemandDesired, out.SpotDesired = odAfter, spotAfter+d.Launch
+		if !in.SpotShortSince.IsZero() {
+			out.Reason += fmt.Sprintf("; Spot short for %s", round(shortFor))
+			if in.After > 0 {
+				out.Reason += fmt.Sprintf(" (fallback after %s)", in.After)
+			}
+		}
+		if len(retire) > 0 {
+			out.Reason += fmt.Sprintf("; terminate %d idle On-Demand (Spot is back)", len(retire))
+		}
+	}
+	out.Desired = out.SpotDesired + out.OnDemandDesired
+	return out
+}
+
+// idleOnDemand picks the On-Demand instances whose workers are idle past
+// the grace and responsive.
+func idleOnDemand(in LadderInput) []Victim {
+	var out []Victim
+	for _, w := range in.Workers {
+		if !in.OnDemand[w.InstanceID] || w.Leases > 0 || w.Draining {
+			continue
+		}
+		if u := in.Settings.Unresponsive; u > 0 && in.Now.Sub(w.LastSeen) > u {
+			continue // Decide terminates it as unresponsive
+		}
+		if in.Now.Sub(w.IdleSince) >= in.Settings.ScaleInGrace {
+			out = append(out, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyOnDemand})
+		}
+	}
+	return out
+}
