@@ -72,3 +72,20 @@ func TestWarmWindowsInConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestOnDemandRungInConfig(t *testing.T) {
+	cfg, err := Parse("o.yaml", []byte(minimal+"    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Fleets[0].OnDemand; !o.Enabled() || o.FallbackAfter.Std() != 10*time.Minute || o.PricePerHour != 1.006 {
+		t.Fatalf("on_demand = %+v", o)
+	}
+	if cfg, _ := Parse("m.yaml", []byte(minimal)); cfg.Fleets[0].OnDemand.Enabled() {
+		t.Fatal("a fleet without on_demand has an On-Demand rung")
+	}
+	_, err = Parse("bad.yaml", []byte(minimal+"    on_demand:\n      fallback_after: 48h\n"))
+	if err == nil || !strings.Contains(err.Error(), "fleets[0].on_demand.fallback_after: must be between 0s (no On-Demand rung) and 24h, got 48h0m0s") {
+		t.Fatalf("error %v", err)
+	}
+}
