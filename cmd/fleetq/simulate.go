@@ -30,6 +30,16 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	price := fs.Float64("price", 0.45, "cost of one GPU instance-hour in dollars")
 	bootMin := fs.Duration("boot-min", 3*time.Minute, "shortest launch-to-registered delay")
 	bootMax := fs.Duration("boot-max", 5*time.Minute, "longest launch-to-registered delay")
+	var shortages []sim.Span
+	fs.Func("spot-shortage", "a span with no Spot capacity, FROM-TO as durations from the start (e.g. 10h-12h): Spot launches fail; repeatable", func(v string) error {
+		sp, err := sim.ParseSpan(v)
+		if err == nil {
+			shortages = append(shortages, sp)
+		}
+		return err
+	})
+	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
+	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
 	var warm []fleetconfig.WarmWindow
@@ -55,7 +65,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
 		return 2
 	}
-	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm}
+	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
+		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {

@@ -43,13 +43,18 @@ type LadderDecision struct {
 	// SpotDesired and OnDemandDesired are each group's desired capacity
 	// once the victims are terminated and the launches asked for.
 	SpotDesired, OnDemandDesired int
+	// Drain names On-Demand instances whose workers hold leases once Spot
+	// is back: they take no new work, finish what they run, and are then
+	// terminated as drained; their place is launched on Spot.
+	Drain []string
 }
 
 // DecideLadder applies Decide to a fleet with a Spot and an On-Demand
-// group. On the Spot rung it is Decide with every launch on Spot, and idle
-// On-Demand instances past the grace are terminated (their place, if the
-// work needs it, launched on Spot), so On-Demand hours stop soon after Spot
-// returns. Once Spot has been short for After, the Spot launches that have
+// group. On the Spot rung it is Decide with every launch on Spot; once
+// Spot is back, idle On-Demand instances are terminated and busy ones
+// drained (no new work; terminated when done), their places launched on
+// Spot when the work needs them, so On-Demand hours stop within the jobs
+// they run when Spot returns. Once Spot has been short for After, the Spot launches that have
 // not started no longer count as capacity on the way, the launches the
 // work needs go to the On-Demand group, and the Spot group keeps asking
 // for one instance above what it has so Spot's return is seen.
@@ -72,6 +77,7 @@ func DecideLadder(in LadderInput) LadderDecision {
 
 	dec := in.Input
 	var retire []Victim
+	var drain []string
 	if onDemand {
 		// Spot launches not started are not coming.
 		dec.Desired = spotN + odHave
@@ -79,19 +85,28 @@ func DecideLadder(in LadderInput) LadderDecision {
 		dec.Desired = max(in.SpotDesired, spotN) + odHave
 		if in.SpotShortSince.IsZero() {
 			retire = idleOnDemand(in)
+			dec.Workers = nil
+			for _, w := range in.Workers {
+				if in.OnDemand[w.InstanceID] && w.Leases > 0 && !w.Draining {
+					w.Draining = true
+					drain = append(drain, w.InstanceID)
+				}
+				dec.Workers = append(dec.Workers, w)
+			}
 		}
 		if len(retire) > 0 {
 			gone := map[string]bool{}
 			for _, v := range retire {
 				gone[v.InstanceID] = true
 			}
+			workers := dec.Workers
 			dec.Instances, dec.Workers = nil, nil
 			for _, inst := range in.Instances {
 				if !gone[inst.ID] {
 					dec.Instances = append(dec.Instances, inst)
 				}
 			}
-			for _, w := range in.Workers {
+			for _, w := range workers {
 				if !gone[w.InstanceID] {
 					dec.Workers = append(dec.Workers, w)
 				}
@@ -108,7 +123,7 @@ func DecideLadder(in LadderInput) LadderDecision {
 			odVictims++
 		}
 	}
-	out := LadderDecision{Decision: d, Rung: RungSpot}
+	out := LadderDecision{Decision: d, Rung: RungSpot, Drain: drain}
 	out.Victims = append(retire, d.Victims...)
 	odAfter := max(0, odHave-odVictims)
 	spotAfter := max(0, d.Desired-d.Launch-odAfter)
@@ -131,13 +146,17 @@ func DecideLadder(in LadderInput) LadderDecision {
 		if len(retire) > 0 {
 			out.Reason += fmt.Sprintf("; terminate %d idle On-Demand (Spot is back)", len(retire))
 		}
+		if len(drain) > 0 {
+			out.Reason += fmt.Sprintf("; drain %d busy On-Demand (Spot is back)", len(drain))
+		}
 	}
 	out.Desired = out.SpotDesired + out.OnDemandDesired
 	return out
 }
 
-// idleOnDemand picks the On-Demand instances whose workers are idle past
-// the grace and responsive.
+// idleOnDemand picks the On-Demand instances whose workers are idle and
+// responsive: once Spot is back they go at once, whatever the grace (an
+// idle On-Demand worker kept for the next job would take work Spot can do).
 func idleOnDemand(in LadderInput) []Victim {
 	var out []Victim
 	for _, w := range in.Workers {
@@ -147,9 +166,7 @@ func idleOnDemand(in LadderInput) []Victim {
 		if u := in.Settings.Unresponsive; u > 0 && in.Now.Sub(w.LastSeen) > u {
 			continue // Decide terminates it as unresponsive
 		}
-		if in.Now.Sub(w.IdleSince) >= in.Settings.ScaleInGrace {
-			out = append(out, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyOnDemand})
-		}
+		out = append(out, Victim{InstanceID: w.InstanceID, WorkerID: w.ID, Why: WhyOnDemand})
 	}
 	return out
 }

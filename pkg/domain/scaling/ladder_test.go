@@ -33,6 +33,7 @@ func TestDecideLadder(t *testing.T) {
 		rung           string
 		spot, onDemand int
 		victims        string
+		drain          string
 		reason         string
 	}{
 		{name: "Spot available: every launch on Spot", in: ladder(&fleet{}, 6, 0, 0), rung: RungSpot, spot: 3, onDemand: 0},
@@ -56,12 +57,12 @@ func TestDecideLadder(t *testing.T) {
 			i.SpotDesired, i.After = 3, 0
 			return i
 		}(), rung: RungSpot, spot: 3, onDemand: 0},
-		{name: "Spot back: idle On-Demand past the grace goes, its place launched on Spot", in: ladder((&fleet{}).worker(2, 0).worker(0, 5*time.Minute), 2, 2, 0, "i-1"),
+		{name: "Spot back: idle On-Demand goes, its place launched on Spot", in: ladder((&fleet{}).worker(2, 0).worker(0, 5*time.Minute), 2, 2, 0, "i-1"),
 			rung: RungSpot, spot: 2, onDemand: 0, victims: "i-1:on-demand", reason: "terminate 1 idle On-Demand (Spot is back)"},
-		{name: "Spot back: busy On-Demand is kept", in: ladder((&fleet{}).worker(2, 0).worker(2, 0), 0, 4, 0, "i-1"),
-			rung: RungSpot, spot: 1, onDemand: 1},
-		{name: "Spot back: On-Demand idle within the grace is kept", in: ladder((&fleet{}).worker(2, 0).worker(0, time.Minute), 0, 2, 0, "i-1"),
-			rung: RungSpot, spot: 1, onDemand: 1},
+		{name: "Spot back: even within the grace", in: ladder((&fleet{}).worker(2, 0).worker(0, time.Minute), 2, 2, 0, "i-1"),
+			rung: RungSpot, spot: 2, onDemand: 0, victims: "i-1:on-demand"},
+		{name: "Spot back: busy On-Demand is drained, kept until done, its place launched on Spot", in: ladder((&fleet{}).worker(2, 0).worker(2, 0), 0, 4, 0, "i-1"),
+			rung: RungSpot, spot: 2, onDemand: 1, drain: "i-1", reason: "drain 1 busy On-Demand (Spot is back)"},
 		{name: "shrinking takes On-Demand first even if Spot is still short", in: func() LadderInput {
 			i := ladder((&fleet{}).worker(0, 30*time.Minute).worker(0, 5*time.Minute).worker(1, 0), 2, 1, 3*time.Minute, "i-1")
 			return i
@@ -72,6 +73,9 @@ func TestDecideLadder(t *testing.T) {
 			d := DecideLadder(c.in)
 			if d.Rung != c.rung || d.SpotDesired != c.spot || d.OnDemandDesired != c.onDemand || victimIDs(d.Decision) != c.victims {
 				t.Errorf("rung %s spot %d on-demand %d victims %q, want %s %d %d %q (%s)", d.Rung, d.SpotDesired, d.OnDemandDesired, victimIDs(d.Decision), c.rung, c.spot, c.onDemand, c.victims, d.Reason)
+			}
+			if got := strings.Join(d.Drain, ","); got != c.drain {
+				t.Errorf("drain %q, want %q", got, c.drain)
 			}
 			if d.Desired != d.SpotDesired+d.OnDemandDesired {
 				t.Errorf("desired %d is not spot %d + on-demand %d", d.Desired, d.SpotDesired, d.OnDemandDesired)

@@ -2,9 +2,11 @@ package sim
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -28,9 +30,19 @@ type Options struct {
 	Warm []fleetconfig.WarmWindow
 	// SpotRate is Spot interruptions per instance-hour (0: none).
 	SpotRate float64
-	// PricePerHour is the cost of one instance-hour.
+	// PricePerHour is the cost of one instance-hour (the Spot group's).
 	PricePerHour float64
-	Seed         uint64
+	// OnDemandPricePerHour is the cost of one On-Demand instance-hour
+	// (default: the fleet config's on_demand.price_per_hour, else
+	// DefaultOnDemandPrice).
+	OnDemandPricePerHour float64
+	// SpotShortages are spans in which no Spot capacity is to be had: Spot
+	// launches fail (instances already running stay).
+	SpotShortages []Span
+	// FallbackAfter turns on fleetq's On-Demand rung with this wait (the
+	// fleet config's on_demand.fallback_after when zero).
+	FallbackAfter time.Duration
+	Seed          uint64
 	// Horizon ends the simulation (default: a day after the last arrival).
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
@@ -61,6 +73,12 @@ func (o *Options) defaults(w Workload) {
 	if o.BootMax < o.BootMin {
 		o.BootMax = max(5*time.Minute, o.BootMin)
 	}
+	if o.OnDemandPricePerHour <= 0 {
+		o.OnDemandPricePerHour = DefaultOnDemandPrice
+		if o.Fleet != nil && o.Fleet.OnDemand.PricePerHour > 0 {
+			o.OnDemandPricePerHour = o.Fleet.OnDemand.PricePerHour
+		}
+	}
 	if o.Sample <= 0 {
 		o.Sample = time.Minute
 	}
@@ -76,6 +94,24 @@ func (o *Options) defaults(w Workload) {
 // workloadEnder is a policy told when the workload's last day of arrivals
 // ends (the end of the day of its last arrival).
 type workloadEnder interface{ endWarmAt(time.Duration) }
+
+// Span is a stretch of simulated time, From inclusive, To exclusive.
+type Span struct{ From, To time.Duration }
+
+// ParseSpan reads FROM-TO, two durations from the start ("10h-12h").
+func ParseSpan(v string) (Span, error) {
+	a, b, ok := strings.Cut(v, "-")
+	from, err1 := time.ParseDuration(a)
+	to, err2 := time.ParseDuration(b)
+	if !ok || err1 != nil || err2 != nil || from < 0 || to <= from {
+		return Span{}, fmt.Errorf("span %q: want FROM-TO, durations from the start with FROM < TO (e.g. 10h-12h)", v)
+	}
+	return Span{From: from, To: to}, nil
+}
+
+// DefaultOnDemandPrice is the On-Demand price of a g5.xlarge in us-east-1,
+// dollars per hour, as AWS lists it (docs/simulation.md).
+const DefaultOnDemandPrice = 1.006
 
 // spotWarning is the notice EC2 gives before reclaiming a Spot instance.
 const spotWarning = 2 * time.Minute
@@ -103,6 +139,8 @@ type instance struct {
 	idleSince  time.Duration
 	busySince  time.Duration
 	busyTotal  time.Duration
+	onDemand   bool
+	draining   bool // told to take no new work (it still counts in its group)
 }
 
 func (in *instance) live() bool { return !in.gone && !in.warned }
@@ -117,6 +155,7 @@ const (
 	evReclaim
 	evTick
 	evSample
+	evSpotBack
 )
 
 type event struct {
@@ -159,8 +198,12 @@ type engine struct {
 	insts     map[int]*instance
 	order     []int // instance ids in launch order
 	nextInst  int
-	desired   int
+	desired   int           // the Spot group's
+	odDesired int           // the On-Demand group's
 	idleStart time.Duration // start of a cold episode, -1 when none
+	// spotShortSince is when Spot launches began failing, -1 while they do
+	// not; spotBackAt when a Spot launch last succeeded after a failure.
+	spotShortSince, spotBackAt time.Duration
 
 	res      Result
 	waits    []time.Duration
@@ -173,7 +216,10 @@ func Run(w Workload, p Policy, o Options) Result {
 	o.defaults(w)
 	e := &engine{
 		opt: o, pol: p, rng: rand.New(rand.NewPCG(o.Seed, uint64(len(p.Name())))),
-		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances,
+		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
+	}
+	for _, sp := range o.SpotShortages {
+		e.push(&event{at: sp.To, kind: evSpotBack})
 	}
 	e.res = Result{Policy: p.Name(), Workload: w.Name}
 	if we, ok := p.(workloadEnder); ok && len(w.Jobs) > 0 {
@@ -255,6 +301,8 @@ func (e *engine) handle(ev *event) {
 			e.remove(in, false)
 			e.reconcile()
 		}
+	case evSpotBack:
+		e.reconcile() // the group's next launch attempt
 	case evTick:
 		e.decide(Tick)
 		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
@@ -277,7 +325,7 @@ func (e *engine) dispatch() {
 	var free []*instance
 	for _, id := range e.order {
 		in := e.insts[id]
-		if in.live() && in.registered && len(in.jobs) < e.opt.Slots {
+		if in.live() && !in.draining && in.registered && len(in.jobs) < e.opt.Slots {
 			free = append(free, in)
 		}
 	}
@@ -296,6 +344,9 @@ func (e *engine) start(in *instance, j *jobState) {
 		in.busySince = e.now
 	}
 	in.jobs = append(in.jobs, j)
+	if in.onDemand && e.spotShortSince < 0 && e.spotBackAt > 0 && e.now-e.spotBackAt > time.Minute {
+		e.res.OnDemandStartsAfterSpot++
+	}
 	j.run++
 	j.on, j.started = in.id, e.now
 	if j.start < 0 {
@@ -334,19 +385,32 @@ func (e *engine) liveCount() int {
 	return n
 }
 
-func (e *engine) launch() {
+// spotShort reports whether Spot capacity is missing now.
+func (e *engine) spotShort() bool {
+	for _, sp := range e.opt.SpotShortages {
+		if e.now >= sp.From && e.now < sp.To {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *engine) launch(onDemand bool) {
 	e.nextInst++
 	boot := e.opt.BootMin
 	if span := e.opt.BootMax - e.opt.BootMin; span > 0 {
 		boot += time.Duration(e.rng.Int64N(int64(span)))
 	}
 	boot = boot.Round(time.Second)
-	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot}
+	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot, onDemand: onDemand}
 	e.insts[in.id] = in
 	e.order = append(e.order, in.id)
 	e.res.Launches++
+	if onDemand {
+		e.res.OnDemandLaunches++
+	}
 	e.push(&event{at: in.readyAt, kind: evReady, inst: in.id})
-	if e.opt.SpotRate > 0 {
+	if e.opt.SpotRate > 0 && !onDemand {
 		life := time.Duration(e.rng.ExpFloat64() / e.opt.SpotRate * float64(time.Hour))
 		if at := e.now + life; at <= e.opt.Horizon {
 			e.push(&event{at: at, kind: evWarn, inst: in.id})
@@ -372,12 +436,33 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 // policy's victim rule names.
 func (e *engine) reconcile() {
 	e.desired = min(max(e.desired, 0), e.opt.MaxInstances)
-	live := e.liveInstances()
+	e.odDesired = min(max(e.odDesired, 0), e.opt.MaxInstances)
+	live, od := e.liveInstances(false), e.liveInstances(true)
 	for n := len(live); n < e.desired; n++ {
-		e.launch()
+		if e.spotShort() {
+			// InsufficientInstanceCapacity: the group keeps its desired
+			// capacity and tries again later.
+			if e.spotShortSince < 0 {
+				e.spotShortSince = e.now
+			}
+			e.res.SpotLaunchFailures++
+			break
+		}
+		e.launch(false)
+		if e.spotShortSince >= 0 {
+			e.spotShortSince, e.spotBackAt = -1, e.now
+		}
+	}
+	for n := len(od); n < e.odDesired; n++ {
+		e.launch(true)
 	}
 	if extra := len(live) - e.desired; extra > 0 {
 		for _, in := range e.pickVictims(live, extra) {
+			e.remove(in, true)
+		}
+	}
+	if extra := len(od) - e.odDesired; extra > 0 {
+		for _, in := range e.pickVictims(od, extra) {
 			e.remove(in, true)
 		}
 	}
@@ -386,10 +471,11 @@ func (e *engine) reconcile() {
 	}
 }
 
-func (e *engine) liveInstances() []*instance {
+// liveInstances are the live instances of one group.
+func (e *engine) liveInstances(onDemand bool) []*instance {
 	var out []*instance
 	for _, id := range e.order {
-		if in := e.insts[id]; in.live() {
+		if in := e.insts[id]; in.live() && in.onDemand == onDemand {
 			out = append(out, in)
 		}
 	}
@@ -419,7 +505,8 @@ func (e *engine) pickVictims(live []*instance, n int) []*instance {
 
 func (e *engine) observe() Observation {
 	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
-		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances}
+		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances,
+		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince}
 	for _, id := range e.order {
 		in := e.insts[id]
 		if in.gone {
@@ -427,8 +514,8 @@ func (e *engine) observe() Observation {
 		}
 		o.Leased += len(in.jobs)
 		o.Instances = append(o.Instances, InstanceView{
-			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned,
-			Busy: len(in.jobs), IdleSince: in.idleSince,
+			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned || in.draining,
+			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand,
 		})
 	}
 	return o
@@ -441,13 +528,23 @@ func (e *engine) decide(t Trigger) {
 		if in == nil || in.gone {
 			continue
 		}
-		if in.live() {
+		if in.live() && in.onDemand {
+			e.odDesired--
+		} else if in.live() {
 			e.desired--
 		}
 		e.remove(in, true)
 	}
+	for _, id := range a.Drain {
+		if in := e.insts[id]; in != nil && !in.gone {
+			in.draining = true
+		}
+	}
 	if a.Desired >= 0 {
 		e.desired = a.Desired
+	}
+	if a.SetOnDemand {
+		e.odDesired = a.OnDemandDesired
 	}
 	e.reconcile()
 }
@@ -467,13 +564,17 @@ func (e *engine) sample() {
 }
 
 func (e *engine) finish() {
-	var billed, busy time.Duration
+	var billed, busy, odBilled time.Duration
 	for _, in := range e.insts {
 		end := e.now
 		if in.gone {
 			end = in.ended
 		}
 		billed += end - in.launched
+		if in.onDemand {
+			odBilled += end - in.launched
+			e.res.OnDemandEndS = max(e.res.OnDemandEndS, end.Seconds())
+		}
 		b := in.busyTotal
 		if len(in.jobs) > 0 {
 			b += end - in.busySince
@@ -495,7 +596,11 @@ func (e *engine) finish() {
 	if billed > 0 {
 		r.Utilization = busy.Hours() / billed.Hours()
 	}
-	r.CostUSD = r.GPUHours * e.opt.PricePerHour
+	r.OnDemandGPUHours = odBilled.Hours()
+	r.CostUSD = (r.GPUHours-r.OnDemandGPUHours)*e.opt.PricePerHour + r.OnDemandGPUHours*e.opt.OnDemandPricePerHour
+	if len(e.waits) > 0 {
+		r.MaxWaitS = slices.Max(e.waits).Seconds()
+	}
 	if r.Completed > 0 {
 		r.CostPerJobUSD = r.CostUSD / float64(r.Completed)
 	}

@@ -25,6 +25,17 @@ type Fleetq struct {
 	// the workload has, so warmth there would bill for demand that is not
 	// modelled (zero: no end).
 	warmUntil time.Duration
+	// after is the wait before the On-Demand rung (0: none).
+	after time.Duration
+}
+
+// WithFallback turns on the On-Demand rung with the given wait (zero
+// leaves the fleet config's).
+func (p *Fleetq) WithFallback(after time.Duration) *Fleetq {
+	if after > 0 {
+		p.after = after
+	}
+	return p
 }
 
 // endWarmAt implements workloadEnder.
@@ -41,6 +52,7 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 	}}
 	if f != nil {
 		p.settings = scaling.SettingsOf(f)
+		p.after = f.OnDemand.FallbackAfter.Std()
 	}
 	return p
 }
@@ -71,7 +83,7 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	case Arrival:
 		// Wake on enqueue: only a fleet at zero is raised, to what the
 		// waiting work needs; everything else waits for the tick.
-		if o.Desired > 0 {
+		if o.Desired > 0 || o.OnDemandDesired > 0 {
 			return Keep
 		}
 		p.lastActive = epoch.Add(o.Now)
@@ -93,9 +105,31 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 				Draining: v.Draining, LastSeen: now, IdleSince: epoch.Add(v.IdleSince)})
 		}
 	}
-	d := scaling.Decide(in)
+	var d scaling.Decision
+	a := Action{}
+	if p.after > 0 {
+		lin := scaling.LadderInput{Input: in, OnDemand: map[string]bool{}, SpotDesired: o.Desired,
+			OnDemandDesired: o.OnDemandDesired, After: p.after}
+		for _, v := range o.Instances {
+			if v.OnDemand {
+				lin.OnDemand[strconv.Itoa(v.ID)] = true
+			}
+		}
+		if o.SpotShortSince >= 0 {
+			lin.SpotShortSince = epoch.Add(o.SpotShortSince)
+		}
+		ld := scaling.DecideLadder(lin)
+		d = ld.Decision
+		a.Desired, a.SetOnDemand, a.OnDemandDesired = ld.SpotDesired, true, ld.OnDemandDesired
+		for _, id := range ld.Drain {
+			n, _ := strconv.Atoi(id)
+			a.Drain = append(a.Drain, n)
+		}
+	} else {
+		d = scaling.Decide(in)
+		a.Desired = d.Desired
+	}
 	p.lastActive = d.LastActiveAt
-	a := Action{Desired: d.Desired}
 	for _, v := range d.Victims {
 		id, _ := strconv.Atoi(v.InstanceID)
 		a.Terminate = append(a.Terminate, id)

@@ -26,6 +26,8 @@ type InstanceView struct {
 	Draining  bool
 	Busy      int           // jobs running on it
 	IdleSince time.Duration // when it last had no job (meaningful when Busy is 0)
+	// OnDemand is true for an instance of the On-Demand group.
+	OnDemand bool
 }
 
 // Observation is what a policy can see at one instant.
@@ -34,7 +36,13 @@ type Observation struct {
 	// Queued and Leased are job records: waiting, and running.
 	Queued, Leased int
 	Instances      []InstanceView
-	Desired        int
+	// Desired is the Spot group's desired capacity, OnDemandDesired the
+	// On-Demand group's.
+	Desired         int
+	OnDemandDesired int
+	// SpotShortSince is when the Spot group's launches began failing for
+	// lack of capacity, -1 while they do not.
+	SpotShortSince time.Duration
 	Slots          int
 	MinInstances   int
 	MaxInstances   int
@@ -47,6 +55,12 @@ type Action struct {
 	// Terminate names instances to terminate, each lowering the desired
 	// capacity by one (TerminateInstanceInAutoScalingGroup with decrement).
 	Terminate []int
+	// SetOnDemand sets the On-Demand group's desired capacity to
+	// OnDemandDesired (policies with an On-Demand rung).
+	SetOnDemand     bool
+	OnDemandDesired int
+	// Drain names instances that take no new work from now on.
+	Drain []int
 }
 
 // Keep leaves everything as it is.
@@ -112,6 +126,19 @@ type Result struct {
 	PeakInstances     int                `json:"peak_instances"`
 	Launches          int                `json:"launches"`
 	SpotInterruptions int                `json:"spot_interruptions"`
+	// SpotLaunchFailures counts the group's Spot launch attempts refused
+	// for lack of capacity; OnDemandLaunches the instances launched on
+	// On-Demand, OnDemandGPUHours their hours, OnDemandEndS when the last
+	// of them ended (seconds from the start; 0: none).
+	SpotLaunchFailures int     `json:"spot_launch_failures"`
+	OnDemandLaunches   int     `json:"on_demand_launches"`
+	OnDemandGPUHours   float64 `json:"on_demand_gpu_hours"`
+	OnDemandEndS       float64 `json:"on_demand_end_s"`
+	// OnDemandStartsAfterSpot counts jobs started on On-Demand instances
+	// more than a minute (a tick) after Spot launches succeeded again.
+	OnDemandStartsAfterSpot int `json:"on_demand_starts_after_spot"`
+	// MaxWaitS is the longest queue wait of a job that started.
+	MaxWaitS float64 `json:"max_wait_s"`
 	// Queued and Running are jobs not finished when the horizon ended.
 	Queued   int      `json:"unfinished_queued"`
 	Running  int      `json:"unfinished_running"`
