@@ -39,6 +39,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return err
 	})
 	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
+	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
 	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
@@ -66,7 +67,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
-		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice}
+		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {

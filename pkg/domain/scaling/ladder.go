@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -33,6 +34,11 @@ type LadderInput struct {
 	// After is how long Spot may be short before launches move to
 	// On-Demand; zero turns the On-Demand rung off.
 	After time.Duration
+	// OnDemandOnlyReady and OnDemandOnlyLeased are the ready and leased
+	// jobs (counted in Ready and Leased too) that only On-Demand workers may
+	// lease: preempted as often as the fleet's preemption cap allows, they
+	// move to capacity that will not be taken away instead of going dead.
+	OnDemandOnlyReady, OnDemandOnlyLeased int
 }
 
 // LadderDecision is the policy's answer for the two groups.
@@ -58,7 +64,98 @@ type LadderDecision struct {
 // not started no longer count as capacity on the way, the launches the
 // work needs go to the On-Demand group, and the Spot group keeps asking
 // for one instance above what it has so Spot's return is seen.
+//
+// Jobs only On-Demand workers may lease (OnDemandOnlyReady and
+// OnDemandOnlyLeased) get On-Demand
+// capacity of their own first, whatever the rung: ceil(jobs / slots)
+// On-Demand instances are set aside for them (busy ones first, then idle,
+// then booting; the missing ones launched), and the rest of the fleet is
+// decided on the rest of the work.
 func DecideLadder(in LadderInput) LadderDecision {
+	pinned := in.OnDemandOnlyReady + in.OnDemandOnlyLeased
+	if pinned <= 0 {
+		return decideLadder(in)
+	}
+	need := min(ceilDiv(pinned, in.Settings.Slots), in.Settings.Max)
+	reserved := reserveOnDemand(in, need)
+	rest := in
+	rest.OnDemandOnlyReady, rest.OnDemandOnlyLeased = 0, 0
+	rest.Ready = max(0, in.Ready-in.OnDemandOnlyReady)
+	rest.Leased = max(0, in.Leased-in.OnDemandOnlyLeased)
+	rest.Instances, rest.Workers = nil, nil
+	for _, inst := range in.Instances {
+		if !reserved[inst.ID] {
+			rest.Instances = append(rest.Instances, inst)
+		}
+	}
+	for _, w := range in.Workers {
+		if !reserved[w.InstanceID] {
+			rest.Workers = append(rest.Workers, w)
+		}
+	}
+	rest.OnDemandDesired = max(0, max(in.OnDemandDesired, countIn(in.Instances, in.OnDemand))-len(reserved))
+	// Pending On-Demand launches serve the reserved share first.
+	pendingOD := rest.OnDemandDesired - countIn(rest.Instances, in.OnDemand)
+	missing := need - len(reserved)
+	fromPending := min(max(0, pendingOD), missing)
+	rest.OnDemandDesired -= fromPending
+	missing -= fromPending
+	d := decideLadder(rest)
+	d.OnDemandDesired += len(reserved) + fromPending + missing
+	d.Launch += missing
+	d.Desired = d.SpotDesired + d.OnDemandDesired
+	d.Reason += fmt.Sprintf("; %d jobs preempted to the cap keep %d On-Demand", pinned, need)
+	if missing > 0 {
+		d.Reason += fmt.Sprintf(", launch %d On-Demand", missing)
+	}
+	return d
+}
+
+// reserveOnDemand sets aside up to n On-Demand instances for jobs only
+// On-Demand workers may lease: those with leases first, then idle ones,
+// then booting ones.
+func reserveOnDemand(in LadderInput, n int) map[string]bool {
+	workers := map[string]Worker{}
+	for _, w := range in.Workers {
+		workers[w.InstanceID] = w
+	}
+	rank := func(id string) int {
+		w, ok := workers[id]
+		switch {
+		case !ok:
+			return 2
+		case w.Draining:
+			return 3
+		case w.Leases > 0:
+			return 0
+		}
+		return 1
+	}
+	var ids []string
+	for _, inst := range in.Instances {
+		if in.OnDemand[inst.ID] && rank(inst.ID) < 3 {
+			ids = append(ids, inst.ID)
+		}
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return rank(ids[a]) < rank(ids[b]) })
+	out := map[string]bool{}
+	for _, id := range ids[:min(n, len(ids))] {
+		out[id] = true
+	}
+	return out
+}
+
+func countIn(insts []Instance, set map[string]bool) int {
+	n := 0
+	for _, inst := range insts {
+		if set[inst.ID] {
+			n++
+		}
+	}
+	return n
+}
+
+func decideLadder(in LadderInput) LadderDecision {
 	now := in.Now
 	var spotN, odN int
 	for _, inst := range in.Instances {

@@ -63,6 +63,21 @@ func TestDecideLadder(t *testing.T) {
 			rung: RungSpot, spot: 2, onDemand: 0, victims: "i-1:on-demand"},
 		{name: "Spot back: busy On-Demand is drained, kept until done, its place launched on Spot", in: ladder((&fleet{}).worker(2, 0).worker(2, 0), 0, 4, 0, "i-1"),
 			rung: RungSpot, spot: 2, onDemand: 1, drain: "i-1", reason: "drain 1 busy On-Demand (Spot is back)"},
+		{name: "jobs preempted to the cap get On-Demand capacity even with Spot available", in: func() LadderInput {
+			i := ladder((&fleet{}).worker(2, 0), 3, 2, 0)
+			i.OnDemandOnlyReady = 3
+			return i
+		}(), rung: RungSpot, spot: 1, onDemand: 2, reason: "3 jobs preempted to the cap keep 2 On-Demand, launch 2 On-Demand"},
+		{name: "On-Demand workers serving such jobs are not retired when Spot is back", in: func() LadderInput {
+			i := ladder((&fleet{}).worker(1, 0).worker(0, 5*time.Minute), 1, 1, 0, "i-1")
+			i.OnDemandOnlyReady = 1
+			return i
+		}(), rung: RungSpot, spot: 1, onDemand: 1},
+		{name: "a pinned job running on On-Demand keeps its worker; the Spot work is decided apart", in: func() LadderInput {
+			i := ladder((&fleet{}).worker(1, 0).worker(1, 0), 4, 2, 0, "i-1")
+			i.OnDemandOnlyLeased = 1
+			return i
+		}(), rung: RungSpot, spot: 3, onDemand: 1, victims: "", reason: "1 jobs preempted to the cap keep 1 On-Demand"},
 		{name: "shrinking takes On-Demand first even if Spot is still short", in: func() LadderInput {
 			i := ladder((&fleet{}).worker(0, 30*time.Minute).worker(0, 5*time.Minute).worker(1, 0), 2, 1, 3*time.Minute, "i-1")
 			return i

@@ -39,6 +39,11 @@ type Options struct {
 	// SpotShortages are spans in which no Spot capacity is to be had: Spot
 	// launches fail (instances already running stay).
 	SpotShortages []Span
+	// PreemptionCap is how many Spot interruptions a job may take: at the
+	// cap it goes dead, or, under a policy with an On-Demand rung, it is
+	// leased only by On-Demand instances from then on (default: the fleet
+	// config's preemption_cap, else its default).
+	PreemptionCap int
 	// FallbackAfter turns on fleetq's On-Demand rung with this wait (the
 	// fleet config's on_demand.fallback_after when zero).
 	FallbackAfter time.Duration
@@ -79,6 +84,12 @@ func (o *Options) defaults(w Workload) {
 			o.OnDemandPricePerHour = o.Fleet.OnDemand.PricePerHour
 		}
 	}
+	if o.PreemptionCap <= 0 {
+		o.PreemptionCap = fleetconfig.DefaultPreemptionCap
+		if o.Fleet != nil && o.Fleet.PreemptionCap > 0 {
+			o.PreemptionCap = o.Fleet.PreemptionCap
+		}
+	}
 	if o.Sample <= 0 {
 		o.Sample = time.Minute
 	}
@@ -90,6 +101,9 @@ func (o *Options) defaults(w Workload) {
 		o.Horizon = last + 24*time.Hour
 	}
 }
+
+// onDemandRung is a policy that can give jobs On-Demand capacity.
+type onDemandRung interface{ hasOnDemandRung() bool }
 
 // workloadEnder is a policy told when the workload's last day of arrivals
 // ends (the end of the day of its last arrival).
@@ -125,6 +139,10 @@ type jobState struct {
 	on      int // instance running it, -1 when not running
 	started time.Duration
 	ran     time.Duration // time on an instance over all its runs
+	// preempted counts its Spot interruptions; pinned is set at the cap
+	// when the policy has an On-Demand rung; dead when it has not.
+	preempted    int
+	pinned, dead bool
 }
 
 type instance struct {
@@ -288,11 +306,21 @@ func (e *engine) handle(ev *event) {
 		}
 		in.warned = true
 		e.res.SpotInterruptions++
-		// The agent requeues its work at the notice, without spending an attempt.
+		// The agent requeues its work at the notice, without spending an
+		// attempt, up to the preemption cap.
 		for _, j := range slices.Clone(in.jobs) {
 			e.detach(in, j)
-			e.requeue(j)
 			e.res.SpotRequeued++
+			if j.preempted++; j.preempted >= e.opt.PreemptionCap && !j.pinned {
+				if r, ok := e.pol.(onDemandRung); !ok || !r.hasOnDemandRung() {
+					j.dead = true
+					e.res.Dead++
+					continue
+				}
+				j.pinned = true
+				e.res.PinnedToOnDemand++
+			}
+			e.requeue(j)
 		}
 		e.push(&event{at: e.now + spotWarning, kind: evReclaim, inst: in.id})
 		e.reconcile() // capacity rebalance launches the replacement now
@@ -332,8 +360,14 @@ func (e *engine) dispatch() {
 	sort.SliceStable(free, func(a, b int) bool { return free[a].idleSince < free[b].idleSince })
 	for _, in := range free {
 		for len(in.jobs) < e.opt.Slots && len(e.waiting) > 0 {
-			j := e.waiting[0]
-			e.waiting = e.waiting[1:]
+			// The oldest job this instance may run: pinned jobs only on
+			// On-Demand.
+			k := slices.IndexFunc(e.waiting, func(j *jobState) bool { return in.onDemand || !j.pinned })
+			if k < 0 {
+				break
+			}
+			j := e.waiting[k]
+			e.waiting = slices.Delete(e.waiting, k, k+1)
 			e.start(in, j)
 		}
 	}
@@ -507,12 +541,22 @@ func (e *engine) observe() Observation {
 	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
 		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances,
 		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince}
+	for _, j := range e.waiting {
+		if j.pinned {
+			o.PinnedQueued++
+		}
+	}
 	for _, id := range e.order {
 		in := e.insts[id]
 		if in.gone {
 			continue
 		}
 		o.Leased += len(in.jobs)
+		for _, j := range in.jobs {
+			if j.pinned {
+				o.PinnedLeased++
+			}
+		}
 		o.Instances = append(o.Instances, InstanceView{
 			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned || in.draining,
 			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand,
@@ -584,7 +628,7 @@ func (e *engine) finish() {
 	r := &e.res
 	for _, j := range e.jobs {
 		switch {
-		case j.done:
+		case j.done, j.dead:
 		case j.on >= 0:
 			r.Running++
 		default:

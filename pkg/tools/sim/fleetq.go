@@ -63,6 +63,9 @@ func (p *Fleetq) WithWarm(ws ...fleetconfig.WarmWindow) *Fleetq {
 	return p
 }
 
+// hasOnDemandRung implements onDemandRung.
+func (p *Fleetq) hasOnDemandRung() bool { return p.after > 0 }
+
 // Name implements Policy.
 func (*Fleetq) Name() string { return "fleetq" }
 
@@ -109,7 +112,8 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	a := Action{}
 	if p.after > 0 {
 		lin := scaling.LadderInput{Input: in, OnDemand: map[string]bool{}, SpotDesired: o.Desired,
-			OnDemandDesired: o.OnDemandDesired, After: p.after}
+			OnDemandDesired: o.OnDemandDesired, After: p.after,
+			OnDemandOnlyReady: o.PinnedQueued, OnDemandOnlyLeased: o.PinnedLeased}
 		for _, v := range o.Instances {
 			if v.OnDemand {
 				lin.OnDemand[strconv.Itoa(v.ID)] = true

@@ -55,3 +55,20 @@ func TestParseSpan(t *testing.T) {
 		}
 	}
 }
+
+// Spot taken away once an instance-hour: jobs preempted five times go dead
+// without an On-Demand rung; with one they finish on On-Demand instances.
+func TestJobsPreemptedToTheCapMoveToOnDemand(t *testing.T) {
+	w, _ := BuiltIn("backtest", 1, 1)
+	o := Options{Seed: 1, SpotRate: 1, PricePerHour: 0.45}
+	plain, _ := Simulate(w, []string{"fleetq"}, o)
+	o.FallbackAfter = 10 * time.Minute
+	rung, _ := Simulate(w, []string{"fleetq"}, o)
+	p, r := plain.Results[0], rung.Results[0]
+	if p.Dead == 0 || p.Completed+p.Dead != p.Jobs {
+		t.Fatalf("without a rung: %d dead, %d completed of %d: want some dead at the cap", p.Dead, p.Completed, p.Jobs)
+	}
+	if r.Dead != 0 || r.Completed != r.Jobs || r.PinnedToOnDemand == 0 || r.OnDemandLaunches == 0 || r.Killed != 0 {
+		t.Fatalf("with a rung: %d dead, %d completed of %d, %d pinned, %d On-Demand launches, %d killed", r.Dead, r.Completed, r.Jobs, r.PinnedToOnDemand, r.OnDemandLaunches, r.Killed)
+	}
+}

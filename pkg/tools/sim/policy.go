@@ -43,9 +43,12 @@ type Observation struct {
 	// SpotShortSince is when the Spot group's launches began failing for
 	// lack of capacity, -1 while they do not.
 	SpotShortSince time.Duration
-	Slots          int
-	MinInstances   int
-	MaxInstances   int
+	// PinnedQueued and PinnedLeased are the queued and leased jobs (counted
+	// in Queued and Leased too) that only On-Demand instances may run.
+	PinnedQueued, PinnedLeased int
+	Slots                      int
+	MinInstances               int
+	MaxInstances               int
 }
 
 // Action is a policy's answer.
@@ -134,6 +137,11 @@ type Result struct {
 	OnDemandLaunches   int     `json:"on_demand_launches"`
 	OnDemandGPUHours   float64 `json:"on_demand_gpu_hours"`
 	OnDemandEndS       float64 `json:"on_demand_end_s"`
+	// Dead counts jobs that reached the preemption cap under a policy with
+	// no On-Demand rung; PinnedToOnDemand those that reached it under one
+	// and were leased only by On-Demand instances from then on.
+	Dead             int `json:"dead"`
+	PinnedToOnDemand int `json:"pinned_to_on_demand"`
 	// OnDemandStartsAfterSpot counts jobs started on On-Demand instances
 	// more than a minute (a tick) after Spot launches succeeded again.
 	OnDemandStartsAfterSpot int `json:"on_demand_starts_after_spot"`

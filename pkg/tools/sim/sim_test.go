@@ -38,8 +38,8 @@ func TestEveryArrivalIsAccountedFor(t *testing.T) {
 		w, _ := BuiltIn(name, 3, 1)
 		for _, p := range policies() {
 			r := Run(w, p, Options{Seed: 3, SpotRate: 0.1, Horizon: 20 * time.Hour})
-			if r.Jobs != len(w.Jobs) || r.Completed+r.Queued+r.Running != r.Jobs {
-				t.Fatalf("%s/%s: %d jobs = %d completed + %d queued + %d running?", name, p.Name(), r.Jobs, r.Completed, r.Queued, r.Running)
+			if r.Jobs != len(w.Jobs) || r.Completed+r.Dead+r.Queued+r.Running != r.Jobs {
+				t.Fatalf("%s/%s: %d jobs = %d completed + %d dead + %d queued + %d running?", name, p.Name(), r.Jobs, r.Completed, r.Dead, r.Queued, r.Running)
 			}
 			if r.BusyGPUHours > r.GPUHours+1e-9 || r.Utilization > 1 {
 				t.Fatalf("%s/%s: busy %.2f h of %.2f billed", name, p.Name(), r.BusyGPUHours, r.GPUHours)
