@@ -74,17 +74,24 @@ func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
 
 // The targets docs/simulation.md reports, on the built-in workloads with the
 // default seed and options of fleetq simulate: fleetq kills no job, bills
-// within 15% of the oracle's GPU-hours and fewer than KEDA, and leases the
-// first job after idle within the boot delay plus a minute.
+// within 15% of the oracle's GPU-hours and fewer than KEDA, leases the
+// first job after idle within the boot delay plus a minute, and no baseline
+// beats it on both GPU-hours and p95 wait.
 func TestFleetqMeetsItsTargets(t *testing.T) {
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 1, 1)
-		r, err := Simulate(w, []string{"fleetq", "keda", "oracle"}, o)
+		r, err := Simulate(w, []string{"fleetq", "keda", "oracle", "visible-only", "target-tracking"}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f, k, or := r.Results[0], r.Results[1], r.Results[2]
+		// No baseline is better than fleetq on both GPU-hours and p95 wait.
+		for _, b := range []Result{k, r.Results[3], r.Results[4]} {
+			if b.GPUHours < f.GPUHours && b.P95WaitS < f.P95WaitS {
+				t.Errorf("%s: %s bills %.1f GPU-h with a p95 wait of %.0fs, better on both than fleetq's %.1f and %.0fs", name, b.Policy, b.GPUHours, b.P95WaitS, f.GPUHours, f.P95WaitS)
+			}
+		}
 		if f.Killed != 0 || f.Completed != f.Jobs {
 			t.Errorf("%s: fleetq killed %d, completed %d of %d", name, f.Killed, f.Completed, f.Jobs)
 		}
