@@ -20,7 +20,7 @@ func init() {
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fleetq simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "regen3d", "regen3d, video, backtest, or a CSV file of arrival_seconds,duration_seconds[,workflow]")
+	workload := fs.String("workload", "regen3d", "regen3d, video, backtest, tenants, tenants-steady, or a CSV file of arrival_seconds,duration_seconds[,workflow[,tenant]]")
 	policy := fs.String("policy", "all", "all, or a comma-separated list of: "+strings.Join(sim.PolicyNames(), ", "))
 	seed := fs.Uint64("seed", 1, "random seed: the same flags give the same numbers")
 	days := fs.Int("days", 1, "days of arrivals to generate (built-in workloads)")
@@ -39,6 +39,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return err
 	})
 	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
+	fair := fs.Bool("fair-share", false, "free slots take jobs by tenant (lowest leased share first) instead of oldest first across tenants")
+	tenantCap := fs.Int("tenant-max-leased", 0, "with --fair-share, at most this many leased jobs per tenant (0: no cap)")
 	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
 	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -67,7 +69,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
-		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap}
+		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
+		FairShare: *fair, TenantMaxLeased: *tenantCap}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {

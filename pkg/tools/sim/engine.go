@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
@@ -44,6 +45,13 @@ type Options struct {
 	// leased only by On-Demand instances from then on (default: the fleet
 	// config's preemption_cap, else its default).
 	PreemptionCap int
+	// FairShare makes free slots take jobs by tenant (pkg/domain/fairshare:
+	// the lowest leased share first, within TenantMaxLeased) instead of
+	// oldest first across tenants.
+	FairShare bool
+	// TenantMaxLeased caps each tenant's leased jobs under FairShare (0:
+	// no cap).
+	TenantMaxLeased int
 	// FallbackAfter turns on fleetq's On-Demand rung with this wait (the
 	// fleet config's on_demand.fallback_after when zero).
 	FallbackAfter time.Duration
@@ -225,6 +233,7 @@ type engine struct {
 
 	res      Result
 	waits    []time.Duration
+	byTenant map[string][]time.Duration
 	ttfl     []time.Duration
 	timeline []Sample
 }
@@ -234,7 +243,7 @@ func Run(w Workload, p Policy, o Options) Result {
 	o.defaults(w)
 	e := &engine{
 		opt: o, pol: p, rng: rand.New(rand.NewPCG(o.Seed, uint64(len(p.Name())))),
-		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
+		insts: map[int]*instance{}, byTenant: map[string][]time.Duration{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
 	}
 	for _, sp := range o.SpotShortages {
 		e.push(&event{at: sp.To, kind: evSpotBack})
@@ -360,9 +369,15 @@ func (e *engine) dispatch() {
 	sort.SliceStable(free, func(a, b int) bool { return free[a].idleSince < free[b].idleSince })
 	for _, in := range free {
 		for len(in.jobs) < e.opt.Slots && len(e.waiting) > 0 {
-			// The oldest job this instance may run: pinned jobs only on
-			// On-Demand.
-			k := slices.IndexFunc(e.waiting, func(j *jobState) bool { return in.onDemand || !j.pinned })
+			// The oldest job this instance may run (pinned jobs only on
+			// On-Demand), of the tenant fair share picks when it is on.
+			may := func(j *jobState) bool { return in.onDemand || !j.pinned }
+			k := -1
+			if e.opt.FairShare {
+				k = e.pickFair(may)
+			} else {
+				k = slices.IndexFunc(e.waiting, may)
+			}
 			if k < 0 {
 				break
 			}
@@ -371,6 +386,72 @@ func (e *engine) dispatch() {
 			e.start(in, j)
 		}
 	}
+}
+
+// runnable is the ready and leased work the tenants' caps let run
+// (fairshare.Demand).
+func (e *engine) runnable() int {
+	idx := map[string]int{}
+	var ts []fairshare.Tenant
+	at := func(tenant string) *fairshare.Tenant {
+		i, ok := idx[tenant]
+		if !ok {
+			i = len(ts)
+			idx[tenant] = i
+			ts = append(ts, fairshare.Tenant{ID: tenant, MaxLeased: e.opt.TenantMaxLeased})
+		}
+		return &ts[i]
+	}
+	for _, j := range e.waiting {
+		at(j.spec.Tenant).Ready++
+	}
+	for _, in := range e.insts {
+		if !in.gone {
+			for _, j := range in.jobs {
+				at(j.spec.Tenant).Leased++
+			}
+		}
+	}
+	return fairshare.Demand(ts)
+}
+
+// pickFair is the index in the queue of the oldest job of the tenant
+// fairshare.Pick chooses among the jobs may allows, -1 if none.
+func (e *engine) pickFair(may func(*jobState) bool) int {
+	idx := map[string]int{}
+	var ts []fairshare.Tenant
+	first := map[string]int{}
+	for k, j := range e.waiting {
+		if !may(j) {
+			continue
+		}
+		i, ok := idx[j.spec.Tenant]
+		if !ok {
+			i = len(ts)
+			idx[j.spec.Tenant] = i
+			ts = append(ts, fairshare.Tenant{ID: j.spec.Tenant, MaxLeased: e.opt.TenantMaxLeased, OldestReady: epoch.Add(j.spec.Arrival)})
+			first[j.spec.Tenant] = k
+		}
+		ts[i].Ready++
+	}
+	if len(ts) == 0 {
+		return -1
+	}
+	for _, in := range e.insts {
+		if in.gone {
+			continue
+		}
+		for _, j := range in.jobs {
+			if i, ok := idx[j.spec.Tenant]; ok {
+				ts[i].Leased++
+			}
+		}
+	}
+	p := fairshare.Pick(ts)
+	if p < 0 {
+		return -1
+	}
+	return first[ts[p].ID]
 }
 
 func (e *engine) start(in *instance, j *jobState) {
@@ -386,6 +467,7 @@ func (e *engine) start(in *instance, j *jobState) {
 	if j.start < 0 {
 		j.start = e.now
 		e.waits = append(e.waits, e.now-j.spec.Arrival)
+		e.byTenant[j.spec.Tenant] = append(e.byTenant[j.spec.Tenant], e.now-j.spec.Arrival)
 		if e.idleStart >= 0 {
 			e.ttfl = append(e.ttfl, e.now-e.idleStart)
 			e.idleStart = -1
@@ -546,6 +628,9 @@ func (e *engine) observe() Observation {
 			o.PinnedQueued++
 		}
 	}
+	if e.opt.FairShare && e.opt.TenantMaxLeased > 0 {
+		o.Capped, o.Runnable = true, e.runnable()
+	}
 	for _, id := range e.order {
 		in := e.insts[id]
 		if in.gone {
@@ -649,6 +734,12 @@ func (e *engine) finish() {
 		r.CostPerJobUSD = r.CostUSD / float64(r.Completed)
 	}
 	r.CostByWorkflow = e.costByWorkflow()
+	if len(e.byTenant) > 1 {
+		r.P95WaitByTenantS = map[string]float64{}
+		for t, ws := range e.byTenant {
+			r.P95WaitByTenantS[t] = quantile(ws, 0.95).Seconds()
+		}
+	}
 	r.P50WaitS = quantile(e.waits, 0.50).Seconds()
 	r.P95WaitS = quantile(e.waits, 0.95).Seconds()
 	if len(e.ttfl) > 0 {

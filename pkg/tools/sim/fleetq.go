@@ -90,12 +90,22 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 			return Keep
 		}
 		p.lastActive = epoch.Add(o.Now)
-		return Action{Desired: scaling.Need(s, o.Queued+o.Leased)}
+		work := o.Queued + o.Leased
+		if o.Capped {
+			work = o.Runnable
+		}
+		return Action{Desired: scaling.Need(s, work)}
 	case Idle:
 		return Keep
 	}
 	now := epoch.Add(o.Now)
-	in := scaling.Input{Now: now, Settings: s, Ready: o.Queued, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
+	ready := o.Queued
+	if o.Capped {
+		// Capacity for the work the tenants' caps let run, not for a
+		// capped tenant's whole backlog.
+		ready = max(0, o.Runnable-o.Leased)
+	}
+	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
 	for _, v := range o.Instances {
 		id := strconv.Itoa(v.ID)
 		state := scaling.StatePending

@@ -46,9 +46,13 @@ type Observation struct {
 	// PinnedQueued and PinnedLeased are the queued and leased jobs (counted
 	// in Queued and Leased too) that only On-Demand instances may run.
 	PinnedQueued, PinnedLeased int
-	Slots                      int
-	MinInstances               int
-	MaxInstances               int
+	// Capped is true when tenants' caps apply; then Runnable is the queued
+	// and leased work the caps let run.
+	Capped       bool
+	Runnable     int
+	Slots        int
+	MinInstances int
+	MaxInstances int
 }
 
 // Action is a policy's answer.
@@ -145,6 +149,9 @@ type Result struct {
 	// OnDemandStartsAfterSpot counts jobs started on On-Demand instances
 	// more than a minute (a tick) after Spot launches succeeded again.
 	OnDemandStartsAfterSpot int `json:"on_demand_starts_after_spot"`
+	// P95WaitByTenantS is each tenant's p95 wait, for workloads with more
+	// than one tenant.
+	P95WaitByTenantS map[string]float64 `json:"p95_wait_by_tenant_s,omitempty"`
 	// MaxWaitS is the longest queue wait of a job that started.
 	MaxWaitS float64 `json:"max_wait_s"`
 	// Queued and Running are jobs not finished when the horizon ended.

@@ -267,3 +267,13 @@ func BenchmarkSimulateRegen3D(b *testing.B) {
 		}
 	}
 }
+
+func TestCSVTenantColumn(t *testing.T) {
+	w, err := LoadCSV("t.csv", strings.NewReader("0,60,render,acme\n5,60\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Jobs[0].Tenant != "acme" || w.Jobs[1].Tenant != "" {
+		t.Fatalf("tenants %q %q", w.Jobs[0].Tenant, w.Jobs[1].Tenant)
+	}
+}
