@@ -249,6 +249,9 @@ func Run(w Workload, p Policy, o Options) Result {
 		e.push(&event{at: sp.To, kind: evSpotBack})
 	}
 	e.res = Result{Policy: p.Name(), Workload: w.Name}
+	if len(w.Jobs) > 0 {
+		e.res.WorkloadEnd = w.Jobs[len(w.Jobs)-1].Arrival.Truncate(day) + day
+	}
 	if we, ok := p.(workloadEnder); ok && len(w.Jobs) > 0 {
 		we.endWarmAt(w.Jobs[len(w.Jobs)-1].Arrival.Truncate(day) + day)
 	}
@@ -542,6 +545,7 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 		e.requeue(j)
 		if scaleIn {
 			e.res.Killed++
+			e.res.KillTimes = append(e.res.KillTimes, e.now)
 		}
 	}
 	in.gone, in.ended = true, e.now

@@ -158,6 +158,10 @@ type Result struct {
 	Queued   int      `json:"unfinished_queued"`
 	Running  int      `json:"unfinished_running"`
 	Timeline []Sample `json:"-"`
+	// KillTimes are when busy instances were terminated, one per job killed.
+	KillTimes []time.Duration `json:"-"`
+	// WorkloadEnd is the end of the workload's last day of arrivals.
+	WorkloadEnd time.Duration `json:"-"`
 }
 
 func ceilDiv(a, b int) int {

@@ -277,3 +277,29 @@ func TestCSVTenantColumn(t *testing.T) {
 		t.Fatalf("tenants %q %q", w.Jobs[0].Tenant, w.Jobs[1].Tenant)
 	}
 }
+
+func TestIntegerTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{{0, 5.5, "0,1,2,3,4,5"}, {0, 21, "0,5,10,15,20"}, {0, 120, "0,20,40,60,80,100,120"}} {
+		var got []string
+		for _, tk := range (integerTicks{}).Ticks(c.lo, c.hi) {
+			got = append(got, tk.Label)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("ticks %v..%v = %v, want %s", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+func TestPlotMarksKills(t *testing.T) {
+	r := Report{Workload: "seed", Seed: 1, Results: []Result{Run(seedScenario(), NewVisibleOnly(), Options{Seed: 1, BootMin: 3 * time.Minute, BootMax: 3 * time.Minute, Horizon: 6 * time.Hour})}}
+	if r.Results[0].Killed == 0 || len(r.Results[0].KillTimes) != r.Results[0].Killed {
+		t.Fatalf("killed %d, %d kill times", r.Results[0].Killed, len(r.Results[0].KillTimes))
+	}
+	var svg strings.Builder
+	if err := r.WritePlot(&svg, "k.svg"); err != nil || !strings.Contains(svg.String(), "job killed") {
+		t.Fatalf("svg without the kill legend: %v", err)
+	}
+}
