@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
 	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
 	var warm []fleetconfig.WarmWindow
 	fs.Func("warm", "a warm window for fleetq's policy, HH:MM-HH:MM,min=N,spare=N[,days=mon+tue] (UTC; the simulation starts on a Thursday at 00:00); repeatable", func(v string) error {
@@ -100,6 +102,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil && *plotFile != "" {
 		err = writePlot(r, *plotFile)
 	}
+	if err == nil && *paretoFile != "" {
+		err = writePareto(w, r, o, *paretoFile)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
 		return 1
@@ -125,6 +130,36 @@ func writePlot(r sim.Report, name string) error {
 		return err
 	}
 	if err := r.WritePlot(f, name); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writePareto draws the report's policies and, beside them, fleetq with
+// one, two and four warm spare instances from 08:00 to 22:00.
+func writePareto(w sim.Workload, r sim.Report, o sim.Options, name string) error {
+	points := slices.Clone(r.Results)
+	for _, spare := range []int{1, 2, 4} {
+		ww, err := fleetconfig.ParseWarmWindow(fmt.Sprintf("08:00-22:00,spare=%d", spare))
+		if err != nil {
+			return err
+		}
+		wo := o
+		wo.Warm = append(slices.Clone(o.Warm), ww)
+		wr, err := sim.Simulate(w, []string{"fleetq"}, wo)
+		if err != nil {
+			return err
+		}
+		res := wr.Results[0]
+		res.Policy = fmt.Sprintf("fleetq warm spare=%d", spare)
+		points = append(points, res)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := sim.WritePareto(f, name, fmt.Sprintf("%s (seed %d): GPU-hours against p95 wait", r.Workload, r.Seed), points); err != nil {
 		f.Close()
 		return err
 	}

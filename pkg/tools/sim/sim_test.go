@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -301,5 +302,22 @@ func TestPlotMarksKills(t *testing.T) {
 	var svg strings.Builder
 	if err := r.WritePlot(&svg, "k.svg"); err != nil || !strings.Contains(svg.String(), "job killed") {
 		t.Fatalf("svg without the kill legend: %v", err)
+	}
+}
+
+func TestParetoWritesOnePointPerResult(t *testing.T) {
+	w, _ := BuiltIn("backtest", 1, 1)
+	r, _ := Simulate(w, []string{"fleetq", "keda"}, Options{Seed: 1})
+	var svg strings.Builder
+	if err := WritePareto(&svg, "p.svg", "backtest", r.Results); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{fmt.Sprintf("fleetq: %.1f GPU-h", r.Results[0].GPUHours), fmt.Sprintf("keda: %.1f GPU-h, p95 %s, killed %d", r.Results[1].GPUHours, dur(r.Results[1].P95WaitS), r.Results[1].Killed), "GPU-hours"} {
+		if !strings.Contains(svg.String(), want) {
+			t.Errorf("svg lacks %q", want)
+		}
+	}
+	if err := WritePareto(&svg, "p.gif", "x", r.Results); err == nil {
+		t.Error("a .gif name was accepted")
 	}
 }
