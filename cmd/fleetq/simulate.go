@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ func init() {
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fleetq simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "regen3d", "regen3d, video, backtest, or a CSV file of arrival_seconds,duration_seconds[,workflow]")
+	workload := fs.String("workload", "regen3d", "regen3d, video, backtest, tenants, tenants-steady, or a CSV file of arrival_seconds,duration_seconds[,workflow[,tenant]]")
 	policy := fs.String("policy", "all", "all, or a comma-separated list of: "+strings.Join(sim.PolicyNames(), ", "))
 	seed := fs.Uint64("seed", 1, "random seed: the same flags give the same numbers")
 	days := fs.Int("days", 1, "days of arrivals to generate (built-in workloads)")
@@ -30,8 +31,30 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	price := fs.Float64("price", 0.45, "cost of one GPU instance-hour in dollars")
 	bootMin := fs.Duration("boot-min", 3*time.Minute, "shortest launch-to-registered delay")
 	bootMax := fs.Duration("boot-max", 5*time.Minute, "longest launch-to-registered delay")
+	var shortages []sim.Span
+	fs.Func("spot-shortage", "a span with no Spot capacity, FROM-TO as durations from the start (e.g. 10h-12h): Spot launches fail; repeatable", func(v string) error {
+		sp, err := sim.ParseSpan(v)
+		if err == nil {
+			shortages = append(shortages, sp)
+		}
+		return err
+	})
+	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
+	fair := fs.Bool("fair-share", false, "free slots take jobs by tenant (lowest leased share first) instead of oldest first across tenants")
+	tenantCap := fs.Int("tenant-max-leased", 0, "with --fair-share, at most this many leased jobs per tenant (0: no cap)")
+	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
+	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
+	var warm []fleetconfig.WarmWindow
+	fs.Func("warm", "a warm window for fleetq's policy, HH:MM-HH:MM,min=N,spare=N[,days=mon+tue] (UTC; the simulation starts on a Thursday at 00:00); repeatable", func(v string) error {
+		w, err := fleetconfig.ParseWarmWindow(v)
+		if err == nil {
+			warm = append(warm, w)
+		}
+		return err
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq simulate [flags]")
 		fmt.Fprintln(stderr)
@@ -47,7 +70,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
 		return 2
 	}
-	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax}
+	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
+		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
+		FairShare: *fair, TenantMaxLeased: *tenantCap}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {
@@ -77,6 +102,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil && *plotFile != "" {
 		err = writePlot(r, *plotFile)
 	}
+	if err == nil && *paretoFile != "" {
+		err = writePareto(w, r, o, *paretoFile)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
 		return 1
@@ -102,6 +130,36 @@ func writePlot(r sim.Report, name string) error {
 		return err
 	}
 	if err := r.WritePlot(f, name); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writePareto draws the report's policies and, beside them, fleetq with
+// one, two and four warm spare instances from 08:00 to 22:00.
+func writePareto(w sim.Workload, r sim.Report, o sim.Options, name string) error {
+	points := slices.Clone(r.Results)
+	for _, spare := range []int{1, 2, 4} {
+		ww, err := fleetconfig.ParseWarmWindow(fmt.Sprintf("08:00-22:00,spare=%d", spare))
+		if err != nil {
+			return err
+		}
+		wo := o
+		wo.Warm = append(slices.Clone(o.Warm), ww)
+		wr, err := sim.Simulate(w, []string{"fleetq"}, wo)
+		if err != nil {
+			return err
+		}
+		res := wr.Results[0]
+		res.Policy = fmt.Sprintf("fleetq warm spare=%d", spare)
+		points = append(points, res)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := sim.WritePareto(f, name, fmt.Sprintf("%s (seed %d): GPU-hours against p95 wait", r.Workload, r.Seed), points); err != nil {
 		f.Close()
 		return err
 	}

@@ -78,6 +78,13 @@ type Fleet struct {
 	Retry         RetryPolicy `yaml:"retry"`
 	PreemptionCap int         `yaml:"preemption_cap"`
 
+	// Warm are the hours the fleet keeps capacity ready ahead of demand
+	// (docs/scaling.md, "Warm capacity"); none by default.
+	Warm []WarmWindow `yaml:"warm"`
+	// OnDemand is the fleet's On-Demand rung beside its Spot group; off by
+	// default.
+	OnDemand OnDemand `yaml:"on_demand"`
+
 	InstanceTypes   []string `yaml:"instance_types"`
 	AMIID           string   `yaml:"ami_id"`
 	AMISSMParameter string   `yaml:"ami_ssm_parameter"`

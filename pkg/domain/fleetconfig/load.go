@@ -314,4 +314,6 @@ func (f *Fleet) validate(at string, k *checker) {
 	if f.Agent.DrainTimeout.Std() < 0 || f.Agent.DrainTimeout.Std() > 2*time.Hour {
 		k.add(at+".agent.drain_timeout", "must be between 0s and 2h, got %s", f.Agent.DrainTimeout)
 	}
+	f.validateWarm(at, k)
+	f.validateOnDemand(at, k)
 }

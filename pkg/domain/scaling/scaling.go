@@ -19,6 +19,10 @@ type Settings struct {
 	// Unresponsive is how long a worker may go unseen before it no longer
 	// counts as capacity (three heartbeats).
 	Unresponsive time.Duration
+	// Warm are the fleet's warm windows: while one is open the wanted
+	// capacity is at least its minimum and its spare instances above the
+	// work's need (warm.go).
+	Warm []fleetconfig.WarmWindow
 }
 
 // SettingsOf reads the policy settings of a configured fleet.
@@ -31,6 +35,7 @@ func SettingsOf(f *fleetconfig.Fleet) Settings {
 		ScaleInGrace: f.ScaleInGrace.Std(),
 		BootTimeout:  f.BootTimeout.Std(),
 		Unresponsive: 3 * f.HeartbeatInterval(),
+		Warm:         f.Warm,
 	}
 }
 
@@ -108,6 +113,9 @@ type Input struct {
 	// LastActiveAt is when the fleet last had ready or leased work (the
 	// previous decision's LastActiveAt).
 	LastActiveAt time.Time
+	// Expensive names instances to shrink first when idle workers are
+	// shrunk (On-Demand beside Spot: DecideLadder); nil for one group.
+	Expensive map[string]bool
 }
 
 // Why a victim is terminated.
@@ -172,7 +180,7 @@ func Decide(in Input) Decision {
 	// Shrink only by workers idle past the grace, longest idle first.
 	var shrunk, kept int
 	if excess := c.Capacity - want; excess > 0 {
-		idleVictims := shrinkIdle(idle, excess, in.Now, s.ScaleInGrace)
+		idleVictims := shrinkIdle(idle, excess, in.Now, s.ScaleInGrace, in.Expensive)
 		victims = append(victims, idleVictims...)
 		shrunk = len(idleVictims)
 		kept = min(excess, c.Idle) - shrunk
@@ -276,13 +284,19 @@ func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
 		want = clamp(s.Min, s.Max, c.Capacity)
 		why = fmt.Sprintf("no work for %s of the %s idle window", round(quiet), s.IdleWindow)
 	}
+	if floor, warmWhy := warmFloor(s, now, work); floor > want {
+		want, why = floor, why+"; "+warmWhy
+	}
 	return want, why, lastActive
 }
 
-// shrinkIdle picks up to excess idle workers as victims, longest idle
-// first, skipping those idle for less than the grace.
-func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration) []Victim {
+// shrinkIdle picks up to excess idle workers as victims, expensive ones
+// first, then longest idle first, skipping those idle for less than the grace.
+func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration, expensive map[string]bool) []Victim {
 	sort.Slice(idle, func(i, j int) bool {
+		if ei, ej := expensive[idle[i].InstanceID], expensive[idle[j].InstanceID]; ei != ej {
+			return ei
+		}
 		if !idle[i].IdleSince.Equal(idle[j].IdleSince) {
 			return idle[i].IdleSince.Before(idle[j].IdleSince)
 		}

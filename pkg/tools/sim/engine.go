@@ -2,11 +2,14 @@ package sim
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
@@ -23,11 +26,36 @@ type Options struct {
 	// BootMin and BootMax bound the uniform delay from launch to a
 	// registered worker (default 3 and 5 minutes, as in the seed timeline).
 	BootMin, BootMax time.Duration
+	// Warm are warm windows added to the fleet's own for fleetq's policy
+	// (fleetq simulate --warm).
+	Warm []fleetconfig.WarmWindow
 	// SpotRate is Spot interruptions per instance-hour (0: none).
 	SpotRate float64
-	// PricePerHour is the cost of one instance-hour.
+	// PricePerHour is the cost of one instance-hour (the Spot group's).
 	PricePerHour float64
-	Seed         uint64
+	// OnDemandPricePerHour is the cost of one On-Demand instance-hour
+	// (default: the fleet config's on_demand.price_per_hour, else
+	// DefaultOnDemandPrice).
+	OnDemandPricePerHour float64
+	// SpotShortages are spans in which no Spot capacity is to be had: Spot
+	// launches fail (instances already running stay).
+	SpotShortages []Span
+	// PreemptionCap is how many Spot interruptions a job may take: at the
+	// cap it goes dead, or, under a policy with an On-Demand rung, it is
+	// leased only by On-Demand instances from then on (default: the fleet
+	// config's preemption_cap, else its default).
+	PreemptionCap int
+	// FairShare makes free slots take jobs by tenant (pkg/domain/fairshare:
+	// the lowest leased share first, within TenantMaxLeased) instead of
+	// oldest first across tenants.
+	FairShare bool
+	// TenantMaxLeased caps each tenant's leased jobs under FairShare (0:
+	// no cap).
+	TenantMaxLeased int
+	// FallbackAfter turns on fleetq's On-Demand rung with this wait (the
+	// fleet config's on_demand.fallback_after when zero).
+	FallbackAfter time.Duration
+	Seed          uint64
 	// Horizon ends the simulation (default: a day after the last arrival).
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
@@ -58,6 +86,18 @@ func (o *Options) defaults(w Workload) {
 	if o.BootMax < o.BootMin {
 		o.BootMax = max(5*time.Minute, o.BootMin)
 	}
+	if o.OnDemandPricePerHour <= 0 {
+		o.OnDemandPricePerHour = DefaultOnDemandPrice
+		if o.Fleet != nil && o.Fleet.OnDemand.PricePerHour > 0 {
+			o.OnDemandPricePerHour = o.Fleet.OnDemand.PricePerHour
+		}
+	}
+	if o.PreemptionCap <= 0 {
+		o.PreemptionCap = fleetconfig.DefaultPreemptionCap
+		if o.Fleet != nil && o.Fleet.PreemptionCap > 0 {
+			o.PreemptionCap = o.Fleet.PreemptionCap
+		}
+	}
 	if o.Sample <= 0 {
 		o.Sample = time.Minute
 	}
@@ -70,6 +110,31 @@ func (o *Options) defaults(w Workload) {
 	}
 }
 
+// onDemandRung is a policy that can give jobs On-Demand capacity.
+type onDemandRung interface{ hasOnDemandRung() bool }
+
+// workloadEnder is a policy told when the workload's last day of arrivals
+// ends (the end of the day of its last arrival).
+type workloadEnder interface{ endWarmAt(time.Duration) }
+
+// Span is a stretch of simulated time, From inclusive, To exclusive.
+type Span struct{ From, To time.Duration }
+
+// ParseSpan reads FROM-TO, two durations from the start ("10h-12h").
+func ParseSpan(v string) (Span, error) {
+	a, b, ok := strings.Cut(v, "-")
+	from, err1 := time.ParseDuration(a)
+	to, err2 := time.ParseDuration(b)
+	if !ok || err1 != nil || err2 != nil || from < 0 || to <= from {
+		return Span{}, fmt.Errorf("span %q: want FROM-TO, durations from the start with FROM < TO (e.g. 10h-12h)", v)
+	}
+	return Span{From: from, To: to}, nil
+}
+
+// DefaultOnDemandPrice is the On-Demand price of a g5.xlarge in us-east-1,
+// dollars per hour, as AWS lists it (docs/simulation.md).
+const DefaultOnDemandPrice = 1.006
+
 // spotWarning is the notice EC2 gives before reclaiming a Spot instance.
 const spotWarning = 2 * time.Minute
 
@@ -81,6 +146,11 @@ type jobState struct {
 	run     int // increments on every start, so stale completions are ignored
 	on      int // instance running it, -1 when not running
 	started time.Duration
+	ran     time.Duration // time on an instance over all its runs
+	// preempted counts its Spot interruptions; pinned is set at the cap
+	// when the policy has an On-Demand rung; dead when it has not.
+	preempted    int
+	pinned, dead bool
 }
 
 type instance struct {
@@ -95,6 +165,8 @@ type instance struct {
 	idleSince  time.Duration
 	busySince  time.Duration
 	busyTotal  time.Duration
+	onDemand   bool
+	draining   bool // told to take no new work (it still counts in its group)
 }
 
 func (in *instance) live() bool { return !in.gone && !in.warned }
@@ -109,6 +181,7 @@ const (
 	evReclaim
 	evTick
 	evSample
+	evSpotBack
 )
 
 type event struct {
@@ -151,11 +224,16 @@ type engine struct {
 	insts     map[int]*instance
 	order     []int // instance ids in launch order
 	nextInst  int
-	desired   int
+	desired   int           // the Spot group's
+	odDesired int           // the On-Demand group's
 	idleStart time.Duration // start of a cold episode, -1 when none
+	// spotShortSince is when Spot launches began failing, -1 while they do
+	// not; spotBackAt when a Spot launch last succeeded after a failure.
+	spotShortSince, spotBackAt time.Duration
 
 	res      Result
 	waits    []time.Duration
+	byTenant map[string][]time.Duration
 	ttfl     []time.Duration
 	timeline []Sample
 }
@@ -165,9 +243,18 @@ func Run(w Workload, p Policy, o Options) Result {
 	o.defaults(w)
 	e := &engine{
 		opt: o, pol: p, rng: rand.New(rand.NewPCG(o.Seed, uint64(len(p.Name())))),
-		insts: map[int]*instance{}, idleStart: -1, desired: o.MinInstances,
+		insts: map[int]*instance{}, byTenant: map[string][]time.Duration{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
+	}
+	for _, sp := range o.SpotShortages {
+		e.push(&event{at: sp.To, kind: evSpotBack})
 	}
 	e.res = Result{Policy: p.Name(), Workload: w.Name}
+	if len(w.Jobs) > 0 {
+		e.res.WorkloadEnd = w.Jobs[len(w.Jobs)-1].Arrival.Truncate(day) + day
+	}
+	if we, ok := p.(workloadEnder); ok && len(w.Jobs) > 0 {
+		we.endWarmAt(w.Jobs[len(w.Jobs)-1].Arrival.Truncate(day) + day)
+	}
 	for i, js := range w.Jobs {
 		j := &jobState{spec: js, id: i, start: -1, on: -1}
 		e.jobs = append(e.jobs, j)
@@ -231,11 +318,21 @@ func (e *engine) handle(ev *event) {
 		}
 		in.warned = true
 		e.res.SpotInterruptions++
-		// The agent requeues its work at the notice, without spending an attempt.
+		// The agent requeues its work at the notice, without spending an
+		// attempt, up to the preemption cap.
 		for _, j := range slices.Clone(in.jobs) {
 			e.detach(in, j)
-			e.requeue(j)
 			e.res.SpotRequeued++
+			if j.preempted++; j.preempted >= e.opt.PreemptionCap && !j.pinned {
+				if r, ok := e.pol.(onDemandRung); !ok || !r.hasOnDemandRung() {
+					j.dead = true
+					e.res.Dead++
+					continue
+				}
+				j.pinned = true
+				e.res.PinnedToOnDemand++
+			}
+			e.requeue(j)
 		}
 		e.push(&event{at: e.now + spotWarning, kind: evReclaim, inst: in.id})
 		e.reconcile() // capacity rebalance launches the replacement now
@@ -244,6 +341,8 @@ func (e *engine) handle(ev *event) {
 			e.remove(in, false)
 			e.reconcile()
 		}
+	case evSpotBack:
+		e.reconcile() // the group's next launch attempt
 	case evTick:
 		e.decide(Tick)
 		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
@@ -266,18 +365,96 @@ func (e *engine) dispatch() {
 	var free []*instance
 	for _, id := range e.order {
 		in := e.insts[id]
-		if in.live() && in.registered && len(in.jobs) < e.opt.Slots {
+		if in.live() && !in.draining && in.registered && len(in.jobs) < e.opt.Slots {
 			free = append(free, in)
 		}
 	}
 	sort.SliceStable(free, func(a, b int) bool { return free[a].idleSince < free[b].idleSince })
 	for _, in := range free {
 		for len(in.jobs) < e.opt.Slots && len(e.waiting) > 0 {
-			j := e.waiting[0]
-			e.waiting = e.waiting[1:]
+			// The oldest job this instance may run (pinned jobs only on
+			// On-Demand), of the tenant fair share picks when it is on.
+			may := func(j *jobState) bool { return in.onDemand || !j.pinned }
+			k := -1
+			if e.opt.FairShare {
+				k = e.pickFair(may)
+			} else {
+				k = slices.IndexFunc(e.waiting, may)
+			}
+			if k < 0 {
+				break
+			}
+			j := e.waiting[k]
+			e.waiting = slices.Delete(e.waiting, k, k+1)
 			e.start(in, j)
 		}
 	}
+}
+
+// runnable is the ready and leased work the tenants' caps let run
+// (fairshare.Demand).
+func (e *engine) runnable() int {
+	idx := map[string]int{}
+	var ts []fairshare.Tenant
+	at := func(tenant string) *fairshare.Tenant {
+		i, ok := idx[tenant]
+		if !ok {
+			i = len(ts)
+			idx[tenant] = i
+			ts = append(ts, fairshare.Tenant{ID: tenant, MaxLeased: e.opt.TenantMaxLeased})
+		}
+		return &ts[i]
+	}
+	for _, j := range e.waiting {
+		at(j.spec.Tenant).Ready++
+	}
+	for _, in := range e.insts {
+		if !in.gone {
+			for _, j := range in.jobs {
+				at(j.spec.Tenant).Leased++
+			}
+		}
+	}
+	return fairshare.Demand(ts)
+}
+
+// pickFair is the index in the queue of the oldest job of the tenant
+// fairshare.Pick chooses among the jobs may allows, -1 if none.
+func (e *engine) pickFair(may func(*jobState) bool) int {
+	idx := map[string]int{}
+	var ts []fairshare.Tenant
+	first := map[string]int{}
+	for k, j := range e.waiting {
+		if !may(j) {
+			continue
+		}
+		i, ok := idx[j.spec.Tenant]
+		if !ok {
+			i = len(ts)
+			idx[j.spec.Tenant] = i
+			ts = append(ts, fairshare.Tenant{ID: j.spec.Tenant, MaxLeased: e.opt.TenantMaxLeased, OldestReady: epoch.Add(j.spec.Arrival)})
+			first[j.spec.Tenant] = k
+		}
+		ts[i].Ready++
+	}
+	if len(ts) == 0 {
+		return -1
+	}
+	for _, in := range e.insts {
+		if in.gone {
+			continue
+		}
+		for _, j := range in.jobs {
+			if i, ok := idx[j.spec.Tenant]; ok {
+				ts[i].Leased++
+			}
+		}
+	}
+	p := fairshare.Pick(ts)
+	if p < 0 {
+		return -1
+	}
+	return first[ts[p].ID]
 }
 
 func (e *engine) start(in *instance, j *jobState) {
@@ -285,11 +462,15 @@ func (e *engine) start(in *instance, j *jobState) {
 		in.busySince = e.now
 	}
 	in.jobs = append(in.jobs, j)
+	if in.onDemand && e.spotShortSince < 0 && e.spotBackAt > 0 && e.now-e.spotBackAt > time.Minute {
+		e.res.OnDemandStartsAfterSpot++
+	}
 	j.run++
 	j.on, j.started = in.id, e.now
 	if j.start < 0 {
 		j.start = e.now
 		e.waits = append(e.waits, e.now-j.spec.Arrival)
+		e.byTenant[j.spec.Tenant] = append(e.byTenant[j.spec.Tenant], e.now-j.spec.Arrival)
 		if e.idleStart >= 0 {
 			e.ttfl = append(e.ttfl, e.now-e.idleStart)
 			e.idleStart = -1
@@ -300,6 +481,7 @@ func (e *engine) start(in *instance, j *jobState) {
 
 func (e *engine) detach(in *instance, j *jobState) {
 	in.jobs = slices.DeleteFunc(in.jobs, func(x *jobState) bool { return x == j })
+	j.ran += e.now - j.started
 	j.on = -1
 	if len(in.jobs) == 0 {
 		in.busyTotal += e.now - in.busySince
@@ -322,19 +504,32 @@ func (e *engine) liveCount() int {
 	return n
 }
 
-func (e *engine) launch() {
+// spotShort reports whether Spot capacity is missing now.
+func (e *engine) spotShort() bool {
+	for _, sp := range e.opt.SpotShortages {
+		if e.now >= sp.From && e.now < sp.To {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *engine) launch(onDemand bool) {
 	e.nextInst++
 	boot := e.opt.BootMin
 	if span := e.opt.BootMax - e.opt.BootMin; span > 0 {
 		boot += time.Duration(e.rng.Int64N(int64(span)))
 	}
 	boot = boot.Round(time.Second)
-	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot}
+	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot, onDemand: onDemand}
 	e.insts[in.id] = in
 	e.order = append(e.order, in.id)
 	e.res.Launches++
+	if onDemand {
+		e.res.OnDemandLaunches++
+	}
 	e.push(&event{at: in.readyAt, kind: evReady, inst: in.id})
-	if e.opt.SpotRate > 0 {
+	if e.opt.SpotRate > 0 && !onDemand {
 		life := time.Duration(e.rng.ExpFloat64() / e.opt.SpotRate * float64(time.Hour))
 		if at := e.now + life; at <= e.opt.Horizon {
 			e.push(&event{at: at, kind: evWarn, inst: in.id})
@@ -350,6 +545,7 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 		e.requeue(j)
 		if scaleIn {
 			e.res.Killed++
+			e.res.KillTimes = append(e.res.KillTimes, e.now)
 		}
 	}
 	in.gone, in.ended = true, e.now
@@ -360,12 +556,33 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 // policy's victim rule names.
 func (e *engine) reconcile() {
 	e.desired = min(max(e.desired, 0), e.opt.MaxInstances)
-	live := e.liveInstances()
+	e.odDesired = min(max(e.odDesired, 0), e.opt.MaxInstances)
+	live, od := e.liveInstances(false), e.liveInstances(true)
 	for n := len(live); n < e.desired; n++ {
-		e.launch()
+		if e.spotShort() {
+			// InsufficientInstanceCapacity: the group keeps its desired
+			// capacity and tries again later.
+			if e.spotShortSince < 0 {
+				e.spotShortSince = e.now
+			}
+			e.res.SpotLaunchFailures++
+			break
+		}
+		e.launch(false)
+		if e.spotShortSince >= 0 {
+			e.spotShortSince, e.spotBackAt = -1, e.now
+		}
+	}
+	for n := len(od); n < e.odDesired; n++ {
+		e.launch(true)
 	}
 	if extra := len(live) - e.desired; extra > 0 {
 		for _, in := range e.pickVictims(live, extra) {
+			e.remove(in, true)
+		}
+	}
+	if extra := len(od) - e.odDesired; extra > 0 {
+		for _, in := range e.pickVictims(od, extra) {
 			e.remove(in, true)
 		}
 	}
@@ -374,10 +591,11 @@ func (e *engine) reconcile() {
 	}
 }
 
-func (e *engine) liveInstances() []*instance {
+// liveInstances are the live instances of one group.
+func (e *engine) liveInstances(onDemand bool) []*instance {
 	var out []*instance
 	for _, id := range e.order {
-		if in := e.insts[id]; in.live() {
+		if in := e.insts[id]; in.live() && in.onDemand == onDemand {
 			out = append(out, in)
 		}
 	}
@@ -407,16 +625,30 @@ func (e *engine) pickVictims(live []*instance, n int) []*instance {
 
 func (e *engine) observe() Observation {
 	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
-		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances}
+		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances,
+		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince}
+	for _, j := range e.waiting {
+		if j.pinned {
+			o.PinnedQueued++
+		}
+	}
+	if e.opt.FairShare && e.opt.TenantMaxLeased > 0 {
+		o.Capped, o.Runnable = true, e.runnable()
+	}
 	for _, id := range e.order {
 		in := e.insts[id]
 		if in.gone {
 			continue
 		}
 		o.Leased += len(in.jobs)
+		for _, j := range in.jobs {
+			if j.pinned {
+				o.PinnedLeased++
+			}
+		}
 		o.Instances = append(o.Instances, InstanceView{
-			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned,
-			Busy: len(in.jobs), IdleSince: in.idleSince,
+			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned || in.draining,
+			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand,
 		})
 	}
 	return o
@@ -429,13 +661,23 @@ func (e *engine) decide(t Trigger) {
 		if in == nil || in.gone {
 			continue
 		}
-		if in.live() {
+		if in.live() && in.onDemand {
+			e.odDesired--
+		} else if in.live() {
 			e.desired--
 		}
 		e.remove(in, true)
 	}
+	for _, id := range a.Drain {
+		if in := e.insts[id]; in != nil && !in.gone {
+			in.draining = true
+		}
+	}
 	if a.Desired >= 0 {
 		e.desired = a.Desired
+	}
+	if a.SetOnDemand {
+		e.odDesired = a.OnDemandDesired
 	}
 	e.reconcile()
 }
@@ -455,13 +697,17 @@ func (e *engine) sample() {
 }
 
 func (e *engine) finish() {
-	var billed, busy time.Duration
+	var billed, busy, odBilled time.Duration
 	for _, in := range e.insts {
 		end := e.now
 		if in.gone {
 			end = in.ended
 		}
 		billed += end - in.launched
+		if in.onDemand {
+			odBilled += end - in.launched
+			e.res.OnDemandEndS = max(e.res.OnDemandEndS, end.Seconds())
+		}
 		b := in.busyTotal
 		if len(in.jobs) > 0 {
 			b += end - in.busySince
@@ -471,7 +717,7 @@ func (e *engine) finish() {
 	r := &e.res
 	for _, j := range e.jobs {
 		switch {
-		case j.done:
+		case j.done, j.dead:
 		case j.on >= 0:
 			r.Running++
 		default:
@@ -483,7 +729,21 @@ func (e *engine) finish() {
 	if billed > 0 {
 		r.Utilization = busy.Hours() / billed.Hours()
 	}
-	r.CostUSD = r.GPUHours * e.opt.PricePerHour
+	r.OnDemandGPUHours = odBilled.Hours()
+	r.CostUSD = (r.GPUHours-r.OnDemandGPUHours)*e.opt.PricePerHour + r.OnDemandGPUHours*e.opt.OnDemandPricePerHour
+	if len(e.waits) > 0 {
+		r.MaxWaitS = slices.Max(e.waits).Seconds()
+	}
+	if r.Completed > 0 {
+		r.CostPerJobUSD = r.CostUSD / float64(r.Completed)
+	}
+	r.CostByWorkflow = e.costByWorkflow()
+	if len(e.byTenant) > 1 {
+		r.P95WaitByTenantS = map[string]float64{}
+		for t, ws := range e.byTenant {
+			r.P95WaitByTenantS[t] = quantile(ws, 0.95).Seconds()
+		}
+	}
 	r.P50WaitS = quantile(e.waits, 0.50).Seconds()
 	r.P95WaitS = quantile(e.waits, 0.95).Seconds()
 	if len(e.ttfl) > 0 {
@@ -492,6 +752,30 @@ func (e *engine) finish() {
 	}
 	r.ColdStarts = len(e.ttfl)
 	r.Timeline = e.timeline
+}
+
+// costByWorkflow shares the bill among the workflows by the time their jobs
+// held a slot, so each job carries its leased time plus its share of the
+// boot and idle time around it (a slot-second costs bill / busy slot-seconds).
+func (e *engine) costByWorkflow() map[string]float64 {
+	var slotTime time.Duration
+	by := map[string]time.Duration{}
+	for _, j := range e.jobs {
+		ran := j.ran
+		if j.on >= 0 {
+			ran += e.now - j.started
+		}
+		by[j.spec.Workflow] += ran
+		slotTime += ran
+	}
+	out := map[string]float64{}
+	if slotTime <= 0 {
+		return out
+	}
+	for wf, d := range by {
+		out[wf] = e.res.CostUSD * d.Seconds() / slotTime.Seconds()
+	}
+	return out
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

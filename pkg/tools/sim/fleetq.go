@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,7 +20,26 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type Fleetq struct {
 	settings   scaling.Settings
 	lastActive time.Time
+	// warmUntil ends the warm windows with the workload's last day of
+	// arrivals: the hours the run goes on to finish its work are not days
+	// the workload has, so warmth there would bill for demand that is not
+	// modelled (zero: no end).
+	warmUntil time.Duration
+	// after is the wait before the On-Demand rung (0: none).
+	after time.Duration
 }
+
+// WithFallback turns on the On-Demand rung with the given wait (zero
+// leaves the fleet config's).
+func (p *Fleetq) WithFallback(after time.Duration) *Fleetq {
+	if after > 0 {
+		p.after = after
+	}
+	return p
+}
+
+// endWarmAt implements workloadEnder.
+func (p *Fleetq) endWarmAt(d time.Duration) { p.warmUntil = d }
 
 // NewFleetq builds the policy from a fleet's settings (the fleet config's
 // defaults when f is nil); slots, min and max come from each observation.
@@ -32,9 +52,19 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 	}}
 	if f != nil {
 		p.settings = scaling.SettingsOf(f)
+		p.after = f.OnDemand.FallbackAfter.Std()
 	}
 	return p
 }
+
+// WithWarm adds warm windows to the fleet's own (the --warm flag).
+func (p *Fleetq) WithWarm(ws ...fleetconfig.WarmWindow) *Fleetq {
+	p.settings.Warm = append(slices.Clone(p.settings.Warm), ws...)
+	return p
+}
+
+// hasOnDemandRung implements onDemandRung.
+func (p *Fleetq) hasOnDemandRung() bool { return p.after > 0 }
 
 // Name implements Policy.
 func (*Fleetq) Name() string { return "fleetq" }
@@ -49,20 +79,33 @@ func (*Fleetq) Victims() VictimRule { return VictimNamed }
 func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	s := p.settings
 	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
+	if p.warmUntil > 0 && o.Now >= p.warmUntil {
+		s.Warm = nil
+	}
 	switch t {
 	case Arrival:
 		// Wake on enqueue: only a fleet at zero is raised, to what the
 		// waiting work needs; everything else waits for the tick.
-		if o.Desired > 0 {
+		if o.Desired > 0 || o.OnDemandDesired > 0 {
 			return Keep
 		}
 		p.lastActive = epoch.Add(o.Now)
-		return Action{Desired: scaling.Need(s, o.Queued+o.Leased)}
+		work := o.Queued + o.Leased
+		if o.Capped {
+			work = o.Runnable
+		}
+		return Action{Desired: scaling.Need(s, work)}
 	case Idle:
 		return Keep
 	}
 	now := epoch.Add(o.Now)
-	in := scaling.Input{Now: now, Settings: s, Ready: o.Queued, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
+	ready := o.Queued
+	if o.Capped {
+		// Capacity for the work the tenants' caps let run, not for a
+		// capped tenant's whole backlog.
+		ready = max(0, o.Runnable-o.Leased)
+	}
+	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
 	for _, v := range o.Instances {
 		id := strconv.Itoa(v.ID)
 		state := scaling.StatePending
@@ -75,9 +118,32 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 				Draining: v.Draining, LastSeen: now, IdleSince: epoch.Add(v.IdleSince)})
 		}
 	}
-	d := scaling.Decide(in)
+	var d scaling.Decision
+	a := Action{}
+	if p.after > 0 {
+		lin := scaling.LadderInput{Input: in, OnDemand: map[string]bool{}, SpotDesired: o.Desired,
+			OnDemandDesired: o.OnDemandDesired, After: p.after,
+			OnDemandOnlyReady: o.PinnedQueued, OnDemandOnlyLeased: o.PinnedLeased}
+		for _, v := range o.Instances {
+			if v.OnDemand {
+				lin.OnDemand[strconv.Itoa(v.ID)] = true
+			}
+		}
+		if o.SpotShortSince >= 0 {
+			lin.SpotShortSince = epoch.Add(o.SpotShortSince)
+		}
+		ld := scaling.DecideLadder(lin)
+		d = ld.Decision
+		a.Desired, a.SetOnDemand, a.OnDemandDesired = ld.SpotDesired, true, ld.OnDemandDesired
+		for _, id := range ld.Drain {
+			n, _ := strconv.Atoi(id)
+			a.Drain = append(a.Drain, n)
+		}
+	} else {
+		d = scaling.Decide(in)
+		a.Desired = d.Desired
+	}
 	p.lastActive = d.LastActiveAt
-	a := Action{Desired: d.Desired}
 	for _, v := range d.Victims {
 		id, _ := strconv.Atoi(v.InstanceID)
 		a.Terminate = append(a.Terminate, id)

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -16,7 +18,8 @@ import (
 )
 
 // WritePlot draws, one panel per policy, the instances in service and the
-// jobs waiting over the run, on a shared time axis in hours. The file name's
+// jobs waiting over the workload's days in hours, each panel on its own
+// count scale, with a cross at zero for every job killed. The file name's
 // extension (.svg or .png) picks the format.
 func (r Report) WritePlot(w io.Writer, filename string) error {
 	if len(r.Results) == 0 {
@@ -26,19 +29,20 @@ func (r Report) WritePlot(w io.Writer, filename string) error {
 	if ext != ".svg" && ext != ".png" {
 		return fmt.Errorf("plot %s: use a .svg or .png file name", filename)
 	}
-	maxY := 1.0
-	for _, res := range r.Results {
-		for _, s := range res.Timeline {
-			maxY = max(maxY, float64(s.InService), float64(s.Waiting))
-		}
-	}
 	rows := make([][]*plot.Plot, len(r.Results))
 	for i, res := range r.Results {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s — %s: killed %d, GPU-h %.1f, p95 wait %s", r.Workload, res.Policy, res.Killed, res.GPUHours, dur(res.P95WaitS))
 		p.X.Label.Text = "hours"
 		p.Y.Label.Text = "count"
-		p.Y.Min, p.Y.Max = 0, maxY*1.05
+		// Each panel its own scale; the x axis the workload's days (the
+		// hours the run goes on to finish its work are left out).
+		maxY := 1.0
+		for _, s := range res.Timeline {
+			maxY = max(maxY, float64(s.InService), float64(s.Waiting))
+		}
+		p.Y.Min, p.Y.Max = 0, maxY*1.1
+		p.Y.Tick.Marker = integerTicks{}
 		inService, waiting := make(plotter.XYs, len(res.Timeline)), make(plotter.XYs, len(res.Timeline))
 		for k, s := range res.Timeline {
 			h := s.At.Hours()
@@ -55,7 +59,24 @@ func (r Report) WritePlot(w io.Writer, filename string) error {
 			return err
 		}
 		b.Color, b.Width = color.RGBA{R: 214, G: 39, B: 40, A: 255}, vg.Points(1.2)
+		if len(res.KillTimes) > 0 {
+			kills := make(plotter.XYs, len(res.KillTimes))
+			for k, at := range res.KillTimes {
+				kills[k] = plotter.XY{X: at.Hours(), Y: 0}
+			}
+			sc, err := plotter.NewScatter(kills)
+			if err != nil {
+				return err
+			}
+			sc.GlyphStyle.Shape, sc.GlyphStyle.Color, sc.GlyphStyle.Radius = draw.CrossGlyph{}, color.Black, vg.Points(3)
+			p.Add(sc)
+			p.Legend.Add("job killed", sc)
+		}
 		p.Add(a, b, plotter.NewGrid())
+		p.Y.Min, p.Y.Max = 0, maxY*1.1 // Add widens the axes to the data
+		if res.WorkloadEnd > 0 {
+			p.X.Min, p.X.Max = 0, res.WorkloadEnd.Hours()
+		}
 		p.Legend.Add("instances in service", a)
 		p.Legend.Add("jobs waiting", b)
 		p.Legend.Top = true
@@ -82,4 +103,26 @@ func (r Report) WritePlot(w io.Writer, filename string) error {
 		_, err = vgimg.PngCanvas{Canvas: c}.WriteTo(w)
 	}
 	return err
+}
+
+// integerTicks marks a count axis at whole numbers only, 1, 2 or 5 times a
+// power of ten apart, at most about eight marks.
+type integerTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+search:
+	for m := 1.0; m < 1e9; m *= 10 {
+		for _, f := range []float64{1, 2, 5} {
+			if step = f * m; (hi-lo)/step <= 8 {
+				break search
+			}
+		}
+	}
+	var ts []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.Itoa(int(v))})
+	}
+	return ts
 }

@@ -26,6 +26,8 @@ type InstanceView struct {
 	Draining  bool
 	Busy      int           // jobs running on it
 	IdleSince time.Duration // when it last had no job (meaningful when Busy is 0)
+	// OnDemand is true for an instance of the On-Demand group.
+	OnDemand bool
 }
 
 // Observation is what a policy can see at one instant.
@@ -34,10 +36,23 @@ type Observation struct {
 	// Queued and Leased are job records: waiting, and running.
 	Queued, Leased int
 	Instances      []InstanceView
-	Desired        int
-	Slots          int
-	MinInstances   int
-	MaxInstances   int
+	// Desired is the Spot group's desired capacity, OnDemandDesired the
+	// On-Demand group's.
+	Desired         int
+	OnDemandDesired int
+	// SpotShortSince is when the Spot group's launches began failing for
+	// lack of capacity, -1 while they do not.
+	SpotShortSince time.Duration
+	// PinnedQueued and PinnedLeased are the queued and leased jobs (counted
+	// in Queued and Leased too) that only On-Demand instances may run.
+	PinnedQueued, PinnedLeased int
+	// Capped is true when tenants' caps apply; then Runnable is the queued
+	// and leased work the caps let run.
+	Capped       bool
+	Runnable     int
+	Slots        int
+	MinInstances int
+	MaxInstances int
 }
 
 // Action is a policy's answer.
@@ -47,6 +62,12 @@ type Action struct {
 	// Terminate names instances to terminate, each lowering the desired
 	// capacity by one (TerminateInstanceInAutoScalingGroup with decrement).
 	Terminate []int
+	// SetOnDemand sets the On-Demand group's desired capacity to
+	// OnDemandDesired (policies with an On-Demand rung).
+	SetOnDemand     bool
+	OnDemandDesired int
+	// Drain names instances that take no new work from now on.
+	Drain []int
 }
 
 // Keep leaves everything as it is.
@@ -88,28 +109,59 @@ type Sample struct {
 
 // Result is one policy's run over one workload.
 type Result struct {
-	Policy            string  `json:"policy"`
-	Workload          string  `json:"-"`
-	Jobs              int     `json:"jobs"`
-	Completed         int     `json:"completed"`
-	Killed            int     `json:"killed"`
-	SpotRequeued      int     `json:"spot_requeued"`
-	P50WaitS          float64 `json:"p50_wait_s"`
-	P95WaitS          float64 `json:"p95_wait_s"`
-	TTFLIdleMaxS      float64 `json:"ttfl_idle_max_s"`
-	TTFLIdleP50S      float64 `json:"ttfl_idle_p50_s"`
-	ColdStarts        int     `json:"cold_starts"`
-	GPUHours          float64 `json:"gpu_hours"`
-	BusyGPUHours      float64 `json:"busy_gpu_hours"`
-	Utilization       float64 `json:"utilization"`
-	CostUSD           float64 `json:"cost_usd"`
-	PeakInstances     int     `json:"peak_instances"`
-	Launches          int     `json:"launches"`
-	SpotInterruptions int     `json:"spot_interruptions"`
+	Policy       string  `json:"policy"`
+	Workload     string  `json:"-"`
+	Jobs         int     `json:"jobs"`
+	Completed    int     `json:"completed"`
+	Killed       int     `json:"killed"`
+	SpotRequeued int     `json:"spot_requeued"`
+	P50WaitS     float64 `json:"p50_wait_s"`
+	P95WaitS     float64 `json:"p95_wait_s"`
+	TTFLIdleMaxS float64 `json:"ttfl_idle_max_s"`
+	TTFLIdleP50S float64 `json:"ttfl_idle_p50_s"`
+	ColdStarts   int     `json:"cold_starts"`
+	GPUHours     float64 `json:"gpu_hours"`
+	BusyGPUHours float64 `json:"busy_gpu_hours"`
+	Utilization  float64 `json:"utilization"`
+	CostUSD      float64 `json:"cost_usd"`
+	// CostPerJobUSD is the bill over the jobs completed: each job's leased
+	// time plus its share of the boot and idle time the fleet paid for.
+	CostPerJobUSD float64 `json:"cost_per_job_usd"`
+	// CostByWorkflow shares CostUSD among the workflows by the time their
+	// jobs held a slot (interrupted and killed runs included).
+	CostByWorkflow    map[string]float64 `json:"cost_by_workflow_usd"`
+	PeakInstances     int                `json:"peak_instances"`
+	Launches          int                `json:"launches"`
+	SpotInterruptions int                `json:"spot_interruptions"`
+	// SpotLaunchFailures counts the group's Spot launch attempts refused
+	// for lack of capacity; OnDemandLaunches the instances launched on
+	// On-Demand, OnDemandGPUHours their hours, OnDemandEndS when the last
+	// of them ended (seconds from the start; 0: none).
+	SpotLaunchFailures int     `json:"spot_launch_failures"`
+	OnDemandLaunches   int     `json:"on_demand_launches"`
+	OnDemandGPUHours   float64 `json:"on_demand_gpu_hours"`
+	OnDemandEndS       float64 `json:"on_demand_end_s"`
+	// Dead counts jobs that reached the preemption cap under a policy with
+	// no On-Demand rung; PinnedToOnDemand those that reached it under one
+	// and were leased only by On-Demand instances from then on.
+	Dead             int `json:"dead"`
+	PinnedToOnDemand int `json:"pinned_to_on_demand"`
+	// OnDemandStartsAfterSpot counts jobs started on On-Demand instances
+	// more than a minute (a tick) after Spot launches succeeded again.
+	OnDemandStartsAfterSpot int `json:"on_demand_starts_after_spot"`
+	// P95WaitByTenantS is each tenant's p95 wait, for workloads with more
+	// than one tenant.
+	P95WaitByTenantS map[string]float64 `json:"p95_wait_by_tenant_s,omitempty"`
+	// MaxWaitS is the longest queue wait of a job that started.
+	MaxWaitS float64 `json:"max_wait_s"`
 	// Queued and Running are jobs not finished when the horizon ended.
 	Queued   int      `json:"unfinished_queued"`
 	Running  int      `json:"unfinished_running"`
 	Timeline []Sample `json:"-"`
+	// KillTimes are when busy instances were terminated, one per job killed.
+	KillTimes []time.Duration `json:"-"`
+	// WorkloadEnd is the end of the workload's last day of arrivals.
+	WorkloadEnd time.Duration `json:"-"`
 }
 
 func ceilDiv(a, b int) int {

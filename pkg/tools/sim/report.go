@@ -19,12 +19,12 @@ type Report struct {
 func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "workload %s (seed %d)\n", r.Workload, r.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join([]string{"policy", "jobs", "done", "killed", "spot", "p50 wait", "p95 wait", "idle→lease", "GPU-h", "busy-h", "util", "cost $", "peak", ""}, "\t"))
+	fmt.Fprintln(tw, strings.Join([]string{"policy", "jobs", "done", "killed", "spot", "p50 wait", "p95 wait", "idle→lease", "GPU-h", "busy-h", "util", "cost $", "$/job", "peak", ""}, "\t"))
 	for _, x := range r.Results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.2f\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f\t%.0f%%\t%.2f\t%.3f\t%d\t\n",
 			x.Policy, x.Jobs, x.Completed, x.Killed, x.SpotRequeued,
 			dur(x.P50WaitS), dur(x.P95WaitS), dur(x.TTFLIdleMaxS),
-			x.GPUHours, x.BusyGPUHours, 100*x.Utilization, x.CostUSD, x.PeakInstances)
+			x.GPUHours, x.BusyGPUHours, 100*x.Utilization, x.CostUSD, x.CostPerJobUSD, x.PeakInstances)
 	}
 	return tw.Flush()
 }

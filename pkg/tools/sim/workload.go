@@ -17,6 +17,8 @@ type JobSpec struct {
 	Arrival  time.Duration // since the start of the simulation
 	Duration time.Duration // how long it runs once started
 	Workflow string
+	// Tenant owns the job (empty: one tenant for all).
+	Tenant string
 }
 
 // Workload is a named list of jobs, ordered by arrival.
@@ -33,6 +35,11 @@ type Workload struct {
 // BuiltIns are the workloads modelled on the design documents.
 var BuiltIns = []string{"regen3d", "video", "backtest"}
 
+// Scenarios are built-in workloads made to show one capability: "tenants"
+// (three steady tenants and one that bursts at ten times their rate) and
+// "tenants-steady" (the same without the burst).
+var Scenarios = []string{"tenants", "tenants-steady"}
+
 // BuiltIn generates a built-in workload for days days.
 func BuiltIn(name string, seed uint64, days int) (Workload, error) {
 	if days < 1 {
@@ -46,8 +53,12 @@ func BuiltIn(name string, seed uint64, days int) (Workload, error) {
 		return video(rng, days), nil
 	case "backtest":
 		return backtest(rng, days), nil
+	case "tenants":
+		return tenants(rng, days, true), nil
+	case "tenants-steady":
+		return tenants(rng, days, false), nil
 	}
-	return Workload{}, fmt.Errorf("unknown workload %q: use %s or a CSV file", name, strings.Join(BuiltIns, ", "))
+	return Workload{}, fmt.Errorf("unknown workload %q: use %s or a CSV file", name, strings.Join(append(slices.Clone(BuiltIns), Scenarios...), ", "))
 }
 
 const day = 24 * time.Hour
@@ -115,6 +126,38 @@ func backtest(rng *rand.Rand, days int) Workload {
 	return w
 }
 
+// tenants: three tenants each submit about 6 jobs an hour of about 15
+// minutes from 08:00 to 20:00; with burst, a fourth submits at ten times
+// that rate from 10:00 to 12:00. The fleet has 1 slot and at most 12
+// instances, so the burst fills it.
+func tenants(rng *rand.Rand, days int, burst bool) Workload {
+	name := "tenants"
+	if !burst {
+		name = "tenants-steady"
+	}
+	w := Workload{Name: name, Slots: 1, MaxInstances: 12}
+	// Every stream draws from its own generator, so the steady tenants'
+	// jobs are the same with and without the burst.
+	add := func(tenant string, seed uint64, from, to time.Duration, perHour float64) {
+		r := rand.New(rand.NewPCG(rng.Uint64()^seed, seed))
+		for t := from + secs(r.ExpFloat64()*3600/perHour); t < to; t += secs(r.ExpFloat64() * 3600 / perHour) {
+			w.Jobs = append(w.Jobs, JobSpec{Arrival: t, Duration: lognormal(r, 15*time.Minute, 0.4, 2*time.Minute, 60*time.Minute), Workflow: "render", Tenant: tenant})
+		}
+	}
+	for d := range days {
+		base := time.Duration(d) * day
+		draws := [4]uint64{rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64()}
+		for i, t := range []string{"t1", "t2", "t3"} {
+			add(t, draws[i], base+8*time.Hour, base+20*time.Hour, 6)
+		}
+		if burst {
+			add("burst", draws[3], base+10*time.Hour, base+12*time.Hour, 60)
+		}
+	}
+	sortJobs(w.Jobs)
+	return w
+}
+
 func lognormal(rng *rand.Rand, mean time.Duration, sigma float64, lo, hi time.Duration) time.Duration {
 	mu := math.Log(mean.Seconds()) - sigma*sigma/2
 	d := secs(math.Exp(mu + sigma*rng.NormFloat64()))
@@ -128,7 +171,8 @@ func sortJobs(js []JobSpec) {
 }
 
 // LoadCSV reads a workload from CSV rows of arrival_seconds,
-// duration_seconds, workflow (a header row is allowed).
+// duration_seconds, workflow, tenant (the last two optional; a header row
+// is allowed).
 func LoadCSV(name string, r io.Reader) (Workload, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1 // the workflow column is optional
@@ -156,7 +200,11 @@ func LoadCSV(name string, r io.Reader) (Workload, error) {
 		if len(row) > 2 && strings.TrimSpace(row[2]) != "" {
 			wf = strings.TrimSpace(row[2])
 		}
-		w.Jobs = append(w.Jobs, JobSpec{Arrival: secs(at), Duration: secs(dur), Workflow: wf})
+		tenant := ""
+		if len(row) > 3 {
+			tenant = strings.TrimSpace(row[3])
+		}
+		w.Jobs = append(w.Jobs, JobSpec{Arrival: secs(at), Duration: secs(dur), Workflow: wf, Tenant: tenant})
 	}
 	if len(w.Jobs) == 0 {
 		return Workload{}, fmt.Errorf("%s: no jobs", name)

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func simulateJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), append([]string{"simulate", "--json", "--policy", "fleetq"}, args...), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var r struct{ Results []map[string]any }
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.Results) != 1 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return r.Results[0]
+}
+
+func TestSimulateWarmWindowChangesTheFleetqRow(t *testing.T) {
+	cold := simulateJSON(t, "--workload", "backtest")
+	warm := simulateJSON(t, "--workload", "backtest", "--warm", "08:00-22:00,min=8")
+	if warm["p50_wait_s"].(float64) >= cold["p50_wait_s"].(float64) || warm["gpu_hours"].(float64) <= cold["gpu_hours"].(float64) {
+		t.Fatalf("warm %v / cold %v: want a shorter median wait for more GPU-hours", warm, cold)
+	}
+	if cold["cost_per_job_usd"].(float64) <= 0 {
+		t.Fatalf("no cost per job: %v", cold)
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"simulate", "--warm", "8am-10pm,min=2"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `warm window "8am-10pm,min=2"`) {
+		t.Fatalf("bad window: exit %d, %s", code, errOut.String())
+	}
+}
+
+func TestSimulateSpotShortageAndFallback(t *testing.T) {
+	stuck := simulateJSON(t, "--workload", "video", "--spot-shortage", "10h-12h")
+	rung := simulateJSON(t, "--workload", "video", "--spot-shortage", "10h-12h", "--fallback-after", "5m", "--on-demand-price", "2")
+	if stuck["spot_launch_failures"].(float64) == 0 || stuck["on_demand_launches"].(float64) != 0 {
+		t.Fatalf("without a rung: %v", stuck)
+	}
+	if rung["on_demand_launches"].(float64) == 0 || rung["max_wait_s"].(float64) >= stuck["max_wait_s"].(float64) {
+		t.Fatalf("with a rung: %v", rung)
+	}
+	od, all := rung["on_demand_gpu_hours"].(float64), rung["gpu_hours"].(float64)
+	if want := (all-od)*0.45 + od*2; rung["cost_usd"].(float64) < want-1e-6 || rung["cost_usd"].(float64) > want+1e-6 {
+		t.Fatalf("cost %v, want %v at $2 an On-Demand hour", rung["cost_usd"], want)
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"simulate", "--spot-shortage", "12h-10h"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `span "12h-10h"`) {
+		t.Fatalf("bad span: exit %d, %s", code, errOut.String())
+	}
+}
