@@ -120,6 +120,11 @@ func (o *Options) check() error {
 	if o.SecretParam == "" {
 		o.SecretParam = "/fleetq/" + cfg.Stage + "/fleet-secret"
 	}
+	for _, f := range cfg.Fleets {
+		if f.OnDemand.Enabled() {
+			return fmt.Errorf("infra: fleet %s sets on_demand.fallback_after: the On-Demand rung is measured in `fleetq simulate` but not deployed yet (docs/scaling.md); remove it from the stage's config", f.Slug)
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fleetq/fleetq/infra"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/service/api"
 )
 
@@ -297,5 +299,15 @@ func TestBadConfigFailsSynthesisWithItsMessage(t *testing.T) {
 	}
 	if _, _, err := infra.LoadConfig("nope", ""); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown stage: %v", err)
+	}
+	// A rung only the simulator runs is refused before anything is built.
+	cfg, raw, err := infra.LoadConfig("dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(5 * time.Minute)
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	if _, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw, BinDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "on_demand.fallback_after") {
+		t.Fatalf("an On-Demand rung was synthesized: %v", err)
 	}
 }
