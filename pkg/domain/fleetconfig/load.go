@@ -127,6 +127,7 @@ func (f *Fleet) applyDefaults() {
 	setInt(&f.HeartbeatSeconds, DefaultHeartbeatSeconds)
 	setInt(&f.PollSeconds, DefaultPollSeconds)
 	setDur(&f.JobTimeout, DefaultJobTimeout)
+	setDur(&f.QueueSLO, DefaultQueueSLO)
 	setInt(&f.Retry.MaxAttempts, DefaultMaxAttempts)
 	if len(f.Retry.Backoff) == 0 {
 		for _, b := range DefaultBackoff {
@@ -149,6 +150,8 @@ var (
 	instancePattern = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9]+$`)
 	amiPattern      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	regionPattern   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	sha256Pattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	emailPattern    = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 )
 
 // Limits on values, shared with the HTTP API's validation.
@@ -185,6 +188,27 @@ func (c *Config) validate() []Problem {
 	}
 	k.rangeInt("registration_limit", c.RegistrationLimit, 1, 10000)
 	c.Network.validate(k)
+	for i, z := range c.Network.AvailabilityZones {
+		if c.Region != "" && (!strings.HasPrefix(z, c.Region) || len(z) == len(c.Region)) {
+			k.add(fmt.Sprintf("network.availability_zones[%d]", i), "%q is not a zone of region %s", z, c.Region)
+		}
+	}
+	if c.AgentSHA256 != "" {
+		if c.AgentURL == "" {
+			k.add("agent_sha256", "is only used with agent_url (the stack's own agent asset carries its digest)")
+		}
+		if !sha256Pattern.MatchString(c.AgentSHA256) {
+			k.add("agent_sha256", "must be 64 lowercase hex digits (sha256sum's output)")
+		}
+	}
+	if c.AgentURL != "" && !strings.HasPrefix(c.AgentURL, "https://") && !strings.HasPrefix(c.AgentURL, "s3://") {
+		k.add("agent_url", "%q must be an https:// or s3:// URL", c.AgentURL)
+	}
+	for i, e := range c.Alarms.Emails {
+		if !emailPattern.MatchString(e) {
+			k.add(fmt.Sprintf("alarms.emails[%d]", i), "%q is not an email address", e)
+		}
+	}
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}
@@ -275,6 +299,9 @@ func (f *Fleet) validate(at string, k *checker) {
 	}
 	if f.QueueTimeout.Std() < 0 {
 		k.add(at+".queue_timeout", "must not be negative")
+	}
+	if f.QueueSLO.Std() < time.Minute || f.QueueSLO.Std() > 24*time.Hour {
+		k.add(at+".queue_slo", "must be between 1m and 24h, got %s", f.QueueSLO)
 	}
 	k.rangeInt(at+".retry.max_attempts", f.Retry.MaxAttempts, 1, MaxAttemptsLimit)
 	for j, b := range f.Retry.Backoff {
