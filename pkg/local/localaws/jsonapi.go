@@ -15,7 +15,7 @@ import (
 type JSONAPI struct {
 	*Server
 
-	mu     sync.Mutex
+	mu      sync.Mutex
 	params  map[string]string
 	secrets map[string]secretVersion
 	events  []PutEventsEntry
