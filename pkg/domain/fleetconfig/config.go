@@ -37,7 +37,9 @@ type Config struct {
 // Network places the fleets' instances. Either VPCCIDR (the stack creates a
 // VPC) or VPCID with SubnetIDs (an existing VPC) is set.
 type Network struct {
-	VPCCIDR   string   `yaml:"vpc_cidr"`
+	VPCCIDR string `yaml:"vpc_cidr"`
+	// MaxAZs is how many of the region's zones (from Fn::GetAZs) a new VPC
+	// spans when AvailabilityZones is not given: 1 or 2 (the default).
 	MaxAZs    int      `yaml:"max_azs"`
 	VPCID     string   `yaml:"vpc_id"`
 	SubnetIDs []string `yaml:"subnet_ids"`

@@ -99,7 +99,7 @@ func (c *Config) applyDefaults() {
 		c.Network.VPCCIDR = "10.80.0.0/16"
 	}
 	if c.Network.MaxAZs == 0 {
-		c.Network.MaxAZs = 3
+		c.Network.MaxAZs = 2
 	}
 	for i := range c.Fleets {
 		c.Fleets[i].applyDefaults()
@@ -240,7 +240,11 @@ func (n *Network) validate(k *checker) {
 		if _, _, err := net.ParseCIDR(n.VPCCIDR); err != nil {
 			k.add("network.vpc_cidr", "%q is not a CIDR block", n.VPCCIDR)
 		}
-		k.rangeInt("network.max_azs", n.MaxAZs, 1, 6)
+		// Without availability_zones the zones come from Fn::GetAZs, whose
+		// length is unknown at synthesis: only the first two are certain.
+		if len(n.AvailabilityZones) == 0 {
+			k.rangeInt("network.max_azs", n.MaxAZs, 1, 2)
+		}
 	}
 	if n.VPCID != "" {
 		if len(n.SubnetIDs) < 2 {
