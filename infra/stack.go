@@ -335,10 +335,10 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		// api: one request at a time, a few DynamoDB calls each; 256 MB
 		// keeps cold starts short; 29 s is API Gateway's own limit.
 		api: b.function("api", 256, 29, table, map[string]*string{
-			awsenv.EnvSubmitQueueURL:   queue.QueueUrl(),
-			awsenv.EnvFleetSecretARN:   b.s.Secret.SecretArn(),
-			awsenv.EnvBucket:           bucket.BucketName(),
-			awsenv.EnvEventBus:         bus.EventBusName(),
+			awsenv.EnvSubmitQueueURL: queue.QueueUrl(),
+			awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
+			awsenv.EnvBucket:         bucket.BucketName(),
+			awsenv.EnvEventBus:       bus.EventBusName(),
 		}),
 		// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
 		dispatch: b.function("dispatch", 256, 30, table, map[string]*string{

@@ -16,8 +16,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/infra"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/service/api"
 )
 
