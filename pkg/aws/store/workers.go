@@ -40,6 +40,8 @@ type Registration struct {
 	MaxConcurrency int
 	TokenHash      string
 	SourceIP       string
+	// AgentVersion is the version the agent reported (empty if none).
+	AgentVersion string
 }
 
 // RegisterWorker creates the worker, or, when it exists, replaces its token
@@ -78,7 +80,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
-		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP,
+		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentVersion: r.AgentVersion,
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -116,7 +118,8 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, now time.T
 		Set(expression.Name(attrStage), expression.Value(r.Stage)).
 		Set(expression.Name(attrMaxConcurrency), expression.Value(r.MaxConcurrency)).
 		Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
-		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP))
+		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP)).
+		Set(expression.Name(attrAgentVersion), expression.Value(r.AgentVersion))
 	if r.InstanceID != "" {
 		set = set.Set(expression.Name(attrInstanceID), expression.Value(r.InstanceID)).
 			Set(expression.Name(AttrGSI2PK), expression.Value(instancePartition(r.InstanceID))).
@@ -462,6 +465,7 @@ type workerItem struct {
 	LastReleaseMS  int64    `dynamodbav:"last_release_ms,omitempty"`
 	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
+	AgentVersion   string   `dynamodbav:"agent_version,omitempty"`
 }
 
 func (it *workerItem) toWorker() worker.Worker {
@@ -483,6 +487,7 @@ func (it *workerItem) toWorker() worker.Worker {
 		LastReleaseAt:  fromMS(it.LastReleaseMS),
 		LastClaimAt:    fromMS(it.LastClaimMS),
 		SourceIP:       it.SourceIP,
+		AgentVersion:   it.AgentVersion,
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

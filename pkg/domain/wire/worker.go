@@ -14,6 +14,9 @@ type RegisterRequest struct {
 	AvailabilityZone string          `json:"availability_zone,omitempty"`
 	Capabilities     json.RawMessage `json:"capabilities,omitempty"`
 	Providers        []string        `json:"providers,omitempty"`
+	// AgentVersion is the agent's build (`fleetq version`). A version other
+	// than the API's is accepted, logged and shown in the worker listing.
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 // RegisterResponse is the 201 answer of register. The token is shown only
