@@ -7,7 +7,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
@@ -31,10 +30,7 @@ var DashboardMetrics = [][]string{
 // non-empty DLQ and function errors; and a dashboard of the scaler's
 // metrics. Every alarm notifies (when it fires and when it clears) the
 // stage's SNS topic, to which each of the config's alarm emails subscribes.
-func (s *Stack) alarms(cfg *fleetconfig.Config, dlq awssqs.Queue, fns []awslambda.Function) {
-	s.AlarmTopic = awssns.NewTopic(s.Stack, jsii.String("Alarms"), &awssns.TopicProps{
-		DisplayName: jsii.String("fleetq " + cfg.Stage + " alarms"), EnforceSSL: jsii.Bool(true),
-	})
+func (s *Stack) alarms(cfg *fleetconfig.Config, dlqs []awssqs.Queue, fns []awslambda.Function) {
 	for _, email := range cfg.Alarms.Emails {
 		s.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(email), nil))
 	}
@@ -96,13 +92,19 @@ func (s *Stack) alarms(cfg *fleetconfig.Config, dlq awssqs.Queue, fns []awslambd
 		}
 		dash.AddWidgets(widgets...)
 	}
-	wire(dlq.MetricApproximateNumberOfMessagesVisible(nil).CreateAlarm(s.Stack, jsii.String("DLQNotEmpty"), &awscloudwatch.CreateAlarmOptions{
-		AlarmName:        alarmName("submit-dlq-not-empty"),
-		AlarmDescription: jsii.String("Submissions failed dispatch repeatedly and wait in the dead-letter queue."),
-		Threshold:        jsii.Number(0), EvaluationPeriods: jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	}))
+	queues := []struct{ id, name, what string }{
+		{"DLQNotEmpty", "submit-dlq-not-empty", "Submissions failed dispatch repeatedly and wait in the dead-letter queue."},
+		{"FailedEventsNotEmpty", "failed-events-not-empty", "A scaler tick or an interruption event could not be handled and waits in the failed-events queue."},
+	}
+	for i, q := range dlqs {
+		wire(q.MetricApproximateNumberOfMessagesVisible(nil).CreateAlarm(s.Stack, jsii.String(queues[i].id), &awscloudwatch.CreateAlarmOptions{
+			AlarmName:        alarmName(queues[i].name),
+			AlarmDescription: jsii.String(queues[i].what),
+			Threshold:        jsii.Number(0), EvaluationPeriods: jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		}))
+	}
 	for _, fn := range fns {
 		name := *fn.Node().Id()
 		wire(fn.MetricErrors(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5))}).CreateAlarm(s.Stack, jsii.String(name+"Errors"), &awscloudwatch.CreateAlarmOptions{

@@ -268,13 +268,14 @@ func TestAlarmsReachSomeone(t *testing.T) {
 		t.Fatalf("the dev config's alarms block changed: %v", custom.Alarms)
 	}
 	s := synthConfig(t, "dev-alarm-emails", custom, []byte(text))
-	topics := s.resources("AWS::SNS::Topic")
-	if len(topics) != 1 {
-		t.Fatalf("%d topics, want 1", len(topics))
-	}
 	var topic string
-	for id := range topics {
-		topic = id
+	for id, p := range s.resources("AWS::SNS::Topic") {
+		if p["DisplayName"] == "fleetq dev alarms" {
+			topic = id
+		}
+	}
+	if topic == "" {
+		t.Fatal("no alarm topic")
 	}
 	var emails []string
 	for _, sub := range s.resources("AWS::SNS::Subscription") {
@@ -294,6 +295,21 @@ func TestAlarmsReachSomeone(t *testing.T) {
 		want := `[{"Ref":"` + topic + `"}]`
 		if jsonText(t, a["AlarmActions"]) != want || jsonText(t, a["OKActions"]) != want {
 			t.Errorf("alarm %s notifies %v / %v, want the topic", id, a["AlarmActions"], a["OKActions"])
+		}
+	}
+	// Failed launches (no Spot capacity, a quota of 0) reach the topic too.
+	for id, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		var errorsTo []string
+		for _, n := range g["NotificationConfigurations"].([]any) {
+			nc := n.(map[string]any)
+			if jsonText(t, nc["TopicARN"]) == `{"Ref":"`+topic+`"}` {
+				for _, typ := range nc["NotificationTypes"].([]any) {
+					errorsTo = append(errorsTo, typ.(string))
+				}
+			}
+		}
+		if !slices.Contains(errorsTo, "autoscaling:EC2_INSTANCE_LAUNCH_ERROR") {
+			t.Errorf("%s does not send launch errors to the alarm topic: %v", id, g["NotificationConfigurations"])
 		}
 	}
 	if len(cfg.Alarms.Emails) != 0 {

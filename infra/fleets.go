@@ -49,6 +49,9 @@ func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string) {
 		props.MaxAzs = jsii.Number(float64(maxAZs))
 	}
 	vpc := awsec2.NewVpc(s.Stack, jsii.String("Vpc"), props)
+	vpc.AddFlowLog(jsii.String("FlowLogs"), &awsec2.FlowLogOptions{
+		Destination: awsec2.FlowLogDestination_ToS3(s.logs, jsii.String("vpc-flow-logs/"), nil),
+	})
 	var subnets []*string
 	for _, sn := range *vpc.PublicSubnets() {
 		subnets = append(subnets, sn.SubnetId())
@@ -82,6 +85,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 		// access without SSH or an inbound port.
 		ManagedPolicies: &[]awsiam.IManagedPolicy{awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("AmazonSSMManagedInstanceCore"))},
 	})
+	suppress(role, nagRule{ID: "AwsSolutions-IAM4", Reason: "AmazonSSMManagedInstanceCore is the Session Manager policy AWS maintains as the service evolves; it replaces SSH and any inbound port"})
 	s.Secret.GrantRead(role, nil)
 	for _, a := range s.Agents {
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -177,7 +181,17 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 				{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
 				{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
 			},
+			// Failed launches (no Spot capacity, a quota of 0) reach the
+			// alarm topic; every launch and termination the scaling topic.
+			NotificationConfigurations: &[]interface{}{
+				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.AlarmTopic.TopicArn(),
+					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH_ERROR", "autoscaling:EC2_INSTANCE_TERMINATE_ERROR")},
+				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
+					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
+			},
 		})
+		suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
+			Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
 		group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
 	}
 }

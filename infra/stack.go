@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -82,8 +83,18 @@ type Stack struct {
 	Agents map[string]*AgentAsset
 	// Secret is the fleet secret the stack creates.
 	Secret awssecretsmanager.Secret
-	// AlarmTopic is the SNS topic every alarm of the stage notifies.
+	// AlarmTopic is the SNS topic every alarm of the stage notifies, with
+	// the groups' launch and terminate errors.
 	AlarmTopic awssns.Topic
+	// ScalingTopic receives every launch and termination of the groups
+	// (no subscription: for integrations).
+	ScalingTopic awssns.Topic
+	// FailedEvents is the dead-letter queue of the asynchronous invocations
+	// (the scaler's tick, the interruption events) and their rules.
+	FailedEvents awssqs.Queue
+	// logs is the bucket of the assets bucket's access logs and the VPC's
+	// flow logs.
+	logs awss3.Bucket
 }
 
 // GroupName is the Auto Scaling Group of a fleet.
@@ -101,6 +112,12 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	table := b.table()
 	dlq, queue := b.submissions()
 	bus := awsevents.NewEventBus(b.st, jsii.String("JobEvents"), &awsevents.EventBusProps{EventBusName: b.name("jobs")})
+	b.topics()
+	b.s.FailedEvents = awssqs.NewQueue(b.st, jsii.String("FailedEvents"), &awssqs.QueueProps{
+		Encryption: awssqs.QueueEncryption_SQS_MANAGED, EnforceSSL: jsii.Bool(true), RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	suppress(b.s.FailedEvents, nagRule{ID: "AwsSolutions-SQS3", Reason: "this queue is itself the dead-letter queue of the asynchronous invocations"},
+		nagRule{ID: "Serverless-SQSRedrivePolicy", Reason: "this queue is itself the dead-letter queue of the asynchronous invocations"})
 	bucket := b.bucket()
 	b.s.Secret = awssecretsmanager.NewSecret(b.st, jsii.String("FleetSecret"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("fleetq " + b.stage + ": the fleet secret workers register with"),
@@ -109,6 +126,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
+	suppress(b.s.Secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "the fleet secret only gates worker registration; it is rotated by put-secret-value as docs/deploy.md describes, without a rotation function"})
 	fns, err := b.functions(table, queue, bus, bucket)
 	if err != nil {
 		return nil, err
@@ -118,7 +136,8 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	api := b.httpAPI(fns.api)
 
 	b.s.fleets(b, api)
-	b.s.alarms(b.cfg, dlq, fns.all())
+	b.acceptFindings(fns)
+	b.s.alarms(b.cfg, []awssqs.Queue{dlq, b.s.FailedEvents}, fns.all())
 
 	out := func(id string, v *string) {
 		awscdk.NewCfnOutput(b.st, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
@@ -285,12 +304,40 @@ func (b *build) submissions() (dlq, queue awssqs.Queue) {
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(180)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(5)},
 	})
+	suppress(dlq, nagRule{ID: "Serverless-SQSRedrivePolicy", Reason: "this queue is itself the submission queue's dead-letter queue"})
 	return dlq, queue
 }
 
-// bucket holds the tenants' job inputs and outputs, expired after 30 days.
+// topics are the stage's SNS topics: alarms (subscribed by the config's
+// emails) and scaling events.
+func (b *build) topics() {
+	b.s.AlarmTopic = awssns.NewTopic(b.st, jsii.String("Alarms"), &awssns.TopicProps{
+		DisplayName: jsii.String("fleetq " + b.stage + " alarms"), EnforceSSL: jsii.Bool(true),
+	})
+	b.s.ScalingTopic = awssns.NewTopic(b.st, jsii.String("ScalingEvents"), &awssns.TopicProps{
+		DisplayName: jsii.String("fleetq " + b.stage + " scaling events"), EnforceSSL: jsii.Bool(true),
+	})
+	for _, t := range []awssns.Topic{b.s.AlarmTopic, b.s.ScalingTopic} {
+		suppress(t, nagRule{ID: "AwsSolutions-SNS2", Reason: "CloudWatch alarms and Auto Scaling publish here; a KMS key would need a key policy for both services, and the messages name resources, never data"})
+	}
+}
+
+// bucket holds the tenants' job inputs and outputs, expired after 30 days;
+// its access logs go to a logs bucket, which also keeps the VPC's flow logs.
 func (b *build) bucket() awss3.Bucket {
+	b.s.logs = awss3.NewBucket(b.st, jsii.String("Logs"), &awss3.BucketProps{
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id: jsii.String("expire-logs"), Expiration: awscdk.Duration_Days(jsii.Number(90)),
+		}},
+		RemovalPolicy:     b.retain,
+		AutoDeleteObjects: jsii.Bool(!b.prod),
+	})
+	suppress(b.s.logs, nagRule{ID: "AwsSolutions-S1", Reason: "this is the access-log bucket; logging its own accesses would loop"})
 	return awss3.NewBucket(b.st, jsii.String("Assets"), &awss3.BucketProps{
+		ServerAccessLogsBucket: b.s.logs, ServerAccessLogsPrefix: jsii.String("assets-access/"),
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
@@ -346,7 +393,8 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		}),
 		// scaler: every fleet in turn, each a handful of reads and writes
 		// and Auto Scaling calls with retries; well inside its one-minute
-		// period.
+		// period. A failed tick is not retried: the next one, a minute
+		// later, decides from fresh state.
 		scaler: b.function("scaler", 256, 50, table, map[string]*string{
 			awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
 			awsenv.EnvEventBus:    bus.EventBusName(),
@@ -403,6 +451,14 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	bus.GrantPutEventsTo(fns.api, nil)
 	bus.GrantPutEventsTo(fns.scaler, nil)
 	b.s.Secret.GrantRead(fns.api, nil)
+	// The asynchronous functions keep what they could not handle.
+	for _, f := range []awslambda.Function{fns.scaler, fns.interruption} {
+		f.Node().DefaultChild().(awslambda.CfnFunction).SetDeadLetterConfig(&awslambda.CfnFunction_DeadLetterConfigProperty{TargetArn: b.s.FailedEvents.QueueArn()})
+		b.s.FailedEvents.GrantSendMessages(f)
+	}
+	// A tick is worth nothing a minute later: no retry, no old events.
+	fns.scaler.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{RetryAttempts: jsii.Number(0), MaxEventAge: awscdk.Duration_Seconds(jsii.Number(60)),
+		OnFailure: awslambdadestinations.NewSqsDestination(b.s.FailedEvents)})
 	groupARN := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
 		ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + b.stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
 	tagged := &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: b.stage}}
@@ -437,10 +493,12 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	awsevents.NewRule(st, jsii.String("ScalerTick"), &awsevents.RuleProps{
 		RuleName: b.name("scaler-tick"),
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.scaler, nil)},
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.scaler, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0), MaxEventAge: awscdk.Duration_Seconds(jsii.Number(60)), DeadLetterQueue: b.s.FailedEvents,
+		})},
 	})
 	target := &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, &awseventstargets.LambdaFunctionProps{
-		RetryAttempts: jsii.Number(8), MaxEventAge: awscdk.Duration_Hours(jsii.Number(1)),
+		RetryAttempts: jsii.Number(8), MaxEventAge: awscdk.Duration_Hours(jsii.Number(1)), DeadLetterQueue: b.s.FailedEvents,
 	})}
 	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
 		RuleName: b.name("spot-rebalance"),
@@ -481,8 +539,15 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 		if r.Auth == api.AuthOperator {
 			opts.Authorizer = iam
 		}
-		httpAPI.AddRoutes(opts)
+		routes := httpAPI.AddRoutes(opts)
+		if r.Auth != api.AuthOperator {
+			for _, route := range *routes {
+				suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonWorkerRoutes})
+			}
+		}
 	}
+	suppress(httpAPI.Node().FindChild(jsii.String("DefaultRoute")), nagRule{ID: "AwsSolutions-APIG4",
+		Reason: "the $default route answers unknown paths in the API's error shape; the handler refuses operator routes without an IAM identity"})
 	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
 	awsapigatewayv2.NewCfnStage(st, jsii.String("ApiStage"), &awsapigatewayv2.CfnStageProps{
 		ApiId: httpAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
