@@ -12,7 +12,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test build bench lint synth deploy release clean
+.PHONY: dev serve test nag-deps build bench lint synth deploy release clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -22,10 +22,19 @@ dev:
 serve:
 	$(GO) run ./cmd/fleetq dev $(ARGS)
 
-## test: every test, race detector on, integration tests included
-test:
+## test: every test, race detector on, integration tests included (with cdk-nag's rule packs on
+## the synthesized templates, whose npm packages are installed once from scripts/nag's lockfile)
+test: nag-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+NAG_STAMP := scripts/nag/node_modules/.package-lock.json
+
+## nag-deps: scripts/nag's npm packages (cdk-nag, aws-cdk-lib), from its lockfile, when missing or stale;
+## skipped without npm (infra's nag test then skips and says why)
+nag-deps: $(NAG_STAMP)
+$(NAG_STAMP): scripts/nag/package-lock.json
+	@if command -v npm >/dev/null; then cd scripts/nag && npm ci --no-audit --no-fund; else echo "npm not found: the cdk-nag test will be skipped"; fi
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
 ## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI

@@ -454,3 +454,22 @@ func TestAgentURLOverride(t *testing.T) {
 		}
 	}
 }
+
+// The API's role may get and put tenants' objects, nothing else in S3.
+func TestAPIBucketAccessIsGetPutOnTenants(t *testing.T) {
+	s := synth(t, "dev")
+	for id, p := range s.resources("AWS::IAM::Policy") {
+		if !strings.HasPrefix(id, "ApiServiceRole") {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			text := jsonText(t, st)
+			if !strings.Contains(text, `"s3:`) {
+				continue
+			}
+			if jsonText(t, st.(map[string]any)["Action"]) != `["s3:GetObject","s3:PutObject"]` || !strings.Contains(text, `/tenants/*"`) {
+				t.Errorf("API S3 statement %s, want s3:GetObject and s3:PutObject on tenants/*", text)
+			}
+		}
+	}
+}

@@ -447,7 +447,10 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 		table.GrantReadWriteData(f)
 	}
 	queue.GrantSendMessages(fns.api)
-	bucket.GrantReadWrite(fns.api, jsii.String("tenants/*"))
+	// The API presigns GETs and PUTs of job files: nothing more.
+	fns.api.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("s3:GetObject", "s3:PutObject"), Resources: &[]*string{bucket.ArnForObjects(jsii.String("tenants/*"))},
+	}))
 	bus.GrantPutEventsTo(fns.api, nil)
 	bus.GrantPutEventsTo(fns.scaler, nil)
 	b.s.Secret.GrantRead(fns.api, nil)
