@@ -5,8 +5,14 @@ GO        ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
 BENCHTIME ?= 1s
+# VERSION is stamped into every binary (fleetq version); git describe when
+# the tree is a git checkout.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION)
+AGENT_ARCHES   := amd64 arm64
+RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test build bench lint synth deploy clean
+.PHONY: dev serve test nag-deps build bench lint synth deploy release clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -16,21 +22,44 @@ dev:
 serve:
 	$(GO) run ./cmd/fleetq dev $(ARGS)
 
-## test: every test, race detector on, integration tests included
-test:
+## test: every test, race detector on, integration tests included (with cdk-nag's rule packs on
+## the synthesized templates, whose npm packages are installed once from scripts/nag's lockfile)
+test: nag-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, plus the CLI
+NAG_STAMP := scripts/nag/node_modules/.package-lock.json
+
+## nag-deps: scripts/nag's npm packages (cdk-nag, aws-cdk-lib), from its lockfile, when missing or stale;
+## skipped without npm (infra's nag test then skips and says why)
+nag-deps: $(NAG_STAMP)
+$(NAG_STAMP): scripts/nag/package-lock.json
+	@if command -v npm >/dev/null; then cd scripts/nag && npm ci --no-audit --no-fund; else echo "npm not found: the cdk-nag test will be skipped"; fi
+
+## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
+## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI
 build:
 	@for f in $(FUNCTIONS); do \
 		echo "build bin/$$f/bootstrap"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "-s -w" -o bin/$$f/bootstrap ./functions/$$f || exit 1; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "$(LDFLAGS)" -o bin/$$f/bootstrap ./functions/$$f || exit 1; \
 	done
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/fleetq ./cmd/fleetq
+	@for a in $(AGENT_ARCHES); do \
+		echo "build bin/agent/$$a/fleetq"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/$$a/fleetq ./cmd/fleetq || exit 1; \
+	done
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
 
-## synth: the CDK cloud assembly of $(STAGE) in cdk.out/, offline (no AWS account needed)
-synth:
+## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS
+release:
+	rm -rf dist && mkdir -p dist
+	@for os in $(RELEASE_OSES); do for a in $(AGENT_ARCHES); do \
+		echo "build dist/fleetq-$(VERSION)-$$os-$$a"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$a $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/fleetq-$(VERSION)-$$os-$$a ./cmd/fleetq || exit 1; \
+	done; done
+	cd dist && sha256sum fleetq-* > SHA256SUMS && cat SHA256SUMS
+
+## synth: build, then the CDK cloud assembly of $(STAGE) in cdk.out/, offline (no AWS account needed); prints the agent assets and their SHA-256
+synth: build
 	$(GO) run ./infra/cdk -stage $(STAGE) -out cdk.out
 
 ## deploy: build the functions, then deploy $(STAGE) with the CDK CLI (needs AWS credentials and npx)
@@ -47,4 +76,4 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 clean:
-	rm -rf bin cdk.out
+	rm -rf bin cdk.out dist

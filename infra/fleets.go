@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -38,14 +39,19 @@ func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string) {
 			Name: jsii.String("workers"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(20),
 		}},
 	}
-	// An account-agnostic stack cannot list a region's zones at synthesis;
-	// name them from the region instead (every region has a, b and c).
-	var zones []string
-	for _, z := range []string{"a", "b", "c", "d", "e", "f"}[:min(maxAZs, 6)] {
-		zones = append(zones, cfg.Region+z)
+	if len(n.AvailabilityZones) > 0 {
+		// The config names the zones: zone names map to different physical
+		// zones per account, and regions differ in which letters exist.
+		props.AvailabilityZones = jsii.Strings(n.AvailabilityZones...)
+	} else {
+		// No account at synthesis: the stack takes the region's first two
+		// zones from Fn::GetAZs at deploy time (every region has two).
+		props.MaxAzs = jsii.Number(float64(maxAZs))
 	}
-	props.AvailabilityZones = jsii.Strings(zones...)
 	vpc := awsec2.NewVpc(s.Stack, jsii.String("Vpc"), props)
+	vpc.AddFlowLog(jsii.String("FlowLogs"), &awsec2.FlowLogOptions{
+		Destination: awsec2.FlowLogDestination_ToS3(s.logs, jsii.String("vpc-flow-logs/"), nil),
+	})
 	var subnets []*string
 	for _, sn := range *vpc.PublicSubnets() {
 		subnets = append(subnets, sn.SubnetId())
@@ -53,29 +59,54 @@ func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string) {
 	return vpc, subnets
 }
 
-// fleets builds, per fleet, an instance role that may only read the fleet
-// secret, a launch template (IMDSv2 required, the agent started by user
-// data), and an all-Spot Auto Scaling Group that never picks its own
+// WorkerLogFiles are the files each instance ships to its fleet's log
+// group, by stream suffix: the boot script's output and the agent's.
+var WorkerLogFiles = map[string]string{"boot": "/var/log/fleetq/boot.log", "worker": "/var/log/fleetq/worker.log"}
+
+// fleets builds the workers' role and, per fleet, a log group, a launch
+// template (IMDSv2 required, the agent fetched, verified and started by
+// user data) and an all-Spot Auto Scaling Group that never picks its own
 // scale-in victims.
-func (s *Stack) fleets(cfg *fleetconfig.Config, api awsapigatewayv2.HttpApi, secretParam string, secretARN *string) {
+//
+// The role may read the fleet secret and exactly the agent objects of the
+// stage, write the fleets' log groups, mark an instance of the stage's
+// groups unhealthy (the boot script does when the agent cannot be fetched
+// or verified), and be reached by Session Manager instead of SSH.
+func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
+	cfg := b.cfg
 	vpc, subnets := s.network(cfg)
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc: vpc, Description: jsii.String("fleetq workers: no inbound, all outbound"), AllowAllOutbound: jsii.Bool(true),
 	})
 	role := awsiam.NewRole(s.Stack, jsii.String("WorkerRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
-		Description: jsii.String("fleetq workers: read the fleet secret, nothing else"),
+		Description: jsii.String("fleetq workers: read the fleet secret and the agent, write worker logs, report their own health, Session Manager"),
+		// Session Manager (and nothing else of Systems Manager) for shell
+		// access without SSH or an inbound port.
+		ManagedPolicies: &[]awsiam.IManagedPolicy{awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("AmazonSSMManagedInstanceCore"))},
 	})
-	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("ssm:GetParameter"), Resources: &[]*string{secretARN}}))
+	suppress(role, nagRule{ID: "AwsSolutions-IAM4", Reason: "AmazonSSMManagedInstanceCore is the Session Manager policy AWS maintains as the service evolves; it replaces SSH and any inbound port"})
+	s.Secret.GrantRead(role, nil)
+	for _, a := range s.Agents {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("s3:GetObject"),
+			Resources: &[]*string{a.Asset.Bucket().ArnForObjects(a.Asset.S3ObjectKey())},
+		}))
+	}
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:    jsii.Strings("kms:Decrypt"),
-		Resources:  &[]*string{s.Stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("kms"), Resource: jsii.String("key"), ResourceName: jsii.String("*")})},
-		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"kms:ViaService": "ssm." + cfg.Region + ".amazonaws.com"}},
+		Actions: jsii.Strings("autoscaling:SetInstanceHealth"),
+		Resources: &[]*string{s.Stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
+			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + cfg.Stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: cfg.Stage}},
 	}))
 	profile := awsiam.NewCfnInstanceProfile(s.Stack, jsii.String("WorkerProfile"), &awsiam.CfnInstanceProfileProps{Roles: &[]*string{role.RoleName()}})
 
 	for _, f := range cfg.Fleets {
 		id := camel(f.Slug)
+		logs := awslogs.NewLogGroup(s.Stack, jsii.String(id+"WorkerLogs"), &awslogs.LogGroupProps{
+			Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		logs.GrantWrite(role)
 		image := f.AMIID
 		if image == "" {
 			// EC2 resolves the parameter at launch: no lookup at synthesis.
@@ -85,8 +116,8 @@ func (s *Stack) fleets(cfg *fleetconfig.Config, api awsapigatewayv2.HttpApi, sec
 		if rootGB <= 0 {
 			rootGB = 100
 		}
+		arch, _ := FleetArch(f) // checked when the agents were published
 		lt := awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"Template"), &awsec2.CfnLaunchTemplateProps{
-			LaunchTemplateName: jsii.String(GroupName(cfg.Stage, f.Slug)),
 			LaunchTemplateData: &awsec2.CfnLaunchTemplate_LaunchTemplateDataProperty{
 				ImageId:            jsii.String(image),
 				IamInstanceProfile: &awsec2.CfnLaunchTemplate_IamInstanceProfileProperty{Arn: profile.AttrArn()},
@@ -100,7 +131,16 @@ func (s *Stack) fleets(cfg *fleetconfig.Config, api awsapigatewayv2.HttpApi, sec
 					Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{VolumeSize: jsii.Number(float64(rootGB)), VolumeType: jsii.String("gp3"),
 						Encrypted: jsii.Bool(true), DeleteOnTermination: jsii.Bool(true)},
 				}},
-				UserData: awscdk.Fn_Base64(userData(cfg, f, api.ApiEndpoint(), secretParam)),
+				// Instances take the group's tags; their volumes take these.
+				TagSpecifications: &[]interface{}{&awsec2.CfnLaunchTemplate_TagSpecificationProperty{
+					ResourceType: jsii.String("volume"),
+					Tags: &[]*awscdk.CfnTag{
+						{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug))},
+						{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage)},
+						{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug)},
+					},
+				}},
+				UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
 			},
 		})
 		var overrides []interface{}
@@ -137,16 +177,32 @@ func (s *Stack) fleets(cfg *fleetconfig.Config, api awsapigatewayv2.HttpApi, sec
 				DefaultResult:       jsii.String("CONTINUE"),
 			}},
 			Tags: &[]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
+				{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug)), PropagateAtLaunch: jsii.Bool(true)},
 				{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
 				{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
 			},
+			// Failed launches (no Spot capacity, a quota of 0) reach the
+			// alarm topic; every launch and termination the scaling topic.
+			NotificationConfigurations: &[]interface{}{
+				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.AlarmTopic.TopicArn(),
+					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH_ERROR", "autoscaling:EC2_INSTANCE_TERMINATE_ERROR")},
+				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
+					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
+			},
 		})
+		suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
+			Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
 		group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
 	}
 }
 
-// userData installs the agent and runs it as a systemd unit.
-func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, apiURL *string, secretParam string) *string {
+// userData is the instances' boot script (a Fn::Sub template): it ships
+// its own output and the agent's to the fleet's log group, fetches the
+// agent (the stack's asset, else agent_url) and checks its SHA-256, reads
+// the fleet secret, and runs `fleetq worker` as a systemd unit. Any failure
+// before the agent runs marks the instance unhealthy, so the group
+// replaces it instead of paying for an instance that never registers.
+func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, apiURL, secretARN, logGroup *string) *string {
 	runner := f.Agent.Runner
 	if runner == "" {
 		runner = "exec"
@@ -154,7 +210,7 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, apiURL *string, secr
 	env := []string{
 		"FLEETQ_FLEET=" + f.Slug,
 		"FLEETQ_STAGE=" + cfg.Stage,
-		"FLEETQ_FLEET_SECRET_SSM=" + secretParam,
+		"FLEETQ_FLEET_SECRET_FILE=/etc/fleetq/fleet-secret",
 		"FLEETQ_RUNNER=" + runner,
 		fmt.Sprintf("FLEETQ_MAX_CONCURRENCY=%d", max(1, f.SlotsPerInstance)),
 		"FLEETQ_DRAIN_TIMEOUT=" + f.Agent.DrainTimeout.String(),
@@ -169,17 +225,96 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, apiURL *string, secr
 	var unit strings.Builder
 	unit.WriteString("[Unit]\nDescription=fleetq worker\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\n")
 	for _, e := range env {
-		fmt.Fprintf(&unit, "Environment=%q\n", e)
+		// The config's values reach Fn::Sub: "${" must stay literal.
+		fmt.Fprintf(&unit, "Environment=%s\n", strings.ReplaceAll(fmt.Sprintf("%q", e), "${", "${!"))
 	}
 	stop := int(f.Agent.DrainTimeout.Std().Seconds()) + 30
-	fmt.Fprintf(&unit, "EnvironmentFile=/etc/fleetq/api.env\nExecStart=/usr/local/bin/fleetq worker\nRestart=on-failure\nRestartSec=5\nKillMode=mixed\nTimeoutStopSec=%d\n\n[Install]\nWantedBy=multi-user.target\n", stop)
-	head := "#!/bin/bash\nset -euo pipefail\nmkdir -p /etc/fleetq\n" +
-		"curl -fsSL --retry 5 -o /usr/local/bin/fleetq '" + cfg.AgentURL + "'\nchmod 0755 /usr/local/bin/fleetq\n" +
-		"echo \"FLEETQ_API="
-	tail := "\" > /etc/fleetq/api.env\ncat > /etc/systemd/system/fleetq-worker.service <<'UNIT'\n" + unit.String() + "UNIT\n" +
-		"systemctl daemon-reload\nsystemctl enable --now fleetq-worker\n"
-	return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String(head), apiURL, jsii.String(tail)})
+	fmt.Fprintf(&unit, "Environment=\"FLEETQ_API=${ApiUrl}\"\n"+
+		"ExecStartPre=/etc/fleetq/fetch-secret\nExecStart=/usr/local/bin/fleetq worker\n"+
+		"StandardOutput=append:%s\nStandardError=inherit\n"+
+		"Restart=on-failure\nRestartSec=5\nKillMode=mixed\nTimeoutStopSec=%d\n\n[Install]\nWantedBy=multi-user.target\n", WorkerLogFiles["worker"], stop)
+
+	vars := map[string]*string{"ApiUrl": apiURL, "SecretArn": secretARN, "LogGroup": logGroup, "Region": jsii.String(cfg.Region)}
+	var fetch string
+	switch {
+	case cfg.AgentURL != "":
+		vars["AgentUrl"] = jsii.String(cfg.AgentURL)
+		get := "curl -fsSL --retry 5 -o /usr/local/bin/fleetq.new '${AgentUrl}'"
+		if strings.HasPrefix(cfg.AgentURL, "s3://") {
+			get = "aws s3 cp --only-show-errors '${AgentUrl}' /usr/local/bin/fleetq.new"
+		}
+		fetch = get + " || unhealthy \"could not download the agent from ${AgentUrl}\"\n"
+		if cfg.AgentSHA256 != "" {
+			vars["AgentSha256"] = jsii.String(cfg.AgentSHA256)
+			fetch += verify
+		}
+	default:
+		vars["AgentUrl"], vars["AgentSha256"] = agent.Asset.S3ObjectUrl(), jsii.String(agent.SHA256)
+		fetch = "fetched=no\nfor i in 1 2 3 4 5; do\n" +
+			"  if aws s3 cp --only-show-errors '${AgentUrl}' /usr/local/bin/fleetq.new; then fetched=yes; break; fi\n" +
+			"  sleep $((i * 5))\ndone\n" +
+			"[ $fetched = yes ] || unhealthy \"could not download the agent from ${AgentUrl}\"\n" + verify
+	}
+	script := bootHead + fetch + bootAgent + "cat > /etc/systemd/system/fleetq-worker.service <<'UNIT'\n" + unit.String() + "UNIT\n" + bootTail
+	return awscdk.Fn_Sub(jsii.String(script), &vars)
 }
+
+// The boot script's parts. Bash variables are written without braces:
+// "${Name}" is Fn::Sub's.
+const (
+	bootHead = `#!/bin/bash
+# fleetq worker boot: logs to CloudWatch, the agent fetched and verified,
+# the fleet secret read, the agent started. A failure marks the instance
+# unhealthy so its group replaces it.
+set -euo pipefail
+mkdir -p /etc/fleetq /var/log/fleetq
+exec > >(tee -a /var/log/fleetq/boot.log) 2>&1
+export AWS_REGION=${Region} AWS_DEFAULT_REGION=${Region}
+imds() {
+  local t
+  t=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+  curl -fsS -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/$1"
+}
+unhealthy() {
+  echo "fleetq: $1; marking this instance unhealthy so its group replaces it" >&2
+  sleep 20 # let the CloudWatch agent ship this line
+  aws autoscaling set-instance-health --instance-id "$(imds instance-id)" --health-status Unhealthy --no-should-respect-grace-period ||
+    shutdown -h now
+  exit 1
+}
+trap 'unhealthy "the boot script failed at line $LINENO"' ERR
+cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl
+[ -x $cw ] || dnf install -y -q amazon-cloudwatch-agent || yum install -y -q amazon-cloudwatch-agent || true
+cat > /etc/fleetq/cloudwatch-agent.json <<'JSON'
+{"logs":{"logs_collected":{"files":{"collect_list":[
+  {"file_path":"/var/log/fleetq/boot.log","log_group_name":"${LogGroup}","log_stream_name":"{instance_id}/boot"},
+  {"file_path":"/var/log/fleetq/worker.log","log_group_name":"${LogGroup}","log_stream_name":"{instance_id}/worker"}]}}}}
+JSON
+if [ -x $cw ]; then $cw -a fetch-config -m ec2 -s -c file:/etc/fleetq/cloudwatch-agent.json || echo "fleetq: the CloudWatch agent did not start; logs stay in /var/log/fleetq" >&2
+else echo "fleetq: no CloudWatch agent on this AMI; logs stay in /var/log/fleetq" >&2; fi
+`
+	verify = `echo "${AgentSha256}  /usr/local/bin/fleetq.new" | sha256sum -c --quiet - || unhealthy "the agent from ${AgentUrl} does not have the SHA-256 ${AgentSha256}"
+`
+	bootAgent = `install -m 0755 /usr/local/bin/fleetq.new /usr/local/bin/fleetq
+rm -f /usr/local/bin/fleetq.new
+/usr/local/bin/fleetq version || unhealthy "the agent does not run on this instance"
+cat > /etc/fleetq/fetch-secret <<'SH'
+#!/bin/bash
+# Reads the fleet secret before every start of the agent, so a rotated
+# secret is used at the next registration.
+set -euo pipefail
+umask 077
+aws secretsmanager get-secret-value --region ${Region} --secret-id '${SecretArn}' --query SecretString --output text > /etc/fleetq/fleet-secret.new
+[ -s /etc/fleetq/fleet-secret.new ]
+mv /etc/fleetq/fleet-secret.new /etc/fleetq/fleet-secret
+SH
+chmod 0700 /etc/fleetq/fetch-secret
+/etc/fleetq/fetch-secret || unhealthy "could not read the fleet secret ${SecretArn}"
+`
+	bootTail = `systemctl daemon-reload
+systemctl enable --now fleetq-worker || unhealthy "the fleetq-worker unit did not start"
+`
+)
 
 // camel turns a fleet slug into a construct id: video-a10g → VideoA10g.
 func camel(slug string) string {

@@ -1,6 +1,8 @@
 package infra_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -31,21 +33,51 @@ type synthesized struct {
 	tpl   assertions.Template
 	stack *infra.Stack
 	json  map[string]any
+	cfg   *fleetconfig.Config
+	// agentSHA256 are the digests of the agent binaries the test built, by
+	// architecture.
+	agentSHA256 map[string]string
+}
+
+// agentDir writes a stand-in agent binary per architecture, each with its
+// own content, and answers the directory and their SHA-256 digests.
+func agentDir(t *testing.T) (string, map[string]string) {
+	dir, sums := t.TempDir(), map[string]string{}
+	for _, arch := range []string{"amd64", "arm64"} {
+		body := []byte("#!/bin/sh\necho fleetq test agent " + arch + "\n")
+		if err := os.MkdirAll(filepath.Join(dir, arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, arch, infra.AgentBinary), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		sums[arch] = hex.EncodeToString(sum[:])
+	}
+	return dir, sums
 }
 
 func synth(t *testing.T, stage string) synthesized {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if s, ok := templates[stage]; ok {
-		return s
-	}
 	cfg, raw, err := infra.LoadConfig(stage, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return synthConfig(t, stage, cfg, raw)
+}
+
+// synthConfig synthesizes a config once per key, with the test's agent
+// binaries and placeholder functions.
+func synthConfig(t *testing.T, key string, cfg *fleetconfig.Config, raw []byte) synthesized {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if s, ok := templates[key]; ok {
+		return s
+	}
+	agents, sums := agentDir(t)
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	st, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw, BinDir: t.TempDir()})
+	st, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw, BinDir: t.TempDir(), AgentDir: agents, AllowPlaceholders: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +87,8 @@ func synth(t *testing.T, stage string) synthesized {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := synthesized{tpl: tpl, stack: st, json: doc}
-	templates[stage] = s
+	s := synthesized{tpl: tpl, stack: st, json: doc, cfg: cfg, agentSHA256: sums}
+	templates[key] = s
 	return s
 }
 
@@ -102,6 +134,18 @@ func TestSpotGroupPerFleet(t *testing.T) {
 		"Tags": assertions.Match_ArrayWith(&[]any{map[string]any{"Key": infra.TagStage, "Value": "prod", "PropagateAtLaunch": true}}),
 	}))
 	for id, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		// Instances carry Name, stage and fleet (propagated at launch).
+		fleet := strings.TrimPrefix(g["AutoScalingGroupName"].(string), "fleetq-prod-")
+		tags := map[string]string{}
+		for _, tag := range g["Tags"].([]any) {
+			tm := tag.(map[string]any)
+			if tm["PropagateAtLaunch"] == true {
+				tags[tm["Key"].(string)] = tm["Value"].(string)
+			}
+		}
+		if tags["Name"] != "fleetq-prod-"+fleet || tags[infra.TagStage] != "prod" || tags[infra.TagFleet] != fleet {
+			t.Errorf("%s: tags propagated to instances %v", id, tags)
+		}
 		if _, ok := g["DesiredCapacity"]; ok {
 			t.Errorf("%s sets DesiredCapacity: a stack update would reset the scaler's", id)
 		}
@@ -118,7 +162,7 @@ func TestSpotGroupPerFleet(t *testing.T) {
 	// The user data starts the agent for the fleet with the secret's parameter.
 	for _, lt := range s.resources("AWS::EC2::LaunchTemplate") {
 		ud, _ := json.Marshal(lt["LaunchTemplateData"].(map[string]any)["UserData"])
-		for _, want := range []string{"fleetq worker", "FLEETQ_FLEET_SECRET_SSM=/fleetq/prod/fleet-secret", "FLEETQ_STAGE=prod", "FLEETQ_API="} {
+		for _, want := range []string{"fleetq worker", "FLEETQ_FLEET_SECRET_FILE=/etc/fleetq/fleet-secret", "FLEETQ_STAGE=prod", "FLEETQ_API=${ApiUrl}"} {
 			if !strings.Contains(string(ud), want) {
 				t.Errorf("user data lacks %q: %s", want, ud)
 			}
@@ -210,12 +254,9 @@ func TestQueueTableBucketRules(t *testing.T) {
 	if !slices.Equal(detailTypes, want) {
 		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
 	}
-	// Alarms: two per fleet, the DLQ, and each function's errors.
-	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*1+1+4))
-	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*2+1+4))
-	prod.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(map[string]any{
-		"AlarmName": "fleetq-prod-video-a10g-oldest-queued", "Threshold": 1800, "MetricName": "OldestQueuedAgeSeconds", "Namespace": "fleetq",
-	}))
+	// Alarms: two per fleet, the two dead-letter queues, and each function's errors.
+	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*1+2+4))
+	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*2+2+4))
 	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 	for _, o := range []string{"ApiUrl", "SubmitQueueUrl", "TableName", "BucketName"} {
 		if _, ok := dev.json["Outputs"].(map[string]any)[o]; !ok {

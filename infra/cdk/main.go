@@ -4,6 +4,10 @@
 //
 //	make synth STAGE=prod           # offline, into cdk.out/
 //	npx aws-cdk deploy -c stage=prod
+//
+// Synthesis refuses to run before `make build` (the functions' and the
+// agent's binaries are part of the stack) unless -c allowPlaceholders=true,
+// and refuses a CLI region (CDK_DEFAULT_REGION) other than the config's.
 package main
 
 import (
@@ -45,13 +49,32 @@ func main() {
 		fmt.Fprintln(os.Stderr, "synth:", err)
 		os.Exit(1)
 	}
-	st, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw})
+	if err := infra.CheckRegion(cfg, os.Getenv("CDK_DEFAULT_REGION")); err != nil {
+		fmt.Fprintln(os.Stderr, "synth:", err)
+		os.Exit(1)
+	}
+	allow := false
+	switch v := app.Node().TryGetContext(jsii.String("allowPlaceholders")).(type) {
+	case bool:
+		allow = v
+	case string:
+		allow = v == "true"
+	}
+	st, err := infra.New(app, infra.Options{Config: cfg, ConfigYAML: raw, AllowPlaceholders: allow})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth:", err)
 		os.Exit(1)
 	}
 	if len(st.Placeholders) > 0 {
-		fmt.Fprintf(os.Stderr, "synth: no binaries for %v in bin/: placeholders used; run `make build` before deploying\n", st.Placeholders)
+		fmt.Fprintf(os.Stderr, "synth: PLACEHOLDERS for %v (allowPlaceholders): this stack cannot run a job; run `make build` before deploying\n", st.Placeholders)
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		if a, ok := st.Agents[arch]; ok {
+			fmt.Fprintf(os.Stderr, "synth: agent linux/%s: asset %s, sha256 %s\n", arch, *a.Asset.AssetHash(), a.SHA256)
+		}
+	}
+	if cfg.AgentURL != "" {
+		fmt.Fprintf(os.Stderr, "synth: agent from agent_url %s (sha256 %s)\n", cfg.AgentURL, cfg.AgentSHA256)
 	}
 	app.Synth(nil)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
@@ -59,19 +60,9 @@ func (s *SSMSecret) FleetSecret(ctx context.Context) (string, error) {
 	return s.value, nil
 }
 
-func (s *SSMSecret) ttl() time.Duration {
-	if s.TTL <= 0 {
-		return 5 * time.Minute
-	}
-	return s.TTL
-}
+func (s *SSMSecret) ttl() time.Duration { return ttlOr(s.TTL) }
 
-func (s *SSMSecret) clock() clock.Clock {
-	if s.Clock == nil {
-		return clock.Real{}
-	}
-	return s.Clock
-}
+func (s *SSMSecret) clock() clock.Clock { return clockOr(s.Clock) }
 
 // ErrOperatorUnauthenticated is a request without a valid operator credential.
 var ErrOperatorUnauthenticated = errors.New("operator credential missing or wrong")
@@ -109,4 +100,59 @@ func (IAMOperator) AuthenticateOperator(r *http.Request) (string, error) {
 		return iam.UserARN, nil
 	}
 	return iam.AccountID + ":" + iam.AccessKey, nil
+}
+
+// SecretsManagerGetter is the part of the Secrets Manager API the secret
+// source uses.
+type SecretsManagerGetter interface {
+	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// SecretsManagerSecret reads the fleet secret from a Secrets Manager secret
+// (the one the stack creates, by ARN) and keeps it for TTL, as SSMSecret
+// does: a warm function reads it once per TTL, and a rotated value (a new
+// AWSCURRENT version) is used within TTL.
+type SecretsManagerSecret struct {
+	Client SecretsManagerGetter
+	ID     string
+	TTL    time.Duration
+	Clock  clock.Clock
+
+	mu      sync.Mutex
+	value   string
+	fetched time.Time
+}
+
+// FleetSecret returns the cached secret, reading Secrets Manager when the
+// cache is stale.
+func (s *SecretsManagerSecret) FleetSecret(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := clockOr(s.Clock).Now()
+	if s.value != "" && now.Sub(s.fetched) < ttlOr(s.TTL) {
+		return s.value, nil
+	}
+	out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.ID)})
+	if err != nil {
+		return "", fmt.Errorf("read fleet secret %s: %w", s.ID, err)
+	}
+	if aws.ToString(out.SecretString) == "" {
+		return "", fmt.Errorf("fleet secret %s is empty (or binary)", s.ID)
+	}
+	s.value, s.fetched = aws.ToString(out.SecretString), now
+	return s.value, nil
+}
+
+func ttlOr(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 5 * time.Minute
+	}
+	return d
+}
+
+func clockOr(c clock.Clock) clock.Clock {
+	if c == nil {
+		return clock.Real{}
+	}
+	return c
 }

@@ -20,6 +20,8 @@ const (
 	EnvSSMEndpoint         = "FLEETQ_SSM_ENDPOINT"
 	EnvAutoScalingEndpoint = "FLEETQ_AUTOSCALING_ENDPOINT"
 	EnvEventBridgeEndpoint = "FLEETQ_EVENTBRIDGE_ENDPOINT"
+	// EnvSecretsManagerEndpoint overrides Secrets Manager's endpoint.
+	EnvSecretsManagerEndpoint = "FLEETQ_SECRETSMANAGER_ENDPOINT"
 )
 
 // Load returns the default AWS configuration (environment, shared config,
@@ -77,6 +79,10 @@ const (
 	EnvSubmitQueueURL = "FLEETQ_SUBMIT_QUEUE_URL"
 	// EnvFleetSecretParam is the SSM SecureString parameter holding the fleet secret.
 	EnvFleetSecretParam = "FLEETQ_FLEET_SECRET_PARAM"
+	// EnvFleetSecretARN is the Secrets Manager secret holding the fleet
+	// secret (the stack creates it); it takes precedence over
+	// EnvFleetSecretParam.
+	EnvFleetSecretARN = "FLEETQ_FLEET_SECRET_ARN"
 	// EnvBucket is the S3 bucket for job inputs and outputs.
 	EnvBucket = "FLEETQ_BUCKET"
 	// EnvEventBus is the EventBridge bus job lifecycle events go to.

@@ -90,6 +90,7 @@ const (
 	attrLastReleaseMS  = "last_release_ms"
 	attrLastClaimMS    = "last_claim_ms"
 	attrSourceIP       = "source_ip"
+	attrAgentVersion   = "agent_version"
 
 	// Fleet state.
 	attrWorkers      = "workers"
@@ -115,6 +116,7 @@ var ByStateProjection = []string{
 	attrReason, attrErrorCode,
 	attrFleet, attrInstanceID, attrInstanceType, attrAZ, attrWorkerStatus, attrApproved, attrLeases,
 	attrMaxConcurrency, attrLastSeenMS, attrRegisteredMS, attrLastReleaseMS, attrLastClaimMS,
+	attrAgentVersion,
 }
 
 // ByInstanceProjection lists the non-key attributes copied into IndexByInstance.

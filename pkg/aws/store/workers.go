@@ -44,6 +44,8 @@ type Registration struct {
 	// on its disk): a registration with another key is refused while the
 	// worker id's registration is live, so two agents never share an id.
 	AgentKeyHash string
+	// AgentVersion is the version the agent reported (empty if none).
+	AgentVersion string
 }
 
 // RegisterWorker creates the worker, or, when it exists, replaces its token
@@ -82,7 +84,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
-		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash,
+		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash, AgentVersion: r.AgentVersion,
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -123,7 +125,8 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince,
 		Set(expression.Name(attrStage), expression.Value(r.Stage)).
 		Set(expression.Name(attrMaxConcurrency), expression.Value(r.MaxConcurrency)).
 		Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
-		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP))
+		Set(expression.Name(attrSourceIP), expression.Value(r.SourceIP)).
+		Set(expression.Name(attrAgentVersion), expression.Value(r.AgentVersion))
 	if r.InstanceID != "" {
 		set = set.Set(expression.Name(attrInstanceID), expression.Value(r.InstanceID)).
 			Set(expression.Name(AttrGSI2PK), expression.Value(instancePartition(r.InstanceID))).
@@ -488,6 +491,7 @@ type workerItem struct {
 	LastClaimMS    int64    `dynamodbav:"last_claim_ms,omitempty"`
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
 	AgentKeyHash   string   `dynamodbav:"agent_key_hash,omitempty"`
+	AgentVersion   string   `dynamodbav:"agent_version,omitempty"`
 }
 
 func (it *workerItem) toWorker() worker.Worker {
@@ -509,6 +513,7 @@ func (it *workerItem) toWorker() worker.Worker {
 		LastReleaseAt:  fromMS(it.LastReleaseMS),
 		LastClaimAt:    fromMS(it.LastClaimMS),
 		SourceIP:       it.SourceIP,
+		AgentVersion:   it.AgentVersion,
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

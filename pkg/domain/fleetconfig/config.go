@@ -18,8 +18,15 @@ type Config struct {
 	RegistrationLimit int `yaml:"registration_limit"`
 	// Network says where the fleets' instances run (CDK app only).
 	Network Network `yaml:"network"`
-	// AgentURL is where instances download the fleetq binary from at boot (CDK app only).
+	// AgentURL overrides where instances download the fleetq binary from at
+	// boot (CDK app only). Empty (the default) ships the agent `make build`
+	// cross-compiled with the stack, as an S3 asset verified by its SHA-256.
 	AgentURL string `yaml:"agent_url"`
+	// AgentSHA256 is the hex SHA-256 the binary at AgentURL must have; when
+	// set, an instance whose download does not match marks itself unhealthy.
+	AgentSHA256 string `yaml:"agent_sha256"`
+	// Alarms says who is told when an alarm of the stage fires (CDK app only).
+	Alarms Alarms `yaml:"alarms"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
 
@@ -30,13 +37,24 @@ type Config struct {
 // Network places the fleets' instances. Either VPCCIDR (the stack creates a
 // VPC) or VPCID with SubnetIDs (an existing VPC) is set.
 type Network struct {
-	VPCCIDR   string   `yaml:"vpc_cidr"`
+	VPCCIDR string `yaml:"vpc_cidr"`
+	// MaxAZs is how many of the region's zones (from Fn::GetAZs) a new VPC
+	// spans when AvailabilityZones is not given: 1 or 2 (the default).
 	MaxAZs    int      `yaml:"max_azs"`
 	VPCID     string   `yaml:"vpc_id"`
 	SubnetIDs []string `yaml:"subnet_ids"`
 	// AvailabilityZones pins the AZs of an existing VPC's subnets, in the same
-	// order as SubnetIDs, so synthesis needs no account lookup.
+	// order as SubnetIDs, so synthesis needs no account lookup. With
+	// VPCCIDR it names the zones of the new VPC's subnets; left out, the
+	// stack takes the region's first two zones from Fn::GetAZs at deploy.
 	AvailabilityZones []string `yaml:"availability_zones"`
+}
+
+// Alarms are the stage's alarm subscriptions: every alarm of the stack
+// notifies one SNS topic, and each address here subscribes to it.
+type Alarms struct {
+	// Emails each get an SNS subscription (confirmed from the mail AWS sends).
+	Emails []string `yaml:"emails"`
 }
 
 // Fleet is one pool of identical GPU instances serving a set of workflows.
@@ -74,6 +92,9 @@ type Fleet struct {
 	// QueueTimeout is the default time a job may wait before its first lease;
 	// zero means it may wait forever.
 	QueueTimeout Duration `yaml:"queue_timeout"`
+	// QueueSLO is how long the fleet's oldest ready job may wait for a lease
+	// before the fleet's alarm fires (CDK app only).
+	QueueSLO Duration `yaml:"queue_slo"`
 
 	Retry         RetryPolicy `yaml:"retry"`
 	PreemptionCap int         `yaml:"preemption_cap"`
@@ -121,6 +142,7 @@ const (
 	DefaultHeartbeatSeconds  = 30
 	DefaultPollSeconds       = 5
 	DefaultJobTimeout        = 90 * time.Minute
+	DefaultQueueSLO          = 30 * time.Minute
 	DefaultMaxAttempts       = 3
 	DefaultPreemptionCap     = 5
 	DefaultRootVolumeGB      = 100

@@ -45,6 +45,7 @@ func TestParseAppliesDefaults(t *testing.T) {
 		{"job_retention", cfg.JobRetention.Std(), 30 * 24 * time.Hour},
 		{"registration_limit", cfg.RegistrationLimit, 10},
 		{"slots", f.SlotsPerInstance, 1},
+		{"queue_slo", f.QueueSLO.Std(), 30 * time.Minute},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -112,6 +113,12 @@ func TestValidationNamesFileFieldAndProblem(t *testing.T) {
 		{"bad ami", minimal + "    ami_id: ubuntu\n", `fleets[0].ami_id: "ubuntu" is not an AMI id`},
 		{"duplicate slug", minimal + "  - slug: gpu\n    workflows: [wf-c]\n    instance_types: [g5.xlarge]\n", `fleets[1].slug: "gpu" is already used by fleets[0]`},
 		{"empty", "", "bad.yaml: (file): is empty"},
+		{"zone of another region", "region: us-west-1\nnetwork:\n  availability_zones: [us-east-1a, us-west-1b]\n" + minimal, `network.availability_zones[0]: "us-east-1a" is not a zone of region us-west-1`},
+		{"digest without url", "agent_sha256: " + strings.Repeat("a", 64) + "\n" + minimal, "agent_sha256: is only used with agent_url"},
+		{"bad digest", "agent_url: https://example.com/fleetq\nagent_sha256: abc\n" + minimal, "agent_sha256: must be 64 lowercase hex digits"},
+		{"plain http agent", "agent_url: http://example.com/fleetq\n" + minimal, `agent_url: "http://example.com/fleetq" must be an https:// or s3:// URL`},
+		{"bad alarm email", "alarms:\n  emails: [ops]\n" + minimal, `alarms.emails[0]: "ops" is not an email address`},
+		{"slo too short", minimal + "    queue_slo: 10s\n", "fleets[0].queue_slo: must be between 1m and 24h, got 10s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

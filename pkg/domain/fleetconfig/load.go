@@ -100,7 +100,7 @@ func (c *Config) applyDefaults() {
 		c.Network.VPCCIDR = "10.80.0.0/16"
 	}
 	if c.Network.MaxAZs == 0 {
-		c.Network.MaxAZs = 3
+		c.Network.MaxAZs = 2
 	}
 	for i := range c.Fleets {
 		c.Fleets[i].applyDefaults()
@@ -128,6 +128,7 @@ func (f *Fleet) applyDefaults() {
 	setInt(&f.HeartbeatSeconds, DefaultHeartbeatSeconds)
 	setInt(&f.PollSeconds, DefaultPollSeconds)
 	setDur(&f.JobTimeout, DefaultJobTimeout)
+	setDur(&f.QueueSLO, DefaultQueueSLO)
 	setInt(&f.Retry.MaxAttempts, DefaultMaxAttempts)
 	if len(f.Retry.Backoff) == 0 {
 		for _, b := range DefaultBackoff {
@@ -150,6 +151,8 @@ var (
 	instancePattern = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9]+$`)
 	amiPattern      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	regionPattern   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	sha256Pattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	emailPattern    = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 )
 
 // Limits on values, shared with the HTTP API's validation.
@@ -186,6 +189,27 @@ func (c *Config) validate() []Problem {
 	}
 	k.rangeInt("registration_limit", c.RegistrationLimit, 1, 10000)
 	c.Network.validate(k)
+	for i, z := range c.Network.AvailabilityZones {
+		if c.Region != "" && (!strings.HasPrefix(z, c.Region) || len(z) == len(c.Region)) {
+			k.add(fmt.Sprintf("network.availability_zones[%d]", i), "%q is not a zone of region %s", z, c.Region)
+		}
+	}
+	if c.AgentSHA256 != "" {
+		if c.AgentURL == "" {
+			k.add("agent_sha256", "is only used with agent_url (the stack's own agent asset carries its digest)")
+		}
+		if !sha256Pattern.MatchString(c.AgentSHA256) {
+			k.add("agent_sha256", "must be 64 lowercase hex digits (sha256sum's output)")
+		}
+	}
+	if c.AgentURL != "" && !strings.HasPrefix(c.AgentURL, "https://") && !strings.HasPrefix(c.AgentURL, "s3://") {
+		k.add("agent_url", "%q must be an https:// or s3:// URL", c.AgentURL)
+	}
+	for i, e := range c.Alarms.Emails {
+		if !emailPattern.MatchString(e) {
+			k.add(fmt.Sprintf("alarms.emails[%d]", i), "%q is not an email address", e)
+		}
+	}
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}
@@ -217,7 +241,11 @@ func (n *Network) validate(k *checker) {
 		if _, _, err := net.ParseCIDR(n.VPCCIDR); err != nil {
 			k.add("network.vpc_cidr", "%q is not a CIDR block", n.VPCCIDR)
 		}
-		k.rangeInt("network.max_azs", n.MaxAZs, 1, 6)
+		// Without availability_zones the zones come from Fn::GetAZs, whose
+		// length is unknown at synthesis: only the first two are certain.
+		if len(n.AvailabilityZones) == 0 {
+			k.rangeInt("network.max_azs", n.MaxAZs, 1, 2)
+		}
 	}
 	if n.VPCID != "" {
 		if len(n.SubnetIDs) < 2 {
@@ -276,6 +304,9 @@ func (f *Fleet) validate(at string, k *checker) {
 	}
 	if f.QueueTimeout.Std() < 0 {
 		k.add(at+".queue_timeout", "must not be negative")
+	}
+	if f.QueueSLO.Std() < time.Minute || f.QueueSLO.Std() > 24*time.Hour {
+		k.add(at+".queue_slo", "must be between 1m and 24h, got %s", f.QueueSLO)
 	}
 	k.rangeInt(at+".retry.max_attempts", f.Retry.MaxAttempts, 1, MaxAttemptsLimit)
 	for j, b := range f.Retry.Backoff {

@@ -58,6 +58,11 @@ type Worker struct {
 	MaxConcurrency int     `json:"max_concurrency"`
 	LastSeenAt     *string `json:"last_seen_at"`
 	RegisteredAt   *string `json:"registered_at"`
+	// AgentVersion is the version the agent reported at registration.
+	AgentVersion string `json:"agent_version"`
+	// VersionMismatch says the agent is not the API's build (or reported no
+	// version): upgrade it (docs/deploy.md).
+	VersionMismatch bool `json:"version_mismatch"`
 }
 
 // WorkerActionResponse is the 200 answer of

@@ -19,6 +19,9 @@ type RegisterRequest struct {
 	// registration with another key is refused (409 conflict), so two
 	// agents never share an id; the same agent restarting registers again.
 	AgentKey string `json:"agent_key,omitempty"`
+	// AgentVersion is the agent's build (`fleetq version`). A version other
+	// than the API's is accepted, logged and shown in the worker listing.
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 // RegisterResponse is the 201 answer of register. The token is shown only

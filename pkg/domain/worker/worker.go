@@ -45,6 +45,9 @@ type Worker struct {
 	LastClaimAt time.Time
 	// SourceIP is the address the worker last registered from.
 	SourceIP string
+	// AgentVersion is the fleetq version the agent reported at its last
+	// registration (empty for an agent that reports none).
+	AgentVersion string
 }
 
 // IdleSince is when the worker last held no lease: its last release, or its

@@ -8,16 +8,23 @@ import (
 	"sync"
 )
 
-// JSONAPI serves the two AWS JSON 1.1 actions a fleetq function calls
-// besides DynamoDB and SQS: SSM GetParameter (the fleet secret) and
-// EventBridge PutEvents (job lifecycle events). The Lambda constructors run
+// JSONAPI serves the AWS JSON 1.1 actions a fleetq function calls besides
+// DynamoDB and SQS: Secrets Manager GetSecretValue and SSM GetParameter
+// (the fleet secret) and EventBridge PutEvents (job lifecycle events). The Lambda constructors run
 // against it in tests, through the real SDK clients, exactly as in AWS.
 type JSONAPI struct {
 	*Server
 
-	mu     sync.Mutex
-	params map[string]string
-	events []PutEventsEntry
+	mu      sync.Mutex
+	params  map[string]string
+	secrets map[string]secretVersion
+	events  []PutEventsEntry
+}
+
+// secretVersion is a secret's AWSCURRENT value and its version number.
+type secretVersion struct {
+	value   string
+	version int
 }
 
 // PutEventsEntry is one event a PutEvents call delivered.
@@ -30,7 +37,7 @@ type PutEventsEntry struct {
 
 // StartJSONAPI starts the server on addr ("" for any loopback port).
 func StartJSONAPI(addr string) (*JSONAPI, error) {
-	a := &JSONAPI{params: map[string]string{}}
+	a := &JSONAPI{params: map[string]string{}, secrets: map[string]secretVersion{}}
 	srv, err := serve(addr, a)
 	if err != nil {
 		return nil, err
@@ -44,6 +51,14 @@ func (a *JSONAPI) PutParameter(name, value string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.params[name] = value
+}
+
+// PutSecretValue stores a new current version of the Secrets Manager
+// secret id (its ARN or name, as callers will ask for it).
+func (a *JSONAPI) PutSecretValue(id, value string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.secrets[id] = secretVersion{value: value, version: a.secrets[id].version + 1}
 }
 
 // Events returns every event PutEvents accepted, oldest first.
@@ -71,6 +86,25 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "SecureString", "Value": v, "Version": 1}})
+	case "secretsmanager.GetSecretValue":
+		var in struct{ SecretId, VersionStage, VersionId string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.SecretId == "" {
+			writeJSONError(w, "InvalidParameterException", "SecretId is required")
+			return
+		}
+		if (in.VersionStage != "" && in.VersionStage != "AWSCURRENT") || in.VersionId != "" {
+			writeJSONError(w, "InvalidRequestException", "only the AWSCURRENT version is served")
+			return
+		}
+		a.mu.Lock()
+		v, ok := a.secrets[in.SecretId]
+		a.mu.Unlock()
+		if !ok {
+			writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+			return
+		}
+		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId, "SecretString": v.value,
+			"VersionId": fmt.Sprintf("v%d", v.version), "VersionStages": []string{"AWSCURRENT"}})
 	case "AWSEvents.PutEvents":
 		var in struct{ Entries []PutEventsEntry }
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 {

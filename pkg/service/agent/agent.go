@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
 // Requeue reasons (docs/api.md).
@@ -354,7 +355,8 @@ func (a *Agent) register(ctx context.Context) error {
 	r := wire.RegisterRequest{
 		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
 		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AvailabilityZone: a.cfg.AZ,
-		AgentKey: a.cfg.AgentKey,
+		AgentKey:     a.cfg.AgentKey,
+		AgentVersion: version.Get(),
 	}
 	if n := a.cfg.MaxConcurrency; n != 0 {
 		r.MaxConcurrency = &n

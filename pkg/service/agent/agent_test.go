@@ -17,6 +17,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
@@ -270,6 +271,10 @@ func TestSleepJobSucceeds(t *testing.T) {
 	e.waitFor("j2 to die", func() bool { return e.job("j2").Status == job.Dead })
 	if j := e.job("j2"); j.Error == nil || j.Error.Message != "bad scene" {
 		t.Fatalf("j2 error %+v", j.Error)
+	}
+	// The agent reported its build at registration.
+	if w, err := e.stack.Store.GetWorker(e.ctx, "w1"); err != nil || w.AgentVersion != version.Get() || w.AgentVersion == "" {
+		t.Fatalf("worker w1 agent version %q (%v), want %q", w.AgentVersion, err, version.Get())
 	}
 	_ = a
 }

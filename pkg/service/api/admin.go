@@ -11,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
 func contextWith(r *http.Request, key, val any) context.Context {
@@ -70,6 +71,7 @@ func viewWorker(wk worker.Worker) wire.Worker {
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
+		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
 	}
 }
 

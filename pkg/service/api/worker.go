@@ -17,6 +17,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
 func decode(data []byte, v any, allowEmpty bool) error {
@@ -63,13 +64,20 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		WorkerID: req.WorkerID, Fleet: f.Slug, Stage: req.Stage,
 		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone,
 		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
-		TokenHash: parsed.Hash, SourceIP: sourceAddress(r), AgentKeyHash: agentKeyHash(req.AgentKey),
+		TokenHash: parsed.Hash, SourceIP: sourceAddress(r), AgentKeyHash: agentKeyHash(req.AgentKey), AgentVersion: req.AgentVersion,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved)
+	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved,
+		"agent_version", req.AgentVersion)
+	if req.AgentVersion != version.Get() {
+		// Accepted: the worker routes change only additively, and refusing
+		// would leave a paid instance unable to work until replaced.
+		s.log.WarnContext(ctx, "agent version differs from the API's", "worker_id", wk.ID, "fleet", f.Slug,
+			"agent_version", req.AgentVersion, "api_version", version.Get())
+	}
 	wire.WriteJSON(w, http.StatusCreated, wire.RegisterResponse{
 		WorkerID: wk.ID, Token: token, WorkflowsAssigned: f.Workflows,
 		LeaseSeconds: f.LeaseSeconds, HeartbeatSeconds: f.HeartbeatSeconds, PollSeconds: f.PollSeconds,
@@ -89,6 +97,8 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 	switch {
 	case req.WorkerID == "":
 		return nil, invalid("field \"worker_id\" is required")
+	case len(req.AgentVersion) > 128:
+		return nil, invalid("field \"agent_version\": at most 128 characters")
 	case !submission.IDPattern.MatchString(req.WorkerID):
 		return nil, invalid("field \"worker_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-'", req.WorkerID)
 	case req.FleetSlug == "":

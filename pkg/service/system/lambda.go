@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
@@ -139,6 +140,24 @@ func (e *Lambda) SSM() *ssm.Client {
 	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint) })
 }
 
+// SecretsManager returns a Secrets Manager client (FLEETQ_SECRETSMANAGER_ENDPOINT overrides the endpoint).
+func (e *Lambda) SecretsManager() *secretsmanager.Client {
+	return secretsmanager.NewFromConfig(e.AWS, func(o *secretsmanager.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSecretsManagerEndpoint) })
+}
+
+// FleetSecret is where the API reads the fleet secret: the Secrets Manager
+// secret FLEETQ_FLEET_SECRET_ARN (the stack's), else the SSM SecureString
+// parameter FLEETQ_FLEET_SECRET_PARAM.
+func (e *Lambda) FleetSecret() (api.SecretSource, error) {
+	if arn := e.Lookup(awsenv.EnvFleetSecretARN); arn != "" {
+		return &auth.SecretsManagerSecret{Client: e.SecretsManager(), ID: arn}, nil
+	}
+	if param := e.Lookup(awsenv.EnvFleetSecretParam); param != "" {
+		return &auth.SSMSecret{Client: e.SSM(), Name: param}, nil
+	}
+	return nil, fmt.Errorf("neither %s nor %s is set: the API cannot check the fleet secret", awsenv.EnvFleetSecretARN, awsenv.EnvFleetSecretParam)
+}
+
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Lambda) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint) })
@@ -185,14 +204,14 @@ func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 
 // APIHandler returns the API function's handler: the HTTP API behind API
 // Gateway (payload format 2.0), with submissions to FLEETQ_SUBMIT_QUEUE_URL,
-// the fleet secret from the SSM parameter FLEETQ_FLEET_SECRET_PARAM, IAM
+// the fleet secret from FleetSecret, IAM
 // operators, and presigned URLs on FLEETQ_BUCKET when set.
 func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	queueURL, err := e.Require(awsenv.EnvSubmitQueueURL)
 	if err != nil {
 		return nil, err
 	}
-	param, err := e.Require(awsenv.EnvFleetSecretParam)
+	secret, err := e.FleetSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +219,7 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
 		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
 	}
-	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, &auth.SSMSecret{Client: e.SSM(), Name: param},
+	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, secret,
 		auth.IAMOperator{}, files)
 	return httpadapter.NewV2(h).ProxyWithContext, nil
 }

@@ -186,13 +186,15 @@ func TestLambdaWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jsonAPI.Close()
-	jsonAPI.PutParameter("/fleetq/dev/fleet-secret", "sample-fleet-secret")
+	// The stack's Secrets Manager secret, by ARN, as the API function reads it.
+	const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-AbCdEf"
+	jsonAPI.PutSecretValue(secretARN, "sample-fleet-secret")
 
 	vars := map[string]string{
 		awsenv.EnvStage: "dev", awsenv.EnvTable: table, awsenv.EnvLogLevel: "warn",
 		awsenv.EnvDynamoDBEndpoint: testenv.DynamoDBEndpoint(t), awsenv.EnvSQSEndpoint: sqsSrv.URL,
-		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSSMEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
-		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretParam: "/fleetq/dev/fleet-secret",
+		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSecretsManagerEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
+		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretARN: secretARN,
 		awsenv.EnvEventBus: "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
 	}
 	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)

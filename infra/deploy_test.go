@@ -1,0 +1,475 @@
+package infra_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetq/fleetq/infra"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+)
+
+// userData returns each launch template's user data (the Fn::Sub template
+// and its variables) as JSON text, by logical id.
+func (s synthesized) userData(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for id, lt := range s.resources("AWS::EC2::LaunchTemplate") {
+		b, err := json.Marshal(lt["LaunchTemplateData"].(map[string]any)["UserData"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[id] = string(b)
+	}
+	return out
+}
+
+// statements returns every statement of the template's IAM policies whose
+// actions include action.
+func (s synthesized) statements(action string) []map[string]any {
+	var out []map[string]any
+	for _, p := range s.resources("AWS::IAM::Policy") {
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			stmt := st.(map[string]any)
+			var actions []any
+			switch a := stmt["Action"].(type) {
+			case string:
+				actions = []any{a}
+			case []any:
+				actions = a
+			}
+			if slices.Contains(actions, any(action)) {
+				out = append(out, stmt)
+			}
+		}
+	}
+	return out
+}
+
+func jsonText(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The agent ships with the stack: the prod fleets (all x86_64) get the
+// amd64 binary as an S3 asset; the user data fetches it by the asset's
+// location, checks the digest computed at synthesis, and marks the
+// instance unhealthy when either fails; the worker role reads exactly the
+// asset's object.
+func TestAgentShipsWithTheStack(t *testing.T) {
+	s := synth(t, "prod")
+	if len(s.stack.Agents) != 1 || s.stack.Agents["amd64"] == nil {
+		t.Fatalf("agents %v, want amd64 only (g5 and g6 are x86_64)", s.stack.Agents)
+	}
+	a := s.stack.Agents["amd64"]
+	if a.SHA256 != s.agentSHA256["amd64"] || a.Placeholder {
+		t.Fatalf("agent digest %s (placeholder %v), want the built binary's %s", a.SHA256, a.Placeholder, s.agentSHA256["amd64"])
+	}
+	outputs := s.json["Outputs"].(map[string]any)
+	if got := outputs["AgentAmd64Sha256"].(map[string]any)["Value"]; got != a.SHA256 {
+		t.Errorf("output AgentAmd64Sha256 = %v, want %s", got, a.SHA256)
+	}
+	if _, ok := outputs["AgentArm64Sha256"]; ok {
+		t.Error("an arm64 agent is published though no fleet needs it")
+	}
+	assetURL := jsonText(t, s.json["Outputs"].(map[string]any)["AgentAmd64Url"].(map[string]any)["Value"])
+	for id, ud := range s.userData(t) {
+		for _, want := range []string{
+			`"AgentSha256":"` + a.SHA256 + `"`,
+			`sha256sum -c`,
+			`aws s3 cp --only-show-errors '${AgentUrl}'`,
+			`set-instance-health --instance-id`, `--health-status Unhealthy`,
+			`trap 'unhealthy`,
+			`/usr/local/bin/fleetq version || unhealthy`,
+		} {
+			if !strings.Contains(ud, want) {
+				t.Errorf("%s: user data lacks %s", id, want)
+			}
+		}
+		// The user data's AgentUrl is the asset's location (as in the output).
+		if !strings.Contains(ud, `"AgentUrl":`+assetURL) {
+			t.Errorf("%s: user data does not fetch the asset %s:\n%s", id, assetURL, ud)
+		}
+	}
+	gets := s.statements("s3:GetObject")
+	var workerGets []string
+	for _, st := range gets {
+		r := jsonText(t, st["Resource"])
+		if strings.Contains(r, "cdk-hnb659fds-assets") {
+			workerGets = append(workerGets, r)
+		}
+	}
+	if len(workerGets) != 1 || !strings.Contains(workerGets[0], *a.Asset.S3ObjectKey()) || strings.Contains(workerGets[0], "*") {
+		t.Fatalf("read grants on the asset bucket %v, want exactly the object %s", workerGets, *a.Asset.S3ObjectKey())
+	}
+	health := s.statements("autoscaling:SetInstanceHealth")
+	if len(health) != 1 || !strings.Contains(jsonText(t, health[0]), `"aws:ResourceTag/fleetq:stage":"prod"`) {
+		t.Fatalf("SetInstanceHealth grants %v, want one scoped to the stage's groups", health)
+	}
+}
+
+// An arm64 fleet gets the arm64 agent; the architectures come from the
+// instance types, and a fleet that cannot run one agent is refused.
+func TestAgentArchitecture(t *testing.T) {
+	for typ, want := range map[string]string{
+		"g5.xlarge": "amd64", "g4dn.xlarge": "amd64", "p4d.24xlarge": "amd64", "g6e.2xlarge": "amd64", "m7i.large": "amd64",
+		"g5g.xlarge": "arm64", "c7gn.large": "arm64", "m7gd.large": "arm64", "t4g.small": "arm64", "r8g.medium": "arm64",
+	} {
+		if got, err := infra.Arch(typ); err != nil || got != want {
+			t.Errorf("Arch(%s) = %s, %v; want %s", typ, got, err, want)
+		}
+	}
+	if _, err := infra.Arch("mac2.metal"); err == nil {
+		t.Error("Arch accepted a Mac instance type")
+	}
+	mixed := fleetconfig.Fleet{Slug: "x", InstanceTypes: []string{"g5.xlarge", "g5g.xlarge"}}
+	if _, err := infra.FleetArch(mixed); err == nil || !strings.Contains(err.Error(), "mixes amd64 and arm64") {
+		t.Errorf("mixed fleet: %v", err)
+	}
+	wrongAMI := fleetconfig.Fleet{Slug: "x", InstanceTypes: []string{"g5g.xlarge"},
+		AMISSMParameter: "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"}
+	if _, err := infra.FleetArch(wrongAMI); err == nil || !strings.Contains(err.Error(), "x86_64 image") {
+		t.Errorf("arm64 fleet on an x86_64 AMI: %v", err)
+	}
+}
+
+// Synthesis refuses what cannot work: functions or the agent not built
+// (without allowPlaceholders), an instance type whose architecture is not
+// the AMI's, and a CLI region other than the config's.
+func TestSynthesisRefusesWhatCannotWork(t *testing.T) {
+	cfg, raw, err := infra.LoadConfig("dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newStack := func(o infra.Options) error {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		_, err := infra.New(app, o)
+		return err
+	}
+	err = newStack(infra.Options{Config: cfg, ConfigYAML: raw, BinDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "make build") || !strings.Contains(err.Error(), "bootstrap") {
+		t.Errorf("no function binaries: %v", err)
+	}
+	bin := t.TempDir()
+	for _, f := range infra.Functions {
+		if err := os.MkdirAll(filepath.Join(bin, f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, f, "bootstrap"), []byte("binary"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = newStack(infra.Options{Config: cfg, ConfigYAML: raw, BinDir: bin})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(bin, "agent", "amd64", "fleetq")) || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("functions built, no agent: %v", err)
+	}
+
+	armText := regexp.MustCompile(`instance_types: \[[^\]]*\]`).ReplaceAllString(string(raw), "instance_types: [g5g.xlarge, g5g.2xlarge]")
+	arm, err := fleetconfig.Parse("arm.yaml", []byte(armText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arm.Fleets[0].InstanceTypes[0] != "g5g.xlarge" {
+		t.Fatalf("the dev config's instance types changed: %v", arm.Fleets[0].InstanceTypes)
+	}
+	agents, _ := agentDir(t)
+	err = newStack(infra.Options{Config: arm, ConfigYAML: raw, AgentDir: agents, AllowPlaceholders: true})
+	if err == nil || !strings.Contains(err.Error(), "x86_64 image") {
+		t.Errorf("arm64 instance type on the x86_64 AMI: %v", err)
+	}
+
+	if err := infra.CheckRegion(cfg, "eu-west-1"); err == nil || !strings.Contains(err.Error(), "us-east-1") || !strings.Contains(err.Error(), "eu-west-1") {
+		t.Errorf("region mismatch: %v", err)
+	}
+	if err := infra.CheckRegion(cfg, cfg.Region); err != nil {
+		t.Errorf("same region: %v", err)
+	}
+	if err := infra.CheckRegion(cfg, ""); err != nil {
+		t.Errorf("no CLI region (synthesis without the CLI): %v", err)
+	}
+}
+
+// The stack creates the fleet secret (a generated value, no fixed name);
+// the API function and the workers read it through their roles, and
+// nothing reads an SSM parameter any more.
+func TestFleetSecretCreatedAndRead(t *testing.T) {
+	s := synth(t, "dev")
+	secrets := s.resources("AWS::SecretsManager::Secret")
+	if len(secrets) != 1 {
+		t.Fatalf("%d secrets, want 1", len(secrets))
+	}
+	var secretID string
+	for id, p := range secrets {
+		secretID = id
+		gen, _ := p["GenerateSecretString"].(map[string]any)
+		if gen == nil || gen["PasswordLength"] != float64(48) || gen["ExcludePunctuation"] != true {
+			t.Errorf("secret %s is not generated: %v", id, p)
+		}
+		if _, named := p["Name"]; named {
+			t.Errorf("secret %s has a fixed name: a failed first deploy could not be redeployed", id)
+		}
+	}
+	ref := map[string]any{"Ref": secretID}
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if f["FunctionName"] != "fleetq-dev-api" {
+			continue
+		}
+		env := f["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if jsonText(t, env["FLEETQ_FLEET_SECRET_ARN"]) != jsonText(t, ref) {
+			t.Errorf("api's FLEETQ_FLEET_SECRET_ARN = %v, want %v", env["FLEETQ_FLEET_SECRET_ARN"], ref)
+		}
+	}
+	reads := s.statements("secretsmanager:GetSecretValue")
+	if len(reads) != 2 {
+		t.Fatalf("%d statements read the secret, want 2 (the API's and the workers'): %v", len(reads), reads)
+	}
+	for _, st := range reads {
+		if jsonText(t, st["Resource"]) != jsonText(t, ref) {
+			t.Errorf("secret read on %v, want %v", st["Resource"], ref)
+		}
+	}
+	if ssm := s.statements("ssm:GetParameter"); len(ssm) != 0 {
+		t.Errorf("something still reads an SSM parameter: %v", ssm)
+	}
+	for id, ud := range s.userData(t) {
+		if !strings.Contains(ud, "get-secret-value --region ${Region} --secret-id '${SecretArn}'") || !strings.Contains(ud, `"SecretArn":{"Ref":"`+secretID+`"}`) ||
+			!strings.Contains(ud, "ExecStartPre=/etc/fleetq/fetch-secret") {
+			t.Errorf("%s: user data does not read the stack's secret before each start:\n%s", id, ud)
+		}
+	}
+}
+
+// Every alarm notifies the stage's topic, when it fires and when it
+// clears; the config's emails subscribe to it; each fleet's oldest-job
+// alarm fires past the fleet's queue_slo.
+func TestAlarmsReachSomeone(t *testing.T) {
+	cfg, raw, err := infra.LoadConfig("dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(raw), "  emails: []", "  emails: [oncall@example.com, ops@example.com]", 1)
+	custom, err := fleetconfig.Parse("alarms.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(custom.Alarms.Emails) != 2 {
+		t.Fatalf("the dev config's alarms block changed: %v", custom.Alarms)
+	}
+	s := synthConfig(t, "dev-alarm-emails", custom, []byte(text))
+	var topic string
+	for id, p := range s.resources("AWS::SNS::Topic") {
+		if p["DisplayName"] == "fleetq dev alarms" {
+			topic = id
+		}
+	}
+	if topic == "" {
+		t.Fatal("no alarm topic")
+	}
+	var emails []string
+	for _, sub := range s.resources("AWS::SNS::Subscription") {
+		if sub["Protocol"] == "email" && jsonText(t, sub["TopicArn"]) == `{"Ref":"`+topic+`"}` {
+			emails = append(emails, sub["Endpoint"].(string))
+		}
+	}
+	slices.Sort(emails)
+	if !slices.Equal(emails, custom.Alarms.Emails) {
+		t.Errorf("email subscriptions %v, want %v", emails, custom.Alarms.Emails)
+	}
+	alarms := s.resources("AWS::CloudWatch::Alarm")
+	if len(alarms) == 0 {
+		t.Fatal("no alarms")
+	}
+	for id, a := range alarms {
+		want := `[{"Ref":"` + topic + `"}]`
+		if jsonText(t, a["AlarmActions"]) != want || jsonText(t, a["OKActions"]) != want {
+			t.Errorf("alarm %s notifies %v / %v, want the topic", id, a["AlarmActions"], a["OKActions"])
+		}
+	}
+	// Failed launches (no Spot capacity, a quota of 0) reach the topic too.
+	for id, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		var errorsTo []string
+		for _, n := range g["NotificationConfigurations"].([]any) {
+			nc := n.(map[string]any)
+			if jsonText(t, nc["TopicARN"]) == `{"Ref":"`+topic+`"}` {
+				for _, typ := range nc["NotificationTypes"].([]any) {
+					errorsTo = append(errorsTo, typ.(string))
+				}
+			}
+		}
+		if !slices.Contains(errorsTo, "autoscaling:EC2_INSTANCE_LAUNCH_ERROR") {
+			t.Errorf("%s does not send launch errors to the alarm topic: %v", id, g["NotificationConfigurations"])
+		}
+	}
+	if len(cfg.Alarms.Emails) != 0 {
+		t.Fatalf("the dev config subscribes %v", cfg.Alarms.Emails)
+	}
+	synth(t, "dev").tpl.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+
+	prod := synth(t, "prod")
+	for _, f := range prod.cfg.Fleets {
+		prod.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(map[string]any{
+			"AlarmName": "fleetq-prod-" + f.Slug + "-oldest-queued", "Threshold": f.QueueSLO.Std().Seconds(),
+			"MetricName": "OldestQueuedAgeSeconds", "Namespace": "fleetq",
+		}))
+	}
+	if prod.cfg.Fleets[0].QueueSLO == prod.cfg.Fleets[1].QueueSLO {
+		t.Fatal("the prod fleets share a queue_slo: the test could not tell them apart")
+	}
+}
+
+// Workers are operable: a log group per fleet with retention that the
+// instances write and the user data ships to, Session Manager instead of
+// SSH, and volumes tagged like the instances.
+func TestWorkersAreOperable(t *testing.T) {
+	s := synth(t, "prod")
+	var workerGroups []string
+	for id, g := range s.resources("AWS::Logs::LogGroup") {
+		if strings.Contains(id, "WorkerLogs") {
+			workerGroups = append(workerGroups, id)
+			if g["RetentionInDays"] != float64(30) {
+				t.Errorf("%s keeps logs %v days, want 30 in prod", id, g["RetentionInDays"])
+			}
+			if _, named := g["LogGroupName"]; named {
+				t.Errorf("%s has a fixed name", id)
+			}
+		}
+	}
+	if len(workerGroups) != len(s.cfg.Fleets) {
+		t.Fatalf("worker log groups %v, want one per fleet", workerGroups)
+	}
+	writes := s.statements("logs:PutLogEvents")
+	for _, lg := range workerGroups {
+		found := false
+		for _, st := range writes {
+			found = found || strings.Contains(jsonText(t, st["Resource"]), `"`+lg+`"`)
+		}
+		if !found {
+			t.Errorf("the workers may not write %s", lg)
+		}
+		used := 0
+		for _, ud := range s.userData(t) {
+			if strings.Contains(ud, `"LogGroup":{"Ref":"`+lg+`"}`) {
+				used++
+			}
+		}
+		if used != 1 {
+			t.Errorf("%s is the log group of %d launch templates, want 1", lg, used)
+		}
+	}
+	for id, ud := range s.userData(t) {
+		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"} {
+			if !strings.Contains(ud, f) {
+				t.Errorf("%s: user data lacks %s", id, f)
+			}
+		}
+	}
+	var ssm bool
+	for _, r := range s.resources("AWS::IAM::Role") {
+		if strings.Contains(jsonText(t, r["AssumeRolePolicyDocument"]), "ec2.amazonaws.com") {
+			ssm = strings.Contains(jsonText(t, r["ManagedPolicyArns"]), "AmazonSSMManagedInstanceCore")
+		}
+	}
+	if !ssm {
+		t.Error("the worker role cannot be reached by Session Manager")
+	}
+	for _, sg := range s.resources("AWS::EC2::SecurityGroup") {
+		if _, ok := sg["SecurityGroupIngress"]; ok {
+			t.Errorf("a security group admits inbound traffic: %v", sg)
+		}
+	}
+	s.tpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), obj(map[string]any{
+		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{
+			"TagSpecifications": []any{map[string]any{"ResourceType": "volume", "Tags": []any{
+				map[string]any{"Key": "Name", "Value": "fleetq-prod-regen3d-l4"},
+				map[string]any{"Key": infra.TagStage, "Value": "prod"},
+				map[string]any{"Key": infra.TagFleet, "Value": "regen3d-l4"},
+			}}},
+		}),
+	}))
+}
+
+// Zones come from the config, else from Fn::GetAZs: never made up from the
+// region's name.
+func TestZones(t *testing.T) {
+	prod := synth(t, "prod")
+	var zones []string
+	for _, sn := range prod.resources("AWS::EC2::Subnet") {
+		zones = append(zones, sn["AvailabilityZone"].(string))
+	}
+	slices.Sort(zones)
+	if !slices.Equal(zones, prod.cfg.Network.AvailabilityZones) {
+		t.Errorf("prod subnets in %v, want the config's %v", zones, prod.cfg.Network.AvailabilityZones)
+	}
+	dev := synth(t, "dev")
+	subnets := dev.resources("AWS::EC2::Subnet")
+	if len(subnets) != 2 {
+		t.Errorf("dev has %d subnets, want 2 (max_azs)", len(subnets))
+	}
+	for id, sn := range subnets {
+		if !strings.Contains(jsonText(t, sn["AvailabilityZone"]), `"Fn::GetAZs"`) {
+			t.Errorf("dev subnet %s in %v, want a zone of Fn::GetAZs", id, sn["AvailabilityZone"])
+		}
+	}
+}
+
+// agent_url overrides the shipped agent: no asset, no asset read grant,
+// and the download is checked against agent_sha256.
+func TestAgentURLOverride(t *testing.T) {
+	_, raw, err := infra.LoadConfig("dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("ab", 32)
+	text := strings.Replace(string(raw), "alarms:", "agent_url: https://downloads.example.com/fleetq-v1.2.3-linux-amd64\nagent_sha256: "+sum+"\nalarms:", 1)
+	cfg, err := fleetconfig.Parse("override.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := synthConfig(t, "dev-agent-url", cfg, []byte(text))
+	if len(s.stack.Agents) != 0 {
+		t.Errorf("agents %v published though agent_url overrides them", s.stack.Agents)
+	}
+	for _, st := range s.statements("s3:GetObject") {
+		if strings.Contains(jsonText(t, st["Resource"]), "cdk-hnb659fds-assets") {
+			t.Errorf("the workers may read the asset bucket: %v", st)
+		}
+	}
+	for id, ud := range s.userData(t) {
+		for _, want := range []string{"curl -fsSL --retry 5 -o /usr/local/bin/fleetq.new '${AgentUrl}'", `"AgentUrl":"https://downloads.example.com/fleetq-v1.2.3-linux-amd64"`, `"AgentSha256":"` + sum + `"`, "sha256sum -c"} {
+			if !strings.Contains(ud, want) {
+				t.Errorf("%s: user data lacks %s", id, want)
+			}
+		}
+	}
+}
+
+// The API's role may get and put tenants' objects, nothing else in S3.
+func TestAPIBucketAccessIsGetPutOnTenants(t *testing.T) {
+	s := synth(t, "dev")
+	for id, p := range s.resources("AWS::IAM::Policy") {
+		if !strings.HasPrefix(id, "ApiServiceRole") {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			text := jsonText(t, st)
+			if !strings.Contains(text, `"s3:`) {
+				continue
+			}
+			if jsonText(t, st.(map[string]any)["Action"]) != `["s3:GetObject","s3:PutObject"]` || !strings.Contains(text, `/tenants/*"`) {
+				t.Errorf("API S3 statement %s, want s3:GetObject and s3:PutObject on tenants/*", text)
+			}
+		}
+	}
+}
