@@ -185,6 +185,9 @@ func (s *Store) updateItem(ctx context.Context, u update) error {
 		if isConditionFailed(err) {
 			return errConditionFailed
 		}
+		if itemTooLargeErr(err) {
+			return fmt.Errorf("update %s: %w", u.pk, ErrItemTooLarge)
+		}
 		return fmt.Errorf("update %s: %w", u.pk, err)
 	}
 	return nil
@@ -267,6 +270,9 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 		f := &txFailed{failed: make([]bool, len(items))}
 		conditional := false
 		for i, r := range tce.CancellationReasons {
+			if tooLarge(r) {
+				return fmt.Errorf("%w: %s", ErrItemTooLarge, aws.ToString(r.Message))
+			}
 			if i < len(f.failed) && aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				f.failed[i] = true
 				conditional = true
