@@ -210,8 +210,15 @@ func (e *txFailed) Error() string { return "transaction canceled by a failed con
 // failedAt reports whether member i failed its condition.
 func (e *txFailed) failedAt(i int) bool { return i < len(e.failed) && e.failed[i] }
 
+// transact runs one write transaction. Its ClientRequestToken is set here,
+// once, and the SDK sends it with every retry: when an answer is lost after
+// the transaction committed (a reset connection, a timeout), the retry meets
+// its own write and DynamoDB answers success without applying it again, so a
+// claim is not reported lost while its job stays leased, and a release is
+// not counted twice or answered as a lost lease. DynamoDB remembers a token
+// for 10 minutes, far longer than the SDK's retries last.
 func (s *Store) transact(ctx context.Context, items ...txItem) error {
-	in := &dynamodb.TransactWriteItemsInput{}
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String(newToken())}
 	for _, it := range items {
 		var tw types.TransactWriteItem
 		switch {

@@ -60,10 +60,11 @@ func serve(addr string, h http.Handler) (*Server, error) {
 
 // StartDynamoDB starts an embedded DynamoDB-API server on addr
 // ("127.0.0.1:0" for any free port). Each server has its own tables. It
-// refuses items over DynamoDB's 400 KB as the service does (see
-// MaxItemBytes), which the emulator alone does not.
+// refuses items over DynamoDB's 400 KB (see MaxItemBytes) and honours
+// TransactWriteItems' ClientRequestToken as the service does, which the
+// emulator alone does not.
 func StartDynamoDB(addr string) (*Server, error) {
-	return serve(addr, &itemLimit{next: minidyn.NewServer()})
+	return serve(addr, &guard{next: minidyn.NewServer()})
 }
 
 // StartS3 starts an embedded S3-API server (in memory) on addr. Presigned

@@ -154,3 +154,49 @@ func get(t *testing.T, db *dynamodb.Client, table, pk string) map[string]types.A
 	}
 	return out.Item
 }
+
+func TestTransactionTokensMakeRepeatsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	db, table := limitTable(t)
+	tx := func(token, pk string) error {
+		in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: &table, Item: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: pk}},
+				ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+			{Update: &types.Update{TableName: &table, Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "counter"}},
+				UpdateExpression:          aws.String("ADD n :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}}},
+		}}
+		if token != "" {
+			in.ClientRequestToken = aws.String(token)
+		}
+		_, err := db.TransactWriteItems(ctx, in)
+		return err
+	}
+	counter := func() string {
+		return get(t, db, table, "counter")["n"].(*types.AttributeValueMemberN).Value
+	}
+	if err := tx("tok-1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	// The repeat meets its own write: success, applied once.
+	if err := tx("tok-1", "a"); err != nil {
+		t.Fatalf("the repeat with the same token = %v, want success", err)
+	}
+	if n := counter(); n != "1" {
+		t.Fatalf("counter = %s after a repeated transaction, want 1", n)
+	}
+	// The same token with other parameters is refused.
+	err := tx("tok-1", "b")
+	var mismatch *types.IdempotentParameterMismatchException
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("same token, other parameters = %v, want IdempotentParameterMismatchException", err)
+	}
+	if get(t, db, table, "b") != nil {
+		t.Fatal("the mismatched repeat was applied")
+	}
+	// A new token is a new transaction: its condition fails on the existing item.
+	var tce *types.TransactionCanceledException
+	if err := tx("tok-2", "a"); !errors.As(err, &tce) {
+		t.Fatalf("a new token on the same write = %v, want TransactionCanceledException", err)
+	}
+}

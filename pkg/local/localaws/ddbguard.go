@@ -2,6 +2,7 @@ package localaws
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -123,8 +125,9 @@ func numberSize(s string) int {
 	return (digits+1)/2 + 1
 }
 
-// itemLimit sits in front of an embedded DynamoDB server that stores items of
-// any size and refuses, as DynamoDB does, every write that would leave an item
+// guard sits in front of the embedded DynamoDB server and closes two of its
+// gaps where fleetq's correctness depends on the service's behaviour. The
+// emulator stores items of any size; the guard refuses, as DynamoDB does, every write that would leave an item
 // over MaxItemBytes: a PutItem (ValidationException "Item size has exceeded
 // the maximum allowed size"), an UpdateItem (ValidationException "Item size
 // to update has exceeded the maximum allowed size") and a TransactWriteItems
@@ -132,16 +135,35 @@ func numberSize(s string) int {
 // member). An update's result is only known after it ran, so writes are
 // serialized here, the items they touch are read first, and an oversize
 // result is undone before the error is answered.
-type itemLimit struct {
+//
+// It also honours TransactWriteItems' ClientRequestToken, which the emulator
+// ignores: a transaction repeated with the token of one that succeeded in the
+// last 10 minutes answers success again without being applied twice (the
+// SDK keeps the token across its retries, so a retry after a lost answer
+// meets its own write as success, as in DynamoDB), and the same token with
+// other parameters answers IdempotentParameterMismatchException. A token of
+// a transaction that failed is not remembered.
+type guard struct {
 	next http.Handler
 
-	mu   sync.Mutex // serializes writes
-	keys map[string][]string
+	mu     sync.Mutex // serializes writes
+	keys   map[string][]string
+	tokens map[string]tokenUse
+	now    func() time.Time
 }
+
+// tokenUse is a ClientRequestToken of a transaction that succeeded.
+type tokenUse struct {
+	digest [sha256.Size]byte
+	at     time.Time
+}
+
+// tokenWindow is how long DynamoDB remembers a ClientRequestToken.
+const tokenWindow = 10 * time.Minute
 
 const ddbTarget = "DynamoDB_20120810."
 
-func (l *itemLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), ddbTarget)
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem":
@@ -175,6 +197,27 @@ func (l *itemLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case "TransactWriteItems":
+		token, digest := requestToken(body)
+		if token != "" {
+			if use, ok := l.tokens[token]; ok && l.clock().Sub(use.at) < tokenWindow {
+				if use.digest != digest {
+					ddbError(w, "IdempotentParameterMismatchException", "Request parameters do not match the parameters of the original request with the same client request token")
+					return
+				}
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				_, _ = w.Write([]byte("{}"))
+				return
+			}
+			rec := httptest.NewRecorder()
+			if !l.transact(rec, r, body) {
+				l.forward(rec, r, body)
+			}
+			if rec.Code == http.StatusOK {
+				l.remember(token, digest)
+			}
+			copyResponse(w, rec)
+			return
+		}
 		if l.transact(w, r, body) {
 			return
 		}
@@ -182,7 +225,7 @@ func (l *itemLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.forward(w, r, body)
 }
 
-func (l *itemLimit) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+func (l *guard) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	r2 := r.Clone(r.Context())
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
@@ -196,7 +239,7 @@ type member struct {
 	update bool // its size is only known after the write
 }
 
-func (l *itemLimit) transact(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (l *guard) transact(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	var in struct {
 		TransactItems []struct {
 			Put *struct {
@@ -242,7 +285,7 @@ func (l *itemLimit) transact(w http.ResponseWriter, r *http.Request, body []byte
 // guardUpdates runs a write whose members may include updates: it reads each
 // member's item, forwards the write, and when an updated item came out over
 // the limit, puts every member back as it was and answers the service's error.
-func (l *itemLimit) guardUpdates(w http.ResponseWriter, r *http.Request, body []byte, members []member, tx bool) {
+func (l *guard) guardUpdates(w http.ResponseWriter, r *http.Request, body []byte, members []member, tx bool) {
 	before := make([]map[string]json.RawMessage, len(members))
 	for i, m := range members {
 		if m.key != nil {
@@ -276,6 +319,10 @@ func (l *itemLimit) guardUpdates(w http.ResponseWriter, r *http.Request, body []
 			return
 		}
 	}
+	copyResponse(w, rec)
+}
+
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
@@ -283,8 +330,43 @@ func (l *itemLimit) guardUpdates(w http.ResponseWriter, r *http.Request, body []
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
+func (l *guard) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
+// remember records a succeeded transaction's token and forgets the ones
+// past the window.
+func (l *guard) remember(token string, digest [sha256.Size]byte) {
+	now := l.clock()
+	if l.tokens == nil {
+		l.tokens = map[string]tokenUse{}
+	}
+	for t, u := range l.tokens {
+		if now.Sub(u.at) >= tokenWindow {
+			delete(l.tokens, t)
+		}
+	}
+	l.tokens[token] = tokenUse{digest: digest, at: now}
+}
+
+// requestToken returns a request's ClientRequestToken and a digest of its
+// other parameters (keys sorted, so equal requests digest equally).
+func requestToken(body []byte) (string, [sha256.Size]byte) {
+	var in map[string]any
+	if json.Unmarshal(body, &in) != nil {
+		return "", [sha256.Size]byte{}
+	}
+	token, _ := in["ClientRequestToken"].(string)
+	delete(in, "ClientRequestToken")
+	canonical, _ := json.Marshal(in)
+	return token, sha256.Sum256(canonical)
+}
+
 // call sends one request to the server behind and decodes its answer.
-func (l *itemLimit) call(r *http.Request, op string, in, out any) int {
+func (l *guard) call(r *http.Request, op string, in, out any) int {
 	data, _ := json.Marshal(in)
 	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(data)).WithContext(r.Context())
 	req.Header = r.Header.Clone()
@@ -298,13 +380,13 @@ func (l *itemLimit) call(r *http.Request, op string, in, out any) int {
 	return rec.Code
 }
 
-func (l *itemLimit) get(r *http.Request, table string, key map[string]json.RawMessage) map[string]json.RawMessage {
+func (l *guard) get(r *http.Request, table string, key map[string]json.RawMessage) map[string]json.RawMessage {
 	var out struct{ Item map[string]json.RawMessage }
 	l.call(r, "GetItem", map[string]any{"TableName": table, "Key": key, "ConsistentRead": true}, &out)
 	return out.Item
 }
 
-func (l *itemLimit) restore(r *http.Request, table string, key, item map[string]json.RawMessage) {
+func (l *guard) restore(r *http.Request, table string, key, item map[string]json.RawMessage) {
 	if item == nil {
 		l.call(r, "DeleteItem", map[string]any{"TableName": table, "Key": key}, nil)
 		return
@@ -313,7 +395,7 @@ func (l *itemLimit) restore(r *http.Request, table string, key, item map[string]
 }
 
 // keyOf picks the table's key attributes out of an item.
-func (l *itemLimit) keyOf(r *http.Request, table string, item map[string]json.RawMessage) map[string]json.RawMessage {
+func (l *guard) keyOf(r *http.Request, table string, item map[string]json.RawMessage) map[string]json.RawMessage {
 	names, ok := l.keys[table]
 	if !ok {
 		var out struct {
