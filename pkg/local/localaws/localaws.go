@@ -124,17 +124,21 @@ func orLoopback(addr string) string {
 	return addr
 }
 
-// DynamoDBClient returns a real SDK client for a local endpoint.
+// DynamoDBClient returns a real SDK client for a local endpoint, retrying as
+// the functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.NewFromConfig(awsenv.Static(""), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.Retryer = awsenv.Retryer(awsenv.DynamoDB)
 	}}, optFns...)...)
 }
 
-// SQSClient returns a real SDK client for a local endpoint.
+// SQSClient returns a real SDK client for a local endpoint, retrying as the
+// functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func SQSClient(endpoint string, optFns ...func(*sqs.Options)) *sqs.Client {
 	return sqs.NewFromConfig(awsenv.Static(""), append([]func(*sqs.Options){func(o *sqs.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.Retryer = awsenv.Retryer(awsenv.SQS)
 	}}, optFns...)...)
 }
 
