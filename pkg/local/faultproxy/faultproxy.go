@@ -54,6 +54,10 @@ type Options struct {
 	Delay time.Duration
 	// Seed makes the draw repeatable (0: random).
 	Seed uint64
+	// Forwarded, when set, is called with the operation of each request
+	// after the service has answered it (whether or not the answer then
+	// reached the caller): a signal that the service's state may have changed.
+	Forwarded func(op string)
 }
 
 // Proxy forwards every request to its target and injects faults: the ones
@@ -206,7 +210,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, fault := p.draw(op)
 	if !fault {
 		p.rp.ServeHTTP(w, r)
+		p.forwarded(op)
 		return
+	}
+	switch kind {
+	case ResetAfter, Delay:
+		defer p.forwarded(op)
 	}
 	switch kind {
 	case Throttle:
@@ -236,6 +245,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.rp.ServeHTTP(w, r)
+	}
+}
+
+func (p *Proxy) forwarded(op string) {
+	p.mu.Lock()
+	f := p.opts.Forwarded
+	p.mu.Unlock()
+	if f != nil {
+		f(op)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -182,5 +183,30 @@ func TestQueryProtocolErrors(t *testing.T) {
 	}
 	if p.Calls("SetDesiredCapacity") != 2 {
 		t.Fatalf("calls = %d", p.Calls("SetDesiredCapacity"))
+	}
+}
+
+func TestForwardedSeesWhatReachedTheService(t *testing.T) {
+	f := newFixture(t)
+	seen := make(chan string, 10)
+	f.proxy.SetOptions(faultproxy.Options{Forwarded: func(op string) { seen <- op }})
+	f.proxy.Next("PutItem", faultproxy.ResetBefore, faultproxy.ResetAfter)
+	_ = f.put(f.db, "a") // never reached the service
+	_ = f.put(f.db, "b") // reached it, answer lost
+	_ = f.put(f.db, "c") // reached it, answered
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for i := 0; i < 2; i++ {
+		select {
+		case op := <-seen:
+			if op != "PutItem" {
+				t.Fatalf("Forwarded saw %q", op)
+			}
+		case <-deadline.C:
+			t.Fatalf("Forwarded saw %d calls, want 2", i)
+		}
+	}
+	if len(seen) != 0 || f.proxy.Calls("PutItem") != 3 {
+		t.Fatalf("Forwarded saw more than the two calls that reached the service (%d calls)", f.proxy.Calls("PutItem"))
 	}
 }
