@@ -30,8 +30,8 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/sirupsen/logrus v1.9.4
 	github.com/truora/minidyn v0.8.2
+	go.yaml.in/yaml/v3 v3.0.4
 	gonum.org/v1/plot v0.16.0
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -87,4 +87,5 @@ require (
 	golang.org/x/sys v0.42.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/tools v0.36.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

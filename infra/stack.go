@@ -202,6 +202,11 @@ func (o *Options) check() error {
 	if len(o.ConfigYAML) == 0 {
 		return fmt.Errorf("infra: no config text to deploy the functions with")
 	}
+	for _, f := range cfg.Fleets {
+		if f.OnDemand.Enabled() {
+			return fmt.Errorf("infra: fleet %s sets on_demand.fallback_after: the On-Demand rung is measured in `fleetq simulate` but not deployed yet (docs/scaling.md); remove it from the stage's config", f.Slug)
+		}
+	}
 	if !o.AllowPlaceholders {
 		var missing []string
 		for _, f := range Functions {
@@ -224,11 +229,6 @@ func CheckRegion(cfg *fleetconfig.Config, cliRegion string) error {
 	if cliRegion != "" && cliRegion != cfg.Region {
 		return fmt.Errorf("the %s config deploys to %s but the CLI's region is %s: set AWS_REGION=%s (or the profile's region), or change region in the config",
 			cfg.Stage, cfg.Region, cliRegion, cfg.Region)
-	}
-	for _, f := range cfg.Fleets {
-		if f.OnDemand.Enabled() {
-			return fmt.Errorf("infra: fleet %s sets on_demand.fallback_after: the On-Demand rung is measured in `fleetq simulate` but not deployed yet (docs/scaling.md); remove it from the stage's config", f.Slug)
-		}
 	}
 	return nil
 }
@@ -534,7 +534,11 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	awsevents.NewRule(st, jsii.String("TerminationSweep"), &awsevents.RuleProps{
 		RuleName: b.name("termination-sweep"),
 		Schedule: awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Targets:  &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, nil)},
+		// The next minute sweeps again: no retries; a lost invocation is
+		// kept in the failed-events queue like the scaler's.
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0), MaxEventAge: awscdk.Duration_Seconds(jsii.Number(60)), DeadLetterQueue: b.s.FailedEvents,
+		})},
 	})
 	fns.interruption.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("autoscaling:RecordLifecycleActionHeartbeat"),

@@ -185,6 +185,9 @@ func (s *Store) updateItem(ctx context.Context, u update) error {
 		if isConditionFailed(err) {
 			return errConditionFailed
 		}
+		if itemTooLargeErr(err) {
+			return fmt.Errorf("update %s: %w", u.pk, ErrItemTooLarge)
+		}
 		return fmt.Errorf("update %s: %w", u.pk, err)
 	}
 	return nil
@@ -207,8 +210,15 @@ func (e *txFailed) Error() string { return "transaction canceled by a failed con
 // failedAt reports whether member i failed its condition.
 func (e *txFailed) failedAt(i int) bool { return i < len(e.failed) && e.failed[i] }
 
+// transact runs one write transaction. Its ClientRequestToken is set here,
+// once, and the SDK sends it with every retry: when an answer is lost after
+// the transaction committed (a reset connection, a timeout), the retry meets
+// its own write and DynamoDB answers success without applying it again, so a
+// claim is not reported lost while its job stays leased, and a release is
+// not counted twice or answered as a lost lease. DynamoDB remembers a token
+// for 10 minutes, far longer than the SDK's retries last.
 func (s *Store) transact(ctx context.Context, items ...txItem) error {
-	in := &dynamodb.TransactWriteItemsInput{}
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String(newToken())}
 	for _, it := range items {
 		var tw types.TransactWriteItem
 		switch {
@@ -267,6 +277,9 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 		f := &txFailed{failed: make([]bool, len(items))}
 		conditional := false
 		for i, r := range tce.CancellationReasons {
+			if tooLarge(r) {
+				return fmt.Errorf("%w: %s", ErrItemTooLarge, aws.ToString(r.Message))
+			}
 			if i < len(f.failed) && aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				f.failed[i] = true
 				conditional = true

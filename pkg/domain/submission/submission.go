@@ -19,6 +19,20 @@ type Submission wire.SubmitRequest
 // MaxBodyBytes bounds a submission (and every request body).
 const MaxBodyBytes = 256 << 10
 
+// A job's input and its result live on one DynamoDB item, which may hold at
+// most 400 KB (409,600 bytes) with its history, error and bookkeeping. The
+// budget is split up front so that every accepted job can always be
+// completed: an input is refused at submit past MaxInputBytes, a result at
+// complete past MaxResultBytes, and what is left, at least ItemReserveBytes,
+// holds the rest (at most 22 history entries, an error of up to 8 KiB,
+// ids, counters and index keys: about 16 KB at their largest). The store's
+// tests check a job with every field at its largest against the limit.
+const (
+	MaxInputBytes    = 192 << 10
+	MaxResultBytes   = 160 << 10
+	ItemReserveBytes = 400*1024 - MaxInputBytes - MaxResultBytes
+)
+
 // Limits of a submission's numbers.
 const (
 	MaxTimeoutSeconds = 7 * 24 * 3600
@@ -28,8 +42,11 @@ const (
 var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // Error is a submission that can never be accepted; its message is safe to
-// show the producer.
-type Error struct{ Msg string }
+// show the producer. TooLarge marks a size over its budget (HTTP 413).
+type Error struct {
+	Msg      string
+	TooLarge bool
+}
 
 // Error implements error.
 func (e *Error) Error() string { return e.Msg }
@@ -40,7 +57,7 @@ func invalid(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(
 // config. The job id may be missing; the caller assigns one.
 func Parse(data []byte, cfg *fleetconfig.Config) (Submission, error) {
 	if len(data) > MaxBodyBytes {
-		return Submission{}, invalid("the submission is %d bytes; at most %d are allowed", len(data), MaxBodyBytes)
+		return Submission{}, &Error{Msg: fmt.Sprintf("the submission is %d bytes; at most %d are allowed", len(data), MaxBodyBytes), TooLarge: true}
 	}
 	var s Submission
 	if err := strictjson.Decode(data, &s, false); err != nil {
@@ -74,6 +91,9 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 		return &Error{Msg: err.Error()}
 	}
 	s.Input = obj
+	if len(s.Input) > MaxInputBytes {
+		return &Error{Msg: fmt.Sprintf("field \"input\": %d bytes; at most %d are allowed, so that the job and its result fit in one record (store larger inputs as uploaded objects)", len(s.Input), MaxInputBytes), TooLarge: true}
+	}
 	if _, err := jobinput.ParseRefs(s.TenantID, s.Input); err != nil {
 		return &Error{Msg: err.Error()}
 	}
@@ -99,4 +119,13 @@ func (s Submission) Spec() job.Spec {
 		ID: s.JobID, TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
 		MaxAttempts: s.MaxAttempts, TimeoutSeconds: s.TimeoutSeconds, QueueTimeoutSeconds: s.QueueTimeoutSeconds,
 	}
+}
+
+// CheckResult refuses a result over MaxResultBytes: the job could not record
+// it. The worker should store large results as objects and return their keys.
+func CheckResult(result json.RawMessage) error {
+	if len(result) > MaxResultBytes {
+		return &Error{Msg: fmt.Sprintf("field \"result\": %d bytes; at most %d are allowed (store larger results as objects through the lease's output URL and return their keys)", len(result), MaxResultBytes), TooLarge: true}
+	}
+	return nil
 }

@@ -79,3 +79,38 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// object returns a JSON object of exactly n bytes.
+func object(n int) string {
+	return `{"x":"` + strings.Repeat("a", n-len(`{"x":""}`)) + `"}`
+}
+
+func TestInputAndResultBudget(t *testing.T) {
+	cfg := fleetconfig.Default()
+	if ItemReserveBytes < 32<<10 {
+		t.Fatalf("input and result leave %d bytes of the item for everything else", ItemReserveBytes)
+	}
+	sub := func(input string) string {
+		return `{"tenant_id":"t","workflow_id":"demo-sleep","input":` + input + `}`
+	}
+	s, err := Parse([]byte(sub(object(MaxInputBytes))), cfg)
+	if err != nil || len(s.Input) != MaxInputBytes {
+		t.Fatalf("an input of exactly the budget: %d bytes, %v", len(s.Input), err)
+	}
+	_, err = Parse([]byte(sub(object(MaxInputBytes+1))), cfg)
+	var se *Error
+	if !errors.As(err, &se) || !se.TooLarge || !strings.Contains(se.Msg, `field "input"`) || !strings.Contains(se.Msg, "at most 196608") {
+		t.Fatalf("an input one byte over the budget: %v", err)
+	}
+	if err := CheckResult([]byte(object(MaxResultBytes))); err != nil {
+		t.Fatalf("a result of exactly the budget: %v", err)
+	}
+	err = CheckResult([]byte(object(MaxResultBytes + 1)))
+	if !errors.As(err, &se) || !se.TooLarge || !strings.Contains(se.Msg, `field "result"`) {
+		t.Fatalf("a result one byte over the budget: %v", err)
+	}
+	big := sub(`{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"}`)
+	if _, err := Parse([]byte(big), cfg); !errors.As(err, &se) || !se.TooLarge {
+		t.Fatalf("a body over MaxBodyBytes is too large: %v", err)
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error is a decoding problem, safe to show to the caller.
@@ -31,6 +33,14 @@ func Decode(data []byte, v any, allowEmpty bool) error {
 	if trimmed[0] != '{' {
 		return bad("the body must be a JSON object")
 	}
+	if !utf8.Valid(trimmed) {
+		return bad("the body is not valid UTF-8 (the first bad byte is at offset %d)", invalidUTF8At(trimmed))
+	}
+	// Keys first: a repeated key is named as such, not as the unknown
+	// field or wrong type its second value may also be.
+	if err := checkKeys(trimmed, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -40,6 +50,17 @@ func Decode(data []byte, v any, allowEmpty bool) error {
 		return bad("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func describe(err error) error {

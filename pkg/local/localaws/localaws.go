@@ -59,9 +59,12 @@ func serve(addr string, h http.Handler) (*Server, error) {
 }
 
 // StartDynamoDB starts an embedded DynamoDB-API server on addr
-// ("127.0.0.1:0" for any free port). Each server has its own tables.
+// ("127.0.0.1:0" for any free port). Each server has its own tables. It
+// refuses items over DynamoDB's 400 KB (see MaxItemBytes) and honours
+// TransactWriteItems' ClientRequestToken as the service does, which the
+// emulator alone does not.
 func StartDynamoDB(addr string) (*Server, error) {
-	return serve(addr, minidyn.NewServer())
+	return serve(addr, &guard{next: minidyn.NewServer()})
 }
 
 // StartS3 starts an embedded S3-API server (in memory) on addr. Presigned
@@ -121,17 +124,21 @@ func orLoopback(addr string) string {
 	return addr
 }
 
-// DynamoDBClient returns a real SDK client for a local endpoint.
+// DynamoDBClient returns a real SDK client for a local endpoint, retrying as
+// the functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.NewFromConfig(awsenv.Static(""), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.Retryer = awsenv.Retryer(awsenv.DynamoDB)
 	}}, optFns...)...)
 }
 
-// SQSClient returns a real SDK client for a local endpoint.
+// SQSClient returns a real SDK client for a local endpoint, retrying as the
+// functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func SQSClient(endpoint string, optFns ...func(*sqs.Options)) *sqs.Client {
 	return sqs.NewFromConfig(awsenv.Static(""), append([]func(*sqs.Options){func(o *sqs.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.Retryer = awsenv.Retryer(awsenv.SQS)
 	}}, optFns...)...)
 }
 

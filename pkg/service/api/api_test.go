@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
 
@@ -218,6 +219,17 @@ func TestWorkerRouteErrors(t *testing.T) {
 	}
 	big := `{"job_id":"` + id + `","lease_token":"` + l.token + `","result":{"x":"` + strings.Repeat("a", 300<<10) + `"}}`
 	h.want(h.do("POST", "/api/worker/complete", token, big), 413, "invalid_argument")
+	// Within the body limit but past the result's share of the job's record.
+	overBudget := h.do("POST", "/api/worker/complete", token, with("result", map[string]any{"x": strings.Repeat("a", submission.MaxResultBytes)}))
+	h.want(overBudget, 413, "invalid_argument")
+	if msg := overBudget.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `field "result"`) {
+		t.Errorf("result over its budget: message %q does not name the field", msg)
+	}
+	overInput := h.do("POST", "/api/jobs", "op", map[string]any{"tenant_id": "t1", "workflow_id": "wf-a", "input": map[string]any{"x": strings.Repeat("a", submission.MaxInputBytes)}})
+	h.want(overInput, 413, "invalid_argument")
+	if msg := overInput.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, `field "input"`) {
+		t.Errorf("input over its budget: message %q does not name the field", msg)
+	}
 
 	stale := map[string]any{"job_id": id, "lease_token": "0123456789abcdef0123456789abcdef"}
 	h.want(h.do("POST", "/api/worker/heartbeat", token, stale), 409, "lease_lost")

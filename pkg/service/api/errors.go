@@ -34,8 +34,12 @@ func toError(err error) *wire.Error {
 		return we
 	case errors.As(err, &sj):
 		return invalid("%s", sj.Msg)
+	case errors.As(err, &se) && se.TooLarge:
+		return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: se.Msg}
 	case errors.As(err, &se):
 		return invalid("%s", se.Msg)
+	case errors.Is(err, store.ErrItemTooLarge):
+		return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the job's record would exceed DynamoDB's 400 KB item limit; store large data as objects"}
 	case errors.Is(err, store.ErrLeaseLost):
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeLeaseLost, Message: "the lease token is not the job's current lease; stop working on this job"}
 	case errors.Is(err, store.ErrFleetFull):

@@ -281,6 +281,10 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := submission.CheckResult(result); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.Store.Complete(r.Context(), workerOf(r), req.JobID, req.LeaseToken, result); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -125,19 +125,29 @@ func (e *Lambda) endpoint(name string) *string {
 	return nil
 }
 
-// DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the endpoint).
+// DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the
+// endpoint). Each client below retries with its service's awsenv.Retries.
 func (e *Lambda) DynamoDB() *dynamodb.Client {
-	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint) })
+	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint)
+		o.Retryer = awsenv.Retryer(awsenv.DynamoDB)
+	})
 }
 
 // SQS returns an SQS client (FLEETQ_SQS_ENDPOINT overrides the endpoint).
 func (e *Lambda) SQS() *sqs.Client {
-	return sqs.NewFromConfig(e.AWS, func(o *sqs.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSQSEndpoint) })
+	return sqs.NewFromConfig(e.AWS, func(o *sqs.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvSQSEndpoint)
+		o.Retryer = awsenv.Retryer(awsenv.SQS)
+	})
 }
 
 // SSM returns an SSM client (FLEETQ_SSM_ENDPOINT overrides the endpoint).
 func (e *Lambda) SSM() *ssm.Client {
-	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint) })
+	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint)
+		o.Retryer = awsenv.Retryer(awsenv.SSM)
+	})
 }
 
 // SecretsManager returns a Secrets Manager client (FLEETQ_SECRETSMANAGER_ENDPOINT overrides the endpoint).
@@ -160,7 +170,10 @@ func (e *Lambda) FleetSecret() (api.SecretSource, error) {
 
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Lambda) EventBridge() *eventbridge.Client {
-	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint) })
+	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) {
+		o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint)
+		o.Retryer = awsenv.Retryer(awsenv.EventBridge)
+	})
 }
 
 // S3 returns an S3 client (FLEETQ_S3_ENDPOINT overrides the endpoint, with
