@@ -244,30 +244,6 @@ func (s *Store) ListWorkers(ctx context.Context, fleet string) ([]worker.Worker,
 	return out, nil
 }
 
-// WorkerByInstance finds the worker running on an EC2 instance. The index
-// read only finds the candidate; the worker is then read consistently.
-func (s *Store) WorkerByInstance(ctx context.Context, instanceID string) (worker.Worker, error) {
-	partition := instancePartition(instanceID)
-	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
-		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
-	if err != nil {
-		return worker.Worker{}, err
-	}
-	for _, it := range cands {
-		w, err := s.GetWorker(ctx, it.WorkerID)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return worker.Worker{}, err
-		}
-		if w.InstanceID == instanceID {
-			return w, nil
-		}
-	}
-	return worker.Worker{}, fmt.Errorf("instance %s: %w", instanceID, ErrNotFound)
-}
-
 // SetWorkerApproved approves a worker (or withdraws approval).
 func (s *Store) SetWorkerApproved(ctx context.Context, id string, approved bool) (worker.Worker, error) {
 	return s.setWorker(ctx, id, expression.Set(expression.Name(attrApproved), expression.Value(approved)), expression.ConditionBuilder{})
