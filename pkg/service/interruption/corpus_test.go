@@ -1,26 +1,21 @@
 package interruption_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	samples "github.com/fleetq/fleetq/events"
-	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
-	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
 
@@ -152,39 +147,23 @@ type corpusEnv struct {
 // instance exist in the fake Auto Scaling API.
 func newCorpusEnv(t *testing.T, ev events.CloudWatchEvent) *corpusEnv {
 	t.Helper()
-	cfg, err := fleetconfig.Parse("test.yaml", []byte(fmt.Sprintf(drainCfgYAML, "10m")))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 20, 0, 0, time.UTC))
-	client, table := testenv.DynamoDB(t)
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
-	srv, err := localaws.StartAutoScaling("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	if m, err := interruption.Parse(ev); err == nil {
-		if hook, ok := m.(interruption.TerminateLifecycleAction); ok {
-			srv.PutGroup(localaws.ASGGroup{Name: hook.Group, Max: 3, Desired: 1, LifecycleHooks: []string{hook.Hook},
-				Instances: []localaws.ASGInstance{{ID: hook.Instance, LifecycleState: "Terminating:Wait", LifecycleToken: hook.Token}}})
+	e := &corpusEnv{env: newBaseEnv(t, fmt.Sprintf(drainCfgYAML, "10m"), clk, clk, func(srv *localaws.AutoScaling) {
+		if m, err := interruption.Parse(ev); err == nil {
+			if hook, ok := m.(interruption.TerminateLifecycleAction); ok {
+				srv.PutGroup(localaws.ASGGroup{Name: hook.Group, Max: 3, Desired: 1, LifecycleHooks: []string{hook.Hook},
+					Instances: []localaws.ASGInstance{{ID: hook.Instance, LifecycleState: "Terminating:Wait", LifecycleToken: hook.Token}}})
+			}
 		}
-	}
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
-	e := &corpusEnv{env: &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
-		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}}
+	})}
 	inst := instanceOf(t, ev)
 	for i := range 2 {
 		a := corpusAgent{id: fmt.Sprintf("%s-gpu%d", inst, i), job: fmt.Sprintf("j%d", i)}
-		a.auth = store.WorkerAuth{WorkerID: a.id, Fleet: "gpu", TokenHash: "h-" + a.id}
-		if _, err := st.RegisterWorker(e.ctx, store.Registration{WorkerID: a.id, Fleet: "gpu", Stage: "test", InstanceID: inst,
-			InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 1, TokenHash: a.auth.TokenHash}); err != nil {
+		a.auth = e.register(a.id, inst, 1)
+		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-		j, err := st.LeaseNext(e.ctx, a.auth, []string{"render"})
+		j, err := e.st.LeaseNext(e.ctx, a.auth, []string{"render"})
 		if err != nil || j.ID != a.job {
 			t.Fatalf("lease: %s, %v", j.ID, err)
 		}

@@ -1,25 +1,20 @@
 package interruption_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
-	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
 
@@ -45,30 +40,11 @@ fleets:
 
 func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 	t.Helper()
-	cfg, err := fleetconfig.Parse("test.yaml", []byte(fmt.Sprintf(drainCfgYAML, drainTimeout)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 20, 0, 0, time.UTC))
-	client, table := testenv.DynamoDB(t)
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
-	srv, err := localaws.StartAutoScaling("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	srv.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-demo", Max: 3, Desired: 1, LifecycleHooks: []string{"fleetq-drain"}})
-	srv.AddInstance("fleetq-dev-demo", localaws.ASGInstance{ID: instance, LifecycleState: "Terminating:Wait", LifecycleToken: hookToken})
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
-	e := &drainEnv{env: &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
-		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))},
+	e := &drainEnv{env: newBaseEnv(t, fmt.Sprintf(drainCfgYAML, drainTimeout), clk, clk, waitingHook),
 		agents: map[string]store.WorkerAuth{}, tokens: map[string]string{}}
 	for _, id := range []string{instance + "-gpu0", instance + "-gpu1"} {
-		e.agents[id] = store.WorkerAuth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
-		if _, err := st.RegisterWorker(e.ctx, store.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: instance,
-			InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 1, TokenHash: "h-" + id}); err != nil {
-			t.Fatal(err)
-		}
+		e.agents[id] = e.register(id, instance, 1)
 	}
 	return e
 }

@@ -53,30 +53,49 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	cfg, err := fleetconfig.Parse("test.yaml", []byte(cfgYAML))
+	e := newBaseEnv(t, cfgYAML, clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
+		clock.NewFake(time.Date(2026, 11, 22, 12, 34, 0, 0, time.UTC)), waitingHook)
+	e.auth = e.register("w1", instance, 2)
+	return e
+}
+
+// newBaseEnv is a store on cfgText's fleets (on storeClk), the fake Auto
+// Scaling API set up by groups, and the handler on them (on clk).
+func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups func(*localaws.AutoScaling)) *env {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(cfgText))
 	if err != nil {
 		t.Fatal(err)
 	}
 	client, table := testenv.DynamoDB(t)
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
-		LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
+	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: storeClk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	groups(srv)
+	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
+	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
+		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}
+}
+
+// waitingHook is the stage's group with the instance waiting on its
+// terminate hook.
+func waitingHook(srv *localaws.AutoScaling) {
 	srv.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-demo", Max: 3, Desired: 1, LifecycleHooks: []string{"fleetq-drain"}})
 	srv.AddInstance("fleetq-dev-demo", localaws.ASGInstance{ID: instance, LifecycleState: "Terminating:Wait", LifecycleToken: hookToken})
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
-	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 34, 0, 0, time.UTC))
-	e := &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
-		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}
-	e.auth = store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "h1"}
-	if _, err := st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test", InstanceID: instance,
-		InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 2, TokenHash: "h1"}); err != nil {
-		t.Fatal(err)
+}
+
+// register registers worker id of fleet gpu on inst.
+func (e *env) register(id, inst string, maxConcurrency int) store.WorkerAuth {
+	e.t.Helper()
+	a := store.WorkerAuth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
+	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: inst,
+		InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: maxConcurrency, TokenHash: a.TokenHash}); err != nil {
+		e.t.Fatal(err)
 	}
-	return e
+	return a
 }
 
 // leased submits and leases a job on the instance's worker.
@@ -425,9 +444,7 @@ func TestRaceWithTheAgentsRequeue(t *testing.T) {
 		if _, err := e.st.RemoveWorker(e.ctx, "w1", "test"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test", InstanceID: instance, MaxConcurrency: 2, TokenHash: "h1"}); err != nil {
-			t.Fatal(err)
-		}
+		e.auth = e.register("w1", instance, 2)
 		if _, err := e.st.Cancel(e.ctx, id); err != nil {
 			t.Fatal(err)
 		}
