@@ -49,14 +49,7 @@ func victimIDs(d Decision) string {
 }
 
 func TestDecide(t *testing.T) {
-	cases := []struct {
-		name    string
-		in      Input
-		desired int
-		launch  int
-		victims string
-		reason  string
-	}{
+	cases := []decideCase{
 		{name: "from zero", in: (&fleet{}).input(5, 0), desired: 3, launch: 3, reason: "grow 0→3: 5 ready + 0 leased need 3"},
 		{name: "one job wakes one", in: (&fleet{}).input(1, 0), desired: 1, launch: 1},
 		{name: "leased work counts as much as queued", in: (&fleet{}).worker(2, 0).worker(2, 0).input(4, 4), desired: 4, launch: 2},
@@ -124,17 +117,7 @@ func TestDecide(t *testing.T) {
 			return i
 		}(), desired: 2, launch: 0},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			d := Decide(c.in)
-			if d.Desired != c.desired || d.Launch != c.launch || victimIDs(d) != c.victims {
-				t.Errorf("desired %d launch %d victims %q, want %d %d %q (reason %q)", d.Desired, d.Launch, victimIDs(d), c.desired, c.launch, c.victims, d.Reason)
-			}
-			if !strings.Contains(d.Reason, c.reason) {
-				t.Errorf("reason %q does not contain %q", d.Reason, c.reason)
-			}
-		})
-	}
+	runDecideCases(t, cases)
 }
 
 func TestIdleClock(t *testing.T) {
@@ -224,5 +207,31 @@ func TestInstanceStates(t *testing.T) {
 		if in.Booting() != c.booting || in.InService() != c.inService {
 			t.Errorf("%q: booting %v in service %v, want %v %v", c.state, in.Booting(), in.InService(), c.booting, c.inService)
 		}
+	}
+}
+
+// decideCase is one row of a Decide table: the input and what the
+// decision must say.
+type decideCase struct {
+	name    string
+	in      Input
+	desired int
+	launch  int
+	victims string
+	reason  string
+}
+
+func runDecideCases(t *testing.T, cases []decideCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Decide(c.in)
+			if d.Desired != c.desired || d.Launch != c.launch || victimIDs(d) != c.victims {
+				t.Errorf("desired %d launch %d victims %q, want %d %d %q (reason %q)", d.Desired, d.Launch, victimIDs(d), c.desired, c.launch, c.victims, d.Reason)
+			}
+			if !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("reason %q does not contain %q", d.Reason, c.reason)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package scaling
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -26,14 +25,7 @@ func TestDecideWarm(t *testing.T) {
 		in.Settings.Warm = warm(windows...)
 		return in
 	}
-	cases := []struct {
-		name    string
-		in      Input
-		desired int
-		launch  int
-		victims string
-		reason  string
-	}{
+	cases := []decideCase{
 		{name: "min floor raises an empty fleet in the window", in: with((&fleet{}).input(0, 0), "08:00-20:00,min=2"),
 			desired: 2, launch: 2, reason: "grow 0→2: no work for 1m0s of the 15m0s idle window; warm 08:00-20:00: at least 2"},
 		{name: "outside the window nothing changes", in: with((&fleet{}).input(0, 0), "13:00-20:00,min=2"), desired: 0},
@@ -58,17 +50,7 @@ func TestDecideWarm(t *testing.T) {
 			return i
 		}(), desired: 1, victims: "i-0:idle", reason: "keep 1 idle within the 2m0s grace"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			d := Decide(c.in)
-			if d.Desired != c.desired || d.Launch != c.launch || victimIDs(d) != c.victims {
-				t.Errorf("desired %d launch %d victims %q, want %d %d %q (reason %q)", d.Desired, d.Launch, victimIDs(d), c.desired, c.launch, c.victims, d.Reason)
-			}
-			if !strings.Contains(d.Reason, c.reason) {
-				t.Errorf("reason %q does not contain %q", d.Reason, c.reason)
-			}
-		})
-	}
+	runDecideCases(t, cases)
 }
 
 func TestSettingsOfCarriesWarm(t *testing.T) {
