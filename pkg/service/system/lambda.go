@@ -126,7 +126,9 @@ func (e *Lambda) endpoint(name string) *string {
 }
 
 // DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the
-// endpoint). Each client below retries with its service's awsenv.Retries.
+// endpoint). The DynamoDB, SQS, SSM and EventBridge clients retry with their
+// service's awsenv.Retries; Secrets Manager and S3 keep the SDK's default
+// retryer, and Auto Scaling retries in pkg/aws/asg.
 func (e *Lambda) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) {
 		o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint)
