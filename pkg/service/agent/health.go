@@ -42,11 +42,31 @@ func (a *Agent) inspectGPUs(ctx context.Context) error {
 	if p := gpuProblem(gpus, 0); p != "" {
 		return fmt.Errorf("%w: %s", ErrUnhealthy, p)
 	}
+	if p := a.xidProblem(ctx); p != "" {
+		return fmt.Errorf("%w: %s", ErrUnhealthy, p)
+	}
 	a.health.mu.Lock()
 	a.health.gpus = gpus
 	a.health.mu.Unlock()
 	a.log.Info("GPUs", "count", len(gpus), "gpus", gpus)
 	return nil
+}
+
+// xidProblem reads the kernel log for fatal Xid events (empty: none, or
+// no log configured). A log that cannot be read is not a sick GPU: it is
+// logged, and asked again at the next check.
+func (a *Agent) xidProblem(ctx context.Context) string {
+	if a.cfg.Xid == nil {
+		return ""
+	}
+	p, err := a.cfg.Xid.Check(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot read the kernel log for Xid errors", "error", err.Error())
+		}
+		return ""
+	}
+	return p
 }
 
 // capabilities are the worker's registered facts: its GPUs.
@@ -122,6 +142,10 @@ func (a *Agent) watchHealth(ctx context.Context) {
 				return
 			}
 			if p := gpuProblem(gpus, want); p != "" {
+				a.giveUp(p)
+				return
+			}
+			if p := a.xidProblem(ctx); p != "" {
 				a.giveUp(p)
 				return
 			}
