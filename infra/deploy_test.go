@@ -369,7 +369,9 @@ func TestWorkersAreOperable(t *testing.T) {
 		}
 	}
 	for id, ud := range s.userData(t) {
-		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"} {
+		// A worker that gave up on a sick GPU exits 3 and stays down.
+		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl",
+			`Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=3\n`} {
 			if !strings.Contains(ud, f) {
 				t.Errorf("%s: user data lacks %s", id, f)
 			}
