@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +35,11 @@ const (
 func fakeSMI(t *testing.T, out string) (path string, set func(string)) {
 	dir := t.TempDir()
 	path = filepath.Join(dir, "nvidia-smi")
-	if err := os.WriteFile(path, []byte("#!/bin/sh\ncat "+filepath.Join(dir, "out")+"\n"), 0o755); err != nil {
+	// Plain nvidia-smi prints its header (with the CUDA version); with
+	// arguments, the query's CSV.
+	banner := "| NVIDIA-SMI 550.127.05             Driver Version: 550.127.05     CUDA Version: 12.4     |\n"
+	script := "#!/bin/sh\nif [ $# -eq 0 ]; then printf '%s' '" + banner + "'; else cat " + filepath.Join(dir, "out") + "; fi\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	set = func(out string) {
@@ -119,6 +124,9 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 	getJSON(t, stack, "/api/admin/workers?fleet=demo", &view)
 	if len(view.Workers) != 1 || view.Workers[0].WorkerID != sick || view.Workers[0].Status != "unhealthy" || view.Workers[0].Leases != 0 {
 		t.Fatalf("workers view %+v", view.Workers)
+	}
+	if caps := string(view.Workers[0].Capabilities); !strings.Contains(caps, `"cuda_version":"12.4"`) || !strings.Contains(caps, `"name":"NVIDIA A10G"`) {
+		t.Fatalf("the worker's GPU facts in the view: %s", caps)
 	}
 
 	// The next tick terminates the sick instance; the group launches a

@@ -19,6 +19,7 @@ var ErrUnhealthy = errors.New("the machine is unhealthy")
 type health struct {
 	mu        sync.Mutex
 	gpus      []GPU     // as read at start
+	cuda      string    // the driver's CUDA version, from nvidia-smi's header
 	downSince time.Time // the runner has been unready since (zero: ready)
 	reason    string    // why the agent gave up (empty: it has not)
 }
@@ -45,10 +46,14 @@ func (a *Agent) inspectGPUs(ctx context.Context) error {
 	if p := a.xidProblem(ctx); p != "" {
 		return fmt.Errorf("%w: %s", ErrUnhealthy, p)
 	}
+	cuda, err := a.cfg.GPU.CUDAVersion(ctx)
+	if err != nil {
+		a.log.Warn("no CUDA version from nvidia-smi's header", "error", err.Error())
+	}
 	a.health.mu.Lock()
-	a.health.gpus = gpus
+	a.health.gpus, a.health.cuda = gpus, cuda
 	a.health.mu.Unlock()
-	a.log.Info("GPUs", "count", len(gpus), "gpus", gpus)
+	a.log.Info("GPUs", "count", len(gpus), "gpus", gpus, "cuda_version", cuda)
 	return nil
 }
 
@@ -69,14 +74,19 @@ func (a *Agent) xidProblem(ctx context.Context) string {
 	return p
 }
 
-// capabilities are the worker's registered facts: its GPUs.
+// capabilities are the worker's registered facts: its GPUs and the
+// driver's CUDA version.
 func (a *Agent) capabilities() json.RawMessage {
 	a.health.mu.Lock()
 	defer a.health.mu.Unlock()
 	if a.health.gpus == nil {
 		return nil
 	}
-	raw, _ := json.Marshal(map[string]any{"gpus": a.health.gpus})
+	caps := map[string]any{"gpus": a.health.gpus}
+	if a.health.cuda != "" {
+		caps["cuda_version"] = a.health.cuda
+	}
+	raw, _ := json.Marshal(caps)
 	return raw
 }
 
