@@ -324,6 +324,13 @@ func TestAlarmsReachSomeone(t *testing.T) {
 			"MetricName": "OldestQueuedAgeSeconds", "Namespace": "fleetq",
 		}))
 	}
+	for _, f := range prod.cfg.Fleets {
+		prod.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(map[string]any{
+			"AlarmName": "fleetq-prod-" + f.Slug + "-unhealthy-workers", "MetricName": "UnhealthyWorkers", "Namespace": "fleetq",
+			"Statistic": "Maximum", "Threshold": 1, "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "FleetSlug", "Value": f.Slug}}),
+		}))
+	}
 	if prod.cfg.Fleets[0].QueueSLO == prod.cfg.Fleets[1].QueueSLO {
 		t.Fatal("the prod fleets share a queue_slo: the test could not tell them apart")
 	}
