@@ -80,6 +80,17 @@ func (s *Stack) alarms(cfg *fleetconfig.Config, dlqs []awssqs.Queue, fns []awsla
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		}))
+		// Unhealthy workers that stay: a sick machine is replaced on the
+		// next tick, so one that lasts means the replacements turn sick too
+		// (a bad driver or AMI) or cannot be terminated.
+		wire(metric(f.Slug, "UnhealthyWorkers", "Maximum").CreateAlarm(s.Stack, jsii.String(id+"UnhealthyWorkers"), &awscloudwatch.CreateAlarmOptions{
+			AlarmName: alarmName(f.Slug + "-unhealthy-workers"),
+			AlarmDescription: jsii.String(fmt.Sprintf("Fleet %s has had workers that reported their machine sick (a GPU, or a runner down) "+
+				"for most of 15 minutes: replacements keep turning sick (check the driver and the AMI, and the worker logs' reason) or are not terminated.", f.Slug)),
+			Threshold: jsii.Number(1), EvaluationPeriods: jsii.Number(15), DatapointsToAlarm: jsii.Number(12),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		}))
 		var widgets []awscloudwatch.IWidget
 		for _, row := range DashboardMetrics {
 			var ms []awscloudwatch.IMetric

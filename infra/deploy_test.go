@@ -324,6 +324,13 @@ func TestAlarmsReachSomeone(t *testing.T) {
 			"MetricName": "OldestQueuedAgeSeconds", "Namespace": "fleetq",
 		}))
 	}
+	for _, f := range prod.cfg.Fleets {
+		prod.tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(map[string]any{
+			"AlarmName": "fleetq-prod-" + f.Slug + "-unhealthy-workers", "MetricName": "UnhealthyWorkers", "Namespace": "fleetq",
+			"Statistic": "Maximum", "Threshold": 1, "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "FleetSlug", "Value": f.Slug}}),
+		}))
+	}
 	if prod.cfg.Fleets[0].QueueSLO == prod.cfg.Fleets[1].QueueSLO {
 		t.Fatal("the prod fleets share a queue_slo: the test could not tell them apart")
 	}
@@ -369,7 +376,9 @@ func TestWorkersAreOperable(t *testing.T) {
 		}
 	}
 	for id, ud := range s.userData(t) {
-		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl"} {
+		// A worker that gave up on a sick GPU exits 3 and stays down.
+		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl",
+			`Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=3\n`} {
 			if !strings.Contains(ud, f) {
 				t.Errorf("%s: user data lacks %s", id, f)
 			}

@@ -229,10 +229,13 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 		fmt.Fprintf(&unit, "Environment=%s\n", strings.ReplaceAll(fmt.Sprintf("%q", e), "${", "${!"))
 	}
 	stop := int(f.Agent.DrainTimeout.Std().Seconds()) + 30
+	// The agent exits 3 when it gave up on a sick machine (its jobs
+	// requeued, the worker reported unhealthy): systemd must not restart
+	// it onto the same GPU; the scaler replaces the instance.
 	fmt.Fprintf(&unit, "Environment=\"FLEETQ_API=${ApiUrl}\"\n"+
 		"ExecStartPre=/etc/fleetq/fetch-secret\nExecStart=/usr/local/bin/fleetq worker\n"+
 		"StandardOutput=append:%s\nStandardError=inherit\n"+
-		"Restart=on-failure\nRestartSec=5\nKillMode=mixed\nTimeoutStopSec=%d\n\n[Install]\nWantedBy=multi-user.target\n", WorkerLogFiles["worker"], stop)
+		"Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=3\nKillMode=mixed\nTimeoutStopSec=%d\n\n[Install]\nWantedBy=multi-user.target\n", WorkerLogFiles["worker"], stop)
 
 	vars := map[string]*string{"ApiUrl": apiURL, "SecretArn": secretARN, "LogGroup": logGroup, "Region": jsii.String(cfg.Region)}
 	var fetch string

@@ -254,9 +254,9 @@ func TestQueueTableBucketRules(t *testing.T) {
 	if !slices.Equal(detailTypes, want) {
 		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
 	}
-	// Alarms: two per fleet, the two dead-letter queues, and each function's errors.
-	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*1+2+4))
-	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(2*2+2+4))
+	// Alarms: three per fleet, the two dead-letter queues, and each function's errors.
+	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*1+2+4))
+	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*2+2+4))
 	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 	for _, o := range []string{"ApiUrl", "SubmitQueueUrl", "TableName", "BucketName"} {
 		if _, ok := dev.json["Outputs"].(map[string]any)[o]; !ok {

@@ -48,6 +48,7 @@ type workerFlags struct {
 	drain, healthEvery, unhealthyAfter *time.Duration
 	slot, stateDir                     *string
 	logLevel                           *string
+	xidSource, xidFatal                *string
 }
 
 // parseWorkerFlags reads the flags, each defaulting to its FLEETQ_*
@@ -84,6 +85,10 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	f.healthEvery = fs.Duration("health-every", healthDefault, "how often the GPUs and the runner are checked while running (env FLEETQ_HEALTH_EVERY)")
 	unhealthyDefault, _ := time.ParseDuration(env("UNHEALTHY_AFTER", "5m"))
 	f.unhealthyAfter = fs.Duration("unhealthy-after", unhealthyDefault, "how long the runner may stay unready before the worker gives up its jobs and exits 3 (env FLEETQ_UNHEALTHY_AFTER)")
+	f.xidSource = fs.String("xid-source", env("XID_SOURCE", "dmesg"),
+		"where the kernel log is read for NVIDIA Xid errors: a shell command, file:PATH, or none (env FLEETQ_XID_SOURCE)")
+	f.xidFatal = fs.String("xid-fatal", env("XID_FATAL", ""),
+		"comma-separated Xid codes that make the GPU sick (env FLEETQ_XID_FATAL; default the list in docs/worker.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
 		fmt.Fprintln(stderr)
@@ -171,6 +176,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if !*f.noGPUCheck {
 		cfg.GPU = &agent.NvidiaSMI{}
+		if cfg.Xid, err = xidLog(*f.xidSource, *f.xidFatal); err != nil {
+			return fail("%v", err)
+		}
 	}
 	if pool, ok := r.(*agent.ComfyUIPool); ok && cfg.MaxConcurrency < len(pool.Runners) {
 		// One job per ComfyUI server.
@@ -315,4 +323,31 @@ func readSecret(ctx context.Context, value, file, param string) (string, error) 
 		return aws.ToString(out.Parameter.Value), nil
 	}
 	return value, nil
+}
+
+// xidLog reads --xid-source and --xid-fatal: a shell command whose output
+// is the kernel log, "file:PATH", or "none" (no Xid checks).
+func xidLog(source, fatal string) (*agent.XidLog, error) {
+	var x agent.XidLog
+	switch source = strings.TrimSpace(source); {
+	case source == "" || source == "none":
+		return nil, nil
+	case strings.HasPrefix(source, "file:"):
+		if x.Path = strings.TrimPrefix(source, "file:"); x.Path == "" {
+			return nil, fmt.Errorf("--xid-source file: needs a path")
+		}
+	default:
+		x.Command = source
+	}
+	for _, c := range strings.Split(fatal, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		n, err := strconv.Atoi(c)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--xid-fatal: %q is not an Xid code (a positive number)", c)
+		}
+		x.Fatal = append(x.Fatal, n)
+	}
+	return &x, nil
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // FleetsResponse is the 200 answer of GET /api/admin/fleets.
 type FleetsResponse struct {
@@ -63,6 +66,9 @@ type Worker struct {
 	// VersionMismatch says the agent is not the API's build (or reported no
 	// version): upgrade it (docs/deploy.md).
 	VersionMismatch bool `json:"version_mismatch"`
+	// Capabilities are the facts the agent registered: its GPUs and the
+	// driver's CUDA version (docs/worker.md, Health).
+	Capabilities json.RawMessage `json:"capabilities,omitempty"`
 }
 
 // WorkerActionResponse is the 200 answer of

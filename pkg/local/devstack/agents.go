@@ -14,6 +14,8 @@ type agents struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
+	// configure is FleetOptions.AgentConfig.
+	configure func(fleet, instanceID string, c *agent.Config)
 }
 
 // agentMachine is a local instance running the real worker agent.
@@ -36,13 +38,17 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 	if f, ok := s.Config.Fleet(fleet); ok {
 		slots = f.SlotsPerInstance
 	}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		API: s.URL, FleetSecret: s.FleetSecret, Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
 		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Clock: s.Env.Clock,
 		Logger:      s.log.With("instance_id", instanceID),
 		BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second,
-	})
+	}
+	if s.agents.configure != nil {
+		s.agents.configure(fleet, instanceID, &cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		s.log.Error("local worker", "instance_id", instanceID, "error", err.Error())
 		return nil

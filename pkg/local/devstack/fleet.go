@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
+	"github.com/fleetq/fleetq/pkg/service/agent"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
@@ -38,6 +39,10 @@ type FleetOptions struct {
 	LocalAgents bool
 	// Launch overrides what runs on a booted local instance.
 	Launch localfleet.Launch
+	// AgentConfig, with LocalAgents, adjusts the config of the agent of
+	// each booted local instance before it starts (e.g. one instance gets
+	// its own nvidia-smi, to make its GPU turn sick).
+	AgentConfig func(fleet, instanceID string, c *agent.Config)
 	// Seed makes the random interruptions repeatable.
 	Seed uint64
 	// Metrics receives the scaler's Embedded Metric Format lines (nil:
@@ -64,6 +69,7 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	}
 	if fo.Launch == nil && fo.LocalAgents {
 		fo.Launch = s.launchAgent
+		s.agents.configure = fo.AgentConfig
 	}
 	// Without a local fleet there are no groups: dispatch wakes nothing,
 	// the scaler keeps the books, and lifecycle actions have no group to

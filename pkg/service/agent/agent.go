@@ -65,6 +65,9 @@ type Config struct {
 	// makes the agent give up (ErrUnhealthy). A machine without nvidia-smi
 	// has no GPU checks.
 	GPU *NvidiaSMI
+	// Xid, with GPU, is the kernel log read at start and every HealthEvery
+	// for Xid events: a fatal one makes the GPU sick (nil: not read).
+	Xid *XidLog
 	// HealthEvery is how often the GPUs and the runner are checked while
 	// the agent runs (default: 30s with a GPU, else 0: the runner is asked
 	// only before each lease).

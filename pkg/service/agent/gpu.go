@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,44 @@ func (n NvidiaSMI) Query(ctx context.Context) ([]GPU, error) {
 		return nil, fmt.Errorf("nvidia-smi failed (%v): %s", err, tailOf([]byte(msg), 512))
 	}
 	return parseGPUs(stdout.Bytes())
+}
+
+// cudaBanner finds the CUDA version in the header plain nvidia-smi prints
+// ("| NVIDIA-SMI 550.127.05   Driver Version: 550.127.05   CUDA Version: 12.4 |"):
+// the highest CUDA version the driver supports. --query-gpu has no such
+// field.
+var cudaBanner = regexp.MustCompile(`CUDA Version:\s*([0-9]+(?:\.[0-9]+)*)`)
+
+// CUDAVersion runs plain nvidia-smi and answers the CUDA version of its
+// header ("" when the header has none: a driver too old to print it).
+func (n NvidiaSMI) CUDAVersion(ctx context.Context) (string, error) {
+	path := n.Path
+	if path == "" {
+		path = "nvidia-smi"
+	}
+	bin, err := exec.LookPath(path)
+	if err != nil {
+		return "", ErrNoNvidiaSMI
+	}
+	timeout := n.Timeout
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("nvidia-smi failed (%v): %s", err, tailOf(out, 512))
+	}
+	return parseCUDAVersion(out), nil
+}
+
+// parseCUDAVersion reads the CUDA version of nvidia-smi's header.
+func parseCUDAVersion(out []byte) string {
+	if m := cudaBanner.FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 // parseGPUs reads nvidia-smi's CSV (no header, no units): one line per

@@ -19,6 +19,7 @@ var ErrUnhealthy = errors.New("the machine is unhealthy")
 type health struct {
 	mu        sync.Mutex
 	gpus      []GPU     // as read at start
+	cuda      string    // the driver's CUDA version, from nvidia-smi's header
 	downSince time.Time // the runner has been unready since (zero: ready)
 	reason    string    // why the agent gave up (empty: it has not)
 }
@@ -42,21 +43,50 @@ func (a *Agent) inspectGPUs(ctx context.Context) error {
 	if p := gpuProblem(gpus, 0); p != "" {
 		return fmt.Errorf("%w: %s", ErrUnhealthy, p)
 	}
+	if p := a.xidProblem(ctx); p != "" {
+		return fmt.Errorf("%w: %s", ErrUnhealthy, p)
+	}
+	cuda, err := a.cfg.GPU.CUDAVersion(ctx)
+	if err != nil {
+		a.log.Warn("no CUDA version from nvidia-smi's header", "error", err.Error())
+	}
 	a.health.mu.Lock()
-	a.health.gpus = gpus
+	a.health.gpus, a.health.cuda = gpus, cuda
 	a.health.mu.Unlock()
-	a.log.Info("GPUs", "count", len(gpus), "gpus", gpus)
+	a.log.Info("GPUs", "count", len(gpus), "gpus", gpus, "cuda_version", cuda)
 	return nil
 }
 
-// capabilities are the worker's registered facts: its GPUs.
+// xidProblem reads the kernel log for fatal Xid events (empty: none, or
+// no log configured). A log that cannot be read is not a sick GPU: it is
+// logged, and asked again at the next check.
+func (a *Agent) xidProblem(ctx context.Context) string {
+	if a.cfg.Xid == nil {
+		return ""
+	}
+	p, err := a.cfg.Xid.Check(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("cannot read the kernel log for Xid errors", "error", err.Error())
+		}
+		return ""
+	}
+	return p
+}
+
+// capabilities are the worker's registered facts: its GPUs and the
+// driver's CUDA version.
 func (a *Agent) capabilities() json.RawMessage {
 	a.health.mu.Lock()
 	defer a.health.mu.Unlock()
 	if a.health.gpus == nil {
 		return nil
 	}
-	raw, _ := json.Marshal(map[string]any{"gpus": a.health.gpus})
+	caps := map[string]any{"gpus": a.health.gpus}
+	if a.health.cuda != "" {
+		caps["cuda_version"] = a.health.cuda
+	}
+	raw, _ := json.Marshal(caps)
 	return raw
 }
 
@@ -122,6 +152,10 @@ func (a *Agent) watchHealth(ctx context.Context) {
 				return
 			}
 			if p := gpuProblem(gpus, want); p != "" {
+				a.giveUp(p)
+				return
+			}
+			if p := a.xidProblem(ctx); p != "" {
 				a.giveUp(p)
 				return
 			}

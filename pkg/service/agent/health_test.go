@@ -166,3 +166,60 @@ func TestReadinessBeforeEveryLease(t *testing.T) {
 		t.Fatalf("%d polls while the runner was down", n-polls)
 	}
 }
+
+// The header of plain `nvidia-smi` (driver 550), in the layout NVIDIA's
+// nvidia-smi prints: the CUDA version is only there, not in --query-gpu.
+const smiBanner = `Mon Mar  2 09:00:00 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.127.05             Driver Version: 550.127.05     CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA A10G                    On  |   00000000:00:1E.0 Off |                    0 |
+|  0%   27C    P8              9W /  300W |       1MiB /  23028MiB |      0%      Default |
+|                                         |                        |                  N/A |
++-----------------------------------------+------------------------+----------------------+
+`
+
+// bannerSMI is an nvidia-smi that prints banner without arguments and csv
+// with them.
+func bannerSMI(t *testing.T, banner, csv string) string {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"banner": banner, "csv": csv} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "nvidia-smi")
+	script := "#!/bin/sh\nif [ $# -eq 0 ]; then cat " + dir + "/banner; else cat " + dir + "/csv; fi\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCUDAVersionFromTheHeader(t *testing.T) {
+	v, err := agent.NvidiaSMI{Path: bannerSMI(t, smiBanner, smiHealthy)}.CUDAVersion(context.Background())
+	if err != nil || v != "12.4" {
+		t.Fatalf("CUDA version %q, %v", v, err)
+	}
+	// A driver too old to print it: no version, no error.
+	old := strings.Replace(smiBanner, "     CUDA Version: 12.4     ", "                            ", 1)
+	if v, err := (agent.NvidiaSMI{Path: bannerSMI(t, old, smiHealthy)}).CUDAVersion(context.Background()); err != nil || v != "" {
+		t.Fatalf("old driver: %q, %v", v, err)
+	}
+	// Registered with the GPUs.
+	e := newStack(t, false)
+	e.start("c1", agent.SleepRunner{}, func(c *agent.Config) { c.GPU = &agent.NvidiaSMI{Path: bannerSMI(t, smiBanner, smiTwo)} })
+	var w worker.Worker
+	e.waitFor("c1 registered", func() bool {
+		var err error
+		w, err = e.stack.Store.GetWorker(e.ctx, "c1")
+		return err == nil
+	})
+	if !strings.Contains(string(w.Capabilities), `"cuda_version":"12.4"`) || !strings.Contains(string(w.Capabilities), `"name":"NVIDIA L4"`) {
+		t.Fatalf("capabilities %s", w.Capabilities)
+	}
+}

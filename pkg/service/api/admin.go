@@ -72,6 +72,7 @@ func viewWorker(wk worker.Worker) wire.Worker {
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
 		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
+		Capabilities: wk.Capabilities,
 	}
 }
 
@@ -105,6 +106,11 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, wk := range ws {
+			// The listing index leaves capabilities out (they can be large):
+			// read them from the worker's item.
+			if full, err := s.Store.GetWorker(r.Context(), wk.ID); err == nil {
+				wk.Capabilities = full.Capabilities
+			}
 			out = append(out, viewWorker(wk))
 		}
 	}

@@ -482,3 +482,27 @@ func TestLifecycleEventsReachTheLocalBus(t *testing.T) {
 	h.want(h.do("GET", "/local/events/recent", "", nil), 401, "unauthenticated")
 	h.want(h.do("GET", "/local/events/recent?limit=0", "op", nil), 400, "invalid_argument")
 }
+
+// The GPU facts a worker registers (nvidia-smi's GPUs and the driver's
+// CUDA version) are shown with it in the workers view.
+func TestWorkersViewShowsCapabilities(t *testing.T) {
+	h := newHarness(t)
+	caps := map[string]any{"cuda_version": "12.4", "gpus": []any{map[string]any{
+		"index": 0, "name": "NVIDIA A10G", "uuid": "GPU-3b1d5b1e-8a5c-2f0e-9c4d-1f2a3b4c5d6e", "pci_bus_id": "00000000:00:1E.0",
+		"driver_version": "550.127.05", "memory_mib": 23028, "ecc_uncorrected": 0,
+	}}}
+	h.want(h.do("POST", "/api/worker/register", "secret", map[string]any{"worker_id": "g1", "fleet_slug": "gpu", "stage": "test", "capabilities": caps}), 201, "")
+	h.register("plain", "gpu")
+	got := map[string]any{}
+	for _, w := range h.do("GET", "/api/admin/workers?fleet=gpu", "op", nil).body["workers"].([]any) {
+		w := w.(map[string]any)
+		got[w["worker_id"].(string)] = w["capabilities"]
+	}
+	c, ok := got["g1"].(map[string]any)
+	if !ok || c["cuda_version"] != "12.4" || c["gpus"].([]any)[0].(map[string]any)["name"] != "NVIDIA A10G" {
+		t.Fatalf("g1's capabilities in the view: %v", got["g1"])
+	}
+	if v, present := got["plain"]; !present || v != nil {
+		t.Fatalf("a worker without capabilities shows %v (present %v)", v, present)
+	}
+}

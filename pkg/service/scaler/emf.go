@@ -30,5 +30,6 @@ func writeEMF(w io.Writer, stage, fleet string, m FleetMetrics, at time.Time) er
 		{Name: "ErrorRate", Unit: metrics.UnitPercent, Value: m.ErrorRate},
 		count("LeaseExpiredCount", m.LeaseExpiredCount),
 		count("SpotInterruptionCount", m.SpotInterruptionCount),
+		count("UnhealthyWorkers", m.UnhealthyWorkers),
 	}, at)
 }

@@ -30,6 +30,7 @@ type FleetMetrics struct {
 	ErrorRate              float64 // percent of jobs ending dead in the last 5 minutes
 	LeaseExpiredCount      int     // leases swept this tick
 	SpotInterruptionCount  int     // interruptions since the previous tick
+	UnhealthyWorkers       int     // workers that reported their machine sick (a GPU, a runner down), not yet replaced
 }
 
 func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) (FleetMetrics, error) {
@@ -45,6 +46,9 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 	m.BacklogPerInstance = float64(m.QueueDepth) / float64(max(1, m.InService))
 	unresponsive := 3 * f.HeartbeatInterval()
 	for _, w := range workers {
+		if w.Status == worker.Unhealthy {
+			m.UnhealthyWorkers++
+		}
 		if w.Status == worker.Active && now.Sub(w.LastSeenAt) <= unresponsive {
 			m.ActiveWorkers++
 			m.AvailableCapacity += max(0, w.MaxConcurrency-w.Leases)

@@ -258,7 +258,7 @@ func TestTickRecordsMetrics(t *testing.T) {
 	}
 	aws := doc["_aws"].(map[string]any)
 	defs := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
-	if defs["Namespace"] != "fleetq" || len(defs["Metrics"].([]any)) != 13 {
+	if defs["Namespace"] != "fleetq" || len(defs["Metrics"].([]any)) != 14 {
 		t.Fatalf("EMF directive %v", defs)
 	}
 }
