@@ -29,6 +29,8 @@ type Config struct {
 	Alarms Alarms `yaml:"alarms"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
+	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).
+	Tenants []Tenant `yaml:"tenants"`
 
 	// source names the file (or built-in) the config was read from, for messages.
 	source string
