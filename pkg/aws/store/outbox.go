@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -187,6 +188,16 @@ func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, e
 		return 0, fmt.Errorf("publish events of job %s: %w", jobID, err)
 	}
 	for _, it := range items {
+		if slot := slotAfterTerminal(it.EventType, j); slot != nil {
+			// The outcome gives back the job's tenant slot, once: only the
+			// relay that removes the event writes the count.
+			err := s.transact(ctx, txItem{delete: &update{pk: it.PK, sk: it.SK, cond: expression.AttributeExists(expression.Name(AttrPK))}}, txItem{update: slot})
+			var tf *txFailed
+			if err != nil && !errors.As(err, &tf) {
+				return len(evs), fmt.Errorf("delete published event %s: %w", it.EventID, err)
+			}
+			continue
+		}
 		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(it.PK, it.SK)}); err != nil {
 			// Published but still pending: the next relay sends it again, same id.
 			return len(evs), fmt.Errorf("delete published event %s: %w", it.EventID, err)

@@ -104,6 +104,10 @@ const (
 
 	// Counters: registration windows and interruption buckets.
 	attrCount = "count"
+
+	// Tenant quotas: a tenant's open jobs, and whether a job is counted in them.
+	attrOpen       = "open"
+	attrTenantSlot = "tenant_slot"
 )
 
 // ByStateProjection lists the non-key attributes copied into IndexByState:
@@ -169,6 +173,10 @@ const (
 	prefixInterrupts   = "INTR#"
 	prefixInterruptEvt = "EVT#"
 	prefixEvent        = "EVENT#"
+	prefixTenant       = "TENANT#"
+	sortTenantCounts   = "COUNTS"
+	prefixReservation  = "RESERVATION#"
+	sortReservation    = "RESERVATION"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -245,6 +253,13 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// tenantKey is a tenant's counter item (its open jobs), stage-wide.
+func tenantKey(tenant string) (string, string) { return prefixTenant + tenant, sortTenantCounts }
+
+// reservationKey marks a submission counted in its tenant's open jobs before
+// the dispatch function creates the job.
+func reservationKey(jobID string) (string, string) { return prefixReservation + jobID, sortReservation }
 
 // eventKey is the partition of a job's pending events.
 func eventKey(jobID string) string { return prefixEvent + jobID }
