@@ -42,6 +42,8 @@ type WorkerStore interface {
 type JobStore interface {
 	GetJob(ctx context.Context, id string) (job.Job, error)
 	Cancel(ctx context.Context, id string) (job.Status, error)
+	ReserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error)
+	ReleaseTenantSlot(ctx context.Context, tenant, jobID string) error
 }
 
 // AdminStore is what the operator routes need.
