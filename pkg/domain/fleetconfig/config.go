@@ -31,6 +31,8 @@ type Config struct {
 	Fleets []Fleet `yaml:"fleets"`
 	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).
 	Tenants []Tenant `yaml:"tenants"`
+	// Prices price each job (prices.go); none by default.
+	Prices Prices `yaml:"prices"`
 
 	// source names the file (or built-in) the config was read from, for messages.
 	source string

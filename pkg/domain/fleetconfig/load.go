@@ -211,6 +211,7 @@ func (c *Config) validate() []Problem {
 		}
 	}
 	c.validateTenants(k)
+	c.validatePrices(k)
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}

@@ -60,3 +60,24 @@ func TestTenantValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestPricesValidation(t *testing.T) {
+	ok := minimal + "prices:\n  overhead: 0.15\n  instance_types:\n    g5.xlarge: {on_demand: 1.006, spot: 0.45}\n"
+	cfg, err := Parse("prices.yaml", []byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Prices.InstanceTypes["g5.xlarge"]; p.OnDemand != 1.006 || p.Spot != 0.45 || cfg.Prices.Overhead != 0.15 {
+		t.Fatalf("prices = %+v", cfg.Prices)
+	}
+	cases := []struct{ name, prices, want string }{
+		{"bad type", "  instance_types:\n    big: {on_demand: 1}\n", `prices.instance_types.big: "big" is not an EC2 instance type`},
+		{"negative", "  instance_types:\n    g5.xlarge: {spot: -1}\n", "prices.instance_types.g5.xlarge.spot: must be between 0 and 1000 dollars an hour, got -1"},
+		{"overhead", "  overhead: 20\n", "prices.overhead: must be between 0 and 10"},
+	}
+	for _, c := range cases {
+		if _, err := Parse("bad.yaml", []byte(minimal+"prices:\n"+c.prices)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
