@@ -77,6 +77,7 @@ const (
 	attrInstanceID     = "instance_id"
 	attrInstanceType   = "instance_type"
 	attrAZ             = "az"
+	attrPurchase       = "purchase"
 	attrCapabilities   = "capabilities"
 	attrProviders      = "providers"
 	attrMaxConcurrency = "max_concurrency"

@@ -51,8 +51,10 @@ type Worker struct {
 	InstanceID       string `json:"instance_id"`
 	InstanceType     string `json:"instance_type,omitempty"`
 	AvailabilityZone string `json:"availability_zone,omitempty"`
-	Status           string `json:"status"`
-	Approved         bool   `json:"approved"`
+	// PurchaseOption is "spot" or "on-demand", omitted when not reported.
+	PurchaseOption string `json:"purchase_option,omitempty"`
+	Status         string `json:"status"`
+	Approved       bool   `json:"approved"`
 	// Leases is how many jobs the worker holds.
 	Leases         int     `json:"leases"`
 	MaxConcurrency int     `json:"max_concurrency"`

@@ -68,7 +68,7 @@ func viewDecision(d fleetstate.Decision) wire.Decision {
 
 func viewWorker(wk worker.Worker) wire.Worker {
 	return wire.Worker{
-		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
+		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ, PurchaseOption: wk.PurchaseOption,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
 		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
