@@ -307,6 +307,9 @@ type jobItem struct {
 	CancelRequested bool     `dynamodbav:"cancel_requested,omitempty"`
 	// TenantSlot: the job holds a slot of its tenant's open jobs (tenants.go).
 	TenantSlot bool `dynamodbav:"tenant_slot,omitempty"`
+	// CostUSD is the finished job's cost, set by the relay of its outcome
+	// (costs.go); nil until then or when it could not be priced.
+	CostUSD *float64 `dynamodbav:"cost_usd,omitempty"`
 
 	History []job.HistoryEntry `dynamodbav:"history"`
 	TTL     int64              `dynamodbav:"ttl,omitempty"`
@@ -339,6 +342,7 @@ func (it *jobItem) toJob() job.Job {
 		Reason:              it.Reason,
 		CancelRequested:     it.CancelRequested,
 		History:             it.History,
+		CostUSD:             it.CostUSD,
 	}
 	if it.Input != "" {
 		j.Input = json.RawMessage(it.Input)

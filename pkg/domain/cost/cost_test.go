@@ -52,7 +52,9 @@ func TestPriceFor(t *testing.T) {
 func TestLeasedSumsAttempts(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-	e := func(m int, from, to job.Status) job.HistoryEntry { return job.HistoryEntry{At: at(m), From: from, To: to} }
+	e := func(m int, from, to job.Status) job.HistoryEntry {
+		return job.HistoryEntry{At: at(m), From: from, To: to}
+	}
 	cases := []struct {
 		name string
 		h    []job.HistoryEntry
