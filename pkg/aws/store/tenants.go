@@ -75,6 +75,18 @@ func tenantCount(tenant string, delta int) *update {
 // exists: the repeat changes nothing), and a *QuotaError when the tenant is
 // at its cap.
 func (s *Store) ReserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error) {
+	// Concurrent submissions of one tenant meet on its counter item, and
+	// DynamoDB cancels a transaction that meets another in flight: a few
+	// tries absorb that before the caller sees ErrContention.
+	for try := 1; ; try++ {
+		took, err := s.reserveTenantSlot(ctx, tenant, jobID, limit)
+		if !errors.Is(err, ErrContention) || try == 3 {
+			return took, err
+		}
+	}
+}
+
+func (s *Store) reserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error) {
 	now := s.clock.Now()
 	count := tenantCount(tenant, 1)
 	open := expression.Name(attrOpen)
