@@ -72,6 +72,7 @@ class Job:
     result: Optional[Dict[str, Any]] = None
     error: Optional[JobError] = None
     history: List[Dict[str, Any]] = field(default_factory=list)
+    cost_usd: Optional[float] = None  # what the finished job cost; None until priced
 
     @property
     def finished(self) -> bool:
@@ -90,6 +91,7 @@ class Job:
             worker_id=d.get("worker_id"), progress=d.get("progress"), result=d.get("result"),
             error=JobError(message=err["message"], retryable=err["retryable"], code=err.get("code", "")) if err else None,
             history=list(d.get("history") or []),
+            cost_usd=d.get("cost_usd"),
         )
 
 

@@ -47,6 +47,18 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 	}
 	it.PK, it.SK = jobKey(n.ID)
 	it.GSI1PK, it.GSI1SK = readyPartition(f.Slug), readySortKey(n.Priority, now, n.ID)
+	if s.countsForTenant(n.TenantID) {
+		it.TenantSlot = true
+		created, err := s.createCounted(ctx, &it)
+		if err != nil {
+			return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
+		}
+		if !created {
+			existing, gerr := s.GetJob(ctx, n.ID)
+			return existing, false, gerr
+		}
+		return it.toJob(), true, nil
+	}
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		return job.Job{}, false, fmt.Errorf("encode job: %w", err)
@@ -293,6 +305,11 @@ type jobItem struct {
 	Progress        *float64 `dynamodbav:"progress,omitempty"`
 	Reason          string   `dynamodbav:"reason,omitempty"`
 	CancelRequested bool     `dynamodbav:"cancel_requested,omitempty"`
+	// TenantSlot: the job holds a slot of its tenant's open jobs (tenants.go).
+	TenantSlot bool `dynamodbav:"tenant_slot,omitempty"`
+	// CostUSD is the finished job's cost, set by the relay of its outcome
+	// (costs.go); nil until then or when it could not be priced.
+	CostUSD *float64 `dynamodbav:"cost_usd,omitempty"`
 
 	History []job.HistoryEntry `dynamodbav:"history"`
 	TTL     int64              `dynamodbav:"ttl,omitempty"`
@@ -325,6 +342,7 @@ func (it *jobItem) toJob() job.Job {
 		Reason:              it.Reason,
 		CancelRequested:     it.CancelRequested,
 		History:             it.History,
+		CostUSD:             it.CostUSD,
 	}
 	if it.Input != "" {
 		j.Input = json.RawMessage(it.Input)

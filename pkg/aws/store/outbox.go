@@ -123,6 +123,9 @@ type JobEventDetail struct {
 	RunningSeconds float64         `json:"running_seconds"`
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          *job.Error      `json:"error,omitempty"`
+	// CostUSD is an outcome's cost (docs/scaling.md, "Cost per job"),
+	// absent when the job could not be priced and on a failed attempt.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // Publisher delivers events (EventBridge in AWS, an in-process bus in dev).
@@ -180,13 +183,36 @@ func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, e
 		return 0, err
 	}
 	evs := make([]JobEvent, len(items))
+	type price struct {
+		usd    float64
+		priced bool
+	}
+	prices := make([]price, len(items))
 	for i := range items {
 		evs[i] = items[i].event(j)
+		if isOutcome(items[i].EventType) {
+			usd, ok, err := s.jobCost(ctx, j, fromMS(items[i].AtMS))
+			if err != nil {
+				return 0, fmt.Errorf("price job %s: %w", jobID, err)
+			}
+			prices[i] = price{usd, ok}
+			if ok {
+				evs[i].Detail.CostUSD = &usd
+			}
+		}
 	}
 	if err := p.Publish(ctx, evs); err != nil {
 		return 0, fmt.Errorf("publish events of job %s: %w", jobID, err)
 	}
-	for _, it := range items {
+	for i, it := range items {
+		if isOutcome(it.EventType) {
+			// An outcome's removal records the job's cost and gives back
+			// its tenant slot, once (costs.go, tenants.go).
+			if err := s.finishOutcome(ctx, j, &items[i], prices[i].usd, prices[i].priced); err != nil {
+				return len(evs), fmt.Errorf("delete published event %s: %w", it.EventID, err)
+			}
+			continue
+		}
 		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(it.PK, it.SK)}); err != nil {
 			// Published but still pending: the next relay sends it again, same id.
 			return len(evs), fmt.Errorf("delete published event %s: %w", it.EventID, err)

@@ -258,6 +258,7 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 	c := change{it: it, full: true, to: job.Queued, reason: job.ReasonOperatorRetry}
 	u := s.jobUpdate(c, expression.Name(attrStatus).Equal(expression.Value(string(job.Dead))), now)
 	u.set = u.set.Set(expression.Name(AttrTTL), null()).Set(expression.Name(attrError), null()).Set(expression.Name(attrErrorCode), null())
+	u.tally = retryRecount(it)
 	if err := s.updateItem(ctx, u); err != nil {
 		if errors.Is(err, errConditionFailed) {
 			return job.Job{}, fmt.Errorf("job %s changed meanwhile: %w", jobID, ErrConflict)

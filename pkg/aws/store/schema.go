@@ -77,6 +77,7 @@ const (
 	attrInstanceID     = "instance_id"
 	attrInstanceType   = "instance_type"
 	attrAZ             = "az"
+	attrPurchase       = "purchase"
 	attrCapabilities   = "capabilities"
 	attrProviders      = "providers"
 	attrMaxConcurrency = "max_concurrency"
@@ -104,6 +105,16 @@ const (
 
 	// Counters: registration windows and interruption buckets.
 	attrCount = "count"
+
+	// Tenant quotas: a tenant's open jobs, and whether a job is counted in them.
+	attrOpen       = "open"
+	attrTenantSlot = "tenant_slot"
+
+	// Cost per job: the job's price, and the hourly totals.
+	attrCostUSD      = "cost_usd"
+	attrCostJobs     = "jobs"
+	attrCostUnpriced = "unpriced"
+	attrCostMicroUSD = "micro_usd"
 )
 
 // ByStateProjection lists the non-key attributes copied into IndexByState:
@@ -169,6 +180,11 @@ const (
 	prefixInterrupts   = "INTR#"
 	prefixInterruptEvt = "EVT#"
 	prefixEvent        = "EVENT#"
+	prefixTenant       = "TENANT#"
+	sortTenantCounts   = "COUNTS"
+	prefixReservation  = "RESERVATION#"
+	sortReservation    = "RESERVATION"
+	prefixCost         = "COST#"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -244,6 +260,24 @@ func orNone(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// tenantKey is a tenant's counter item (its open jobs), stage-wide.
+func tenantKey(tenant string) (string, string) { return prefixTenant + tenant, sortTenantCounts }
+
+// reservationKey marks a submission counted in its tenant's open jobs before
+// the dispatch function creates the job.
+func reservationKey(jobID string) (string, string) { return prefixReservation + jobID, sortReservation }
+
+// costPartition holds one UTC day's hourly cost totals.
+func costPartition(day time.Time) string { return prefixCost + day.UTC().Format("20060102") }
+
+// costHour is the sort key prefix of one hour's totals.
+func costHour(t time.Time) string { return t.UTC().Format("15") }
+
+// costKey is the total of one tenant, fleet and workflow in the hour of at.
+func costKey(at time.Time, fleet, tenant, workflow string) (string, string) {
+	return costPartition(at), costHour(at) + "#" + fleet + "#" + tenant + "#" + workflow
 }
 
 // eventKey is the partition of a job's pending events.

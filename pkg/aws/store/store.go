@@ -149,6 +149,9 @@ type update struct {
 	// event, when set, is an outbox item written in the same transaction
 	// as the update (see outbox.go).
 	event map[string]types.AttributeValue
+	// tally, when set, is a tenant counter change written in the same
+	// transaction (see tenants.go).
+	tally *update
 }
 
 func (u update) build() (expression.Expression, error) {
@@ -160,8 +163,8 @@ func (u update) build() (expression.Expression, error) {
 }
 
 func (s *Store) updateItem(ctx context.Context, u update) error {
-	if u.event != nil {
-		// The transition and its announcement are one write.
+	if u.event != nil || u.tally != nil {
+		// The transition and its announcement (and its tenant count) are one write.
 		err := s.transact(ctx, txItem{update: &u})
 		var tf *txFailed
 		if errors.As(err, &tf) {
@@ -199,6 +202,7 @@ type txItem struct {
 	put    map[string]types.AttributeValue
 	putIf  expression.ConditionBuilder
 	delete *update // pk/sk and cond only
+	check  *update // pk/sk and cond only: a ConditionCheck
 }
 
 // txFailed reports which members of a canceled transaction failed their condition.
@@ -259,6 +263,15 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 				d.ExpressionAttributeValues = e.Values()
 			}
 			tw.Delete = d
+		case it.check != nil:
+			e, err := expression.NewBuilder().WithCondition(it.check.cond).Build()
+			if err != nil {
+				return fmt.Errorf("build condition check of %s: %w", it.check.pk, err)
+			}
+			tw.ConditionCheck = &types.ConditionCheck{
+				TableName: aws.String(s.table), Key: key(it.check.pk, it.check.sk),
+				ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			}
 		}
 		in.TransactItems = append(in.TransactItems, tw)
 	}
@@ -266,6 +279,18 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 	for _, it := range items {
 		if it.update != nil && it.update.event != nil {
 			in.TransactItems = append(in.TransactItems, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it.update.event}})
+		}
+	}
+	for _, it := range items {
+		if it.update != nil && it.update.tally != nil {
+			e, err := it.update.tally.build()
+			if err != nil {
+				return fmt.Errorf("build tenant count: %w", err)
+			}
+			in.TransactItems = append(in.TransactItems, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(it.update.tally.pk, it.update.tally.sk),
+				UpdateExpression: e.Update(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			}})
 		}
 	}
 	_, err := s.db.TransactWriteItems(ctx, in)

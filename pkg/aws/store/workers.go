@@ -29,12 +29,14 @@ type WorkerAuth struct {
 
 // Registration is a worker announcing itself.
 type Registration struct {
-	WorkerID       string
-	Fleet          string
-	Stage          string
-	InstanceID     string
-	InstanceType   string
-	AZ             string
+	WorkerID     string
+	Fleet        string
+	Stage        string
+	InstanceID   string
+	InstanceType string
+	AZ           string
+	// PurchaseOption is "spot" or "on-demand" ("" when not reported).
+	PurchaseOption string
 	Capabilities   json.RawMessage
 	Providers      []string
 	MaxConcurrency int
@@ -80,7 +82,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		PK: pk, SK: sk, Type: typeWorker,
 		GSI1PK: workersPartition(r.Fleet), GSI1SK: r.WorkerID,
 		WorkerID: r.WorkerID, Fleet: r.Fleet, Stage: r.Stage,
-		InstanceID: r.InstanceID, InstanceType: r.InstanceType, AZ: r.AZ,
+		InstanceID: r.InstanceID, InstanceType: r.InstanceType, AZ: r.AZ, Purchase: r.PurchaseOption,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
@@ -137,6 +139,9 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince,
 	}
 	if r.AZ != "" {
 		set = set.Set(expression.Name(attrAZ), expression.Value(r.AZ))
+	}
+	if r.PurchaseOption != "" {
+		set = set.Set(expression.Name(attrPurchase), expression.Value(r.PurchaseOption))
 	}
 	if len(r.Capabilities) > 0 {
 		set = set.Set(expression.Name(attrCapabilities), expression.Value(string(r.Capabilities)))
@@ -454,6 +459,7 @@ type workerItem struct {
 	InstanceID     string   `dynamodbav:"instance_id,omitempty"`
 	InstanceType   string   `dynamodbav:"instance_type,omitempty"`
 	AZ             string   `dynamodbav:"az,omitempty"`
+	Purchase       string   `dynamodbav:"purchase,omitempty"`
 	Capabilities   string   `dynamodbav:"capabilities,omitempty"`
 	Providers      []string `dynamodbav:"providers,omitempty"`
 	MaxConcurrency int      `dynamodbav:"max_concurrency"`
@@ -478,6 +484,7 @@ func (it *workerItem) toWorker() worker.Worker {
 		InstanceID:     it.InstanceID,
 		InstanceType:   it.InstanceType,
 		AZ:             it.AZ,
+		PurchaseOption: it.Purchase,
 		Providers:      it.Providers,
 		MaxConcurrency: it.MaxConcurrency,
 		TokenHash:      it.TokenHash,

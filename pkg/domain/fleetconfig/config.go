@@ -29,6 +29,10 @@ type Config struct {
 	Alarms Alarms `yaml:"alarms"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
+	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).
+	Tenants []Tenant `yaml:"tenants"`
+	// Prices price each job (prices.go); none by default.
+	Prices Prices `yaml:"prices"`
 
 	// source names the file (or built-in) the config was read from, for messages.
 	source string

@@ -210,6 +210,8 @@ func (c *Config) validate() []Problem {
 			k.add(fmt.Sprintf("alarms.emails[%d]", i), "%q is not an email address", e)
 		}
 	}
+	c.validateTenants(k)
+	c.validatePrices(k)
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}

@@ -148,6 +148,9 @@ type Job struct {
 	Reason string
 	// CancelRequested is set when an operator canceled the job while it was leased.
 	CancelRequested bool
+	// CostUSD is what the finished job cost, in dollars; nil until its
+	// outcome is relayed, or when it could not be priced.
+	CostUSD *float64
 
 	History []HistoryEntry
 }

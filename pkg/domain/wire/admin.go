@@ -54,8 +54,10 @@ type Worker struct {
 	InstanceID       string `json:"instance_id"`
 	InstanceType     string `json:"instance_type,omitempty"`
 	AvailabilityZone string `json:"availability_zone,omitempty"`
-	Status           string `json:"status"`
-	Approved         bool   `json:"approved"`
+	// PurchaseOption is "spot" or "on-demand", omitted when not reported.
+	PurchaseOption string `json:"purchase_option,omitempty"`
+	Status         string `json:"status"`
+	Approved       bool   `json:"approved"`
 	// Leases is how many jobs the worker holds.
 	Leases         int     `json:"leases"`
 	MaxConcurrency int     `json:"max_concurrency"`
@@ -111,4 +113,26 @@ type Rejection struct {
 	// Body is the first 4 KiB of the submission.
 	Body string    `json:"body"`
 	At   time.Time `json:"at"`
+}
+
+// CostsResponse is the 200 answer of GET /api/admin/costs: the cost of the
+// jobs that finished since the hour of Since, by tenant, fleet and
+// workflow, most expensive first.
+type CostsResponse struct {
+	Since  time.Time   `json:"since"`
+	Groups []CostGroup `json:"groups"`
+	// TotalUSD is the sum of the groups' costs.
+	TotalUSD float64 `json:"total_usd"`
+}
+
+// CostGroup is the cost of one tenant's jobs of one workflow on one fleet.
+type CostGroup struct {
+	TenantID   string `json:"tenant_id"`
+	FleetSlug  string `json:"fleet_slug"`
+	WorkflowID string `json:"workflow_id"`
+	// Jobs finished in the window; Unpriced of them have no cost (no
+	// price known for their instance).
+	Jobs     int     `json:"jobs"`
+	Unpriced int     `json:"unpriced"`
+	CostUSD  float64 `json:"cost_usd"`
 }

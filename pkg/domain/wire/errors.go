@@ -36,6 +36,9 @@ const (
 	// CodeRateLimited: too many registrations from one address; the answer
 	// carries Retry-After (429).
 	CodeRateLimited Code = "rate_limited"
+	// CodeQuotaExceeded: the submission's tenant is at its cap of open jobs
+	// (max_queued); nothing was queued, the answer carries Retry-After (429).
+	CodeQuotaExceeded Code = "quota_exceeded"
 	// CodeInternal: an unexpected failure; the request may be retried (500).
 	CodeInternal Code = "internal"
 	// CodeUnavailable: the request changed nothing and is safe to retry (503).
@@ -49,7 +52,7 @@ const (
 var Codes = []Code{
 	CodeInvalidArgument, CodeUnauthenticated, CodePermissionDenied, CodeNotFound, CodeConflict,
 	CodeLeaseLost, CodeFleetFull, CodeNoWorkflows, CodeRateLimited, CodeInternal, CodeUnavailable,
-	CodeUnknown,
+	CodeQuotaExceeded, CodeUnknown,
 }
 
 // ErrorBody is the body of every non-2xx answer:

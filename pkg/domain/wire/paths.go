@@ -21,6 +21,7 @@ const (
 	PathAdminJobs         = "/api/admin/jobs"
 	PathAdminJobRetry     = "/api/admin/jobs/{job_id}/retry"
 	PathAdminRejected     = "/api/admin/rejected"
+	PathAdminCosts        = "/api/admin/costs"
 )
 
 // HeaderFleetSecret carries the stage's fleet secret on registration.

@@ -52,6 +52,10 @@ type Job struct {
 	Result  json.RawMessage `json:"result"`
 	Error   *JobError       `json:"error"`
 	History []JobTransition `json:"history"`
+	// CostUSD is the finished job's cost in dollars (docs/scaling.md, "Cost
+	// per job"); null until its outcome is relayed, or when it could not be
+	// priced.
+	CostUSD *float64 `json:"cost_usd"`
 }
 
 // JobError is a job's last failure.

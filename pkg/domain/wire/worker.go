@@ -8,12 +8,16 @@ type RegisterRequest struct {
 	FleetSlug string `json:"fleet_slug"`
 	Stage     string `json:"stage"`
 	// MaxConcurrency is how many jobs the worker runs at once (default 1).
-	MaxConcurrency   *int            `json:"max_concurrency,omitempty"`
-	InstanceID       string          `json:"instance_id,omitempty"`
-	InstanceType     string          `json:"instance_type,omitempty"`
-	AvailabilityZone string          `json:"availability_zone,omitempty"`
-	Capabilities     json.RawMessage `json:"capabilities,omitempty"`
-	Providers        []string        `json:"providers,omitempty"`
+	MaxConcurrency   *int   `json:"max_concurrency,omitempty"`
+	InstanceID       string `json:"instance_id,omitempty"`
+	InstanceType     string `json:"instance_type,omitempty"`
+	AvailabilityZone string `json:"availability_zone,omitempty"`
+	// PurchaseOption is how the instance is bought, "spot" or "on-demand"
+	// (the agent reads instance-life-cycle from the instance metadata); it
+	// prices the worker's jobs. Empty: unknown.
+	PurchaseOption string          `json:"purchase_option,omitempty"`
+	Capabilities   json.RawMessage `json:"capabilities,omitempty"`
+	Providers      []string        `json:"providers,omitempty"`
 	// AgentKey is a secret the agent keeps for the life of its installation
 	// (16-256 characters): while the worker id's registration is live, a
 	// registration with another key is refused (409 conflict), so two

@@ -24,12 +24,14 @@ const (
 
 // Worker is a registered worker.
 type Worker struct {
-	ID             string
-	Fleet          string
-	Stage          string
-	InstanceID     string
-	InstanceType   string
-	AZ             string
+	ID           string
+	Fleet        string
+	Stage        string
+	InstanceID   string
+	InstanceType string
+	AZ           string
+	// PurchaseOption is "spot" or "on-demand" ("" when not reported).
+	PurchaseOption string
 	Capabilities   json.RawMessage
 	Providers      []string
 	MaxConcurrency int

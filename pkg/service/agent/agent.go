@@ -36,6 +36,8 @@ type Config struct {
 	// InstanceID, InstanceType and AZ are registered with the worker (the
 	// interruption function finds the worker by instance id).
 	InstanceID, InstanceType, AZ string
+	// PurchaseOption ("spot", "on-demand" or "") prices the worker's jobs.
+	PurchaseOption string
 	// AgentKey identifies this agent across restarts (kept on its disk):
 	// the API refuses another agent's registration of a live worker id.
 	// Empty: a random key for this process.
@@ -358,8 +360,9 @@ func (a *Agent) register(ctx context.Context) error {
 	r := wire.RegisterRequest{
 		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
 		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, AvailabilityZone: a.cfg.AZ,
-		AgentKey:     a.cfg.AgentKey,
-		AgentVersion: version.Get(),
+		PurchaseOption: a.cfg.PurchaseOption,
+		AgentKey:       a.cfg.AgentKey,
+		AgentVersion:   version.Get(),
 	}
 	if n := a.cfg.MaxConcurrency; n != 0 {
 		r.MaxConcurrency = &n

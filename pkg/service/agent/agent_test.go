@@ -242,6 +242,8 @@ func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("g5.xlarge"))
 	case "placement/availability-zone":
 		_, _ = w.Write([]byte("us-east-1b"))
+	case "instance-life-cycle":
+		_, _ = w.Write([]byte("spot"))
 	case "spot/instance-action":
 		if !f.notice {
 			http.NotFound(w, r)
@@ -288,7 +290,7 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	defer srv.Close()
 	md := agent.NewMetadata(srv.URL)
 	id, err := md.Identity(e.ctx)
-	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" {
+	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" || id.PurchaseOption != "spot" {
 		t.Fatalf("identity %+v, %v", id, err)
 	}
 	e.create("j1", `{"seconds": 1.5}`)

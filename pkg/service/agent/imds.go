@@ -48,6 +48,9 @@ func (m *Metadata) get(ctx context.Context, path string) (value string, ok bool,
 // Identity is what the worker registers with.
 type Identity struct {
 	InstanceID, InstanceType, AZ string
+	// PurchaseOption is "spot" or "on-demand", from instance-life-cycle
+	// ("" when the metadata does not say).
+	PurchaseOption string
 }
 
 // Identity reads the instance's id, type and availability zone.
@@ -66,6 +69,16 @@ func (m *Metadata) Identity(ctx context.Context) (Identity, error) {
 			return id, err
 		}
 		*f.into = v
+	}
+	// instance-life-cycle is "spot", "on-demand" or "scheduled"; older
+	// metadata services lack it, which leaves the option unknown.
+	if v, ok, err := m.get(ctx, "instance-life-cycle"); err == nil && ok {
+		switch v {
+		case "spot":
+			id.PurchaseOption = "spot"
+		case "on-demand", "scheduled":
+			id.PurchaseOption = "on-demand"
+		}
 	}
 	return id, nil
 }

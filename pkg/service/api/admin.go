@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -68,7 +70,7 @@ func viewDecision(d fleetstate.Decision) wire.Decision {
 
 func viewWorker(wk worker.Worker) wire.Worker {
 	return wire.Worker{
-		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
+		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ, PurchaseOption: wk.PurchaseOption,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
 		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
@@ -221,4 +223,34 @@ func (s *server) rejected(w http.ResponseWriter, r *http.Request) {
 		out = append(out, wire.Rejection{MessageID: rj.MessageID, Source: rj.Source, Reason: rj.Reason, Body: rj.Body, At: rj.At})
 	}
 	wire.WriteJSON(w, http.StatusOK, wire.RejectedResponse{Rejected: out})
+}
+
+// maxCostWindow is the longest window GET /api/admin/costs reads (one
+// partition per day).
+const maxCostWindow = 366 * 24 * time.Hour
+
+// costs is GET /api/admin/costs?since=24h.
+func (s *server) costs(w http.ResponseWriter, r *http.Request) {
+	window := 24 * time.Hour
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > maxCostWindow {
+			s.writeError(w, r, invalid("query \"since\": %q must be a duration back from now, e.g. 24h or 90m, at most 8760h", v))
+			return
+		}
+		window = d
+	}
+	since := s.Clock.Now().Add(-window).UTC().Truncate(time.Hour)
+	gs, err := s.Store.CostsSince(r.Context(), since)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.CostsResponse{Since: since, Groups: make([]wire.CostGroup, 0, len(gs))}
+	for _, g := range gs {
+		out.Groups = append(out.Groups, wire.CostGroup{TenantID: g.Tenant, FleetSlug: g.Fleet, WorkflowID: g.Workflow, Jobs: g.Jobs, Unpriced: g.Unpriced, CostUSD: g.USD})
+		out.TotalUSD += g.USD
+	}
+	out.TotalUSD = math.Round(out.TotalUSD*1e6) / 1e6
+	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -42,6 +42,8 @@ type WorkerStore interface {
 type JobStore interface {
 	GetJob(ctx context.Context, id string) (job.Job, error)
 	Cancel(ctx context.Context, id string) (job.Status, error)
+	ReserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error)
+	ReleaseTenantSlot(ctx context.Context, tenant, jobID string) error
 }
 
 // AdminStore is what the operator routes need.
@@ -57,6 +59,7 @@ type AdminStore interface {
 	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error)
 	RetryDead(ctx context.Context, id string) (job.Job, error)
 	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
+	CostsSince(ctx context.Context, since time.Time) ([]store.CostGroup, error)
 }
 
 // Store is everything the API needs of the store; *store.Store satisfies it.

@@ -1,12 +1,16 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -49,13 +53,46 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	reserved, err := s.reserveTenantSlot(r.Context(), sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.Queue.Enqueue(r.Context(), body); err != nil {
+		if reserved {
+			if rerr := s.Store.ReleaseTenantSlot(r.Context(), sub.TenantID, sub.JobID); rerr != nil {
+				s.log.ErrorContext(r.Context(), "release tenant slot", "job_id", sub.JobID, "tenant_id", sub.TenantID, "error", rerr.Error())
+			}
+		}
 		s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
 		s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
 		return
 	}
 	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID)
 	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: sub.JobID, Status: "accepted"})
+}
+
+// quotaRetryAfter is the Retry-After of a submission over its tenant's
+// cap: about how long a short job takes to free a slot.
+const quotaRetryAfter = 30 * time.Second
+
+// reserveTenantSlot counts the submission in its tenant's open jobs when the
+// tenant has a max_queued cap (docs/scaling.md, "Tenant quotas"); a tenant
+// at its cap gets 429 quota_exceeded and nothing is queued. It reports
+// whether it took a slot, which a failed enqueue gives back.
+func (s *server) reserveTenantSlot(ctx context.Context, sub submission.Submission) (bool, error) {
+	t := s.Config.Tenant(sub.TenantID)
+	if t.MaxQueued <= 0 {
+		return false, nil
+	}
+	took, err := s.Store.ReserveTenantSlot(ctx, sub.TenantID, sub.JobID, t.MaxQueued)
+	var qe *store.QuotaError
+	if errors.As(err, &qe) {
+		s.log.InfoContext(ctx, "submission over tenant cap", "job_id", sub.JobID, "tenant_id", sub.TenantID, "max_queued", qe.Cap, "open", qe.Open)
+		return false, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, RetryAfter: quotaRetryAfter,
+			Message: fmt.Sprintf("tenant %q has %d open jobs (queued or running), its cap max_queued is %d; nothing was queued, retry after the Retry-After seconds", qe.Tenant, qe.Open, qe.Cap)}
+	}
+	return took, err
 }
 
 func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -75,7 +112,7 @@ func viewJob(j job.Job) wire.Job {
 	v := wire.Job{
 		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: j.Reason,
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
-		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result,
+		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result, CostUSD: j.CostUSD,
 		History: make([]wire.JobTransition, 0, len(j.History)),
 	}
 	if j.Error != nil {

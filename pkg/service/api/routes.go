@@ -55,6 +55,7 @@ var routes = []struct {
 	{Route{http.MethodGet, wire.PathAdminJobs, AuthOperator}, (*server).adminJobs},
 	{Route{http.MethodPost, wire.PathAdminJobRetry, AuthOperator}, (*server).retryJob},
 	{Route{http.MethodGet, wire.PathAdminRejected, AuthOperator}, (*server).rejected},
+	{Route{http.MethodGet, wire.PathAdminCosts, AuthOperator}, (*server).costs},
 }
 
 // Routes lists every route the API serves, in the router's order.

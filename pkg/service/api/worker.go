@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
@@ -62,7 +63,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	caps, _ := strictjson.RequireObject("capabilities", req.Capabilities)
 	wk, err := s.Store.RegisterWorker(ctx, store.Registration{
 		WorkerID: req.WorkerID, Fleet: f.Slug, Stage: req.Stage,
-		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone,
+		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone, PurchaseOption: req.PurchaseOption,
 		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
 		TokenHash: parsed.Hash, SourceIP: sourceAddress(r), AgentKeyHash: agentKeyHash(req.AgentKey), AgentVersion: req.AgentVersion,
 	})
@@ -119,6 +120,11 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 		if len(v.val) > 128 {
 			return nil, invalid("field %q: at most 128 characters", v.name)
 		}
+	}
+	switch req.PurchaseOption {
+	case "", cost.Spot, cost.OnDemand:
+	default:
+		return nil, invalid("field \"purchase_option\": %q must be %s or %s", req.PurchaseOption, cost.Spot, cost.OnDemand)
 	}
 	if _, err := strictjson.RequireObject("capabilities", req.Capabilities); err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func exchange(method, path, auth, reqBody string, status int, body string) opena
 
 const job = `{"job_id":"j1","tenant_id":"t","workflow_id":"wf","fleet_slug":"gpu","status":"succeeded","attempts":1,
 "max_attempts":3,"preemptions":0,"priority":0,"created_at":"2025-01-02T03:04:05.000Z","updated_at":"2025-01-02T03:04:06.000Z",
-"lease_expires_at":null,"worker_id":null,"result":{"ok":true},"error":null,"history":[{"at":"2025-01-02T03:04:05.000Z","to":"queued"}]}`
+"lease_expires_at":null,"worker_id":null,"result":{"ok":true},"error":null,"history":[{"at":"2025-01-02T03:04:05.000Z","to":"queued"}],"cost_usd":0.0125}`
 
 func TestTheDocumentIsOpenAPI31AndLoads(t *testing.T) {
 	doc, err := openapi.Load()

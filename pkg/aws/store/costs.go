@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/cost"
+)
+
+// Cost per job. The relay that removes a job's outcome event prices the
+// job (pkg/domain/cost) from the worker of its last attempt: instance type,
+// purchase option and slots, at the stage's configured prices. In the same
+// transaction as the removal it records cost_usd on the job and adds the
+// job to its hour's cost total by tenant, fleet and workflow, so a job is
+// priced and totalled once however many relays race. docs/scaling.md,
+// "Cost per job", has the rule.
+
+// costRetention keeps hourly totals for 400 days.
+const costRetention = 400 * 24 * time.Hour
+
+// costItem is one hour's cost total of one tenant, fleet and workflow.
+type costItem struct {
+	PK       string `dynamodbav:"PK"`
+	SK       string `dynamodbav:"SK"`
+	Tenant   string `dynamodbav:"tenant_id"`
+	Fleet    string `dynamodbav:"fleet"`
+	Workflow string `dynamodbav:"workflow_id"`
+	Jobs     int    `dynamodbav:"jobs"`
+	Unpriced int    `dynamodbav:"unpriced"`
+	MicroUSD int64  `dynamodbav:"micro_usd"`
+}
+
+// CostGroup is the cost of the jobs of one tenant, fleet and workflow that
+// finished in a window.
+type CostGroup struct {
+	Tenant, Fleet, Workflow string
+	// Jobs finished; Unpriced of them have no cost (no price known for
+	// their instance, or no worker record).
+	Jobs, Unpriced int
+	USD            float64
+}
+
+// jobCost prices a finished job; ok is false when it cannot be priced. A
+// job that never held a lease costs nothing.
+func (s *Store) jobCost(ctx context.Context, j *jobItem, end time.Time) (usd float64, ok bool, err error) {
+	leased := cost.Leased(j.History, end)
+	if leased <= 0 {
+		return 0, true, nil
+	}
+	if j.WorkerID == "" || len(s.cfg.Prices.InstanceTypes) == 0 {
+		// A stage without prices reads no worker: nothing could be priced.
+		return 0, false, nil
+	}
+	pk, sk := workerKey(j.WorkerID)
+	var w workerItem
+	found, err := s.getItem(ctx, pk, sk, &w)
+	if err != nil || !found || w.InstanceType == "" {
+		return 0, false, err
+	}
+	p, known := s.cfg.Prices.InstanceTypes[w.InstanceType]
+	if !known {
+		return 0, false, nil
+	}
+	price, ok := cost.Price{OnDemand: p.OnDemand, Spot: p.Spot}.For(w.Purchase)
+	if !ok {
+		return 0, false, nil
+	}
+	return cost.Charge{PricePerHour: price, Slots: w.MaxConcurrency, Leased: leased, Overhead: s.cfg.Prices.Overhead}.USD(), true, nil
+}
+
+// costRecord is the writes that record a finished job's cost: cost_usd on
+// the job (while it is still in the status the event announced) and its
+// hour's total.
+func costRecord(j *jobItem, e *eventItem, usd float64, priced bool) (jobSet, total *update) {
+	pk, sk := jobKey(j.JobID)
+	set := expression.Set(expression.Name(attrCostUSD), expression.Value(usd))
+	if !priced {
+		set = expression.Set(expression.Name(attrCostUSD), null())
+	}
+	jobSet = &update{pk: pk, sk: sk, set: set, cond: expression.Name(attrStatus).Equal(expression.Value(e.Status))}
+	at := fromMS(e.AtMS)
+	tpk, tsk := costKey(at, j.Fleet, j.TenantID, j.WorkflowID)
+	unpriced, micro := 0, int64(0)
+	if priced {
+		micro = int64(usd*1e6 + 0.5)
+	} else {
+		unpriced = 1
+	}
+	total = &update{pk: tpk, sk: tsk, set: expression.Set(expression.Name(attrTenantID), expression.Value(j.TenantID)).
+		Set(expression.Name(attrFleet), expression.Value(j.Fleet)).
+		Set(expression.Name(attrWorkflowID), expression.Value(j.WorkflowID)).
+		Set(expression.Name(AttrTTL), expression.Value(at.Add(costRetention).Unix())).
+		Add(expression.Name(attrCostJobs), expression.Value(1)).
+		Add(expression.Name(attrCostUnpriced), expression.Value(unpriced)).
+		Add(expression.Name(attrCostMicroUSD), expression.Value(micro))}
+	return jobSet, total
+}
+
+// finishOutcome removes a published outcome event with everything that
+// rides on its removal: the job's cost and hour total, and its tenant slot.
+// Only the relay whose removal succeeds writes them.
+func (s *Store) finishOutcome(ctx context.Context, j *jobItem, e *eventItem, usd float64, priced bool) error {
+	del := txItem{delete: &update{pk: e.PK, sk: e.SK, cond: expression.AttributeExists(expression.Name(AttrPK))}}
+	jobSet, total := costRecord(j, e, usd, priced)
+	items := []txItem{del, {update: jobSet}, {update: total}}
+	if slot := slotAfterTerminal(e.EventType, j); slot != nil {
+		items = append(items, txItem{update: slot})
+	}
+	err := s.transact(ctx, items...)
+	var tf *txFailed
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tf) && tf.failedAt(0):
+		return nil // another relay removed it, and wrote the rest
+	case errors.As(err, &tf) && tf.failedAt(1):
+		// The job moved on (an operator retry): the event still goes, and
+		// the slot with it; the job's next outcome is priced then.
+		items = append(items[:1], items[3:]...)
+		err = s.transact(ctx, items...)
+		if errors.As(err, &tf) {
+			return nil
+		}
+		return err
+	default:
+		return err
+	}
+}
+
+// CostsSince totals the cost of the jobs that finished from the hour of
+// since onwards, by tenant, fleet and workflow, most expensive first. It
+// reads one partition per day of the window.
+func (s *Store) CostsSince(ctx context.Context, since time.Time) ([]CostGroup, error) {
+	now := s.clock.Now().UTC()
+	from := since.UTC().Truncate(time.Hour)
+	groups := map[string]*CostGroup{}
+	for day := from.Truncate(24 * time.Hour); !day.After(now); day = day.Add(24 * time.Hour) {
+		q := byPartition(costPartition(day))
+		if day.Equal(from.Truncate(24 * time.Hour)) {
+			q.key = q.key.And(expression.Key(AttrSK).GreaterThanEqual(expression.Value(costHour(from))))
+		}
+		items, err := queryItems[costItem](ctx, s, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			k := it.Tenant + "\x00" + it.Fleet + "\x00" + it.Workflow
+			g := groups[k]
+			if g == nil {
+				g = &CostGroup{Tenant: it.Tenant, Fleet: it.Fleet, Workflow: it.Workflow}
+				groups[k] = g
+			}
+			g.Jobs += it.Jobs
+			g.Unpriced += it.Unpriced
+			g.USD += float64(it.MicroUSD) / 1e6
+		}
+	}
+	out := make([]CostGroup, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].USD != out[k].USD {
+			return out[i].USD > out[k].USD
+		}
+		return strings.Join([]string{out[i].Tenant, out[i].Fleet, out[i].Workflow}, "\x00") < strings.Join([]string{out[k].Tenant, out[k].Fleet, out[k].Workflow}, "\x00")
+	})
+	return out, nil
+}
+
+// isOutcome reports whether an event type is a job's outcome.
+func isOutcome(eventType string) bool {
+	return eventType == EventSucceeded || eventType == EventDead || eventType == EventCanceled
+}

@@ -1,0 +1,103 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+const pricedConfig = testConfig + `
+prices:
+  overhead: 0.2
+  instance_types:
+    g5.xlarge: {on_demand: 1.0, spot: 0.5}
+`
+
+func TestOutcomeRecordsTheJobsCostOnceAndTotalsIt(t *testing.T) {
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(pricedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg)
+	a := store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "hash-w1"}
+	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test", InstanceID: "i-1",
+		InstanceType: "g5.xlarge", PurchaseOption: "spot", MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+		t.Fatal(err)
+	}
+	e.submit("run", "wf-a", 0)
+	j := e.lease(a)
+	e.clock.Advance(30 * time.Minute)
+	if err := e.st.Complete(e.ctx, a, j.ID, j.LeaseToken, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Canceled before any lease: it costs nothing, and is counted.
+	e.submit("never", "wf-a", 0)
+	if _, err := e.st.Cancel(e.ctx, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if e.job("run").CostUSD != nil {
+		t.Fatal("priced before its outcome was relayed")
+	}
+	rec := &recorder{}
+	for _, id := range []string{"run", "never", "run"} {
+		if _, err := e.st.RelayJob(e.ctx, rec, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Spot $0.50/h, one slot of two, 30 minutes, 20% boot and idle.
+	want := 0.5 / 2 * 0.5 * 1.2
+	got := e.job("run").CostUSD
+	if got == nil || *got != want {
+		t.Fatalf("cost_usd = %v, want %v", got, want)
+	}
+	if c := e.job("never").CostUSD; c == nil || *c != 0 {
+		t.Fatalf("never-leased cost_usd = %v, want 0", c)
+	}
+	var published *float64
+	for _, ev := range rec.events {
+		if ev.Detail.JobID == "run" && ev.DetailType == store.EventSucceeded {
+			published = ev.Detail.CostUSD
+		}
+	}
+	if published == nil || *published != want {
+		t.Fatalf("outcome event cost_usd = %v, want %v", published, want)
+	}
+	groups, err := e.st.CostsSince(e.ctx, e.clock.Now().Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0] != (store.CostGroup{Tenant: "t1", Fleet: "gpu", Workflow: "wf-a", Jobs: 2, USD: want}) {
+		t.Fatalf("CostsSince = %+v, want one group of 2 jobs costing %v", groups, want)
+	}
+	// A window that starts after the hour the jobs finished holds nothing.
+	later, err := e.st.CostsSince(e.ctx, e.clock.Now().Add(2*time.Hour))
+	if err != nil || len(later) != 0 {
+		t.Fatalf("CostsSince(later) = %+v, %v", later, err)
+	}
+}
+
+func TestAJobWithoutAPriceIsCountedUnpriced(t *testing.T) {
+	e := newEnv(t) // no prices
+	a := e.register("w1", "gpu", 1)
+	e.submit("x", "wf-a", 0)
+	j := e.lease(a)
+	e.clock.Advance(time.Minute)
+	if _, err := e.st.Fail(e.ctx, a, j.ID, j.LeaseToken, job.Error{Code: "boom", Message: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantStatus("x", job.Dead)
+	if _, err := e.st.RelayJob(e.ctx, &recorder{}, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.job("x").CostUSD; c != nil {
+		t.Fatalf("cost_usd = %v without a price", *c)
+	}
+	groups, err := e.st.CostsSince(e.ctx, e.clock.Now().Add(-time.Hour))
+	if err != nil || len(groups) != 1 || groups[0].Jobs != 1 || groups[0].Unpriced != 1 || groups[0].USD != 0 {
+		t.Fatalf("CostsSince = %+v, %v; want one unpriced job", groups, err)
+	}
+}

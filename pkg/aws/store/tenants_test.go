@@ -1,0 +1,169 @@
+package store_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+func newTenantEnv(t *testing.T, cap int) *env {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(testConfig+fmt.Sprintf("tenants:\n  - id: capped\n    max_queued: %d\n", cap)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvWith(t, cfg)
+}
+
+func (e *env) open(tenant string) int {
+	e.t.Helper()
+	n, err := e.st.TenantOpenJobs(e.ctx, tenant)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) create(tenant, id string) {
+	e.t.Helper()
+	_, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "wf-a", Input: json.RawMessage(`{}`)})
+	if err != nil || !created {
+		e.t.Fatalf("CreateJob(%s) = %v, %v", id, created, err)
+	}
+}
+
+func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
+	e := newTenantEnv(t, 2)
+	for _, id := range []string{"a", "b"} {
+		took, err := e.st.ReserveTenantSlot(e.ctx, "capped", id, 2)
+		if err != nil || !took {
+			t.Fatalf("Reserve(%s) = %v, %v", id, took, err)
+		}
+	}
+	// A repeat of a reserved id takes nothing and is not refused.
+	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "a", 2); err != nil || took {
+		t.Fatalf("repeat Reserve(a) = %v, %v; want a repeat", took, err)
+	}
+	_, err := e.st.ReserveTenantSlot(e.ctx, "capped", "c", 2)
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || !errors.Is(err, store.ErrOverQuota) || qe.Cap != 2 || qe.Open != 2 {
+		t.Fatalf("Reserve(c) over the cap = %v; want a QuotaError with cap 2, open 2", err)
+	}
+	if _, err := e.st.GetJob(e.ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused job exists: %v", err)
+	}
+	// Creating the jobs hands them the slots: the count stays 2, a
+	// redelivered creation counts nothing.
+	e.create("capped", "a")
+	e.create("capped", "b")
+	if _, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: "a", TenantID: "capped", WorkflowID: "wf-a", Input: json.RawMessage(`{}`)}); err != nil || created {
+		t.Fatalf("repeat CreateJob(a) = %v, %v", created, err)
+	}
+	if got := e.open("capped"); got != 2 {
+		t.Fatalf("open after creation = %d, want 2", got)
+	}
+	// A reservation of an existing job is a repeat.
+	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "a", 5); err != nil || took {
+		t.Fatalf("Reserve(a) after creation = %v, %v; want a repeat", took, err)
+	}
+	// An outcome gives the slot back when its event is relayed, once.
+	if _, err := e.st.Cancel(e.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.open("capped"); got != 2 {
+		t.Fatalf("open before the relay = %d, want 2", got)
+	}
+	rec := &recorder{}
+	for range 2 {
+		if _, err := e.st.RelayJob(e.ctx, rec, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.open("capped"); got != 1 {
+		t.Fatalf("open after the relayed cancel = %d, want 1", got)
+	}
+	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "c", 2); err != nil || !took {
+		t.Fatalf("Reserve(c) with a free slot = %v, %v", took, err)
+	}
+	// A slot released before its job was queued is free again; twice is once.
+	for range 2 {
+		if err := e.st.ReleaseTenantSlot(e.ctx, "capped", "c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.open("capped"); got != 1 {
+		t.Fatalf("open after the release = %d, want 1", got)
+	}
+}
+
+func TestTenantSlotsOfDeadJobsComeBackWithARetry(t *testing.T) {
+	e := newTenantEnv(t, 5)
+	// Without a reservation (cap set after acceptance) creation counts.
+	e.create("capped", "d")
+	e.create("free", "f")
+	if got := e.open("capped"); got != 1 {
+		t.Fatalf("open = %d, want 1", got)
+	}
+	if got := e.open("free"); got != 0 {
+		t.Fatalf("an uncapped tenant is counted: %d", got)
+	}
+	w := e.register("w1", "gpu", 1)
+	j := e.lease(w)
+	if _, err := e.st.Fail(e.ctx, w, j.ID, j.LeaseToken, job.Error{Code: "boom", Message: "no", Retryable: false}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantStatus("d", job.Dead)
+	if _, err := e.st.RelayJob(e.ctx, &recorder{}, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.open("capped"); got != 0 {
+		t.Fatalf("open after the dead job's event = %d, want 0", got)
+	}
+	if _, err := e.st.RetryDead(e.ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.open("capped"); got != 1 {
+		t.Fatalf("open after the retry = %d, want 1", got)
+	}
+}
+
+func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
+	const limit, tries = 3, 12
+	e := newTenantEnv(t, limit)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	took, refused := 0, 0
+	for i := range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ok, err := e.st.ReserveTenantSlot(e.ctx, "capped", fmt.Sprintf("j%d", i), limit)
+				if errors.Is(err, store.ErrContention) {
+					continue
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil && ok:
+					took++
+				case errors.Is(err, store.ErrOverQuota):
+					refused++
+				default:
+					t.Errorf("Reserve(j%d) = %v, %v", i, ok, err)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	if took != limit || refused != tries-limit || e.open("capped") != limit {
+		t.Fatalf("took %d, refused %d, open %d; want %d, %d, %d", took, refused, e.open("capped"), limit, tries-limit, limit)
+	}
+}
