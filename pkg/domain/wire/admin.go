@@ -106,3 +106,11 @@ type Rejection struct {
 	Body string    `json:"body"`
 	At   time.Time `json:"at"`
 }
+
+// ConsoleSessionResponse is the 200 answer of POST /api/admin/console-session:
+// the path (relative to the API's base URL) a browser opens to start an
+// operator console session, usable until ExpiresAt.
+type ConsoleSessionResponse struct {
+	Path      string  `json:"path"`
+	ExpiresAt *string `json:"expires_at"`
+}

@@ -23,5 +23,9 @@ const (
 	PathAdminRejected     = "/api/admin/rejected"
 )
 
+// PathAdminConsoleSession exchanges the operator credential for a signed
+// operator console login (fleetq console).
+const PathAdminConsoleSession = "/api/admin/console-session"
+
 // HeaderFleetSecret carries the stage's fleet secret on registration.
 const HeaderFleetSecret = "X-Fleet-Secret"
