@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // FleetsResponse is the 200 answer of GET /api/admin/fleets.
 type FleetsResponse struct {
@@ -63,6 +66,9 @@ type Worker struct {
 	// VersionMismatch says the agent is not the API's build (or reported no
 	// version): upgrade it (docs/deploy.md).
 	VersionMismatch bool `json:"version_mismatch"`
+	// Capabilities is what the agent reported at registration: its GPUs
+	// ({"gpus": [{"name", "memory_mib", "driver_version", ...}]}).
+	Capabilities json.RawMessage `json:"capabilities,omitempty"`
 }
 
 // WorkerActionResponse is the 200 answer of

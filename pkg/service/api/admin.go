@@ -50,7 +50,7 @@ func viewWorker(wk worker.Worker) wire.Worker {
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
-		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
+		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(), Capabilities: wk.Capabilities,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"embed"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -303,8 +304,38 @@ func (c *Console) workers(w http.ResponseWriter, r *http.Request, sc claims) {
 		c.fail(w, r, err)
 		return
 	}
-	v.Data = ws
+	out := make([]workerView, 0, len(ws))
+	for _, wk := range ws {
+		out = append(out, workerView{Worker: wk, GPUs: gpusOf(wk.Capabilities)})
+	}
+	v.Data = out
 	c.render(w, http.StatusOK, "workers", v)
+}
+
+// workerView is one worker on the workers page, with the GPUs its agent
+// reported.
+type workerView struct {
+	wire.Worker
+	GPUs []gpu
+}
+
+// gpu is what the workers page shows of one GPU the agent reported.
+type gpu struct {
+	Name      string `json:"name"`
+	MemoryMiB int    `json:"memory_mib"`
+	Driver    string `json:"driver_version"`
+}
+
+// gpusOf reads the GPUs out of a worker's capabilities; none when it
+// reported none or something else.
+func gpusOf(caps json.RawMessage) []gpu {
+	var c struct {
+		GPUs []gpu `json:"gpus"`
+	}
+	if len(caps) == 0 || json.Unmarshal(caps, &c) != nil {
+		return nil
+	}
+	return c.GPUs
 }
 
 func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc claims) {
