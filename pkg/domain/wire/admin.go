@@ -67,7 +67,9 @@ type Worker struct {
 	// version): upgrade it (docs/deploy.md).
 	VersionMismatch bool `json:"version_mismatch"`
 	// Capabilities is what the agent reported at registration: its GPUs
-	// ({"gpus": [{"name", "memory_mib", "driver_version", ...}]}).
+	// ({"gpus": [{"name", "memory_mib", "driver_version", ...}]}). Answers
+	// that read the worker's own record carry it (a worker action); the
+	// listing, which reads the fleet's index, does not.
 	Capabilities json.RawMessage `json:"capabilities,omitempty"`
 }
 

@@ -150,9 +150,22 @@ func (o consoleOps) Fleets(ctx context.Context) ([]wire.Fleet, error) {
 	return v, o.wireErr(ctx, err)
 }
 
+// Workers lists every worker with the GPUs its agent reported: the fleet
+// index the listing reads does not project capabilities, so each worker's
+// own record is read for them (an operator page, tens of workers).
 func (o consoleOps) Workers(ctx context.Context) ([]wire.Worker, error) {
 	v, err := o.s.listWorkers(ctx, "")
-	return v, o.wireErr(ctx, err)
+	if err != nil {
+		return nil, o.wireErr(ctx, err)
+	}
+	for i := range v {
+		wk, err := o.s.Store.GetWorker(ctx, v[i].WorkerID)
+		if err != nil {
+			continue // deregistered since the listing
+		}
+		v[i].Capabilities = wk.Capabilities
+	}
+	return v, nil
 }
 
 func (o consoleOps) Jobs(ctx context.Context, fleet, status string, limit int) ([]wire.JobSummary, error) {
