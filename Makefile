@@ -12,7 +12,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test nag-deps build bench lint synth deploy release clean
+.PHONY: dev serve test nag-deps browser-deps build bench lint synth deploy release clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -24,7 +24,7 @@ serve:
 
 ## test: every test, race detector on, integration tests included (with cdk-nag's rule packs on
 ## the synthesized templates, whose npm packages are installed once from scripts/nag's lockfile)
-test: nag-deps
+test: nag-deps browser-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
@@ -35,6 +35,16 @@ NAG_STAMP := scripts/nag/node_modules/.package-lock.json
 nag-deps: $(NAG_STAMP)
 $(NAG_STAMP): scripts/nag/package-lock.json
 	@if command -v npm >/dev/null; then cd scripts/nag && npm ci --no-audit --no-fund; else echo "npm not found: the cdk-nag test will be skipped"; fi
+
+## browser-deps: Debian's chromium for the operator console's browser test (pkg/service/console),
+## installed with apt-get when no Chromium is on PATH and we are root; otherwise the test skips and says why
+BROWSERS := chromium chromium-browser google-chrome google-chrome-stable
+browser-deps:
+	@for b in $(BROWSERS); do if command -v $$b >/dev/null; then exit 0; fi; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the console's browser test"; \
+		(apt-get install -y --no-install-recommends chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)) >/dev/null || exit 1; \
+	else echo "no Chromium and no root apt-get: the console's browser test will be skipped"; fi
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
 ## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI

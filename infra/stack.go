@@ -575,8 +575,12 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 		}
 		routes := httpAPI.AddRoutes(opts)
 		if r.Auth != api.AuthOperator {
+			reason := reasonWorkerRoutes
+			if r.Auth == api.AuthConsole || r.Auth == api.AuthConsoleLogin {
+				reason = reasonConsoleRoutes
+			}
 			for _, route := range *routes {
-				suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonWorkerRoutes})
+				suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reason})
 			}
 		}
 	}

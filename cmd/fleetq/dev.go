@@ -99,6 +99,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "fleetq dev ready at %s  stage=%s  fleet-secret=%s  operator-token=%s\n", stack.URL, cfg.Stage, stack.FleetSecret, stack.OperatorToken)
+	fmt.Fprintf(stdout, "operator console: fleetq console --api %s --operator-token %s --open\n", stack.URL, stack.OperatorToken)
 	if *demo {
 		return runDemo(ctx, stack, *jobs, stdout, stderr)
 	}

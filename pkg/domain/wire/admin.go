@@ -136,3 +136,11 @@ type CostGroup struct {
 	Unpriced int     `json:"unpriced"`
 	CostUSD  float64 `json:"cost_usd"`
 }
+
+// ConsoleSessionResponse is the 200 answer of POST /api/admin/console-session:
+// the path (relative to the API's base URL) a browser opens to start an
+// operator console session, usable until ExpiresAt.
+type ConsoleSessionResponse struct {
+	Path      string  `json:"path"`
+	ExpiresAt *string `json:"expires_at"`
+}

@@ -24,5 +24,9 @@ const (
 	PathAdminCosts        = "/api/admin/costs"
 )
 
+// PathAdminConsoleSession exchanges the operator credential for a signed
+// operator console login (fleetq console).
+const PathAdminConsoleSession = "/api/admin/console-session"
+
 // HeaderFleetSecret carries the stage's fleet secret on registration.
 const HeaderFleetSecret = "X-Fleet-Secret"

@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/version"
 )
+
+// operatorOf is who the operator route's credential named.
+func operatorOf(r *http.Request) string {
+	who, _ := r.Context().Value(operatorCtxKey{}).(string)
+	return who
+}
 
 func contextWith(r *http.Request, key, val any) context.Context {
 	return context.WithValue(r.Context(), key, val)
@@ -30,36 +35,10 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid(`query "history": must be true or false`))
 		return
 	}
-	out := make([]wire.Fleet, 0, len(s.Config.Fleets))
-	for i := range s.Config.Fleets {
-		f := &s.Config.Fleets[i]
-		b, err := s.Store.CountBacklog(r.Context(), f.Slug)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		st, err := s.Store.GetFleetState(r.Context(), f.Slug)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		v := wire.Fleet{
-			FleetSlug: f.Slug, Stage: s.Config.Stage, Workflows: f.Workflows, Queued: b.Queued(), Leased: b.Leased,
-			Desired: st.Desired, InService: st.InService, Workers: st.Workers, Min: f.MinInstances, Max: f.MaxInstances,
-		}
-		if v.Workflows == nil {
-			v.Workflows = []string{}
-		}
-		if d := st.LastDecision; d != nil {
-			dv := viewDecision(*d)
-			v.LastDecision = &dv
-		}
-		if history {
-			for _, d := range st.History {
-				v.History = append(v.History, viewDecision(d))
-			}
-		}
-		out = append(out, v)
+	out, err := s.listFleets(r.Context(), history)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	wire.WriteJSON(w, http.StatusOK, wire.FleetsResponse{Fleets: out})
 }
@@ -73,48 +52,15 @@ func viewWorker(wk worker.Worker) wire.Worker {
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ, PurchaseOption: wk.PurchaseOption,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
-		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
-		Capabilities: wk.Capabilities,
+		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(), Capabilities: wk.Capabilities,
 	}
-}
-
-// fleetsFromQuery returns the fleet named by ?fleet=, or every fleet.
-func (s *server) fleetsFromQuery(r *http.Request) ([]*fleetconfig.Fleet, error) {
-	if slug := r.URL.Query().Get("fleet"); slug != "" {
-		f, ok := s.Config.Fleet(slug)
-		if !ok {
-			return nil, notFound("fleet %q does not exist in stage %s", slug, s.Config.Stage)
-		}
-		return []*fleetconfig.Fleet{f}, nil
-	}
-	out := make([]*fleetconfig.Fleet, 0, len(s.Config.Fleets))
-	for i := range s.Config.Fleets {
-		out = append(out, &s.Config.Fleets[i])
-	}
-	return out, nil
 }
 
 func (s *server) workers(w http.ResponseWriter, r *http.Request) {
-	fleets, err := s.fleetsFromQuery(r)
+	out, err := s.listWorkers(r.Context(), r.URL.Query().Get("fleet"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	out := []wire.Worker{}
-	for _, f := range fleets {
-		ws, err := s.Store.ListWorkers(r.Context(), f.Slug)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		for _, wk := range ws {
-			// The listing index leaves capabilities out (they can be large):
-			// read them from the worker's item.
-			if full, err := s.Store.GetWorker(r.Context(), wk.ID); err == nil {
-				wk.Capabilities = full.Capabilities
-			}
-			out = append(out, viewWorker(wk))
-		}
 	}
 	wire.WriteJSON(w, http.StatusOK, wire.WorkersResponse{Workers: out})
 }
@@ -137,7 +83,7 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 	case "revoke":
 		wk, err = s.Store.RevokeWorker(r.Context(), id)
 	case "drain":
-		wk, err = s.Store.DrainWorker(r.Context(), id)
+		wk, err = s.drainWorker(r.Context(), operatorOf(r), id)
 	case "rotate-token":
 		var cur worker.Worker
 		cur, err = s.Store.GetWorker(r.Context(), id)
@@ -154,7 +100,9 @@ func (s *server) workerAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "worker "+action, "worker_id", id, "fleet", wk.Fleet, "operator", r.Context().Value(operatorCtxKey{}))
+	if action != "drain" {
+		s.log.InfoContext(r.Context(), "worker "+action, "worker_id", id, "fleet", wk.Fleet, "operator", r.Context().Value(operatorCtxKey{}))
+	}
 	wire.WriteJSON(w, http.StatusOK, wire.WorkerActionResponse{Worker: viewWorker(wk), Token: token})
 }
 
@@ -177,22 +125,10 @@ func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	fleets, err := s.fleetsFromQuery(r)
+	out, err := s.listJobs(r.Context(), q.Get("fleet"), status, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	out := []wire.JobSummary{}
-	for _, f := range fleets {
-		js, err := s.Store.ListJobs(r.Context(), f.Slug, status, limit)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		for _, j := range js {
-			out = append(out, wire.JobSummary{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
-				Status: string(j.Status), Reason: j.Reason, ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
-		}
 	}
 	wire.WriteJSON(w, http.StatusOK, wire.JobsResponse{Jobs: out})
 }
@@ -203,12 +139,11 @@ func (s *server) retryJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	j, err := s.Store.RetryDead(r.Context(), r.PathValue("job_id"))
+	j, err := s.retryDead(r.Context(), operatorOf(r), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "dead job retried", "job_id", j.ID, "fleet", j.FleetSlug, "operator", r.Context().Value(operatorCtxKey{}))
 	wire.WriteJSON(w, http.StatusOK, wire.JobStatusResponse{JobID: j.ID, Status: string(j.Status)})
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/service/console"
 )
 
 // WorkerStore is what the worker routes need of the store.
@@ -119,7 +120,8 @@ type Options struct {
 
 type server struct {
 	Options
-	log *slog.Logger
+	log     *slog.Logger
+	console *console.Console
 }
 
 func (s *server) announce(ctx context.Context, jobID string) {
@@ -143,6 +145,7 @@ func New(o Options) http.Handler {
 		o.NewJobID = uuid.NewString
 	}
 	s := &server{Options: o, log: o.Logger}
+	s.console = console.New(console.Options{Ops: consoleOps{s}, Secret: s.consoleSecret, Clock: o.Clock, Logger: o.Logger})
 	mux := http.NewServeMux()
 	byPattern := map[string]map[string]http.HandlerFunc{}
 	for _, rt := range routes {

@@ -8,9 +8,11 @@ import (
 
 // schemeOf is the OpenAPI security schemes of each credential.
 var schemeOf = map[api.Auth][]string{
-	api.AuthFleetSecret: {"fleetSecret"},
-	api.AuthWorker:      {"workerToken"},
-	api.AuthOperator:    {"awsSigV4", "operatorToken"},
+	api.AuthFleetSecret:  {"fleetSecret"},
+	api.AuthWorker:       {"workerToken"},
+	api.AuthOperator:     {"awsSigV4", "operatorToken"},
+	api.AuthConsole:      {"consoleSession"},
+	api.AuthConsoleLogin: {"consoleLogin"},
 }
 
 // TestContractListsEveryRoute keeps the OpenAPI document and the router in

@@ -187,6 +187,24 @@ func (h *harness) do(method, path, auth string, body any) reply {
 	return r
 }
 
+// page sends a console request without a session (the console answers
+// HTML, checked against the contract by the client) and returns its status.
+func (h *harness) page(method, path string) int {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.stack.URL+path, strings.NewReader("csrf=x"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := h.http.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	_, _ = io.ReadAll(res.Body)
+	return res.StatusCode
+}
+
 // checkErrorShape enforces the protocol's error body on every non-2xx answer,
 // and that no secret or token leaks into it.
 func (h *harness) checkErrorShape(method, path string, r reply) {

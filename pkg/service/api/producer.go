@@ -151,13 +151,11 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("job_id")
-	st, err := s.Store.Cancel(r.Context(), id)
+	st, err := s.cancelJob(r.Context(), operatorOf(r), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.announce(r.Context(), id)
-	s.log.InfoContext(r.Context(), "job cancel", "job_id", id, "operator", r.Context().Value(operatorCtxKey{}))
 	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(st)})
 }
 

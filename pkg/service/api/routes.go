@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/service/console"
 )
 
 // Auth is the credential a route requires.
@@ -18,6 +19,13 @@ const (
 	// AuthOperator is the operator credential: IAM (SigV4) in AWS, a bearer
 	// token elsewhere.
 	AuthOperator Auth = "operator credential"
+	// AuthConsole is the operator console's session cookie, signed by the
+	// API and obtained with the operator credential (POST
+	// /api/admin/console-session); its forms also carry a CSRF token.
+	AuthConsole Auth = "console session"
+	// AuthConsoleLogin is the signed, short-lived login token of GET
+	// /console/login, exchanged there for the console session.
+	AuthConsoleLogin Auth = "console login"
 )
 
 // Route is one method and path pattern the API serves, and the credential
@@ -56,6 +64,22 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathAdminJobRetry, AuthOperator}, (*server).retryJob},
 	{Route{http.MethodGet, wire.PathAdminRejected, AuthOperator}, (*server).rejected},
 	{Route{http.MethodGet, wire.PathAdminCosts, AuthOperator}, (*server).costs},
+	{Route{http.MethodPost, wire.PathAdminConsoleSession, AuthOperator}, (*server).consoleSession},
+}
+
+// The operator console's pages and forms (pkg/service/console) are routes of
+// the API too: the console checks its own session.
+func init() {
+	for _, r := range console.Routes() {
+		a := AuthConsole
+		if r.Pattern == console.PathLogin {
+			a = AuthConsoleLogin
+		}
+		routes = append(routes, struct {
+			Route
+			handle handler
+		}{Route{r.Method, r.Pattern, a}, (*server).serveConsole})
+	}
 }
 
 // Routes lists every route the API serves, in the router's order.

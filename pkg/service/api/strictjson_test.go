@@ -28,8 +28,8 @@ func TestEveryBodyIsDecodedStrictly(t *testing.T) {
 	credential := map[api.Auth]string{api.AuthFleetSecret: "secret", api.AuthWorker: token, api.AuthOperator: "op"}
 	posts := 0
 	for _, rt := range api.Routes() {
-		if rt.Method != "POST" {
-			continue
+		if rt.Method != "POST" || rt.Auth == api.AuthConsole {
+			continue // the console's forms are HTML forms, not JSON (pkg/service/console)
 		}
 		posts++
 		path := strings.NewReplacer("{job_id}", "j-none", "{worker_id}", "w-strict", "{action}", "drain").Replace(rt.Pattern)

@@ -297,6 +297,14 @@ func presentCredential(_ context.Context, in *openapi3filter.AuthenticationInput
 		if h.Get(s.Name) != "" {
 			return nil
 		}
+	case s.Type == "apiKey" && s.In == "cookie":
+		if _, err := in.RequestValidationInput.Request.Cookie(s.Name); err == nil {
+			return nil
+		}
+	case s.Type == "apiKey" && s.In == "query":
+		if in.RequestValidationInput.Request.URL.Query().Get(s.Name) != "" {
+			return nil
+		}
 	}
 	return fmt.Errorf("no %s credential", in.SecuritySchemeName)
 }

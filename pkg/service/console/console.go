@@ -1,0 +1,464 @@
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+)
+
+// Ops is the operator work the console's pages read and its buttons do: the
+// API implements it with the same code as its admin routes. Errors are
+// *wire.Error where the caller did something wrong.
+type Ops interface {
+	Fleets(ctx context.Context) ([]wire.Fleet, error)
+	Workers(ctx context.Context) ([]wire.Worker, error)
+	Jobs(ctx context.Context, fleet, status string, limit int) ([]wire.JobSummary, error)
+	Job(ctx context.Context, id string) (wire.Job, error)
+	Cancel(ctx context.Context, operator, id string) (string, error)
+	Retry(ctx context.Context, operator, id string) (string, error)
+	Drain(ctx context.Context, operator, id string) (wire.Worker, error)
+}
+
+// Options wire the console.
+type Options struct {
+	Ops Ops
+	// Secret is the stage secret the session signing key is derived from
+	// (the fleet secret: the one secret the API holds in every stage).
+	Secret func(ctx context.Context) (string, error)
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// SessionTTL is how long a browser session lasts (default 1h); LoginTTL
+	// how long the URL fleetq console opens may be used (default 2m).
+	SessionTTL time.Duration
+	LoginTTL   time.Duration
+}
+
+// Route is one method and path the console serves.
+type Route struct {
+	Method  string
+	Pattern string
+}
+
+// Paths of the console.
+const (
+	PathRoot      = "/console"
+	PathLogin     = "/console/login"
+	PathFleets    = "/console/fleets"
+	PathWorkers   = "/console/workers"
+	PathDrain     = "/console/workers/{worker_id}/drain"
+	PathJobs      = "/console/jobs"
+	PathJob       = "/console/jobs/{job_id}"
+	PathJobCancel = "/console/jobs/{job_id}/cancel"
+	PathJobRetry  = "/console/jobs/{job_id}/retry"
+	// CookieName is the session cookie.
+	CookieName = "fleetq_console"
+)
+
+// Console is the console's HTTP handler.
+type Console struct {
+	Options
+	mux *http.ServeMux
+}
+
+type page func(*Console, http.ResponseWriter, *http.Request, claims)
+
+var routes = []struct {
+	Route
+	page page
+}{
+	{Route{http.MethodGet, PathRoot}, (*Console).root},
+	{Route{http.MethodGet, PathFleets}, (*Console).fleets},
+	{Route{http.MethodGet, PathWorkers}, (*Console).workers},
+	{Route{http.MethodPost, PathDrain}, (*Console).drain},
+	{Route{http.MethodGet, PathJobs}, (*Console).jobs},
+	{Route{http.MethodGet, PathJob}, (*Console).job},
+	{Route{http.MethodPost, PathJobCancel}, (*Console).cancel},
+	{Route{http.MethodPost, PathJobRetry}, (*Console).retry},
+}
+
+// Routes lists every route the console serves (the login included).
+func Routes() []Route {
+	out := []Route{{http.MethodGet, PathLogin}}
+	for _, r := range routes {
+		out = append(out, r.Route)
+	}
+	return out
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"pathEscape": url.PathEscape,
+	"short":      short,
+}).ParseFS(templateFS, "templates/*.html"))
+
+// New returns the console.
+func New(o Options) *Console {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = time.Hour
+	}
+	if o.LoginTTL <= 0 {
+		o.LoginTTL = 2 * time.Minute
+	}
+	c := &Console{Options: o, mux: http.NewServeMux()}
+	c.mux.HandleFunc(http.MethodGet+" "+PathLogin, c.login)
+	for _, r := range routes {
+		c.mux.HandleFunc(r.Method+" "+r.Pattern, c.authed(r.Method, r.page))
+	}
+	return c
+}
+
+// ServeHTTP serves the console's pages and forms.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, r)
+}
+
+// NewLogin signs a login for operator: the path (with its one-time token)
+// a browser opens to start a session, and when it stops being accepted.
+func (c *Console) NewLogin(ctx context.Context, operator string) (string, time.Time, error) {
+	key, err := c.key(ctx)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	exp := c.Clock.Now().Add(c.LoginTTL)
+	tok := sign(key, claims{Kind: kindLogin, Operator: operator, Expires: exp.Unix(), Nonce: nonce()})
+	return PathLogin + "?token=" + url.QueryEscape(tok), exp, nil
+}
+
+func (c *Console) key(ctx context.Context) ([]byte, error) {
+	s, err := c.Secret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return deriveKey(s), nil
+}
+
+// login exchanges a login token for the session cookie.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	key, err := c.key(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	now := c.Clock.Now()
+	lc, err := verify(key, r.URL.Query().Get("token"), kindLogin, now)
+	if err != nil {
+		c.unauthenticated(w, "This console link is missing, forged or expired: run fleetq console again for a new one.")
+		return
+	}
+	exp := now.Add(c.SessionTTL)
+	sc := claims{Kind: kindSession, Operator: lc.Operator, Expires: exp.Unix(), Nonce: nonce()}
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: sign(key, sc), Path: PathRoot, Expires: exp, MaxAge: int(c.SessionTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
+	})
+	c.Logger.InfoContext(r.Context(), "console session", "operator", lc.Operator, "expires", exp.UTC().Format(time.RFC3339))
+	http.Redirect(w, r, PathFleets, http.StatusSeeOther)
+}
+
+// secure says the browser reached the API over TLS (directly or through
+// API Gateway), so the cookie must never travel in clear.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// authed checks the session cookie, and on forms the CSRF token, before a page.
+func (c *Console) authed(method string, p page) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := c.key(r.Context())
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		ck, err := r.Cookie(CookieName)
+		if err != nil {
+			c.unauthenticated(w, "Open the console with fleetq console: it signs you in with your operator credential.")
+			return
+		}
+		sc, err := verify(key, ck.Value, kindSession, c.Clock.Now())
+		if err != nil {
+			c.unauthenticated(w, "Your console session expired or is not valid: run fleetq console again.")
+			return
+		}
+		if method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 4096)
+			if err := r.ParseForm(); err != nil {
+				c.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Error: "the form could not be read"})
+				return
+			}
+			if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(csrfToken(key, sc))) {
+				c.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Error: "the form's CSRF token is missing or not this session's: reload the page and try again"})
+				return
+			}
+		}
+		p(c, w, r, sc)
+	}
+}
+
+// view is what every template gets.
+type view struct {
+	Title    string
+	Nav      string
+	Operator string
+	CSRF     string
+	Error    string
+	Data     any
+}
+
+func (c *Console) newView(r *http.Request, sc claims, title, nav string) (view, error) {
+	key, err := c.key(r.Context())
+	if err != nil {
+		return view{}, err
+	}
+	return view{Title: title, Nav: nav, Operator: sc.Operator, CSRF: csrfToken(key, sc)}, nil
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
+	var b strings.Builder
+	if err := pages.ExecuteTemplate(&b, name, v); err != nil {
+		c.Logger.Error("console template", "template", name, "error", err.Error())
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func (c *Console) unauthenticated(w http.ResponseWriter, msg string) {
+	c.render(w, http.StatusUnauthorized, "error", view{Title: "Sign in", Error: msg})
+}
+
+// fail renders an error page: the contract's status and message for a
+// *wire.Error, a generic 500 otherwise.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var we *wire.Error
+	if !errors.As(err, &we) {
+		c.Logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path, "error", err.Error())
+		we = &wire.Error{Status: http.StatusInternalServerError, Message: "internal error; reload to try again"}
+	}
+	c.render(w, we.Status, "error", view{Title: http.StatusText(we.Status), Error: we.Message})
+}
+
+func (c *Console) root(w http.ResponseWriter, r *http.Request, _ claims) {
+	http.Redirect(w, r, PathFleets, http.StatusSeeOther)
+}
+
+// fleetView is one fleet on the fleets page.
+type fleetView struct {
+	wire.Fleet
+	Chart chart
+}
+
+func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc claims) {
+	v, err := c.newView(r, sc, "Fleets", "fleets")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	fs, err := c.Ops.Fleets(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	out := make([]fleetView, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, fleetView{Fleet: f, Chart: newChart(f)})
+	}
+	v.Data = out
+	c.render(w, http.StatusOK, "fleets", v)
+}
+
+func (c *Console) workers(w http.ResponseWriter, r *http.Request, sc claims) {
+	v, err := c.newView(r, sc, "Workers", "workers")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	ws, err := c.Ops.Workers(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	out := make([]workerView, 0, len(ws))
+	for _, wk := range ws {
+		out = append(out, workerView{Worker: wk, GPUs: gpusOf(wk.Capabilities)})
+	}
+	v.Data = out
+	c.render(w, http.StatusOK, "workers", v)
+}
+
+// workerView is one worker on the workers page, with the GPUs its agent
+// reported.
+type workerView struct {
+	wire.Worker
+	GPUs []gpu
+}
+
+// gpu is what the workers page shows of one GPU the agent reported.
+type gpu struct {
+	Name      string `json:"name"`
+	MemoryMiB int    `json:"memory_mib"`
+	Driver    string `json:"driver_version"`
+}
+
+// gpusOf reads the GPUs out of a worker's capabilities; none when it
+// reported none or something else.
+func gpusOf(caps json.RawMessage) []gpu {
+	var c struct {
+		GPUs []gpu `json:"gpus"`
+	}
+	if len(caps) == 0 || json.Unmarshal(caps, &c) != nil {
+		return nil
+	}
+	return c.GPUs
+}
+
+func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc claims) {
+	if _, err := c.Ops.Drain(r.Context(), sc.Operator, r.PathValue("worker_id")); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, PathWorkers, http.StatusSeeOther)
+}
+
+// statuses are the job statuses the jobs page filters by.
+var statuses = []string{"queued", "leased", "succeeded", "dead", "canceled"}
+
+// jobsView is the jobs page: its filters and the jobs they select.
+type jobsView struct {
+	Status, Fleet, Tenant string
+	Statuses              []string
+	Fleets                []string
+	Jobs                  []wire.JobSummary
+	Back                  string
+}
+
+// jobsLimit is how many jobs of each status and fleet the page reads.
+const jobsLimit = 200
+
+func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc claims) {
+	v, err := c.newView(r, sc, "Jobs", "jobs")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	jv := jobsView{Status: q.Get("status"), Fleet: q.Get("fleet"), Tenant: q.Get("tenant"), Statuses: statuses, Back: r.URL.RequestURI()}
+	if jv.Status == "dead" {
+		v.Title, v.Nav = "Dead letters", "dead"
+	}
+	fs, err := c.Ops.Fleets(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	for _, f := range fs {
+		jv.Fleets = append(jv.Fleets, f.FleetSlug)
+	}
+	want := statuses
+	if jv.Status != "" {
+		want = []string{jv.Status}
+	}
+	for _, st := range want {
+		js, err := c.Ops.Jobs(r.Context(), jv.Fleet, st, jobsLimit)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		for _, j := range js {
+			if jv.Tenant == "" || j.TenantID == jv.Tenant {
+				jv.Jobs = append(jv.Jobs, j)
+			}
+		}
+	}
+	sort.SliceStable(jv.Jobs, func(i, k int) bool { return deref(jv.Jobs[i].UpdatedAt) > deref(jv.Jobs[k].UpdatedAt) })
+	v.Data = jv
+	c.render(w, http.StatusOK, "jobs", v)
+}
+
+func (c *Console) job(w http.ResponseWriter, r *http.Request, sc claims) {
+	j, err := c.Ops.Job(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v, err := c.newView(r, sc, "Job "+j.JobID, "jobs")
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v.Data = j
+	c.render(w, http.StatusOK, "job", v)
+}
+
+func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc claims) {
+	id := r.PathValue("job_id")
+	if _, err := c.Ops.Cancel(r.Context(), sc.Operator, id); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.back(w, r, "/console/jobs/"+url.PathEscape(id))
+}
+
+func (c *Console) retry(w http.ResponseWriter, r *http.Request, sc claims) {
+	id := r.PathValue("job_id")
+	if _, err := c.Ops.Retry(r.Context(), sc.Operator, id); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.back(w, r, "/console/jobs/"+url.PathEscape(id))
+}
+
+// back redirects to the form's "back" page when it is a console page, else
+// to def.
+func (c *Console) back(w http.ResponseWriter, r *http.Request, def string) {
+	to := r.PostForm.Get("back")
+	if !strings.HasPrefix(to, PathRoot+"/") || strings.ContainsAny(to, "\\\r\n") || strings.HasPrefix(to, "//") {
+		to = def
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// short is an API time (RFC 3339, UTC) to the second, for tables.
+func short(s *string) string {
+	if s == nil {
+		return "—"
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return *s
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
