@@ -102,6 +102,7 @@ func (c *Config) applyDefaults() {
 	if c.Network.MaxAZs == 0 {
 		c.Network.MaxAZs = 2
 	}
+	c.Webhooks.applyDefaults()
 	for i := range c.Fleets {
 		c.Fleets[i].applyDefaults()
 	}
@@ -210,6 +211,7 @@ func (c *Config) validate() []Problem {
 			k.add(fmt.Sprintf("alarms.emails[%d]", i), "%q is not an email address", e)
 		}
 	}
+	c.Webhooks.validate(k)
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}
