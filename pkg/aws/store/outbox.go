@@ -186,6 +186,10 @@ func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, e
 	if err := p.Publish(ctx, evs); err != nil {
 		return 0, fmt.Errorf("publish events of job %s: %w", jobID, err)
 	}
+	if err := s.fileCallbacks(ctx, j, evs); err != nil {
+		// Published but not filed: the events stay, the next relay files them.
+		return 0, err
+	}
 	for _, it := range items {
 		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(it.PK, it.SK)}); err != nil {
 			// Published but still pending: the next relay sends it again, same id.
