@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
@@ -94,6 +95,33 @@ func viewJob(j job.Job) wire.Job {
 	}
 	for _, h := range j.History {
 		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
+	}
+	if j.CallbackURL != "" {
+		v.Callback = viewCallback(j.CallbackURL, j.Callback)
+	}
+	return v
+}
+
+// viewCallback shows a job's callback: its URL without the query and user
+// info (which may carry the receiver's own secret) and its latest delivery.
+func viewCallback(raw string, c *job.Callback) *wire.JobCallback {
+	shown := "(unparsable)"
+	if u, err := url.Parse(raw); err == nil {
+		shown = u.Scheme + "://" + u.Host + u.Path
+	}
+	v := &wire.JobCallback{URL: shown, State: "waiting"}
+	if c == nil {
+		return v
+	}
+	v.State, v.EventID, v.Attempts, v.LastError = c.State, c.EventID, c.Attempts, c.LastError
+	if !c.DeliveredAt.IsZero() {
+		v.DeliveredAt = rfc3339(c.DeliveredAt)
+	}
+	if !c.FailedAt.IsZero() {
+		v.FailedAt = rfc3339(c.FailedAt)
+	}
+	if c.State == job.CallbackPending && !c.NextAttemptAt.IsZero() {
+		v.NextAttemptAt = rfc3339(c.NextAttemptAt)
 	}
 	return v
 }
