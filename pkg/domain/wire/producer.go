@@ -106,3 +106,17 @@ type UploadResponse struct {
 	URL       string  `json:"url"`
 	ExpiresAt *string `json:"expires_at"`
 }
+
+// JobLogsResponse is the 200 answer of GET /api/jobs/{job_id}/logs: a
+// presigned GET of each attempt's log, first attempt first.
+type JobLogsResponse struct {
+	JobID string   `json:"job_id"`
+	Logs  []JobLog `json:"logs"`
+}
+
+// JobLog is one attempt's log.
+type JobLog struct {
+	Attempt   int     `json:"attempt"`
+	URL       string  `json:"url"`
+	ExpiresAt *string `json:"expires_at"`
+}

@@ -186,3 +186,26 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
 	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
 }
+
+// jobLogs answers a presigned GET of each attempt's runner output.
+func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.Assets == nil {
+		s.writeError(w, r, notFound("this stage has no asset bucket, so no job logs"))
+		return
+	}
+	urls, err := s.Assets.LogURLs(r.Context(), j)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.JobLogsResponse{JobID: j.ID, Logs: make([]wire.JobLog, 0, len(urls))}
+	for _, u := range urls {
+		out.Logs = append(out.Logs, wire.JobLog{Attempt: u.Attempt, URL: u.URL, ExpiresAt: rfc3339(u.ExpiresAt)})
+	}
+	wire.WriteJSON(w, http.StatusOK, out)
+}
