@@ -1,11 +1,11 @@
 package jobinput
 
 import (
-	"strconv"
 	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
