@@ -79,6 +79,9 @@ type CallbackResult struct {
 	NextAt    time.Time
 }
 
+// MaxCallbackErrorBytes bounds the last error a job's callback records.
+const MaxCallbackErrorBytes = 1024
+
 // callbackRetention bounds how long an undeliverable callback item can
 // linger (the deliverer gives up long before).
 const callbackRetention = 14 * 24 * time.Hour
@@ -175,6 +178,9 @@ func (s *Store) DueCallbacks(ctx context.Context, limit int) ([]Callback, error)
 // callback attribute shows the outcome either way.
 func (s *Store) RecordCallback(ctx context.Context, c Callback, r CallbackResult) error {
 	now := s.clock.Now()
+	if len(r.Err) > MaxCallbackErrorBytes {
+		r.Err = r.Err[:MaxCallbackErrorBytes]
+	}
 	attempts := c.Attempts + 1
 	pk, sk := callbackKey(c.JobID), c.Event.ID
 	st := callbackState{EventID: c.Event.ID, Attempts: attempts, LastError: r.Err}

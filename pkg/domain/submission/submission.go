@@ -26,7 +26,8 @@ const MaxBodyBytes = 256 << 10
 // completed: an input is refused at submit past MaxInputBytes, a result at
 // complete past MaxResultBytes, and what is left, at least ItemReserveBytes,
 // holds the rest (at most 22 history entries, an error of up to 8 KiB,
-// ids, counters and index keys: about 16 KB at their largest). The store's
+// ids, counters, index keys, a callback URL of up to 2 KiB and its
+// delivery state: about 20 KB at their largest). The store's
 // tests check a job with every field at its largest against the limit.
 const (
 	MaxInputBytes    = 192 << 10
