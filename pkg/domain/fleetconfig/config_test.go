@@ -206,7 +206,7 @@ func TestWebhooks(t *testing.T) {
 	for doc, want := range map[string]string{
 		"webhooks:\n  allowed_hosts: [\"https://x.example.com\"]\n": `webhooks.allowed_hosts[0]: "https://x.example.com" must be a lowercase host name`,
 		"webhooks:\n  max_attempts: 50\n":                           "webhooks.max_attempts: must be between 1 and 20, got 50",
-		"webhooks:\n  timeout: 5m\n":                                "webhooks.timeout: must be between 1s and 1m",
+		"webhooks:\n  timeout: 5m\n":                                "webhooks.timeout: must be between 1s and 15s",
 	} {
 		if _, err := Parse("hooks.yaml", []byte(doc+minimal)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)

@@ -20,7 +20,7 @@ type Webhooks struct {
 	// is recorded as failed (default 8).
 	MaxAttempts int `yaml:"max_attempts"`
 	// Timeout bounds one delivery: connecting, sending and the receiver's
-	// answer (default 10s).
+	// answer (default 10s, at most 15s).
 	Timeout Duration `yaml:"timeout"`
 }
 
@@ -29,6 +29,9 @@ const (
 	DefaultWebhookAttempts = 8
 	DefaultWebhookTimeout  = 10 * time.Second
 	MaxWebhookAttempts     = 20
+	// MaxWebhookTimeout keeps a round of deliveries well inside the scaler
+	// function's time limit.
+	MaxWebhookTimeout = 15 * time.Second
 )
 
 var hostPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -49,8 +52,8 @@ func (w *Webhooks) validate(k *checker) {
 		}
 	}
 	k.rangeInt("webhooks.max_attempts", w.MaxAttempts, 1, MaxWebhookAttempts)
-	if t := w.Timeout.Std(); t < time.Second || t > time.Minute {
-		k.add("webhooks.timeout", "must be between 1s and 1m, got %s", w.Timeout)
+	if t := w.Timeout.Std(); t < time.Second || t > MaxWebhookTimeout {
+		k.add("webhooks.timeout", "must be between 1s and %s, got %s", MaxWebhookTimeout, w.Timeout)
 	}
 }
 

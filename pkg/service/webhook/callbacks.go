@@ -79,38 +79,54 @@ func DefaultBackoff(n int) time.Duration {
 	return min(d, time.Hour)
 }
 
-// Batch and parallelism of one Deliver call.
+// A Deliver call sends batches of deliverBatch callbacks, all at once, and
+// starts another batch while the last one was full and less than
+// deliverBudget has passed: with webhooks.timeout at most 15s, one call
+// ends within about 30s, inside the scaler function's 50s.
 const (
-	deliverBatch    = 50
-	deliverParallel = 8
+	deliverBatch  = 16
+	deliverBudget = 15 * time.Second
 )
 
-// Deliver tries every due callback once (up to a batch of 50, 8 at a time)
-// and answers how many were delivered. A failure to reach the store is an
-// error; a receiver's failure is only recorded.
+// Deliver tries every due callback once and answers how many were
+// delivered. A failure to reach the store is an error; a receiver's
+// failure is only recorded.
 func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
-	due, err := d.Store.DueCallbacks(ctx, deliverBatch)
-	if err != nil || len(due) == 0 {
-		return 0, err
+	start := d.clock().Now()
+	var key string
+	total := 0
+	for {
+		due, err := d.Store.DueCallbacks(ctx, deliverBatch)
+		if err != nil || len(due) == 0 {
+			return total, err
+		}
+		if key == "" {
+			secret, err := d.Secret.FleetSecret(ctx)
+			if err != nil {
+				return total, fmt.Errorf("webhook signing key: %w", err)
+			}
+			key = SigningKey(secret)
+		}
+		n, err := d.batch(ctx, key, due)
+		total += n
+		if err != nil || len(due) < deliverBatch || d.clock().Now().Sub(start) >= deliverBudget {
+			return total, err
+		}
 	}
-	secret, err := d.Secret.FleetSecret(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("webhook signing key: %w", err)
-	}
-	key := SigningKey(secret)
+}
+
+// batch delivers callbacks concurrently.
+func (d *Deliverer) batch(ctx context.Context, key string, due []store.Callback) (int, error) {
 	var (
 		mu        sync.Mutex
 		delivered int
 		errs      []error
 		wg        sync.WaitGroup
 	)
-	sem := make(chan struct{}, deliverParallel)
 	for _, c := range due {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			ok, err := d.attempt(ctx, key, c)
 			mu.Lock()
 			defer mu.Unlock()

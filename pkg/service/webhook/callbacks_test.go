@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -255,5 +256,17 @@ func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
 	}
 	if c := open.callback("redirected"); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "follow no redirect") {
 		t.Fatalf("redirect recorded as %+v", c)
+	}
+}
+
+func TestOnePassDeliversBatchAfterBatch(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusOK)
+	const jobs = 40 // more than two batches
+	for i := range jobs {
+		e.finish(fmt.Sprintf("j%02d", i), srv.URL+"/many")
+	}
+	if n := e.deliver(); n != jobs || len(got()) != jobs {
+		t.Fatalf("one pass delivered %d with %d requests, want %d", n, len(got()), jobs)
 	}
 }
