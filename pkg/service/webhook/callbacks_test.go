@@ -244,6 +244,16 @@ func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
 	if c := e.callback("by-name"); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "not a public address") {
 		t.Fatalf("refused delivery recorded as %+v", c)
 	}
+	// Private and link-local (metadata) addresses are refused before any
+	// packet leaves, even if a stage's allowed_hosts named them.
+	e.finish("private", "http://10.255.255.1:9/hook")
+	e.finish("metadata", "http://169.254.169.254/latest/meta-data/")
+	e.deliver()
+	for _, id := range []string{"private", "metadata"} {
+		if c := e.callback(id); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "not a public address") {
+			t.Fatalf("%s: delivery recorded as %+v", id, c)
+		}
+	}
 
 	open := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 1)
 	target, hits := scripted(t, http.StatusOK)
