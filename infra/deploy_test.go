@@ -223,17 +223,18 @@ func TestFleetSecretCreatedAndRead(t *testing.T) {
 	}
 	ref := map[string]any{"Ref": secretID}
 	for _, f := range s.resources("AWS::Lambda::Function") {
-		if f["FunctionName"] != "fleetq-dev-api" {
+		// The scaler signs job callbacks with a key derived from it.
+		if f["FunctionName"] != "fleetq-dev-api" && f["FunctionName"] != "fleetq-dev-scaler" {
 			continue
 		}
 		env := f["Environment"].(map[string]any)["Variables"].(map[string]any)
 		if jsonText(t, env["FLEETQ_FLEET_SECRET_ARN"]) != jsonText(t, ref) {
-			t.Errorf("api's FLEETQ_FLEET_SECRET_ARN = %v, want %v", env["FLEETQ_FLEET_SECRET_ARN"], ref)
+			t.Errorf("%s's FLEETQ_FLEET_SECRET_ARN = %v, want %v", f["FunctionName"], env["FLEETQ_FLEET_SECRET_ARN"], ref)
 		}
 	}
 	reads := s.statements("secretsmanager:GetSecretValue")
-	if len(reads) != 2 {
-		t.Fatalf("%d statements read the secret, want 2 (the API's and the workers'): %v", len(reads), reads)
+	if len(reads) != 3 {
+		t.Fatalf("%d statements read the secret, want 3 (the API's, the scaler's and the workers'): %v", len(reads), reads)
 	}
 	for _, st := range reads {
 		if jsonText(t, st["Resource"]) != jsonText(t, ref) {

@@ -400,9 +400,12 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		// and Auto Scaling calls with retries; well inside its one-minute
 		// period. A failed tick is not retried: the next one, a minute
 		// later, decides from fresh state.
+		// It also delivers job callbacks (webhooks.allowed_hosts), signed
+		// with a key derived from the fleet secret.
 		scaler: b.function("scaler", 256, 50, table, map[string]*string{
-			awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
-			awsenv.EnvEventBus:    bus.EventBusName(),
+			awsenv.EnvFleetGroups:    jsii.String(string(groupsJSON)),
+			awsenv.EnvEventBus:       bus.EventBusName(),
+			awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
 		}),
 		// interruption: one event, a few writes and one Auto Scaling call.
 		interruption: b.function("interruption", 128, 30, table, nil),
@@ -459,6 +462,7 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	bus.GrantPutEventsTo(fns.api, nil)
 	bus.GrantPutEventsTo(fns.scaler, nil)
 	b.s.Secret.GrantRead(fns.api, nil)
+	b.s.Secret.GrantRead(fns.scaler, nil)
 	// The asynchronous functions keep what they could not handle.
 	for _, f := range []awslambda.Function{fns.scaler, fns.interruption} {
 		f.Node().DefaultChild().(awslambda.CfnFunction).SetDeadLetterConfig(&awslambda.CfnFunction_DeadLetterConfigProperty{TargetArn: b.s.FailedEvents.QueueArn()})

@@ -82,6 +82,14 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(res.read(), b"mesh-bytes")
         got = self.client.get("py-1")
         self.assertEqual((got.status, got.worker_id, got.finished), ("leased", "py-w1", False))
+        with self.assertRaises(fleetq.APIError) as no_log:
+            self.client.logs("py-1")
+        self.assertEqual(no_log.exception.code, "not_found")
+        put = urllib.request.Request(leased["log_url"], data=b"step 1\nstep 2\n", method="PUT")
+        with urllib.request.urlopen(put, timeout=10) as res:
+            res.read()
+        self.assertEqual(self.client.logs("py-1"), b"step 1\nstep 2\n")
+        self.assertEqual(self.client.logs("py-1", attempt=1), b"step 1\nstep 2\n")
         worker.report("complete", leased, result={"image": "s3://out/py-1.png"})
 
         done = self.client.wait("py-1", timeout=20, interval=0.05)

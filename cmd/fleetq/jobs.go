@@ -26,17 +26,19 @@ func init() {
 // dead or canceled.
 const exitJobFailed = 3
 
-var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list> [flags] [job id]
+var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list|logs> [flags] [job id]
 
-  submit --tenant T --workflow W [--input JSON] [--job-id ID] [--priority N]
+  submit --tenant T --workflow W [--input JSON] [--job-id ID] [--priority N] [--callback-url URL]
          queue a job (POST /api/jobs); prints its id. Resubmitting with the same
-         --job-id yields one job.
+         --job-id yields one job. --callback-url receives its outcomes, signed.
   get ID     the job's status, attempts, result and last error (GET /api/jobs/{job_id})
   wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
              exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
   cancel ID  cancel a queued or leased job (POST /api/jobs/{job_id}/cancel)
   retry ID   queue a dead job again (POST /api/admin/jobs/{job_id}/retry)
   list       jobs of a status (GET /api/admin/jobs: --status, default dead; --fleet; --limit)
+  logs ID    print the tail of an attempt's runner output (GET /api/jobs/{job_id}/logs):
+             the latest attempt, --attempt N, or --all
 
 Every subcommand takes --api and --operator-token (or SigV4 with the AWS credentials),
 and --json to print the API's JSON answer instead of a table.
@@ -63,6 +65,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&req.JobID, "job-id", "", "job id (default: the API assigns one); resubmitting with it yields one job")
 		fs.IntVar(&req.Priority, "priority", 0, "priority, -1000..1000")
 		fs.StringVar(&input, "input", "", "the job's input, a JSON object")
+		fs.StringVar(&req.CallbackURL, "callback-url", "", "POST the job's outcomes here, signed (its host must be among the stage's webhooks.allowed_hosts)")
 		run = func() error {
 			if input != "" {
 				req.Input = json.RawMessage(input)
@@ -147,6 +150,20 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return tw.Flush()
 		}
+	case "logs":
+		attempt := fs.Int("attempt", 0, "this attempt's log (default: the latest)")
+		all := fs.Bool("all", false, "every attempt's log, each after a header line")
+		run = func() error {
+			id, err := oneID(fs)
+			if err != nil {
+				return err
+			}
+			var a wire.JobLogsResponse
+			if err := c.send(ctx, http.MethodGet, jobPath(wire.PathJobLogs, id), nil, &a, *asJSON, stdout); err != nil || *asJSON {
+				return err
+			}
+			return c.printLogs(ctx, stdout, a, *attempt, *all)
+		}
 	default:
 		fmt.Fprintf(stderr, "fleetq jobs: unknown subcommand %q\n\n%s", sub, jobsUsage)
 		return 2
@@ -226,6 +243,59 @@ func (c *operatorClient) send(ctx context.Context, method, path string, body, ou
 		return err
 	}
 	return json.Unmarshal(answer, out)
+}
+
+// printLogs copies the chosen attempts' logs from their presigned URLs.
+func (c *operatorClient) printLogs(ctx context.Context, w io.Writer, a wire.JobLogsResponse, attempt int, all bool) error {
+	if len(a.Logs) == 0 {
+		return fmt.Errorf("job %s has not run yet: no attempt, no log", a.JobID)
+	}
+	chosen := a.Logs[len(a.Logs)-1:]
+	switch {
+	case all:
+		chosen = a.Logs
+	case attempt > 0:
+		chosen = nil
+		for _, l := range a.Logs {
+			if l.Attempt == attempt {
+				chosen = append(chosen, l)
+			}
+		}
+		if len(chosen) == 0 {
+			return usageError(fmt.Sprintf("job %s has attempts 1 to %d; no attempt %d", a.JobID, len(a.Logs), attempt))
+		}
+	}
+	for _, l := range chosen {
+		if all {
+			fmt.Fprintf(w, "==> attempt %d <==\n", l.Attempt)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.URL, nil)
+		if err != nil {
+			return err
+		}
+		res, err := c.http.Do(req)
+		if err != nil {
+			return err
+		}
+		if res.StatusCode == http.StatusNotFound {
+			res.Body.Close()
+			if all {
+				fmt.Fprintln(w, "(no log: its worker uploaded none)")
+				continue
+			}
+			return fmt.Errorf("attempt %d of job %s has no log: its worker uploaded none (it may still be running, or was lost)", l.Attempt, a.JobID)
+		}
+		if res.StatusCode/100 != 2 {
+			res.Body.Close()
+			return fmt.Errorf("GET the log of attempt %d: %s", l.Attempt, res.Status)
+		}
+		_, err = io.Copy(w, res.Body)
+		res.Body.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // finished says whether a job's status is final.

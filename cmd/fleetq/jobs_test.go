@@ -226,3 +226,38 @@ func TestJobsRefusesBadInputClearly(t *testing.T) {
 		t.Fatalf("wrong token: exit %d, %s", code, errOut)
 	}
 }
+
+func TestJobsLogsPrintsTheAttemptsLog(t *testing.T) {
+	stack := startStack(t)
+	if code, _, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "logged"); code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	_, leased := leaseNext(t, stack)
+	if leased.LogURL == "" {
+		t.Fatal("the lease carries no log_url")
+	}
+	if code, _, errOut := cli(t, stack, "logs", "logged"); code != 1 || !strings.Contains(errOut, "attempt 1 of job logged has no log") {
+		t.Fatalf("logs before the upload: exit %d, %s", code, errOut)
+	}
+	// The worker uploads its output's tail through the lease's URL.
+	req, _ := http.NewRequest(http.MethodPut, leased.LogURL, strings.NewReader("loading model\nrendered 24 frames\n"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("PUT log: %v %v", res, err)
+	}
+	res.Body.Close()
+	if code, out, errOut := cli(t, stack, "logs", "logged"); code != 0 || out != "loading model\nrendered 24 frames\n" {
+		t.Fatalf("logs: exit %d, %q %s", code, out, errOut)
+	}
+	if code, out, _ := cli(t, stack, "logs", "--all", "logged"); code != 0 || out != "==> attempt 1 <==\nloading model\nrendered 24 frames\n" {
+		t.Fatalf("logs --all: exit %d, %q", code, out)
+	}
+	if code, _, errOut := cli(t, stack, "logs", "--attempt", "2", "logged"); code != 2 || !strings.Contains(errOut, "no attempt 2") {
+		t.Fatalf("logs --attempt 2: exit %d, %s", code, errOut)
+	}
+	code, out, _ := cli(t, stack, "logs", "--json", "logged")
+	var a wire.JobLogsResponse
+	if err := json.Unmarshal([]byte(out), &a); code != 0 || err != nil || len(a.Logs) != 1 || a.Logs[0].Attempt != 1 {
+		t.Fatalf("logs --json: exit %d, %v: %s", code, err, out)
+	}
+}

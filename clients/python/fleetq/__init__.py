@@ -127,9 +127,11 @@ class Client:
 
     def submit(self, tenant_id: str, workflow_id: str, input: Optional[Dict[str, Any]] = None,
                job_id: Optional[str] = None, priority: int = 0, max_attempts: int = 0,
-               timeout_seconds: int = 0, queue_timeout_seconds: int = 0) -> str:
+               timeout_seconds: int = 0, queue_timeout_seconds: int = 0, callback_url: str = "") -> str:
         """Queues a job and returns its id. Without ``job_id`` one is made
-        here, so retrying a submit with the returned id yields one job."""
+        here, so retrying a submit with the returned id yields one job.
+        ``callback_url`` receives the job's outcomes, signed (its host must
+        be among the stage's webhooks.allowed_hosts)."""
         body: Dict[str, Any] = {"job_id": job_id or str(uuid.uuid4()), "tenant_id": tenant_id,
                                 "workflow_id": workflow_id, "priority": priority}
         if input is not None:
@@ -194,6 +196,23 @@ class Client:
         except urllib.error.HTTPError as e:
             raise APIError(e.code, "unknown", f"the presigned upload failed: {e.reason}") from None
         return up["key"]
+
+    def logs(self, job_id: str, attempt: int = 0) -> bytes:
+        """The tail of an attempt's runner output (the latest attempt
+        unless ``attempt`` is given). APIError not_found when the job has
+        not run that attempt or its worker uploaded no log."""
+        entries = self._call("GET", f"/api/jobs/{_seg(job_id)}/logs")["logs"]
+        if attempt:
+            entries = [e for e in entries if e["attempt"] == attempt]
+        if not entries:
+            raise APIError(404, "not_found", f"job {job_id} has no attempt {attempt or 1} yet")
+        try:
+            with urllib.request.urlopen(entries[-1]["url"], timeout=self.timeout) as res:
+                return res.read()
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                raise APIError(404, "not_found", f"attempt {entries[-1]['attempt']} of job {job_id} has no log") from None
+            raise APIError(e.code, "unknown", f"the presigned log download failed: {e.reason}") from None
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None

@@ -27,6 +27,8 @@ type URLs struct {
 	Inputs  map[string]string
 	Output  string
 	Outputs map[string]string
+	// Log is a presigned PUT for the attempt's runner output.
+	Log string
 }
 
 // S3 presigns URLs on one bucket.
@@ -86,6 +88,11 @@ func (a *S3) LeaseURLs(ctx context.Context, j job.Job) (URLs, error) {
 	if u.Output, err = put(jobinput.OutputKey(j.TenantID, j.ID, "")); err != nil {
 		return URLs{}, err
 	}
+	if j.Attempts > 0 {
+		if u.Log, err = put(jobinput.LogKey(j.TenantID, j.ID, j.Attempts)); err != nil {
+			return URLs{}, err
+		}
+	}
 	if len(refs.Outputs) > 0 {
 		u.Outputs = map[string]string{}
 		for _, name := range refs.Outputs {
@@ -127,4 +134,29 @@ func (a *S3) NewUpload(ctx context.Context, tenant, filename, contentType string
 		return Upload{}, fmt.Errorf("presign upload: %w", err)
 	}
 	return Upload{Key: key, URL: req.URL, ExpiresAt: a.now().Add(ttl).UTC()}, nil
+}
+
+// LogURL is a presigned GET of one attempt's log.
+type LogURL struct {
+	Attempt   int
+	URL       string
+	ExpiresAt time.Time
+}
+
+// LogTTL is how long a log URL is valid.
+const LogTTL = 15 * time.Minute
+
+// LogURLs presigns a GET of each attempt's log, from the first to the
+// job's latest (a log the agent never uploaded answers S3's 404).
+func (a *S3) LogURLs(ctx context.Context, j job.Job) ([]LogURL, error) {
+	out := make([]LogURL, 0, j.Attempts)
+	for n := 1; n <= j.Attempts; n++ {
+		key := jobinput.LogKey(j.TenantID, j.ID, n)
+		req, err := a.Presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(key)}, s3.WithPresignExpires(LogTTL))
+		if err != nil {
+			return nil, fmt.Errorf("presign log %d of job %s: %w", n, j.ID, err)
+		}
+		out = append(out, LogURL{Attempt: n, URL: req.URL, ExpiresAt: a.now().Add(LogTTL).UTC()})
+	}
+	return out, nil
 }

@@ -45,7 +45,8 @@ func TestLargestJobCompletesWithinTheItemLimit(t *testing.T) {
 	if len(input) != submission.MaxInputBytes {
 		t.Fatalf("input is %d bytes", len(input))
 	}
-	if _, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: long("t"), WorkflowID: "wf-a", Input: input}); err != nil || !created {
+	callback := "https://hooks.example.com/" + strings.Repeat("p", submission.MaxCallbackURLBytes-len("https://hooks.example.com/"))
+	if _, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: long("t"), WorkflowID: "wf-a", Input: input, CallbackURL: callback}); err != nil || !created {
 		t.Fatalf("CreateJob: %v", err)
 	}
 	w := e.register(long("w"), "gpu", 1)
@@ -80,4 +81,19 @@ func TestLargestJobCompletesWithinTheItemLimit(t *testing.T) {
 		t.Fatal("input or result did not come back byte for byte")
 	}
 	e.wantLeases(w.WorkerID, 0)
+
+	// Its outcome's delivery, with the longest error, is recorded on it too.
+	if _, err := e.st.RelayJob(e.ctx, &recorder{}, id); err != nil {
+		t.Fatal(err)
+	}
+	due, err := e.st.DueCallbacks(e.ctx, 1)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due callbacks = %v, %v", due, err)
+	}
+	if err := e.st.RecordCallback(e.ctx, due[0], store.CallbackResult{Err: strings.Repeat("e", 4*store.MaxCallbackErrorBytes), NextAt: e.clock.Now().Add(time.Minute)}); err != nil {
+		t.Fatalf("record the delivery attempt: %v", err)
+	}
+	if c := e.job(id).Callback; c == nil || len(c.LastError) != store.MaxCallbackErrorBytes {
+		t.Fatalf("callback = %+v", c)
+	}
 }

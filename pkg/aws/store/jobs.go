@@ -28,7 +28,7 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 		Status: string(job.Queued), Priority: n.Priority,
 		MaxAttempts: n.MaxAttempts, MaxPreemptions: f.PreemptionCap,
 		TimeoutS: n.TimeoutSeconds, QueueTimeoutS: n.QueueTimeoutSeconds,
-		Input:     string(n.Input),
+		Input: string(n.Input), CallbackURL: n.CallbackURL,
 		CreatedMS: ms(now), UpdatedMS: ms(now), NotBeforeMS: ms(now),
 		Reason:  job.ReasonCreated,
 		History: []job.HistoryEntry{{At: now, To: job.Queued, Reason: job.ReasonCreated}},
@@ -313,6 +313,9 @@ type jobItem struct {
 
 	History []job.HistoryEntry `dynamodbav:"history"`
 	TTL     int64              `dynamodbav:"ttl,omitempty"`
+
+	CallbackURL string         `dynamodbav:"callback_url,omitempty"`
+	Callback    *callbackState `dynamodbav:"callback,omitempty"`
 }
 
 func (it *jobItem) toJob() job.Job {
@@ -343,6 +346,8 @@ func (it *jobItem) toJob() job.Job {
 		CancelRequested:     it.CancelRequested,
 		History:             it.History,
 		CostUSD:             it.CostUSD,
+		CallbackURL:         it.CallbackURL,
+		Callback:            it.Callback.toJob(),
 	}
 	if it.Input != "" {
 		j.Input = json.RawMessage(it.Input)

@@ -204,6 +204,10 @@ func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, e
 	if err := p.Publish(ctx, evs); err != nil {
 		return 0, fmt.Errorf("publish events of job %s: %w", jobID, err)
 	}
+	if err := s.fileCallbacks(ctx, j, evs); err != nil {
+		// Published but not filed: the events stay, the next relay files them.
+		return 0, err
+	}
 	for i, it := range items {
 		if isOutcome(it.EventType) {
 			// An outcome's removal records the job's cost and gives back

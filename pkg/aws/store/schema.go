@@ -71,6 +71,12 @@ const (
 	attrReason          = "reason"
 	attrCancelRequested = "cancel_requested"
 	attrHistory         = "history"
+	attrCallbackURL     = "callback_url"
+	attrCallback        = "callback"
+
+	// Callbacks waiting for delivery (callbacks.go).
+	attrNextMS    = "next_ms"
+	attrLastError = "last_error"
 
 	// Workers.
 	attrStage          = "stage"
@@ -185,6 +191,7 @@ const (
 	prefixReservation  = "RESERVATION#"
 	sortReservation    = "RESERVATION"
 	prefixCost         = "COST#"
+	prefixCallback     = "HOOK#"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -196,6 +203,9 @@ const (
 	prefixWorkers   = "W#"
 	// eventsPartition holds the outbox's pending events (see outbox.go).
 	eventsPartition = "E#"
+	// callbacksPartition holds the callbacks waiting for delivery, by due
+	// time (see callbacks.go).
+	callbacksPartition = "H#"
 
 	// Partition of IndexByInstance.
 	prefixInstance = "I#"
@@ -206,6 +216,8 @@ const (
 	typeJob    = "job"
 	typeWorker = "worker"
 	typeEvent  = "event"
+	// typeCallback is an outcome waiting for delivery to a callback URL.
+	typeCallback = "callback"
 )
 
 // Item keys.
@@ -282,6 +294,14 @@ func costKey(at time.Time, fleet, tenant, workflow string) (string, string) {
 
 // eventKey is the partition of a job's pending events.
 func eventKey(jobID string) string { return prefixEvent + jobID }
+
+// callbackKey is the partition of a job's callbacks waiting for delivery.
+func callbackKey(jobID string) string { return prefixCallback + jobID }
+
+// callbackSortKey orders the callbacks partition by due time.
+func callbackSortKey(due time.Time, jobID, eventID string) string {
+	return sortTime(due) + "#" + jobID + "#" + eventID
+}
 
 // eventSortKey orders a job's events by time and names their type
 // ("Job Succeeded" files as <time>#succeeded).

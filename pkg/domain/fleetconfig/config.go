@@ -27,6 +27,8 @@ type Config struct {
 	AgentSHA256 string `yaml:"agent_sha256"`
 	// Alarms says who is told when an alarm of the stage fires (CDK app only).
 	Alarms Alarms `yaml:"alarms"`
+	// Webhooks says where job outcomes may be POSTed (none by default).
+	Webhooks Webhooks `yaml:"webhooks"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
 	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).

@@ -187,3 +187,29 @@ func TestBuiltInConfigsAreValid(t *testing.T) {
 		t.Fatal("ForStage(nowhere) succeeded")
 	}
 }
+
+func TestWebhooks(t *testing.T) {
+	cfg, err := Parse("hooks.yaml", []byte("webhooks:\n  allowed_hosts: [hooks.example.com, \"*.example.org\"]\n"+minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.Webhooks
+	if w.MaxAttempts != DefaultWebhookAttempts || w.Timeout.Std() != DefaultWebhookTimeout {
+		t.Fatalf("defaults: %+v", w)
+	}
+	for host, want := range map[string]bool{"hooks.example.com": true, "HOOKS.example.com.": true, "a.b.example.org": true,
+		"example.org": false, "xhooks.example.com": false, "hooks.example.com.evil": false, "localhost": false} {
+		if got := w.HostAllowed(host); got != want {
+			t.Errorf("HostAllowed(%q) = %v, want %v", host, got, want)
+		}
+	}
+	for doc, want := range map[string]string{
+		"webhooks:\n  allowed_hosts: [\"https://x.example.com\"]\n": `webhooks.allowed_hosts[0]: "https://x.example.com" must be a lowercase host name`,
+		"webhooks:\n  max_attempts: 50\n":                           "webhooks.max_attempts: must be between 1 and 20, got 50",
+		"webhooks:\n  timeout: 5m\n":                                "webhooks.timeout: must be between 1s and 15s",
+	} {
+		if _, err := Parse("hooks.yaml", []byte(doc+minimal)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", doc, err, want)
+		}
+	}
+}

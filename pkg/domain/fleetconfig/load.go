@@ -102,6 +102,7 @@ func (c *Config) applyDefaults() {
 	if c.Network.MaxAZs == 0 {
 		c.Network.MaxAZs = 2
 	}
+	c.Webhooks.applyDefaults()
 	for i := range c.Fleets {
 		c.Fleets[i].applyDefaults()
 	}
@@ -212,6 +213,7 @@ func (c *Config) validate() []Problem {
 	}
 	c.validateTenants(k)
 	c.validatePrices(k)
+	c.Webhooks.validate(k)
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}

@@ -153,6 +153,34 @@ type Job struct {
 	CostUSD *float64
 
 	History []HistoryEntry
+
+	// CallbackURL receives the job's outcomes; Callback is how the delivery
+	// of the latest one went (nil until an outcome is announced).
+	CallbackURL string
+	Callback    *Callback
+}
+
+// The states of a callback delivery.
+const (
+	CallbackPending   = "pending"
+	CallbackDelivered = "delivered"
+	CallbackFailed    = "failed"
+)
+
+// Callback is the delivery of a job's latest outcome to its callback URL.
+type Callback struct {
+	// EventID is the outcome's event id (the Fleetq-Event-Id header).
+	EventID string
+	// State is pending, delivered or failed (given up after the stage's
+	// webhooks.max_attempts).
+	State    string
+	Attempts int
+	// DeliveredAt is set once delivered, FailedAt once given up,
+	// NextAttemptAt while a retry waits.
+	DeliveredAt   time.Time
+	FailedAt      time.Time
+	NextAttemptAt time.Time
+	LastError     string
 }
 
 // Priority bounds: higher runs first.

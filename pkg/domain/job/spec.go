@@ -13,4 +13,6 @@ type Spec struct {
 	MaxAttempts         int // 0: the fleet's retry policy
 	TimeoutSeconds      int // 0: the fleet's job timeout
 	QueueTimeoutSeconds int // 0: the fleet's queue timeout (none when that is 0)
+	// CallbackURL receives the job's outcomes ("" for none).
+	CallbackURL string
 }

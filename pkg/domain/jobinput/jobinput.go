@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -29,6 +30,13 @@ func OutputKey(tenant, jobID, name string) string {
 		k += "/" + name
 	}
 	return k
+}
+
+// LogKey is where the agent uploads the tail of an attempt's runner output
+// (stdout and stderr). A preempted attempt, which gives its number back,
+// is replaced by the run that takes the number again.
+func LogKey(tenant, jobID string, attempt int) string {
+	return TenantPrefix(tenant) + "jobs/" + jobID + "/logs/attempt-" + strconv.Itoa(attempt) + ".log"
 }
 
 // Refs are the objects a job's input names.

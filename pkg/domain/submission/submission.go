@@ -3,6 +3,7 @@ package submission
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -25,7 +26,8 @@ const MaxBodyBytes = 256 << 10
 // completed: an input is refused at submit past MaxInputBytes, a result at
 // complete past MaxResultBytes, and what is left, at least ItemReserveBytes,
 // holds the rest (at most 22 history entries, an error of up to 8 KiB,
-// ids, counters and index keys: about 16 KB at their largest). The store's
+// ids, counters, index keys, a callback URL of up to 2 KiB and its
+// delivery state: about 20 KB at their largest). The store's
 // tests check a job with every field at its largest against the limit.
 const (
 	MaxInputBytes    = 192 << 10
@@ -106,6 +108,40 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 	if s.QueueTimeoutSeconds < 0 || s.QueueTimeoutSeconds > MaxTimeoutSeconds {
 		return invalid("field \"queue_timeout_seconds\": must be between 1 and %d, got %d", MaxTimeoutSeconds, s.QueueTimeoutSeconds)
 	}
+	if s.CallbackURL != "" {
+		if err := CheckCallbackURL(s.CallbackURL, cfg.Webhooks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MaxCallbackURLBytes bounds a callback_url.
+const MaxCallbackURLBytes = 2048
+
+// CheckCallbackURL refuses a callback URL that is not an absolute http(s)
+// URL without user info, or whose host is not among the stage's allowed
+// hosts: outcomes go only where the stage's operators said they may.
+func CheckCallbackURL(raw string, w fleetconfig.Webhooks) error {
+	if len(raw) > MaxCallbackURLBytes {
+		return invalid("field \"callback_url\": %d bytes; at most %d are allowed", len(raw), MaxCallbackURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "" {
+		return invalid("field \"callback_url\": must be an absolute https:// (or http://) URL")
+	}
+	if u.User != nil {
+		return invalid("field \"callback_url\": must not carry user info")
+	}
+	if u.Fragment != "" {
+		return invalid("field \"callback_url\": must not carry a fragment")
+	}
+	if len(w.AllowedHosts) == 0 {
+		return invalid("field \"callback_url\": this stage accepts no callbacks (its webhooks.allowed_hosts is empty)")
+	}
+	if !w.HostAllowed(u.Hostname()) {
+		return invalid("field \"callback_url\": host %q is not among the stage's webhooks.allowed_hosts", u.Hostname())
+	}
 	return nil
 }
 
@@ -118,6 +154,7 @@ func (s Submission) Spec() job.Spec {
 	return job.Spec{
 		ID: s.JobID, TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
 		MaxAttempts: s.MaxAttempts, TimeoutSeconds: s.TimeoutSeconds, QueueTimeoutSeconds: s.QueueTimeoutSeconds,
+		CallbackURL: s.CallbackURL,
 	}
 }
 

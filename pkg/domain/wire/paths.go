@@ -14,6 +14,7 @@ const (
 	PathJobs              = "/api/jobs"
 	PathJob               = "/api/jobs/{job_id}"
 	PathJobCancel         = "/api/jobs/{job_id}/cancel"
+	PathJobLogs           = "/api/jobs/{job_id}/logs"
 	PathUploads           = "/api/uploads"
 	PathAdminFleets       = "/api/admin/fleets"
 	PathAdminWorkers      = "/api/admin/workers"

@@ -16,6 +16,9 @@ type SubmitRequest struct {
 	MaxAttempts         int `json:"max_attempts,omitempty"`
 	TimeoutSeconds      int `json:"timeout_seconds,omitempty"`
 	QueueTimeoutSeconds int `json:"queue_timeout_seconds,omitempty"`
+	// CallbackURL receives each of the job's outcomes, signed; its host
+	// must be among the stage's webhooks.allowed_hosts.
+	CallbackURL string `json:"callback_url,omitempty"`
 }
 
 // JobStatusResponse is the answer of submit (202, status "accepted") and of
@@ -56,6 +59,23 @@ type Job struct {
 	// per job"); null until its outcome is relayed, or when it could not be
 	// priced.
 	CostUSD *float64 `json:"cost_usd"`
+	// Callback is the delivery of the latest outcome to the job's
+	// callback_url; absent for a job without one.
+	Callback *JobCallback `json:"callback,omitempty"`
+}
+
+// JobCallback is a job's callback_url and how the delivery of its latest
+// outcome went. The URL is shown without its query and user info.
+type JobCallback struct {
+	URL string `json:"url"`
+	// State is waiting (no outcome yet), pending, delivered or failed.
+	State         string  `json:"state"`
+	EventID       string  `json:"event_id,omitempty"`
+	Attempts      int     `json:"attempts"`
+	DeliveredAt   *string `json:"delivered_at,omitempty"`
+	FailedAt      *string `json:"failed_at,omitempty"`
+	NextAttemptAt *string `json:"next_attempt_at,omitempty"`
+	LastError     string  `json:"last_error,omitempty"`
 }
 
 // JobError is a job's last failure.
@@ -87,6 +107,20 @@ type UploadRequest struct {
 // ExpiresAt and name Key in the job's input_keys.
 type UploadResponse struct {
 	Key       string  `json:"key"`
+	URL       string  `json:"url"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+// JobLogsResponse is the 200 answer of GET /api/jobs/{job_id}/logs: a
+// presigned GET of each attempt's log, first attempt first.
+type JobLogsResponse struct {
+	JobID string   `json:"job_id"`
+	Logs  []JobLog `json:"logs"`
+}
+
+// JobLog is one attempt's log.
+type JobLog struct {
+	Attempt   int     `json:"attempt"`
 	URL       string  `json:"url"`
 	ExpiresAt *string `json:"expires_at"`
 }

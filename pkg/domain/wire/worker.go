@@ -74,6 +74,9 @@ type LeasedJob struct {
 	// OutputURLs has one presigned PUT per output the job's input names in
 	// "outputs".
 	OutputURLs map[string]string `json:"output_urls,omitempty"`
+	// LogURL is a presigned PUT for the tail of the attempt's runner
+	// output (absent without an asset bucket).
+	LogURL string `json:"log_url,omitempty"`
 }
 
 // LeaseRef names a lease: the job and the token its lease was granted with.
@@ -106,6 +109,7 @@ type LeaseURLs struct {
 	InputURLs  map[string]string `json:"input_urls"`
 	OutputURL  string            `json:"output_url"`
 	OutputURLs map[string]string `json:"output_urls,omitempty"`
+	LogURL     string            `json:"log_url,omitempty"`
 }
 
 // UnhealthyRequest is the body of POST /api/worker/unhealthy: the worker's

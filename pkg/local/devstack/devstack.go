@@ -35,6 +35,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
 // Options configure a dev stack.
@@ -153,6 +154,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.Events = &jobevents.Bus{Keep: 1000}
 	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, s.Events)
 	s.Store, s.Relay = s.Env.Store, s.Env.Relay
+	// The dev stack's receivers run on this machine: its deliveries may
+	// reach loopback (never in AWS, where the guard admits public addresses only).
+	if err := system.EnableWebhooks(s.Env, auth.StaticSecret(o.FleetSecret), webhook.Guard{AllowLoopback: true}); err != nil {
+		s.Close()
+		return nil, err
+	}
 
 	// Listen first: the local fleet's workers need the URL.
 	ln, err := net.Listen("tcp", o.Addr)

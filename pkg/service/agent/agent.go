@@ -62,6 +62,10 @@ type Config struct {
 	// job's output URLs expire within it (default: two heartbeats, at
 	// least a minute).
 	URLRefreshMargin time.Duration
+	// LogTailBytes is how much of each attempt's runner output (stdout and
+	// stderr) is kept and uploaded to the attempt's log URL: the end
+	// (default DefaultLogTailBytes).
+	LogTailBytes int
 	// GPU, when set, reads the machine's GPUs at start (their facts go
 	// into the worker's capabilities) and every HealthEvery; a sick GPU
 	// makes the agent give up (ErrUnhealthy). A machine without nvidia-smi
@@ -107,17 +111,19 @@ type running struct {
 	settled  atomic.Bool  // someone has reported (or given up) this job's outcome
 	progress atomic.Value // float64
 	outputs  atomic.Pointer[outputURLs]
+	log      *tail // the attempt's runner output
 }
 
 // outputURLs are a job's current output URLs and when they expire.
 type outputURLs struct {
 	main       string
 	named      map[string]string
+	log        string    // the attempt's log PUT
 	validUntil time.Time // zero: no URLs, or an expiry the agent cannot read
 }
 
-func newOutputURLs(main string, named map[string]string) *outputURLs {
-	o := &outputURLs{main: main, named: named}
+func newOutputURLs(main string, named map[string]string, log string) *outputURLs {
+	o := &outputURLs{main: main, named: named, log: log}
 	for _, u := range append([]string{main}, sortedKeysValues(named)...) {
 		if t, ok := presignedExpiry(u); ok && (o.validUntil.IsZero() || t.Before(o.validUntil)) {
 			o.validUntil = t
@@ -416,8 +422,8 @@ func jitter(d time.Duration) time.Duration {
 // start runs a leased job in its own goroutine with its heartbeat.
 func (a *Agent) start(ctx context.Context, l Lease) {
 	jobCtx, cancel := context.WithCancel(ctx)
-	r := &running{lease: l, cancel: cancel}
-	r.outputs.Store(newOutputURLs(l.OutputURL, l.OutputURLs))
+	r := &running{lease: l, cancel: cancel, log: newTail(a.cfg.LogTailBytes)}
+	r.outputs.Store(newOutputURLs(l.OutputURL, l.OutputURLs, l.LogURL))
 	a.mu.Lock()
 	a.jobs[l.JobID] = r
 	hb := time.Duration(a.reg.HeartbeatSeconds) * time.Second
@@ -430,11 +436,14 @@ func (a *Agent) start(ctx context.Context, l Lease) {
 		defer a.finished(l.JobID)
 		beatDone := make(chan struct{})
 		go a.heartbeat(ctx, jobCtx, r, hb, log, beatDone)
-		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Clock: a.cfg.Clock, Progress: func(p float64) { r.progress.Store(p) },
+		job := &Job{Lease: l, HTTP: a.cfg.HTTP, Clock: a.cfg.Clock, Progress: func(p float64) { r.progress.Store(p) }, Log: r.log,
 			outputs: func() (string, map[string]string) { o := r.outputs.Load(); return o.main, o.named }}
 		result, err := a.cfg.Runner.Run(jobCtx, job)
 		cancel()
 		<-beatDone
+		// The attempt's log goes up before its outcome is reported, so a
+		// producer who hears of the outcome finds the log.
+		a.uploadLog(ctx, r, log)
 		if !r.settled.CompareAndSwap(false, true) {
 			return // canceled, lease lost, or requeued by a shutdown
 		}
@@ -476,7 +485,7 @@ func (a *Agent) heartbeat(ctx, jobCtx context.Context, r *running, every time.Du
 		refresh := !cur.validUntil.IsZero() && cur.validUntil.Sub(a.cfg.Clock.Now()) < margin
 		beat, err := a.client.Heartbeat(ctx, r.lease.JobID, r.lease.LeaseToken, progress, refresh)
 		if err == nil && refresh && beat.LeaseURLs != nil && (beat.OutputURL != "" || len(beat.OutputURLs) > 0) {
-			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs))
+			r.outputs.Store(newOutputURLs(beat.OutputURL, beat.OutputURLs, beat.LogURL))
 			log.Debug("output URLs refreshed")
 		}
 		switch {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,8 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	cmd := exec.Command("/bin/sh", "-c", r.Command)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &progressWriter{buf: &stderr, report: j.Progress}
+	cmd.Stdout = io.MultiWriter(&stdout, j.logWriter())
+	cmd.Stderr = io.MultiWriter(&progressWriter{buf: &stderr, report: j.Progress}, j.logWriter())
 	cmd.Env = append(os.Environ(), "FLEETQ_JOB_ID="+j.JobID, "FLEETQ_INPUT_DIR="+inDir, "FLEETQ_OUTPUT_DIR="+outDir)
 	// Its own process group, so a stop ends the whole command tree.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

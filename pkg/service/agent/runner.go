@@ -37,6 +37,9 @@ type Job struct {
 	// Clock is the agent's clock; runners that wait (a sleep, a poll of
 	// their engine) wait on it (nil: the wall clock).
 	Clock clock.Clock
+	// Log receives the runner's output (a command's stdout and stderr);
+	// the agent keeps its tail and uploads it as the attempt's log.
+	Log io.Writer
 
 	// outputs, when set, answers the freshest output URLs (see Outputs).
 	outputs func() (string, map[string]string)
@@ -99,6 +102,7 @@ func (SleepRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	if in.Seconds < 0 || in.Seconds > 24*3600 {
 		return nil, Permanent("bad_input", "sleep: seconds must be between 0 and 86400, got %v", in.Seconds)
 	}
+	fmt.Fprintf(j.logWriter(), "sleep: job %s attempt %d sleeps %gs\n", j.JobID, j.Attempt, in.Seconds)
 	t := j.clock().NewTimer(time.Duration(in.Seconds * float64(time.Second)))
 	defer t.Stop()
 	select {

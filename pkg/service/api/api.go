@@ -90,6 +90,7 @@ type OperatorAuthenticator interface {
 type Assets interface {
 	LeaseURLs(ctx context.Context, j job.Job) (assets.URLs, error)
 	NewUpload(ctx context.Context, tenant, filename, contentType string) (assets.Upload, error)
+	LogURLs(ctx context.Context, j job.Job) ([]assets.LogURL, error)
 }
 
 // Announcer publishes a job's pending lifecycle events right after the

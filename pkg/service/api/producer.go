@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -132,6 +133,33 @@ func viewJob(j job.Job) wire.Job {
 	for _, h := range j.History {
 		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
 	}
+	if j.CallbackURL != "" {
+		v.Callback = viewCallback(j.CallbackURL, j.Callback)
+	}
+	return v
+}
+
+// viewCallback shows a job's callback: its URL without the query and user
+// info (which may carry the receiver's own secret) and its latest delivery.
+func viewCallback(raw string, c *job.Callback) *wire.JobCallback {
+	shown := "(unparsable)"
+	if u, err := url.Parse(raw); err == nil {
+		shown = u.Scheme + "://" + u.Host + u.Path
+	}
+	v := &wire.JobCallback{URL: shown, State: "waiting"}
+	if c == nil {
+		return v
+	}
+	v.State, v.EventID, v.Attempts, v.LastError = c.State, c.EventID, c.Attempts, c.LastError
+	if !c.DeliveredAt.IsZero() {
+		v.DeliveredAt = rfc3339(c.DeliveredAt)
+	}
+	if !c.FailedAt.IsZero() {
+		v.FailedAt = rfc3339(c.FailedAt)
+	}
+	if c.State == job.CallbackPending && !c.NextAttemptAt.IsZero() {
+		v.NextAttemptAt = rfc3339(c.NextAttemptAt)
+	}
 	return v
 }
 
@@ -192,4 +220,27 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
 	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
+}
+
+// jobLogs answers a presigned GET of each attempt's runner output.
+func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.Assets == nil {
+		s.writeError(w, r, notFound("this stage has no asset bucket, so no job logs"))
+		return
+	}
+	urls, err := s.Assets.LogURLs(r.Context(), j)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.JobLogsResponse{JobID: j.ID, Logs: make([]wire.JobLog, 0, len(urls))}
+	for _, u := range urls {
+		out.Logs = append(out.Logs, wire.JobLog{Attempt: u.Attempt, URL: u.URL, ExpiresAt: rfc3339(u.ExpiresAt)})
+	}
+	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -55,6 +55,7 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathJobs, AuthOperator}, (*server).submit},
 	{Route{http.MethodGet, wire.PathJob, AuthOperator}, (*server).getJob},
 	{Route{http.MethodPost, wire.PathJobCancel, AuthOperator}, (*server).cancel},
+	{Route{http.MethodGet, wire.PathJobLogs, AuthOperator}, (*server).jobLogs},
 	{Route{http.MethodPost, wire.PathUploads, AuthOperator}, (*server).upload},
 
 	{Route{http.MethodGet, wire.PathAdminFleets, AuthOperator}, (*server).fleets},

@@ -212,7 +212,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		out.InputURLs, out.OutputURL, out.OutputURLs = u.Inputs, u.Output, u.Outputs
+		out.InputURLs, out.OutputURL, out.OutputURLs, out.LogURL = u.Inputs, u.Output, u.Outputs, u.Log
 	}
 	s.log.InfoContext(r.Context(), "job leased", "job_id", j.ID, "worker_id", a.WorkerID, "fleet", a.Fleet, "attempt", j.Attempts)
 	wire.WriteJSON(w, http.StatusOK, wire.PollResponse{Job: &out})
@@ -272,7 +272,7 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		body.LeaseURLs = &wire.LeaseURLs{InputURLs: u.Inputs, OutputURL: u.Output, OutputURLs: u.Outputs}
+		body.LeaseURLs = &wire.LeaseURLs{InputURLs: u.Inputs, OutputURL: u.Output, OutputURLs: u.Outputs, LogURL: u.Log}
 	}
 	wire.WriteJSON(w, http.StatusOK, body)
 }

@@ -3,6 +3,7 @@ package jobevents
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -124,6 +125,14 @@ type Relay struct {
 	Logger    *slog.Logger
 	// Clock paces Run (default: the wall clock).
 	Clock clock.Clock
+	// Callbacks, when set, delivers jobs' outcomes to their callback URLs
+	// after each Drain (the webhook deliverer).
+	Callbacks Deliverer
+}
+
+// Deliverer sends what the relay filed for delivery outside the outbox.
+type Deliverer interface {
+	Deliver(ctx context.Context) (int, error)
 }
 
 // Announce publishes one job's pending events now. A failure is logged and
@@ -138,13 +147,18 @@ func (r *Relay) Announce(ctx context.Context, jobID string) {
 const DrainLimit = 100
 
 // Drain relays pending events until the outbox is empty or a relay fails,
-// and answers how many went out.
+// then delivers the due callbacks, and answers how many events went out.
 func (r *Relay) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := r.Outbox.RelayOutbox(ctx, r.Publisher, DrainLimit)
 		total += n
 		if err != nil || n == 0 {
+			if r.Callbacks != nil {
+				if _, cerr := r.Callbacks.Deliver(ctx); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("deliver callbacks: %w", cerr))
+				}
+			}
 			return total, err
 		}
 	}

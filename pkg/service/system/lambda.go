@@ -30,6 +30,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
 // Lambda is a function's environment in AWS: the variables the stack sets,
@@ -257,6 +258,16 @@ func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.
 	groups, err := e.FleetGroups()
 	if err != nil {
 		return nil, err
+	}
+	if len(e.Config.Webhooks.AllowedHosts) > 0 {
+		// The scaler's tick drains the relay, which delivers the callbacks.
+		secret, err := e.FleetSecret()
+		if err != nil {
+			return nil, fmt.Errorf("webhooks: %w", err)
+		}
+		if err := EnableWebhooks(e.Env, secret, webhook.Guard{}); err != nil {
+			return nil, err
+		}
 	}
 	return ScheduleHandler(NewScaler(e.Env, groups, metrics)), nil
 }

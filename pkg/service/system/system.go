@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
 // Env is what every function shares: the stage's fleet config, the job
@@ -42,6 +44,23 @@ func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.C
 		e.Relay = &jobevents.Relay{Outbox: st, Publisher: events, Logger: log}
 	}
 	return e
+}
+
+// EnableWebhooks makes the relay deliver jobs' outcomes to their callback
+// URLs, signed with the key derived from the fleet secret, through guard
+// (Guard{} in AWS: public addresses only; the dev stack admits loopback,
+// where its receivers run). A stage without webhooks.allowed_hosts accepts
+// no callback URL and gets no deliverer. Webhooks ride the relay: a stage
+// without one cannot deliver them.
+func EnableWebhooks(e *Env, secret webhook.SecretSource, guard webhook.Guard) error {
+	if len(e.Config.Webhooks.AllowedHosts) == 0 {
+		return nil
+	}
+	if e.Relay == nil {
+		return fmt.Errorf("webhooks.allowed_hosts is set but the stage relays no job events: callbacks ride the relay")
+	}
+	e.Relay.Callbacks = webhook.NewDeliverer(e.Config.Webhooks, e.Store, secret, guard, e.Clock, e.Logger)
+	return nil
 }
 
 // APIOption tunes the API beyond its required dependencies.

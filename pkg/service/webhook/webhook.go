@@ -127,7 +127,12 @@ func (p *Publisher) deliver(ctx context.Context, s Subscription, id string, body
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	return send(ctx, c, clk, s.URL, s.Secret, id, body)
+}
+
+// send POSTs one signed delivery; a 2xx answer is a delivery.
+func send(ctx context.Context, c *http.Client, clk clock.Clock, target, secret, id string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -135,7 +140,7 @@ func (p *Publisher) deliver(ctx context.Context, s Subscription, id string, body
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEventID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(s.Secret, ts, body))
+	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
 	res, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -1,0 +1,43 @@
+package system_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/jobevents"
+	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/webhook"
+)
+
+func TestEnableWebhooksGivesTheRelayADelivererOnlyWithAllowedHosts(t *testing.T) {
+	db, table := testenv.DynamoDB(t)
+	log := slog.New(slog.DiscardHandler)
+	env := func(hosts []string, withRelay bool) *system.Env {
+		cfg := fleetconfig.Default()
+		cfg.Webhooks.AllowedHosts = hosts
+		if withRelay {
+			return system.New(cfg, db, table, clock.Real{}, log, &jobevents.Bus{})
+		}
+		return system.New(cfg, db, table, clock.Real{}, log, nil)
+	}
+	none := env(nil, true)
+	if err := system.EnableWebhooks(none, auth.StaticSecret("s"), webhook.Guard{}); err != nil || none.Relay.Callbacks != nil {
+		t.Fatalf("no allowed hosts: %v, callbacks %v", err, none.Relay.Callbacks)
+	}
+	some := env([]string{"hooks.example.com"}, true)
+	if err := system.EnableWebhooks(some, auth.StaticSecret("s"), webhook.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := some.Relay.Callbacks.(*webhook.Deliverer)
+	if !ok || d.MaxAttempts != fleetconfig.DefaultWebhookAttempts || d.Client.Timeout != fleetconfig.DefaultWebhookTimeout {
+		t.Fatalf("deliverer %+v", some.Relay.Callbacks)
+	}
+	if err := system.EnableWebhooks(env([]string{"hooks.example.com"}, false), auth.StaticSecret("s"), webhook.Guard{}); err == nil || !strings.Contains(err.Error(), "ride the relay") {
+		t.Fatalf("without a relay: %v", err)
+	}
+}

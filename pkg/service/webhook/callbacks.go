@@ -1,0 +1,192 @@
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+)
+
+// SigningKeyLabel is what the signing key of job callbacks is derived
+// with: the key is the hex HMAC-SHA256 of this label under the stage's
+// fleet secret, so a receiver holds a key that verifies deliveries but
+// cannot register workers.
+const SigningKeyLabel = "fleetq-webhook-signing-v1"
+
+// SigningKey derives the callback signing key from the fleet secret.
+func SigningKey(fleetSecret string) string {
+	m := hmac.New(sha256.New, []byte(fleetSecret))
+	m.Write([]byte(SigningKeyLabel))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// CallbackStore is the part of the store the deliverer uses.
+type CallbackStore interface {
+	DueCallbacks(ctx context.Context, limit int) ([]store.Callback, error)
+	RecordCallback(ctx context.Context, c store.Callback, r store.CallbackResult) error
+}
+
+// SecretSource answers the stage's fleet secret.
+type SecretSource interface {
+	FleetSecret(ctx context.Context) (string, error)
+}
+
+// Deliverer POSTs jobs' outcomes to their callback URLs, outside any
+// request: the relay runs it after draining the outbox (every scaler tick
+// in AWS, every relay interval in the dev stack). Each attempt is recorded
+// on the job; a failed one is tried again after Backoff, until the
+// stage's webhooks.max_attempts.
+type Deliverer struct {
+	Store  CallbackStore
+	Secret SecretSource
+	// Client sends the deliveries: NewClient with the guard and the
+	// stage's webhooks.timeout.
+	Client *http.Client
+	// MaxAttempts is webhooks.max_attempts.
+	MaxAttempts int
+	// Backoff is the wait after the n-th failed attempt (default
+	// DefaultBackoff).
+	Backoff func(n int) time.Duration
+	Clock   clock.Clock
+	Logger  *slog.Logger
+}
+
+// NewDeliverer builds the deliverer of a stage's callbacks from its
+// webhooks config; guard decides which addresses deliveries may reach.
+func NewDeliverer(w fleetconfig.Webhooks, st CallbackStore, secret SecretSource, guard Guard, clk clock.Clock, log *slog.Logger) *Deliverer {
+	return &Deliverer{Store: st, Secret: secret, Client: NewClient(guard, w.Timeout.Std()), MaxAttempts: w.MaxAttempts,
+		Backoff: DefaultBackoff, Clock: clk, Logger: log}
+}
+
+// DefaultBackoff waits 30s after the first failure, doubling up to an hour:
+// eight attempts span about an hour.
+func DefaultBackoff(n int) time.Duration {
+	d := 30 * time.Second
+	for i := 1; i < n && d < time.Hour; i++ {
+		d *= 2
+	}
+	return min(d, time.Hour)
+}
+
+// A Deliver call sends batches of deliverBatch callbacks, all at once, and
+// starts another batch while the last one was full and less than
+// deliverBudget has passed: with webhooks.timeout at most 15s, one call
+// ends within about 30s, inside the scaler function's 50s.
+const (
+	deliverBatch  = 16
+	deliverBudget = 15 * time.Second
+)
+
+// Deliver tries every due callback once and answers how many were
+// delivered. A failure to reach the store is an error; a receiver's
+// failure is only recorded.
+func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
+	start := d.clock().Now()
+	var key string
+	total := 0
+	for {
+		due, err := d.Store.DueCallbacks(ctx, deliverBatch)
+		if err != nil || len(due) == 0 {
+			return total, err
+		}
+		if key == "" {
+			secret, err := d.Secret.FleetSecret(ctx)
+			if err != nil {
+				return total, fmt.Errorf("webhook signing key: %w", err)
+			}
+			key = SigningKey(secret)
+		}
+		n, err := d.batch(ctx, key, due)
+		total += n
+		if err != nil || len(due) < deliverBatch || d.clock().Now().Sub(start) >= deliverBudget {
+			return total, err
+		}
+	}
+}
+
+// batch delivers callbacks concurrently.
+func (d *Deliverer) batch(ctx context.Context, key string, due []store.Callback) (int, error) {
+	var (
+		mu        sync.Mutex
+		delivered int
+		errs      []error
+		wg        sync.WaitGroup
+	)
+	for _, c := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := d.attempt(ctx, key, c)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				delivered++
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return delivered, errors.Join(errs...)
+}
+
+// attempt delivers one callback and records how it went.
+func (d *Deliverer) attempt(ctx context.Context, key string, c store.Callback) (bool, error) {
+	e := c.Event
+	body, err := json.Marshal(Delivery{ID: e.ID, Type: e.DetailType, Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), Detail: e.Detail})
+	if err != nil {
+		return false, err
+	}
+	clk := d.clock()
+	sendErr := send(ctx, d.Client, clk, c.URL, key, e.ID, body)
+	if ctx.Err() != nil {
+		return false, ctx.Err() // stopping: the attempt does not count
+	}
+	var r store.CallbackResult
+	n := c.Attempts + 1
+	switch {
+	case sendErr == nil:
+		r.Delivered = true
+		d.log().InfoContext(ctx, "job callback delivered", "job_id", c.JobID, "event_id", e.ID, "attempts", n)
+	case n >= max(d.MaxAttempts, 1):
+		r.Err = sendErr.Error()
+		d.log().WarnContext(ctx, "job callback failed; giving up", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "error", r.Err)
+	default:
+		backoff := d.Backoff
+		if backoff == nil {
+			backoff = DefaultBackoff
+		}
+		r.Err, r.NextAt = sendErr.Error(), clk.Now().Add(backoff(n))
+		d.log().InfoContext(ctx, "job callback failed; will retry", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "next_at", r.NextAt, "error", r.Err)
+	}
+	if err := d.Store.RecordCallback(ctx, c, r); err != nil {
+		return false, err
+	}
+	return r.Delivered, nil
+}
+
+func (d *Deliverer) clock() clock.Clock {
+	if d.Clock == nil {
+		return clock.Real{}
+	}
+	return d.Clock
+}
+
+func (d *Deliverer) log() *slog.Logger {
+	if d.Logger == nil {
+		return slog.Default()
+	}
+	return d.Logger
+}

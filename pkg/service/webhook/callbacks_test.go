@@ -1,0 +1,282 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/webhook"
+)
+
+const fleetSecret = "fleet-secret-for-tests"
+
+// hookEnv is a store on the embedded DynamoDB, a fake clock and a
+// deliverer of the store's callbacks.
+type hookEnv struct {
+	t   *testing.T
+	ctx context.Context
+	clk *clock.Fake
+	st  *store.Store
+	d   *webhook.Deliverer
+}
+
+func newHookEnv(t *testing.T, guard webhook.Guard, timeout time.Duration, maxAttempts int) *hookEnv {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("hooks.yaml", []byte(`
+stage: test
+webhooks:
+  allowed_hosts: [127.0.0.1, localhost]
+fleets:
+  - slug: gpu
+    workflows: [wf]
+    instance_types: [g5.xlarge]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Webhooks.MaxAttempts = maxAttempts
+	cfg.Webhooks.Timeout = fleetconfig.Duration(timeout)
+	client, table := testenv.DynamoDB(t)
+	clk := clock.NewFake(t0)
+	log := slog.New(slog.DiscardHandler)
+	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
+	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st,
+		d: webhook.NewDeliverer(cfg.Webhooks, st, auth.StaticSecret(fleetSecret), guard, clk, log)}
+}
+
+type discard struct{}
+
+func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+
+// finish creates a job with a callback URL, cancels it and relays its
+// outcome, which files the callback.
+func (e *hookEnv) finish(id, callback string) {
+	e.t.Helper()
+	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t1", WorkflowID: "wf", Input: json.RawMessage(`{}`), CallbackURL: callback}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.Cancel(e.ctx, id); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.RelayJob(e.ctx, discard{}, id); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *hookEnv) deliver() int {
+	e.t.Helper()
+	n, err := e.d.Deliver(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *hookEnv) callback(id string) job.Callback {
+	e.t.Helper()
+	j, err := e.st.GetJob(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if j.Callback == nil {
+		e.t.Fatalf("job %s has no callback state", id)
+	}
+	return *j.Callback
+}
+
+// scripted answers each request with the next status of its script (the
+// last one repeats); a status of 0 holds the request until the client
+// gives up.
+func scripted(t *testing.T, statuses ...int) (*httptest.Server, func() []received) {
+	var mu sync.Mutex
+	var got []received
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		n := len(got)
+		got = append(got, received{r.URL.Path, r.Header.Clone(), body})
+		mu.Unlock()
+		st := statuses[min(n, len(statuses)-1)]
+		if st == 0 {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.WriteHeader(st)
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return srv, func() []received { mu.Lock(); defer mu.Unlock(); return append([]received(nil), got...) }
+}
+
+func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusOK)
+	e.finish("j1", srv.URL+"/hooks/fleetq?token=receiver-own")
+	if n := e.deliver(); n != 1 {
+		t.Fatalf("delivered %d, want 1", n)
+	}
+	r := got()
+	if len(r) != 1 || r[0].path != "/hooks/fleetq" {
+		t.Fatalf("received %+v", r)
+	}
+	// The receiver verifies with the key derived from the fleet secret.
+	key := webhook.SigningKey(fleetSecret)
+	if err := webhook.Verify(key, r[0].header, r[0].body, e.clk.Now(), 5*time.Minute); err != nil {
+		t.Fatalf("the receiver cannot verify the delivery: %v", err)
+	}
+	if err := webhook.Verify(fleetSecret, r[0].header, r[0].body, e.clk.Now(), 5*time.Minute); err == nil {
+		t.Fatal("signed with the fleet secret itself: receivers would hold it")
+	}
+	var d webhook.Delivery
+	if err := json.Unmarshal(r[0].body, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Detail.JobID != "j1" || d.Detail.Status != "canceled" || d.Type != store.EventCanceled || r[0].header.Get(webhook.HeaderEventID) != d.ID {
+		t.Fatalf("delivery %+v, headers %v", d, r[0].header)
+	}
+	c := e.callback("j1")
+	if c.State != job.CallbackDelivered || c.Attempts != 1 || !c.DeliveredAt.Equal(e.clk.Now()) || c.EventID != d.ID {
+		t.Fatalf("recorded %+v", c)
+	}
+	if n := e.deliver(); n != 0 || len(got()) != 1 {
+		t.Fatalf("delivered again: %d, %d requests", n, len(got()))
+	}
+}
+
+func TestFailingReceiverIsRetriedAfterBackoff(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusInternalServerError, http.StatusOK)
+	e.finish("j1", srv.URL+"/h")
+	if n := e.deliver(); n != 0 {
+		t.Fatalf("delivered %d on a 500", n)
+	}
+	c := e.callback("j1")
+	wait := webhook.DefaultBackoff(1)
+	if c.State != job.CallbackPending || c.Attempts != 1 || c.LastError != "the receiver answered 500" || !c.NextAttemptAt.Equal(e.clk.Now().Add(wait)) {
+		t.Fatalf("after a 500: %+v", c)
+	}
+	e.clk.Advance(wait - time.Second)
+	if e.deliver(); len(got()) != 1 {
+		t.Fatalf("retried before its backoff: %d requests", len(got()))
+	}
+	e.clk.Advance(time.Second)
+	if n := e.deliver(); n != 1 {
+		t.Fatalf("delivered %d after the backoff", n)
+	}
+	r := got()
+	if len(r) != 2 || r[0].header.Get(webhook.HeaderEventID) != r[1].header.Get(webhook.HeaderEventID) {
+		t.Fatalf("requests %d; the event id must stay the same across attempts", len(r))
+	}
+	if err := webhook.Verify(webhook.SigningKey(fleetSecret), r[1].header, r[1].body, e.clk.Now(), time.Minute); err != nil {
+		t.Fatalf("retry signature: %v", err)
+	}
+	if c := e.callback("j1"); c.State != job.CallbackDelivered || c.Attempts != 2 || c.LastError != "" {
+		t.Fatalf("after the retry: %+v", c)
+	}
+}
+
+func TestSlowReceiverTimesOutAndIsRetried(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, time.Second, 3)
+	srv, got := scripted(t, 0, http.StatusNoContent)
+	e.finish("j1", srv.URL+"/slow")
+	if n := e.deliver(); n != 0 {
+		t.Fatalf("delivered %d to a receiver that never answered", n)
+	}
+	c := e.callback("j1")
+	if c.State != job.CallbackPending || c.Attempts != 1 || !strings.Contains(c.LastError, "Timeout") {
+		t.Fatalf("after a timeout: %+v", c)
+	}
+	e.clk.Advance(webhook.DefaultBackoff(1))
+	if n := e.deliver(); n != 1 || len(got()) != 2 {
+		t.Fatalf("retry delivered %d with %d requests", n, len(got()))
+	}
+}
+
+func TestCallbackGivesUpAfterMaxAttempts(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusBadGateway)
+	e.finish("j1", srv.URL+"/down")
+	for n := 1; n <= 3; n++ {
+		e.deliver()
+		if len(got()) != n {
+			t.Fatalf("attempt %d: %d requests", n, len(got()))
+		}
+		e.clk.Advance(webhook.DefaultBackoff(n))
+	}
+	c := e.callback("j1")
+	if c.State != job.CallbackFailed || c.Attempts != 3 || c.LastError != "the receiver answered 502" || c.FailedAt.IsZero() {
+		t.Fatalf("after 3 failures: %+v", c)
+	}
+	e.clk.Advance(time.Hour)
+	if e.deliver(); len(got()) != 3 {
+		t.Fatalf("tried again after giving up: %d requests", len(got()))
+	}
+}
+
+func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
+	// The guard of AWS: a name whose DNS answer is loopback is refused at
+	// connect time, and a redirect is not followed.
+	e := newHookEnv(t, webhook.Guard{}, 5*time.Second, 1)
+	srv, got := scripted(t, http.StatusOK)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	e.finish("by-name", "http://localhost:"+port+"/internal")
+	e.deliver()
+	if len(got()) != 0 {
+		t.Fatalf("the guard let %d requests through to loopback", len(got()))
+	}
+	if c := e.callback("by-name"); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "not a public address") {
+		t.Fatalf("refused delivery recorded as %+v", c)
+	}
+	// Private and link-local (metadata) addresses are refused before any
+	// packet leaves, even if a stage's allowed_hosts named them.
+	e.finish("private", "http://10.255.255.1:9/hook")
+	e.finish("metadata", "http://169.254.169.254/latest/meta-data/")
+	e.deliver()
+	for _, id := range []string{"private", "metadata"} {
+		if c := e.callback(id); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "not a public address") {
+			t.Fatalf("%s: delivery recorded as %+v", id, c)
+		}
+	}
+
+	open := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 1)
+	target, hits := scripted(t, http.StatusOK)
+	redirector := httptest.NewServer(http.RedirectHandler(target.URL+"/elsewhere", http.StatusFound))
+	t.Cleanup(redirector.Close)
+	open.finish("redirected", redirector.URL+"/r")
+	open.deliver()
+	if len(hits()) != 0 {
+		t.Fatal("the redirect was followed")
+	}
+	if c := open.callback("redirected"); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "follow no redirect") {
+		t.Fatalf("redirect recorded as %+v", c)
+	}
+}
+
+func TestOnePassDeliversBatchAfterBatch(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusOK)
+	const jobs = 40 // more than two batches
+	for i := range jobs {
+		e.finish(fmt.Sprintf("j%02d", i), srv.URL+"/many")
+	}
+	if n := e.deliver(); n != jobs || len(got()) != jobs {
+		t.Fatalf("one pass delivered %d with %d requests, want %d", n, len(got()), jobs)
+	}
+}
