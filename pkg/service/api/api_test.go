@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
 
@@ -151,7 +152,11 @@ func TestRegisterCapAndReRegistration(t *testing.T) {
 }
 
 func TestRegistrationRateLimit(t *testing.T) {
-	h := newHarness(t, func(o *devstack.Options) { o.RegisterLimit = 3 })
+	// The limit counts per minute: a fixed clock keeps all four attempts in one.
+	h := newHarness(t, func(o *devstack.Options) {
+		o.RegisterLimit = 3
+		o.Clock = clock.NewFake(time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC))
+	})
 	for i := range 3 {
 		// Failed attempts count too: the secret cannot be guessed at speed.
 		auth := "secret"
