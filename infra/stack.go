@@ -134,6 +134,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.grant(fns, table, queue, bus, bucket)
 	b.triggers(fns, queue)
 	api := b.httpAPI(fns.api)
+	b.clientPolicies(api)
 
 	b.s.fleets(b, api)
 	b.acceptFindings(fns)
