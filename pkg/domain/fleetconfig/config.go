@@ -27,6 +27,9 @@ type Config struct {
 	AgentSHA256 string `yaml:"agent_sha256"`
 	// Alarms says who is told when an alarm of the stage fires (CDK app only).
 	Alarms Alarms `yaml:"alarms"`
+	// Tags are cost-allocation tags (key: value) on every resource of the
+	// stage's stack, its instances and their volumes included (CDK app only).
+	Tags map[string]string `yaml:"tags"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
 
@@ -144,6 +147,10 @@ type Fleet struct {
 	RootVolumeGB int `yaml:"root_volume_gb"`
 	// Agent is how the instances run the worker agent (CDK app only).
 	Agent Agent `yaml:"agent"`
+	// Tags are cost-allocation tags for the fleet's group, instances and
+	// volumes, added to the stage's Tags (a key in both takes the fleet's
+	// value; CDK app only).
+	Tags map[string]string `yaml:"tags"`
 }
 
 // RetryPolicy says how often a failing job is tried and how long it waits
