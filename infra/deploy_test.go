@@ -401,11 +401,18 @@ func TestWorkersAreOperable(t *testing.T) {
 	}
 	s.tpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), obj(map[string]any{
 		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{
-			"TagSpecifications": []any{map[string]any{"ResourceType": "volume", "Tags": []any{
-				map[string]any{"Key": "Name", "Value": "fleetq-prod-regen3d-l4"},
-				map[string]any{"Key": infra.TagStage, "Value": "prod"},
-				map[string]any{"Key": infra.TagFleet, "Value": "regen3d-l4"},
-			}}},
+			"TagSpecifications": []any{
+				map[string]any{"ResourceType": "instance", "Tags": []any{
+					map[string]any{"Key": "Name", "Value": "fleetq-prod-regen3d-l4"},
+					map[string]any{"Key": infra.TagStage, "Value": "prod"},
+					map[string]any{"Key": infra.TagFleet, "Value": "regen3d-l4"},
+				}},
+				map[string]any{"ResourceType": "volume", "Tags": []any{
+					map[string]any{"Key": "Name", "Value": "fleetq-prod-regen3d-l4"},
+					map[string]any{"Key": infra.TagStage, "Value": "prod"},
+					map[string]any{"Key": infra.TagFleet, "Value": "regen3d-l4"},
+				}},
+			},
 		}),
 	}))
 }

@@ -131,15 +131,13 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 					Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{VolumeSize: jsii.Number(float64(rootGB)), VolumeType: jsii.String("gp3"),
 						Encrypted: jsii.Bool(true), DeleteOnTermination: jsii.Bool(true)},
 				}},
-				// Instances take the group's tags; their volumes take these.
-				TagSpecifications: &[]interface{}{&awsec2.CfnLaunchTemplate_TagSpecificationProperty{
-					ResourceType: jsii.String("volume"),
-					Tags: &[]*awscdk.CfnTag{
-						{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug))},
-						{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage)},
-						{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug)},
-					},
-				}},
+				// Instances and their volumes are tagged at launch: Name, the
+				// stage and fleet, and the cost-allocation tags of the config
+				// (the group propagates the same to its instances).
+				TagSpecifications: &[]interface{}{
+					&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("instance"), Tags: launchTags(cfg, f)},
+					&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("volume"), Tags: launchTags(cfg, f)},
+				},
 				UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
 			},
 		})
@@ -176,11 +174,11 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 				HeartbeatTimeout:    jsii.Number(300),
 				DefaultResult:       jsii.String("CONTINUE"),
 			}},
-			Tags: &[]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
+			Tags: ptr(append([]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
 				{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug)), PropagateAtLaunch: jsii.Bool(true)},
 				{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
 				{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
-			},
+			}, groupTags(cfg, f)...)),
 			// Failed launches (no Spot capacity, a quota of 0) reach the
 			// alarm topic; every launch and termination the scaling topic.
 			NotificationConfigurations: &[]interface{}{
@@ -327,3 +325,32 @@ func camel(slug string) string {
 	}
 	return b.String()
 }
+
+// launchTags are the tags of a fleet's instances and volumes at launch:
+// Name, fleetq:stage, fleetq:fleet, then the config's cost-allocation tags
+// (the stage's with the fleet's), in key order.
+func launchTags(cfg *fleetconfig.Config, f fleetconfig.Fleet) *[]*awscdk.CfnTag {
+	tags := []*awscdk.CfnTag{
+		{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug))},
+		{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage)},
+		{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug)},
+	}
+	user := cfg.FleetTags(f)
+	for _, k := range fleetconfig.SortedTagKeys(user) {
+		tags = append(tags, &awscdk.CfnTag{Key: jsii.String(k), Value: jsii.String(user[k])})
+	}
+	return &tags
+}
+
+// groupTags are a fleet's cost-allocation tags on its group, propagated to
+// the instances it launches.
+func groupTags(cfg *fleetconfig.Config, f fleetconfig.Fleet) []*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty {
+	user := cfg.FleetTags(f)
+	var out []*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty
+	for _, k := range fleetconfig.SortedTagKeys(user) {
+		out = append(out, &awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{Key: jsii.String(k), Value: jsii.String(user[k]), PropagateAtLaunch: jsii.Bool(true)})
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -134,6 +134,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.grant(fns, table, queue, bus, bucket)
 	b.triggers(fns, queue)
 	api := b.httpAPI(fns.api)
+	b.clientPolicies(api)
 
 	b.s.fleets(b, api)
 	b.acceptFindings(fns)
@@ -261,6 +262,15 @@ func newBuild(app constructs.Construct, o Options) *build {
 	})
 	b.s = &Stack{Stack: b.st}
 	awscdk.Tags_Of(b.st).Add(jsii.String(TagStage), jsii.String(stage), nil)
+	// The stage's cost-allocation tags: on the stack and every taggable
+	// resource in it (a fleet's own tags are added in fleets).
+	for _, k := range fleetconfig.SortedTagKeys(b.cfg.Tags) {
+		// Groups take them from fleets, merged with the fleet's own, so a
+		// fleet's value for a key wins over the stage's.
+		awscdk.Tags_Of(b.st).Add(jsii.String(k), jsii.String(b.cfg.Tags[k]), &awscdk.TagProps{
+			ExcludeResourceTypes: jsii.Strings("AWS::AutoScaling::AutoScalingGroup"),
+		})
+	}
 	return b
 }
 

@@ -29,6 +29,9 @@ type Config struct {
 	Alarms Alarms `yaml:"alarms"`
 	// Webhooks says where job outcomes may be POSTed (none by default).
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Tags are cost-allocation tags (key: value) on every resource of the
+	// stage's stack, its instances and their volumes included (CDK app only).
+	Tags map[string]string `yaml:"tags"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
 	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).
@@ -43,11 +46,17 @@ type Config struct {
 // Network places the fleets' instances. Either VPCCIDR (the stack creates a
 // VPC) or VPCID with SubnetIDs (an existing VPC) is set.
 type Network struct {
+	// VPCCIDR is the address range of the VPC the stack creates for the
+	// fleets (10.80.0.0/16 when neither it nor VPCID is set).
 	VPCCIDR string `yaml:"vpc_cidr"`
 	// MaxAZs is how many of the region's zones (from Fn::GetAZs) a new VPC
 	// spans when AvailabilityZones is not given: 1 or 2 (the default).
-	MaxAZs    int      `yaml:"max_azs"`
-	VPCID     string   `yaml:"vpc_id"`
+	MaxAZs int `yaml:"max_azs"`
+	// VPCID is an existing VPC to run the fleets' instances in, instead of
+	// a new one.
+	VPCID string `yaml:"vpc_id"`
+	// SubnetIDs are the subnets of VPCID to use (public or with a NAT:
+	// workers call out to the API, S3 and Secrets Manager).
 	SubnetIDs []string `yaml:"subnet_ids"`
 	// AvailabilityZones pins the AZs of an existing VPC's subnets, in the same
 	// order as SubnetIDs, so synthesis needs no account lookup. With
@@ -65,7 +74,11 @@ type Alarms struct {
 
 // Fleet is one pool of identical GPU instances serving a set of workflows.
 type Fleet struct {
-	Slug        string `yaml:"slug"`
+	// Slug names the fleet in the API, the workers' registrations and the
+	// AWS resource names (fleetq-<stage>-<slug>): lowercase letters, digits
+	// and dashes.
+	Slug string `yaml:"slug"`
+	// Description is for people reading the fleet list.
 	Description string `yaml:"description"`
 	// Workflows are the workflows the fleet serves; each belongs to one fleet.
 	// A fleet without workflows accepts no workers (422 no_workflows).
@@ -74,8 +87,11 @@ type Fleet struct {
 	// SlotsPerInstance is how many jobs one instance runs at once; it is the
 	// max_concurrency the agent on the instance registers with.
 	SlotsPerInstance int `yaml:"slots_per_instance"`
-	MinInstances     int `yaml:"min_instances"`
-	MaxInstances     int `yaml:"max_instances"`
+	// MinInstances is the fewest instances the scaler keeps, even idle.
+	MinInstances int `yaml:"min_instances"`
+	// MaxInstances is the most instances the fleet's group may run; the
+	// GPU vCPU quota must allow it (fleetq doctor checks).
+	MaxInstances int `yaml:"max_instances"`
 	// IdleWindow is how long the fleet must have no queued or leased job before
 	// it scales to its minimum.
 	IdleWindow Duration `yaml:"idle_window"`
@@ -86,12 +102,20 @@ type Fleet struct {
 	// before it is terminated as unhealthy.
 	BootTimeout Duration `yaml:"boot_timeout"`
 
-	WorkerCap       int  `yaml:"worker_cap"`
+	// WorkerCap is the most workers the fleet accepts registered at once;
+	// registrations past it are refused (fleet_full).
+	WorkerCap int `yaml:"worker_cap"`
+	// RequireApproval registers new workers unapproved: they may poll but
+	// get no job until an operator approves them.
 	RequireApproval bool `yaml:"require_approval"`
 
-	LeaseSeconds     int `yaml:"lease_seconds"`
+	// LeaseSeconds is how long a lease lasts without a heartbeat before the
+	// job is given to another worker.
+	LeaseSeconds int `yaml:"lease_seconds"`
+	// HeartbeatSeconds is how often a worker heartbeats each running job.
 	HeartbeatSeconds int `yaml:"heartbeat_seconds"`
-	PollSeconds      int `yaml:"poll_seconds"`
+	// PollSeconds is how long an idle worker waits between two polls.
+	PollSeconds int `yaml:"poll_seconds"`
 
 	// JobTimeout is the default time a job may run per attempt.
 	JobTimeout Duration `yaml:"job_timeout"`
@@ -102,8 +126,11 @@ type Fleet struct {
 	// before the fleet's alarm fires (CDK app only).
 	QueueSLO Duration `yaml:"queue_slo"`
 
-	Retry         RetryPolicy `yaml:"retry"`
-	PreemptionCap int         `yaml:"preemption_cap"`
+	// Retry is how often a failing job is tried and the waits between.
+	Retry RetryPolicy `yaml:"retry"`
+	// PreemptionCap is how many Spot interruptions a job may take before it
+	// is dead (reason preemption_cap); preemptions spend no attempt.
+	PreemptionCap int `yaml:"preemption_cap"`
 
 	// Warm are the hours the fleet keeps capacity ready ahead of demand
 	// (docs/scaling.md, "Warm capacity"); none by default.
@@ -112,25 +139,47 @@ type Fleet struct {
 	// default.
 	OnDemand OnDemand `yaml:"on_demand"`
 
-	InstanceTypes   []string `yaml:"instance_types"`
-	AMIID           string   `yaml:"ami_id"`
-	AMISSMParameter string   `yaml:"ami_ssm_parameter"`
-	RootVolumeGB    int      `yaml:"root_volume_gb"`
-	Agent           Agent    `yaml:"agent"`
+	// InstanceTypes are the EC2 instance types the group may launch, in
+	// order of preference; all x86_64 or all arm64 (CDK app only).
+	InstanceTypes []string `yaml:"instance_types"`
+	// AMIID is the image the instances boot (CDK app only); set it or
+	// AMISSMParameter.
+	AMIID string `yaml:"ami_id"`
+	// AMISSMParameter is an SSM parameter holding the image id, resolved by
+	// EC2 at each launch (CDK app only).
+	AMISSMParameter string `yaml:"ami_ssm_parameter"`
+	// RootVolumeGB is the size of the instances' encrypted gp3 root volume
+	// (CDK app only).
+	RootVolumeGB int `yaml:"root_volume_gb"`
+	// Agent is how the instances run the worker agent (CDK app only).
+	Agent Agent `yaml:"agent"`
+	// Tags are cost-allocation tags for the fleet's group, instances and
+	// volumes, added to the stage's Tags (a key in both takes the fleet's
+	// value; CDK app only).
+	Tags map[string]string `yaml:"tags"`
 }
 
 // RetryPolicy says how often a failing job is tried and how long it waits
 // between tries.
 type RetryPolicy struct {
-	MaxAttempts int        `yaml:"max_attempts"`
-	Backoff     []Duration `yaml:"backoff"`
+	// MaxAttempts is how many times a job is tried before it is dead.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Backoff is the wait before the 2nd, 3rd, ... attempt; attempts past
+	// the list's end wait its last entry.
+	Backoff []Duration `yaml:"backoff"`
 }
 
 // Agent is how the instances of a fleet run `fleetq worker` (CDK app only).
 type Agent struct {
-	Runner       string   `yaml:"runner"`
-	Exec         string   `yaml:"exec"`
-	ComfyUIURL   string   `yaml:"comfyui_url"`
+	// Runner is what runs a job: comfyui (a ComfyUI server on the
+	// instance) or exec (a command; docs/worker.md).
+	Runner string `yaml:"runner"`
+	// Exec is the exec runner's command, run with /bin/sh -c.
+	Exec string `yaml:"exec"`
+	// ComfyUIURL is the ComfyUI server the comfyui runner drives.
+	ComfyUIURL string `yaml:"comfyui_url"`
+	// DrainTimeout is how long an instance being scaled in or interrupted
+	// lets running jobs finish before they are requeued; 0 requeues at once.
 	DrainTimeout Duration `yaml:"drain_timeout"`
 }
 

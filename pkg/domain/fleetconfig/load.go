@@ -217,6 +217,7 @@ func (c *Config) validate() []Problem {
 	if len(c.Fleets) == 0 {
 		k.add("fleets", "at least one fleet is required")
 	}
+	c.validateTags(k)
 	slugs := map[string]int{}
 	owner := map[string]string{}
 	for i := range c.Fleets {

@@ -12,6 +12,8 @@ import (
 // DynamoDB and SQS: Secrets Manager GetSecretValue and SSM GetParameter
 // (the fleet secret) and EventBridge PutEvents (job lifecycle events). The Lambda constructors run
 // against it in tests, through the real SDK clients, exactly as in AWS.
+// For `fleetq doctor` it also serves Secrets Manager DescribeSecret and
+// Service Quotas GetServiceQuota.
 type JSONAPI struct {
 	*Server
 
@@ -19,6 +21,7 @@ type JSONAPI struct {
 	params  map[string]string
 	secrets map[string]secretVersion
 	events  []PutEventsEntry
+	quotas  map[string]float64 // by service code + "/" + quota code
 }
 
 // secretVersion is a secret's AWSCURRENT value and its version number.
@@ -37,7 +40,7 @@ type PutEventsEntry struct {
 
 // StartJSONAPI starts the server on addr ("" for any loopback port).
 func StartJSONAPI(addr string) (*JSONAPI, error) {
-	a := &JSONAPI{params: map[string]string{}, secrets: map[string]secretVersion{}}
+	a := &JSONAPI{params: map[string]string{}, secrets: map[string]secretVersion{}, quotas: map[string]float64{}}
 	srv, err := serve(addr, a)
 	if err != nil {
 		return nil, err
@@ -59,6 +62,15 @@ func (a *JSONAPI) PutSecretValue(id, value string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.secrets[id] = secretVersion{value: value, version: a.secrets[id].version + 1}
+}
+
+// PutServiceQuota sets the applied value of a Service Quotas quota, e.g.
+// ("ec2", "L-3819A6DF", 32). A quota never set answers
+// NoSuchResourceException.
+func (a *JSONAPI) PutServiceQuota(service, code string, value float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quotas[service+"/"+code] = value
 }
 
 // Events returns every event PutEvents accepted, oldest first.
@@ -105,6 +117,36 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId, "SecretString": v.value,
 			"VersionId": fmt.Sprintf("v%d", v.version), "VersionStages": []string{"AWSCURRENT"}})
+	case "secretsmanager.DescribeSecret":
+		var in struct{ SecretId string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.SecretId == "" {
+			writeJSONError(w, "InvalidParameterException", "SecretId is required")
+			return
+		}
+		a.mu.Lock()
+		v, ok := a.secrets[in.SecretId]
+		a.mu.Unlock()
+		if !ok {
+			writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+			return
+		}
+		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId,
+			"VersionIdsToStages": map[string][]string{fmt.Sprintf("v%d", v.version): {"AWSCURRENT"}}})
+	case "ServiceQuotasV20190624.GetServiceQuota":
+		var in struct{ ServiceCode, QuotaCode string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.ServiceCode == "" || in.QuotaCode == "" {
+			writeJSONError(w, "IllegalArgumentException", "ServiceCode and QuotaCode are required")
+			return
+		}
+		a.mu.Lock()
+		v, ok := a.quotas[in.ServiceCode+"/"+in.QuotaCode]
+		a.mu.Unlock()
+		if !ok {
+			writeJSONError(w, "NoSuchResourceException", fmt.Sprintf("The request failed because the specified quota %s does not exist.", in.QuotaCode))
+			return
+		}
+		writeJSON(w, map[string]any{"Quota": map[string]any{"ServiceCode": in.ServiceCode, "QuotaCode": in.QuotaCode,
+			"Value": v, "Unit": "None", "Adjustable": true, "GlobalQuota": false}})
 	case "AWSEvents.PutEvents":
 		var in struct{ Entries []PutEventsEntry }
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+
+	"github.com/fleetq/fleetq/pkg/aws/preflight"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+)
+
+func init() {
+	register("smoke", "run one tiny job through a stage's fleet and print its timeline", runSmoke)
+}
+
+func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := operatorFlags(fs)
+	stage := fs.String("stage", "dev", "stage to test; without --api its API URL is read from the stack fleetq-<stage>")
+	configFile := fs.String("config", "", "fleet config file of the stage (default: the built-in one)")
+	workflow := fs.String("workflow", "", "workflow to run (default: the first workflow of the stage's first fleet)")
+	tenant := fs.String("tenant", "smoke", "tenant id of the job")
+	input := fs.String("input", `{"seconds": 1}`, "the job's input, a JSON object: a tiny one your workflow's runner accepts")
+	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long (a fleet at zero must boot an instance first)")
+	interval := fs.Duration("interval", 5*time.Second, "time between two looks at the job")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !json.Valid([]byte(*input)) {
+		fmt.Fprintln(stderr, "fleetq smoke: --input is not JSON")
+		return 2
+	}
+	if *workflow == "" {
+		cfg, err := smokeConfig(*stage, *configFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "fleetq smoke:", err)
+			return 2
+		}
+		for _, f := range cfg.Fleets {
+			if len(f.Workflows) > 0 {
+				*workflow = f.Workflows[0]
+				break
+			}
+		}
+		if *workflow == "" {
+			fmt.Fprintln(stderr, "fleetq smoke: no fleet of the stage serves a workflow: pass --workflow")
+			return 2
+		}
+	}
+	if !set["api"] && env("API", "") == "" {
+		url, err := stackAPI(ctx, *stage)
+		if err != nil {
+			fmt.Fprintln(stderr, "fleetq smoke:", err)
+			return 1
+		}
+		c.api = url
+	}
+
+	req := wire.SubmitRequest{TenantID: *tenant, WorkflowID: *workflow, Input: json.RawMessage(*input),
+		JobID: fmt.Sprintf("smoke-%d", time.Now().UnixMilli())}
+	var sub wire.JobStatusResponse
+	if err := c.send(ctx, http.MethodPost, wire.PathJobs, req, &sub, false, nil); err != nil {
+		fmt.Fprintln(stderr, "fleetq smoke: submit:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "submitted %s (workflow %s) to %s; waiting up to %s\n", sub.JobID, *workflow, c.api, *timeout)
+	j, err := c.wait(ctx, sub.JobID, *timeout, *interval)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetq smoke:", err)
+		return 1
+	}
+	printTimeline(stdout, j)
+	if j.Status != "succeeded" {
+		return exitJobFailed
+	}
+	return 0
+}
+
+func smokeConfig(stage, file string) (*fleetconfig.Config, error) {
+	if file == "" {
+		return fleetconfig.ForStage(stage)
+	}
+	return fleetconfig.Load(file)
+}
+
+// stackAPI reads the stage's API URL from its stack's outputs.
+func stackAPI(ctx context.Context, stage string) (string, error) {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return "", fmt.Errorf("no --api, and no AWS configuration to find the stack's: %w", err)
+	}
+	outputs, res := preflight.StackOutputs(ctx, cloudformation.NewFromConfig(awsCfg), stage)
+	if res.Status != preflight.OK {
+		return "", errors.New(res.Message)
+	}
+	if outputs["ApiUrl"] == "" {
+		return "", fmt.Errorf("stack %s has no ApiUrl output", preflight.StackName(stage))
+	}
+	return outputs["ApiUrl"], nil
+}
+
+// printTimeline writes each transition of the job with its time since the
+// job was created, then how long it waited for a worker and ran.
+func printTimeline(w io.Writer, j wire.Job) {
+	at := func(s *string) (time.Time, bool) {
+		if s == nil {
+			return time.Time{}, false
+		}
+		t, err := time.Parse(time.RFC3339Nano, *s)
+		return t, err == nil
+	}
+	start, ok := at(j.CreatedAt)
+	fmt.Fprintf(w, "job %s: %s", j.JobID, j.Status)
+	if j.Reason != "" && j.Reason != j.Status {
+		fmt.Fprintf(w, " (%s)", j.Reason)
+	}
+	fmt.Fprintf(w, ", fleet %s, %d attempt(s), %d preemption(s)\n", j.FleetSlug, j.Attempts, j.Preemptions)
+	var firstLease, end time.Time
+	for _, h := range j.History {
+		t, tok := at(h.At)
+		offset := "?"
+		if ok && tok {
+			offset = fmt.Sprintf("+%.1fs", t.Sub(start).Seconds())
+		}
+		line := fmt.Sprintf("  %-9s %s", offset, h.To)
+		if h.Reason != "" && h.Reason != h.To {
+			line += " (" + h.Reason + ")"
+		}
+		if h.Worker != "" {
+			line += " worker " + h.Worker
+		}
+		if h.Attempt > 0 {
+			line += fmt.Sprintf(" attempt %d", h.Attempt)
+		}
+		fmt.Fprintln(w, line)
+		if h.To == "leased" && firstLease.IsZero() && tok {
+			firstLease = t
+		}
+		if finished(h.To) && tok {
+			end = t
+		}
+	}
+	if ok && !firstLease.IsZero() && !end.IsZero() {
+		fmt.Fprintf(w, "waited %.1fs for a worker, ran %.1fs, %.1fs in all\n",
+			firstLease.Sub(start).Seconds(), end.Sub(firstLease).Seconds(), end.Sub(start).Seconds())
+	}
+	if j.Error != nil {
+		fmt.Fprintf(w, "error: %s %s\n", j.Error.Code, j.Error.Message)
+	}
+}
