@@ -229,9 +229,10 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 		// worker operations, so only abandoned leases expire in practice.
 		s.clock.Advance(tick)
 		if status == 409 {
-			// Known defect (docs/testing.md): a claim whose read-back finds
-			// another lease answers lease_lost; counted, the worker polls on.
+			// A poll hands over the lease it took or takes it back: it
+			// never answers lease_lost.
 			s.count("poll answered lease_lost")
+			s.t.Errorf("poll: %d %v", status, out)
 			continue
 		}
 		if status != 200 {
