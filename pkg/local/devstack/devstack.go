@@ -69,6 +69,10 @@ type Options struct {
 	// its transition, leaving them to the relay (benchmarks use it to count
 	// the lifecycle's own requests apart from the announcement's).
 	NoAnnounce bool
+	// Publisher, when set, receives the job events instead of the stack's
+	// in-process bus (Events then stays empty): the soak sends them to the
+	// embedded EventBridge API through the real SDK client.
+	Publisher store.Publisher
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -151,7 +155,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.Events = &jobevents.Bus{Keep: 1000}
-	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, s.Events)
+	var pub store.Publisher = s.Events
+	if o.Publisher != nil {
+		pub = o.Publisher
+	}
+	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, pub)
 	s.Store, s.Relay = s.Env.Store, s.Env.Relay
 
 	// Listen first: the local fleet's workers need the URL.
