@@ -28,6 +28,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/service/dispatch"
@@ -73,6 +74,11 @@ type Options struct {
 	// in-process bus (Events then stays empty): the soak sends them to the
 	// embedded EventBridge API through the real SDK client.
 	Publisher store.Publisher
+	// Chaos, between 0 and 1, puts a fault proxy (pkg/local/faultproxy) in
+	// front of the stack's DynamoDB and SQS that fails that share of calls
+	// at random: throttling, 500, 503, latency, connections reset before
+	// and after the service acted (`fleetq dev --chaos`).
+	Chaos float64
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -117,6 +123,7 @@ type Stack struct {
 	server   *http.Server
 	ddb      *localaws.Server
 	s3srv    *localaws.Server
+	chaos    map[string]*faultproxy.Proxy // by service, with Options.Chaos
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	mu       sync.RWMutex
@@ -230,6 +237,12 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 			return err
 		}
 		sqsURL = srv.URL
+	}
+	if o.Chaos > 0 {
+		var err error
+		if ddbURL, sqsURL, err = s.startChaos(o.Chaos, ddbURL, sqsURL); err != nil {
+			return err
+		}
 	}
 	s.DynamoDB = localaws.DynamoDBClient(ddbURL, o.DynamoDBOptions...)
 	s3URL := aws.ToString(awsenv.Endpoint(awsenv.EnvS3Endpoint))
@@ -374,8 +387,45 @@ func (s *Stack) Close() error {
 	if s.s3srv != nil {
 		errs = append(errs, s.s3srv.Close())
 	}
+	for _, p := range s.chaos {
+		errs = append(errs, p.Close())
+	}
 	if s.ddb != nil {
 		errs = append(errs, s.ddb.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// startChaos puts a fault proxy at rate in front of DynamoDB and SQS and
+// answers the proxies' URLs.
+func (s *Stack) startChaos(rate float64, ddbURL, sqsURL string) (string, string, error) {
+	if rate > 1 {
+		return "", "", fmt.Errorf("chaos rate %g: must be between 0 and 1", rate)
+	}
+	s.chaos = map[string]*faultproxy.Proxy{}
+	for _, svc := range []struct {
+		name string
+		url  *string
+	}{{"dynamodb", &ddbURL}, {"sqs", &sqsURL}} {
+		p, err := faultproxy.Start(*svc.url, faultproxy.Options{Rate: rate})
+		if err != nil {
+			return "", "", err
+		}
+		s.chaos[svc.name] = p
+		*svc.url = p.URL
+	}
+	return ddbURL, sqsURL, nil
+}
+
+// ChaosFaults counts the faults injected so far by service ("dynamodb",
+// "sqs") and kind; nil without Options.Chaos.
+func (s *Stack) ChaosFaults() map[string]map[faultproxy.Kind]int {
+	if s.chaos == nil {
+		return nil
+	}
+	out := map[string]map[faultproxy.Kind]int{}
+	for name, p := range s.chaos {
+		out[name] = p.Counts()
+	}
+	return out
 }
