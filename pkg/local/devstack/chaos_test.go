@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
@@ -21,6 +25,12 @@ func TestChaosInjectsFaultsTheStackSurvives(t *testing.T) {
 	testenv.StackDynamoDB(t)
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: fleetconfig.Default(),
 		Logger: slog.New(slog.DiscardHandler), Chaos: 0.3, RelayInterval: -1,
+		// The service's attempts, without the waits between them.
+		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {
+			o.Retryer = awsenv.Retryer(awsenv.DynamoDB, func(so *retry.StandardOptions) {
+				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+			})
+		}},
 		Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}})
 	if err != nil {
 		t.Fatal(err)
