@@ -234,3 +234,31 @@ func TestPollDoesNotAnswerALeaseThatEndedBeforeItsRead(t *testing.T) {
 	}
 	e.wantLeases("w1", 1)
 }
+
+// A poll whose caller goes away once its claim has reached the server (a
+// closed connection, a function timing out) takes the claim back: nobody
+// would receive the lease.
+func TestPollWhoseCallerLeftUndoesItsClaim(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 1)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	p.SetOptions(faultproxy.Options{Forwarded: func(op string) {
+		if op == "TransactWriteItems" {
+			cancel()
+		}
+	}})
+	_, err := e.st.LeaseNext(ctx, w, e.workflows("gpu"))
+	p.SetOptions(faultproxy.Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("LeaseNext with its caller gone = %v; want context.Canceled", err)
+	}
+	if got := e.wantStatus("only", job.Queued); got.Attempts != 0 {
+		t.Fatalf("attempts = %d after an undone claim, want 0", got.Attempts)
+	}
+	e.wantLeases("w1", 0)
+	if j := e.lease(w); j.ID != "only" || j.Attempts != 1 {
+		t.Fatalf("next poll leased %s on attempt %d, want only on attempt 1", j.ID, j.Attempts)
+	}
+}

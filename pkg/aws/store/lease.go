@@ -39,8 +39,10 @@ const leaseRereads = 4
 // spent, the worker's count back) and the poll answers the error: a 5xx
 // from a poll changed nothing. When the read finds the lease already over
 // (it ran out and was swept while the poll was slow), the poll moves on to
-// another job rather than answer a lease it does not hold. Only if the undo
-// fails too does a job stay leased to nobody, until its lease runs out.
+// another job rather than answer a lease it does not hold. When the poll's
+// context ends after the claim (its caller gone), the claim is undone too.
+// Only if the undo fails as well does a job stay leased to nobody, until
+// its lease runs out.
 func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string) (job.Job, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
@@ -231,11 +233,19 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		// answers were lost: the read below tells.
 		unsure = err
 	}
-	it, rerr := s.readClaimed(ctx, c.JobID)
+	// What follows settles a claim that may have committed, so it runs to
+	// the end even when the poll's caller has gone (a closed connection, a
+	// function timing out): nobody would receive the lease, so it is undone.
+	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimSettleTime)
+	defer cancel()
+	it, rerr := s.readClaimed(settle, c.JobID)
+	mine := rerr == nil && job.Status(it.Status) == job.Leased && it.LeaseToken == token
 	switch {
-	case rerr == nil && job.Status(it.Status) == job.Leased && it.LeaseToken == token:
+	case mine && ctx.Err() == nil:
 		s.claims.Add(1)
 		return it.toJob(), nil
+	case mine:
+		rerr = fmt.Errorf("the poll ended before its answer: %w", ctx.Err())
 	case rerr == nil && unsure != nil:
 		// The claim never committed: nothing changed.
 		return job.Job{}, fmt.Errorf("lease job %s: %w", c.JobID, unsure)
@@ -246,12 +256,15 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		return job.Job{}, errJobTaken
 	}
 	// The lease cannot be handed over: take the claim back, attempt unspent.
-	if uerr := s.undoClaim(ctx, a, c, token, now); uerr != nil {
+	if uerr := s.undoClaim(settle, a, c, token, now); uerr != nil {
 		return job.Job{}, fmt.Errorf("read leased job %s: %w; undo the claim: %w", c.JobID, rerr, uerr)
 	}
 	s.log.Warn("lease undone", "job_id", c.JobID, "worker_id", a.WorkerID, "err", rerr)
 	return job.Job{}, fmt.Errorf("read leased job %s (claim undone): %w", c.JobID, rerr)
 }
+
+// claimSettleTime bounds reading back and, if need be, undoing a claim.
+const claimSettleTime = 10 * time.Second
 
 // claimReadTries is how many times a poll reads a job it claimed (each read
 // with the SDK's own retries) before it gives the claim up.
