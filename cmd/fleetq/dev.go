@@ -33,6 +33,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	spotRate := fs.Float64("spot-rate", 0, "interrupt local instances at random, per instance-hour, through the Spot warning path")
 	demo := fs.Bool("demo", false, "run the demo: a burst of demo-sleep jobs on an empty fleet, a live table while it scales 0 → N → 0, a summary; then exit")
 	jobs := fs.Int("jobs", 16, "jobs the demo submits")
+	chaos := fs.Float64("chaos", 0, "fail this share (0..1) of DynamoDB and SQS calls at random: throttling, 500, 503, latency, resets before and after the write; the faults are counted at shutdown")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq dev [flags]")
 		fmt.Fprintln(stderr)
@@ -84,6 +85,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			f.ScaleInGrace = fleetconfig.Duration(min(f.ScaleInGrace.Std(), *idleWindow/4))
 		}
 	}
+	if *chaos < 0 || *chaos > 1 {
+		fmt.Fprintln(stderr, "fleetq dev: --chaos must be between 0 and 1")
+		return 2
+	}
 	log, err := system.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -92,7 +97,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fo := devstack.FleetOptions{Tick: *tick, NoLocalFleet: *noLocalFleet, LocalAgents: !*noLocalFleet, BootDelay: *bootDelay, SpotRate: *spotRate}
 	stack, err := devstack.Start(ctx, devstack.Options{
 		Addr: *addr, Config: cfg, FleetSecret: *secret, OperatorToken: *operator, RegisterLimit: *registerLimit, Logger: log,
-		Fleet: fo,
+		Fleet: fo, Chaos: *chaos,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq dev:", err)
@@ -105,6 +110,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "fleetq dev: shutting down")
+	if f := stack.ChaosFaults(); f != nil {
+		fmt.Fprintf(stdout, "fleetq dev: chaos injected DynamoDB faults %v, SQS faults %v\n", f["dynamodb"], f["sqs"])
+	}
 	if err := stack.Close(); err != nil {
 		fmt.Fprintln(stderr, "fleetq dev:", err)
 		return 1

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 func TestFleetsPrintsTheLastDecision(t *testing.T) {
+	testenv.StackDynamoDB(t)
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
 		OperatorToken: "op-token", Fleet: devstack.FleetOptions{Tick: -1}})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // startStack runs a dev stack in process; the scaler does not tick, so no
@@ -21,6 +22,7 @@ import (
 // is checked against the OpenAPI document.
 func startStack(t *testing.T) *devstack.Stack {
 	t.Helper()
+	testenv.StackDynamoDB(t)
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
 		OperatorToken: "op-token", FleetSecret: "fleet-secret", Fleet: devstack.FleetOptions{Tick: -1}})
 	if err != nil {

@@ -3,10 +3,16 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -29,7 +35,12 @@ func newFaultyEnv(t *testing.T) (*env, *faultproxy.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	client := localaws.DynamoDBClient(p.URL)
+	client := localaws.DynamoDBClient(p.URL, func(o *dynamodb.Options) {
+		// The service's attempts, without the waits between them.
+		o.Retryer = awsenv.Retryer(awsenv.DynamoDB, func(so *retry.StandardOptions) {
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	})
 	table := testenv.TableName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -106,5 +117,148 @@ func TestReportsWithLostAnswersCountOnce(t *testing.T) {
 	e.wantLeases("w1", 0)
 	if n := p.Counts()[faultproxy.ResetAfter]; n != 3 {
 		t.Fatalf("%d answers lost, want 3", n)
+	}
+}
+
+// failEvery makes every call of op fail with kind until the returned func
+// is called.
+func failEvery(p *faultproxy.Proxy, op string, kind faultproxy.Kind) (stop func()) {
+	p.SetOptions(faultproxy.Options{Rate: 1, Ops: []string{op}, Kinds: []faultproxy.Kind{kind}})
+	return func() { p.SetOptions(faultproxy.Options{}) }
+}
+
+// A poll whose read of the job it just claimed fails once (every SDK
+// attempt of one read) reads again and hands the lease to its worker.
+func TestPollReadsItsClaimAgainAfterAFailedRead(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 1)
+	faults := make([]faultproxy.Kind, awsenv.Retries[awsenv.DynamoDB].MaxAttempts)
+	for i := range faults {
+		faults[i] = faultproxy.ServerError
+	}
+	p.Next("GetItem", faults...)
+	j := e.lease(w)
+	if n := p.Counts()[faultproxy.ServerError]; n != len(faults) {
+		t.Fatalf("%d faults injected, want %d", n, len(faults))
+	}
+	got := e.wantStatus("only", job.Leased)
+	if j.ID != "only" || got.LeaseToken != j.LeaseToken || got.WorkerID != "w1" || got.Attempts != 1 {
+		t.Fatalf("answered %+v, stored %+v; want the lease of only to w1, one attempt", j, got)
+	}
+	e.wantLeases("w1", 1)
+}
+
+// A poll that cannot read the job it claimed at all takes the claim back:
+// the poll fails, and nothing changed (the job is ready, no attempt spent,
+// the worker holds nothing); the next poll leases it on its first attempt.
+func TestPollThatCannotReadItsClaimUndoesIt(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 1)
+	stop := failEvery(p, "GetItem", faultproxy.Unavailable)
+	_, err := e.st.LeaseNext(e.ctx, w, e.workflows("gpu"))
+	stop()
+	if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNoJob) {
+		t.Fatalf("LeaseNext with every read failing = %v; want the read's error", err)
+	}
+	got := e.wantStatus("only", job.Queued)
+	if got.Attempts != 0 {
+		t.Fatalf("attempts = %d after an undone claim, want 0", got.Attempts)
+	}
+	if last := got.History[len(got.History)-1]; last.Reason != job.ReasonLeaseUndone || last.From != job.Leased {
+		t.Fatalf("last history entry %+v, want leased -> queued (%s)", last, job.ReasonLeaseUndone)
+	}
+	e.wantLeases("w1", 0)
+	j := e.lease(w)
+	if j.ID != "only" || j.Attempts != 1 {
+		t.Fatalf("next poll leased %s on attempt %d, want only on attempt 1", j.ID, j.Attempts)
+	}
+	e.wantLeases("w1", 1)
+}
+
+// A claim whose every answer is lost (the SDK gives up) but which committed
+// is found by the read and handed over; one that never reached the server
+// changed nothing.
+func TestClaimTheSDKGaveUpOnIsFoundByTheRead(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 2)
+	stop := failEvery(p, "TransactWriteItems", faultproxy.ResetAfter)
+	j, err := e.st.LeaseNext(e.ctx, w, e.workflows("gpu"))
+	stop()
+	if err != nil {
+		t.Fatalf("LeaseNext with every answer of the claim lost: %v", err)
+	}
+	got := e.wantStatus("only", job.Leased)
+	if got.LeaseToken != j.LeaseToken || got.Attempts != 1 {
+		t.Fatalf("answered %+v, stored %+v", j, got)
+	}
+	e.wantLeases("w1", 1)
+
+	e.submit("next", "wf-a", 0)
+	stop = failEvery(p, "TransactWriteItems", faultproxy.ResetBefore)
+	_, err = e.st.LeaseNext(e.ctx, w, e.workflows("gpu"))
+	stop()
+	if err == nil || errors.Is(err, store.ErrNoJob) {
+		t.Fatalf("LeaseNext with the claim never reaching the server = %v; want its error", err)
+	}
+	if got := e.wantStatus("next", job.Queued); got.Attempts != 0 {
+		t.Fatalf("next: attempts %d, want 0", got.Attempts)
+	}
+	e.wantLeases("w1", 1)
+}
+
+// A lease that runs out and is swept between the claim and its read is not
+// answered (the worker does not hold it): the poll leases again, here the
+// same job on its next attempt, under a token the store holds.
+func TestPollDoesNotAnswerALeaseThatEndedBeforeItsRead(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 1)
+	f, _ := e.cfg.Fleet("gpu")
+	var fired atomic.Bool
+	p.SetOptions(faultproxy.Options{Forwarded: func(op string) {
+		if op != "TransactWriteItems" || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		e.clock.Advance(f.LeaseDuration() + time.Second)
+		if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r.Requeued != 1 {
+			t.Errorf("sweep = %+v, %v; want the claim's lease requeued", r, err)
+		}
+	}})
+	j := e.lease(w)
+	got := e.wantStatus("only", job.Leased)
+	if j.ID != "only" || got.LeaseToken != j.LeaseToken || got.Attempts != 2 {
+		t.Fatalf("answered %+v, stored %+v; want only re-leased on attempt 2 under the answered token", j, got)
+	}
+	e.wantLeases("w1", 1)
+}
+
+// A poll whose caller goes away once its claim has reached the server (a
+// closed connection, a function timing out) takes the claim back: nobody
+// would receive the lease.
+func TestPollWhoseCallerLeftUndoesItsClaim(t *testing.T) {
+	e, p := newFaultyEnv(t)
+	e.submit("only", "wf-a", 0)
+	w := e.register("w1", "gpu", 1)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	p.SetOptions(faultproxy.Options{Forwarded: func(op string) {
+		if op == "TransactWriteItems" {
+			cancel()
+		}
+	}})
+	_, err := e.st.LeaseNext(ctx, w, e.workflows("gpu"))
+	p.SetOptions(faultproxy.Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("LeaseNext with its caller gone = %v; want context.Canceled", err)
+	}
+	if got := e.wantStatus("only", job.Queued); got.Attempts != 0 {
+		t.Fatalf("attempts = %d after an undone claim, want 0", got.Attempts)
+	}
+	e.wantLeases("w1", 0)
+	if j := e.lease(w); j.ID != "only" || j.Attempts != 1 {
+		t.Fatalf("next poll leased %s on attempt %d, want only on attempt 1", j.ID, j.Attempts)
 	}
 }

@@ -29,6 +29,20 @@ const leaseRereads = 4
 //
 // Due retries and expired leases found on the way are put back in the ready
 // queue and claimed like any other job. ErrNoJob means nothing to lease now.
+//
+// A poll that took a lease hands it to its worker, or takes it back: after
+// the claim transaction, the job is read consistently (retried), and the
+// answer is the job as read under the claim's own lease token. When the
+// SDK gave up on the claim itself (its answers lost), the same read tells
+// whether it committed. When the read fails every time, the claim is undone
+// in a transaction conditioned on its token (job ready again, attempt not
+// spent, the worker's count back) and the poll answers the error: a 5xx
+// from a poll changed nothing. When the read finds the lease already over
+// (it ran out and was swept while the poll was slow), the poll moves on to
+// another job rather than answer a lease it does not hold. When the poll's
+// context ends after the claim (its caller gone), the claim is undone too.
+// Only if the undo fails as well does a job stay leased to nobody, until
+// its lease runs out.
 func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string) (job.Job, error) {
 	f, err := s.fleet(a.Fleet)
 	if err != nil {
@@ -201,9 +215,9 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		}},
 	)
 	var tf *txFailed
+	var unsure error
 	switch {
 	case err == nil:
-		s.claims.Add(1)
 	case errors.As(err, &tf) && tf.failedAt(1):
 		// The worker may not lease: find out whether its token is bad or it
 		// is just draining, unapproved or full.
@@ -215,17 +229,75 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		s.conflicts.Add(1)
 		return job.Job{}, errJobTaken
 	default:
-		return job.Job{}, fmt.Errorf("lease job %s: %w", c.JobID, err)
+		// The SDK gave up, but the claim may have committed before its
+		// answers were lost: the read below tells.
+		unsure = err
 	}
-	it, err := s.getJobItem(ctx, c.JobID)
-	if err != nil {
-		return job.Job{}, fmt.Errorf("read leased job %s: %w", c.JobID, err)
+	// What follows settles a claim that may have committed, so it runs to
+	// the end even when the poll's caller has gone (a closed connection, a
+	// function timing out): nobody would receive the lease, so it is undone.
+	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimSettleTime)
+	defer cancel()
+	it, rerr := s.readClaimed(settle, c.JobID)
+	mine := rerr == nil && job.Status(it.Status) == job.Leased && it.LeaseToken == token
+	switch {
+	case mine && ctx.Err() == nil:
+		s.claims.Add(1)
+		return it.toJob(), nil
+	case mine:
+		rerr = fmt.Errorf("the poll ended before its answer: %w", ctx.Err())
+	case rerr == nil && unsure != nil:
+		// The claim never committed: nothing changed.
+		return job.Job{}, fmt.Errorf("lease job %s: %w", c.JobID, unsure)
+	case rerr == nil:
+		// The lease is already over (it ran out and was swept, or the job
+		// was canceled); whoever ended it gave the worker its count back.
+		s.conflicts.Add(1)
+		return job.Job{}, errJobTaken
 	}
-	if it.LeaseToken != token {
-		// Impossible unless the lease was already lost again; report it as such.
-		return job.Job{}, fmt.Errorf("read leased job %s: %w", c.JobID, ErrLeaseLost)
+	// The lease cannot be handed over: take the claim back, attempt unspent.
+	if uerr := s.undoClaim(settle, a, c, token, now); uerr != nil {
+		return job.Job{}, fmt.Errorf("read leased job %s: %w; undo the claim: %w", c.JobID, rerr, uerr)
 	}
-	return it.toJob(), nil
+	s.log.Warn("lease undone", "job_id", c.JobID, "worker_id", a.WorkerID, "err", rerr)
+	return job.Job{}, fmt.Errorf("read leased job %s (claim undone): %w", c.JobID, rerr)
+}
+
+// claimSettleTime bounds reading back and, if need be, undoing a claim.
+const claimSettleTime = 10 * time.Second
+
+// claimReadTries is how many times a poll reads a job it claimed (each read
+// with the SDK's own retries) before it gives the claim up.
+const claimReadTries = 3
+
+// readClaimed reads a job just claimed, consistently, retrying failures.
+func (s *Store) readClaimed(ctx context.Context, id string) (*jobItem, error) {
+	var err error
+	for range claimReadTries {
+		var it *jobItem
+		if it, err = s.getJobItem(ctx, id); err == nil || errors.Is(err, ErrNotFound) || ctx.Err() != nil {
+			return it, err
+		}
+	}
+	return nil, err
+}
+
+// undoClaim puts back a job claimed under token as it was before the claim:
+// ready again, the attempt not spent, the worker's lease count one less. The
+// history keeps both entries (leased, then queued with lease_undone). It is
+// conditioned on the lease token, so a claim that never committed, or a
+// lease that already ended, is left alone.
+func (s *Store) undoClaim(ctx context.Context, a WorkerAuth, c *jobItem, token string, now time.Time) error {
+	leased := *c
+	leased.Status, leased.Attempts = string(job.Leased), c.Attempts+1
+	u := s.jobUpdate(change{it: &leased, to: job.Queued, reason: job.ReasonLeaseUndone, worker: a.WorkerID, keepCounters: true}, leaseHeld(token), now)
+	u.set = u.set.Set(expression.Name(attrAttempts), expression.Minus(expression.Name(attrAttempts), expression.Value(1))).
+		Set(expression.Name(attrFirstLeasedMS), expression.Value(c.FirstLeasedMS))
+	err := s.releaseBySystem(ctx, u, a.WorkerID, now)
+	if errors.Is(err, errConditionFailed) {
+		return nil // never committed, or already ended by someone else
+	}
+	return err
 }
 
 // reclaimable promotes due retries and expires run-out leases of a fleet (a

@@ -78,6 +78,9 @@ const (
 	ReasonWorkerFailed    = "worker_failed"
 	ReasonInterrupted     = "interrupted"
 	ReasonInstanceStopped = "instance_stopped"
+	// ReasonLeaseUndone marks a claim taken back because the poll that made
+	// it could not hand the lease to its worker; no attempt is spent.
+	ReasonLeaseUndone = "lease_undone"
 )
 
 // HistoryEntry records one transition of a job.

@@ -96,6 +96,9 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 	if len(s.Input) > MaxInputBytes {
 		return &Error{Msg: fmt.Sprintf("field \"input\": %d bytes; at most %d are allowed, so that the job and its result fit in one record (store larger inputs as uploaded objects)", len(s.Input), MaxInputBytes), TooLarge: true}
 	}
+	if d := depth(s.Input); d > MaxInputDepth {
+		return invalid("field \"input\": nested %d levels deep; at most %d levels of objects and arrays are allowed (DynamoDB's limit for a document)", d, MaxInputDepth)
+	}
 	if _, err := jobinput.ParseRefs(s.TenantID, s.Input); err != nil {
 		return &Error{Msg: err.Error()}
 	}
@@ -143,6 +146,36 @@ func CheckCallbackURL(raw string, w fleetconfig.Webhooks) error {
 		return invalid("field \"callback_url\": host %q is not among the stage's webhooks.allowed_hosts", u.Hostname())
 	}
 	return nil
+}
+
+// MaxInputDepth is how deeply an input may nest objects and arrays, the
+// input object itself counting as the first level: DynamoDB refuses a
+// document nested past 32 levels, so an input any consumer stores as a
+// DynamoDB map (or reads with a bounded parser) is refused at submit
+// rather than accepted and dropped later.
+const MaxInputDepth = 32
+
+// depth is the deepest nesting of objects and arrays in a JSON text.
+func depth(data []byte) int {
+	d, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range data {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // Spec turns a validated submission with an id into the job it asks for.

@@ -114,3 +114,27 @@ func TestInputAndResultBudget(t *testing.T) {
 		t.Fatalf("a body over MaxBodyBytes is too large: %v", err)
 	}
 }
+
+// nested is an input object nested n levels deep (the object itself is the first).
+func nested(n int, inner string) string {
+	return strings.Repeat(`{"a":`, n-1) + `{"s":"` + inner + `"}` + strings.Repeat(`}`, n-1)
+}
+
+func TestInputNestingIsBoundedAtDynamoDBsLimit(t *testing.T) {
+	cfg := fleetconfig.Default()
+	sub := func(input string) error {
+		_, err := Parse([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep","input":`+input+`}`), cfg)
+		return err
+	}
+	// Brackets and escaped quotes inside strings are not nesting.
+	if err := sub(nested(MaxInputDepth, `[[{{\"[[`)); err != nil {
+		t.Fatalf("an input %d levels deep: %v", MaxInputDepth, err)
+	}
+	for _, in := range []string{nested(MaxInputDepth+1, "x"), nested(100, "x"), strings.Repeat(`{"a":[`, 17) + `1` + strings.Repeat(`]}`, 17)} {
+		err := sub(in)
+		var se *Error
+		if !errors.As(err, &se) || se.TooLarge || !strings.Contains(se.Msg, `"input": nested`) || !strings.Contains(se.Msg, "at most 32 levels") {
+			t.Fatalf("an input past %d levels: %v", MaxInputDepth, err)
+		}
+	}
+}

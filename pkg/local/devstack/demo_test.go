@@ -10,12 +10,14 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // The local fleet end to end, with the real agent on every local instance:
 // a burst from zero scales the fleet up, every job succeeds, no busy worker
 // is killed, and the fleet is back to zero after the idle window.
 func TestDemoScalesFromZeroAndBack(t *testing.T) {
+	testenv.StackDynamoDB(t)
 	cfg := fleetconfig.Default()
 	for i := range cfg.Fleets {
 		cfg.Fleets[i].IdleWindow = fleetconfig.Duration(3 * time.Second)

@@ -28,6 +28,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/service/dispatch"
@@ -70,6 +71,15 @@ type Options struct {
 	// its transition, leaving them to the relay (benchmarks use it to count
 	// the lifecycle's own requests apart from the announcement's).
 	NoAnnounce bool
+	// Publisher, when set, receives the job events instead of the stack's
+	// in-process bus (Events then stays empty): the soak sends them to the
+	// embedded EventBridge API through the real SDK client.
+	Publisher store.Publisher
+	// Chaos, between 0 and 1, puts a fault proxy (pkg/local/faultproxy) in
+	// front of the stack's DynamoDB and SQS that fails that share of calls
+	// at random: throttling, 500, 503, latency, connections reset before
+	// and after the service acted (`fleetq dev --chaos`).
+	Chaos float64
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -114,6 +124,7 @@ type Stack struct {
 	server   *http.Server
 	ddb      *localaws.Server
 	s3srv    *localaws.Server
+	chaos    map[string]*faultproxy.Proxy // by service, with Options.Chaos
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	mu       sync.RWMutex
@@ -152,7 +163,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.Events = &jobevents.Bus{Keep: 1000}
-	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, s.Events)
+	var pub store.Publisher = s.Events
+	if o.Publisher != nil {
+		pub = o.Publisher
+	}
+	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, pub)
 	s.Store, s.Relay = s.Env.Store, s.Env.Relay
 	// The dev stack's receivers run on this machine: its deliveries may
 	// reach loopback (never in AWS, where the guard admits public addresses only).
@@ -229,6 +244,12 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 			return err
 		}
 		sqsURL = srv.URL
+	}
+	if o.Chaos > 0 {
+		var err error
+		if ddbURL, sqsURL, err = s.startChaos(o.Chaos, ddbURL, sqsURL); err != nil {
+			return err
+		}
 	}
 	s.DynamoDB = localaws.DynamoDBClient(ddbURL, o.DynamoDBOptions...)
 	s3URL := aws.ToString(awsenv.Endpoint(awsenv.EnvS3Endpoint))
@@ -373,8 +394,45 @@ func (s *Stack) Close() error {
 	if s.s3srv != nil {
 		errs = append(errs, s.s3srv.Close())
 	}
+	for _, p := range s.chaos {
+		errs = append(errs, p.Close())
+	}
 	if s.ddb != nil {
 		errs = append(errs, s.ddb.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// startChaos puts a fault proxy at rate in front of DynamoDB and SQS and
+// answers the proxies' URLs.
+func (s *Stack) startChaos(rate float64, ddbURL, sqsURL string) (string, string, error) {
+	if rate > 1 {
+		return "", "", fmt.Errorf("chaos rate %g: must be between 0 and 1", rate)
+	}
+	s.chaos = map[string]*faultproxy.Proxy{}
+	for _, svc := range []struct {
+		name string
+		url  *string
+	}{{"dynamodb", &ddbURL}, {"sqs", &sqsURL}} {
+		p, err := faultproxy.Start(*svc.url, faultproxy.Options{Rate: rate})
+		if err != nil {
+			return "", "", err
+		}
+		s.chaos[svc.name] = p
+		*svc.url = p.URL
+	}
+	return ddbURL, sqsURL, nil
+}
+
+// ChaosFaults counts the faults injected so far by service ("dynamodb",
+// "sqs") and kind; nil without Options.Chaos.
+func (s *Stack) ChaosFaults() map[string]map[faultproxy.Kind]int {
+	if s.chaos == nil {
+		return nil
+	}
+	out := map[string]map[faultproxy.Kind]int{}
+	for name, p := range s.chaos {
+		out[name] = p.Counts()
+	}
+	return out
 }

@@ -18,7 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -26,6 +30,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/service/jobevents"
 )
 
 // The soak's size. The defaults keep it near a minute under -race on two
@@ -41,6 +46,7 @@ const (
 	producers = 4
 	ddbFaults = 0.07
 	sqsFaults = 0.05
+	ebFaults  = 0.05
 	leaseFor  = 30 * time.Second
 	// tick is the fake time each worker operation takes.
 	tick = 100 * time.Millisecond
@@ -229,9 +235,10 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 		// worker operations, so only abandoned leases expire in practice.
 		s.clock.Advance(tick)
 		if status == 409 {
-			// Known defect (docs/testing.md): a claim whose read-back finds
-			// another lease answers lease_lost; counted, the worker polls on.
+			// A poll hands over the lease it took or takes it back: it
+			// never answers lease_lost.
 			s.count("poll answered lease_lost")
+			s.t.Errorf("poll: %d %v", status, out)
 			continue
 		}
 		if status != 200 {
@@ -353,13 +360,31 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	t.Setenv(awsenv.EnvDynamoDBEndpoint, ddbProxy.URL)
 	t.Setenv(awsenv.EnvSQSEndpoint, sqsProxy.URL)
 
+	// Outcome events go to the embedded EventBridge API through a fault
+	// proxy and the real SDK client, as the functions send them.
+	eb, err := localaws.StartJSONAPI("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eb.Close() })
+	ebProxy, err := faultproxy.Start(eb.URL, faultproxy.Options{Rate: ebFaults, Delay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ebProxy.Close() })
+	ebClient := eventbridge.NewFromConfig(awsenv.Static(""), func(o *eventbridge.Options) {
+		o.BaseEndpoint = aws.String(ebProxy.URL)
+		o.Retryer = awsenv.Retryer(awsenv.EventBridge)
+	})
+
 	cfg, err := fleetconfig.Parse("soak.yaml", []byte(soakConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
 		FleetSecret: fleetSecret, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
-		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}})
+		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true},
+		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,10 +538,109 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	sort.Strings(seen)
 
+	// 5. No outcome event lost or published twice for one transition.
+	ev := checkOutcomeEvents(t, stack, eb, s.accepted)
+
 	t.Logf("soak: %d jobs, %d workers (%d registrations), %d leases, %d overlapping; outcomes %v; actions %v",
 		jobs, workers, len(ws), len(s.grants), overlaps, final, s.actions)
 	t.Logf("soak: DynamoDB faults %v of %d calls; SQS faults %v; client retries after 5xx %d; errors clients saw %v; %s",
 		ddbProxy.Counts(), totalCalls(ddbProxy), sqsProxy.Counts(), s.retries.Load(), seen, time.Since(started).Round(time.Second))
+	t.Logf("soak: outcome events %v (%d distinct, %d delivered again with the same id); EventBridge faults %v of %d calls",
+		ev.byType, ev.distinct, ev.again, ebProxy.Counts(), ebProxy.Calls("PutEvents"))
+}
+
+// eventFigures counts the outcome events EventBridge received.
+type eventFigures struct {
+	byType          map[string]int // distinct events by detail type
+	distinct, again int
+}
+
+// announced reports whether a history entry is a transition the outbox
+// announces as "Job Failed" (a failed attempt that will be retried).
+func announcedFailure(h job.HistoryEntry) bool {
+	if h.To != job.Queued {
+		return false
+	}
+	switch h.Reason {
+	case job.ReasonWorkerFailed, job.ReasonLeaseExpired, job.ReasonRunTimeout:
+		return true
+	}
+	return false
+}
+
+// checkOutcomeEvents drains the outbox, then holds every accepted job's
+// events against its history: one terminal event matching its final
+// status, one "Job Failed" per failed attempt that was retried, none for
+// anything else. A redelivery under the same event id is the outbox's
+// at-least-once delivery (consumers deduplicate by id) and is counted; two
+// ids for one transition, or a transition without its event, fail.
+func checkOutcomeEvents(t *testing.T, stack *devstack.Stack, eb *localaws.JSONAPI, accepted map[string]bool) eventFigures {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		n, err := stack.Relay.Drain(ctx)
+		if err == nil && n == 0 {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("the outbox does not drain: %d relayed, %v", n, err)
+		}
+	}
+	f := eventFigures{byType: map[string]int{}}
+	seen := map[string]bool{}
+	byJob := map[string]map[string]int{} // job -> detail type -> distinct events
+	for _, e := range eb.Events() {
+		var d store.JobEventDetail
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			t.Errorf("event detail %q: %v", e.Detail, err)
+			continue
+		}
+		if seen[d.EventID] {
+			f.again++
+			continue
+		}
+		seen[d.EventID] = true
+		f.distinct++
+		f.byType[e.DetailType]++
+		if !accepted[d.JobID] {
+			t.Errorf("event %s for a job never accepted", d.EventID)
+		}
+		if byJob[d.JobID] == nil {
+			byJob[d.JobID] = map[string]int{}
+		}
+		byJob[d.JobID][e.DetailType]++
+	}
+	terminal := map[job.Status]string{job.Succeeded: store.EventSucceeded, job.Dead: store.EventDead, job.Canceled: store.EventCanceled}
+	for id := range accepted {
+		j, err := stack.Store.GetJob(ctx, id)
+		if err != nil {
+			t.Errorf("job %s: %v", id, err)
+			continue
+		}
+		got := byJob[id]
+		for st, typ := range terminal {
+			want := 0
+			if j.Status == st {
+				want = 1
+			}
+			if got[typ] != want {
+				t.Errorf("job %s ended %s: %d distinct %q events, want %d", id, j.Status, got[typ], typ, want)
+			}
+		}
+		failures := 0
+		for _, h := range j.History {
+			if announcedFailure(h) {
+				failures++
+			}
+		}
+		// A trimmed history may have dropped early failures; a whole one
+		// must match exactly.
+		whole := len(j.History) > 0 && j.History[0].Reason == job.ReasonCreated
+		if (whole && got[store.EventFailed] != failures) || (!whole && got[store.EventFailed] < failures) {
+			t.Errorf("job %s: %d distinct %q events for %d retried failures in its history (whole %v)", id, got[store.EventFailed], store.EventFailed, failures, whole)
+		}
+	}
+	return f
 }
 
 // idle reports whether the fleets answer shows nothing queued or leased.

@@ -51,6 +51,19 @@ func DynamoDBEndpoint(tb testing.TB) string {
 	return ddbEndpoint
 }
 
+// StackDynamoDB points the dev stacks a test starts at the external
+// DynamoDB when FLEETQ_TEST_DYNAMODB_ENDPOINT is set, by setting the
+// stack's own variable (awsenv.EnvDynamoDBEndpoint) for the test; without
+// it each stack keeps its own embedded server. It is the one place suites
+// that start a dev stack learn the test endpoint (the test must not be
+// parallel: it sets an environment variable).
+func StackDynamoDB(tb testing.TB) {
+	tb.Helper()
+	if ep := os.Getenv(EnvDynamoDBEndpoint); ep != "" {
+		tb.Setenv(awsenv.EnvDynamoDBEndpoint, ep)
+	}
+}
+
 // DynamoDB returns a real SDK client and the name of a fresh fleetq table.
 // Extra client options (such as a request counter) may be passed.
 func DynamoDB(tb testing.TB, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, string) {

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/version"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -126,6 +127,7 @@ func newStack(t *testing.T, fake bool) *stackEnv {
 	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
 		Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}}
 	e := &stackEnv{t: t, ctx: context.Background(), changed: make(chan struct{}, 1)}
+	testenv.StackDynamoDB(t)
 	if fake {
 		e.clock = clock.NewFake(time.Now())
 		o.Clock = e.clock

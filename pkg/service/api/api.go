@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -192,7 +193,33 @@ func readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) er
 		}
 		return invalid("could not read the body: %v", err)
 	}
+	if len(data) > 0 {
+		if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+			return err
+		}
+	}
 	return decode(data, v, allowEmpty)
+}
+
+// checkContentType refuses a body declared as something other than JSON in
+// UTF-8 (a form post from `curl -d`, text/plain, another charset), so a
+// body is never read as JSON against its sender's declaration. A body
+// without a Content-Type is read as JSON.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return invalid("Content-Type %q is malformed; send application/json", ct)
+	}
+	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return invalid("Content-Type %q is not JSON; send the body as application/json", mt)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return invalid("charset %q is not supported; send the body as UTF-8", cs)
+	}
+	return nil
 }
 
 // sourceAddress is the caller's address without its port. Behind API

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -58,6 +59,11 @@ func toError(err error) *wire.Error {
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request raced another and changed nothing; retry it"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request timed out; it is safe to retry"}
+	case awsenv.Transient(err):
+		// Throttling, an AWS 5xx or a broken connection the SDK's retries
+		// did not get past: back off and retry.
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, RetryAfter: awsenv.TransientRetryAfter,
+			Message: "AWS is throttling or briefly unavailable; retry after the Retry-After seconds"}
 	default:
 		return &wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: "internal error; the request may be retried"}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 const stackConfig = `
@@ -104,6 +105,7 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 		m(&o)
 	}
 	h := &harness{t: t, http: contractClient(t), dispatched: make(chan struct{}, 1)}
+	testenv.StackDynamoDB(t)
 	h.watchSubmissions(t)
 	stack, err := devstack.Start(context.Background(), o)
 	if err != nil {

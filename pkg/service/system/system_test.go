@@ -259,6 +259,7 @@ func TestLambdaWiring(t *testing.T) {
 // TestDevStackWiring replays the same samples through the dev stack, whose
 // functions come from the same constructors.
 func TestDevStackWiring(t *testing.T) {
+	testenv.StackDynamoDB(t)
 	ctx := context.Background()
 	var metrics bytes.Buffer
 	stack, err := devstack.Start(ctx, devstack.Options{
