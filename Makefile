@@ -43,7 +43,7 @@ browser-deps:
 	@for b in $(BROWSERS); do if command -v $$b >/dev/null; then exit 0; fi; done; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing chromium for the console's browser test"; \
-		(apt-get install -y --no-install-recommends chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)) >/dev/null || exit 1; \
+		export DEBIAN_FRONTEND=noninteractive; (apt-get install -y --no-install-recommends chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)) >/dev/null || exit 1; \
 	else echo "no Chromium and no root apt-get: the console's browser test will be skipped"; fi
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
