@@ -11,12 +11,12 @@ import (
 func TestLaunchFailedForCapacity(t *testing.T) {
 	for msg, want := range map[string]bool{
 		localaws.NoSpotCapacityMessage: true,
-		"There is no Spot capacity available that matches your request. Launching EC2 instance failed.": true,
-		"We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity.": true,
+		"There is no Spot capacity available that matches your request. Launching EC2 instance failed.":                                                                                                   true,
+		"We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity.":                     true,
 		"Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill capacity due to your request configuration. Please adjust your request and try again. Launching EC2 instance failed.": true,
-		"Max spot instance count exceeded. Launching EC2 instance failed.":                                  true,
-		"The image id '[ami-4edb0327]' does not exist. Launching EC2 instance failed.":                      false,
-		"You are not authorized to use launch template: lt-0123. Launching EC2 instance failed.":           false,
+		"Max spot instance count exceeded. Launching EC2 instance failed.":                                                                                                                                true,
+		"The image id '[ami-4edb0327]' does not exist. Launching EC2 instance failed.":                                                                                                                    false,
+		"You are not authorized to use launch template: lt-0123. Launching EC2 instance failed.":                                                                                                          false,
 		"": false,
 	} {
 		if got := asg.LaunchFailedForCapacity(msg); got != want {
