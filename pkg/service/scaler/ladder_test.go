@@ -151,6 +151,9 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	if r.Ladder.Rung != scaling.RungOnDemand || len(r.Terminated) != 0 {
 		t.Fatalf("still short: rung %s, terminated %v", r.Ladder.Rung, r.Terminated)
 	}
+	if st, err := h.st.GetFleetState(h.ctx, "gpu"); err != nil || st.LastDecision.InService != 2 {
+		t.Fatalf("recorded in service %+v, %v: want both On-Demand instances", st.LastDecision, err)
+	}
 
 	// Spot is back: the group's next try launches.
 	h.srv.SetCapacity(spotGroup, true)

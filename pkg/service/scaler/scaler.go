@@ -84,6 +84,16 @@ type FleetReport struct {
 	Ladder *LadderReport
 }
 
+// InService counts the fleet's instances in service: its group's, and its
+// On-Demand group's for a fleet with the rung.
+func (r FleetReport) InService() int {
+	n := r.Group.InService()
+	if r.Ladder != nil {
+		n += r.Ladder.OnDemand.InService()
+	}
+	return n
+}
+
 // Tick runs one pass over every fleet. A failing fleet does not stop the
 // others; the errors are joined.
 func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
@@ -328,7 +338,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r FleetReport, reason string) error {
 	d := r.Decision
 	rec := fleetstate.Decision{
-		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
+		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.InService(),
 		Victims: victimNames(d.Victims),
 		Inputs: map[string]int{
 			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
