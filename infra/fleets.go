@@ -191,6 +191,9 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 		suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
 			Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
 		group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
+		if f.OnDemand.Enabled() {
+			s.onDemandGroup(cfg, f, id, lt, overrides, subnets)
+		}
 	}
 }
 

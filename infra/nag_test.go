@@ -45,8 +45,14 @@ func TestCdkNag(t *testing.T) {
 	ensureNag(t)
 	dir := t.TempDir()
 	var files []string
-	for _, stage := range []string{"dev", "prod"} {
-		b, err := json.Marshal(synth(t, stage).json)
+	for _, stage := range []string{"dev", "prod", "prod-on-demand"} {
+		var s synthesized
+		if stage == "prod-on-demand" {
+			s = synthOnDemand(t)
+		} else {
+			s = synth(t, stage)
+		}
+		b, err := json.Marshal(s.json)
 		if err != nil {
 			t.Fatal(err)
 		}

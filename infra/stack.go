@@ -203,11 +203,6 @@ func (o *Options) check() error {
 	if len(o.ConfigYAML) == 0 {
 		return fmt.Errorf("infra: no config text to deploy the functions with")
 	}
-	for _, f := range cfg.Fleets {
-		if f.OnDemand.Enabled() {
-			return fmt.Errorf("infra: fleet %s sets on_demand.fallback_after: the On-Demand rung is measured in `fleetq simulate` but not deployed yet (docs/scaling.md); remove it from the stage's config", f.Slug)
-		}
-	}
 	if !o.AllowPlaceholders {
 		var missing []string
 		for _, f := range Functions {
@@ -393,6 +388,15 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		groups[f.Slug] = GroupName(b.stage, f.Slug)
 	}
 	groupsJSON, _ := json.Marshal(groups)
+	scalerEnv := map[string]*string{
+		awsenv.EnvFleetGroups:    jsii.String(string(groupsJSON)),
+		awsenv.EnvEventBus:       bus.EventBusName(),
+		awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
+	}
+	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
+		odJSON, _ := json.Marshal(od)
+		scalerEnv[awsenv.EnvFleetOnDemandGroups] = jsii.String(string(odJSON))
+	}
 	return functions{
 		// api: one request at a time, a few DynamoDB calls each; 256 MB
 		// keeps cold starts short; 29 s is API Gateway's own limit.
@@ -412,11 +416,7 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		// later, decides from fresh state.
 		// It also delivers job callbacks (webhooks.allowed_hosts), signed
 		// with a key derived from the fleet secret.
-		scaler: b.function("scaler", 256, 50, table, map[string]*string{
-			awsenv.EnvFleetGroups:    jsii.String(string(groupsJSON)),
-			awsenv.EnvEventBus:       bus.EventBusName(),
-			awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
-		}),
+		scaler: b.function("scaler", 256, 50, table, scalerEnv),
 		// interruption: one event, a few writes and one Auto Scaling call.
 		interruption: b.function("interruption", 128, 30, table, nil),
 	}, nil
@@ -488,6 +488,11 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	// narrowest resource AWS accepts for them.
 	describe := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("autoscaling:DescribeAutoScalingGroups"), Resources: jsii.Strings("*")})
 	fns.scaler.AddToRolePolicy(describe)
+	if len(onDemandGroupNames(b.cfg)) > 0 {
+		// The fallback ladder reads the Spot groups' launch failures.
+		fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("autoscaling:DescribeScalingActivities"), Resources: jsii.Strings("*")}))
+	}
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"),
 		Resources: &[]*string{groupARN}, Conditions: tagged,
@@ -619,6 +624,9 @@ func groupNames(cfg *fleetconfig.Config) []string {
 	var out []string
 	for _, f := range cfg.Fleets {
 		out = append(out, GroupName(cfg.Stage, f.Slug))
+		if f.OnDemand.Enabled() {
+			out = append(out, OnDemandGroupName(cfg.Stage, f.Slug))
+		}
 	}
 	return out
 }

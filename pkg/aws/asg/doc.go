@@ -1,6 +1,7 @@
 // Package asg adapts an EC2 Auto Scaling group to what the scaler needs: read
 // a group's capacity and instances, set its desired capacity, terminate one
-// chosen instance, and complete a lifecycle action.
+// chosen instance, complete a lifecycle action, and tell from the group's
+// scaling activities since when its launches fail for lack of capacity.
 //
 // # Retries
 //

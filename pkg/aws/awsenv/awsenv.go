@@ -92,4 +92,8 @@ const (
 	// EnvFleetGroups maps each fleet's slug to its Auto Scaling Group's
 	// name, as a JSON object (the scaler and dispatch's wake read it).
 	EnvFleetGroups = "FLEETQ_FLEET_GROUPS"
+	// EnvFleetOnDemandGroups maps the slug of each fleet with an On-Demand
+	// rung to its On-Demand Auto Scaling Group's name, as a JSON object
+	// (the scaler reads it; unset when no fleet has the rung).
+	EnvFleetOnDemandGroups = "FLEETQ_FLEET_ON_DEMAND_GROUPS"
 )

@@ -41,6 +41,12 @@ type ASGGroup struct {
 	Instances             []ASGInstance
 	LifecycleHooks        []string // names CompleteLifecycleAction accepts
 	NewInstancesProtected bool
+	// Activities are the group's scaling activities, oldest first
+	// (DescribeScalingActivities answers them newest first).
+	Activities []ASGActivity
+	// Launches makes the group launch the instances its desired capacity
+	// asks for; NoCapacity makes those launches fail (see SetCapacity).
+	Launches, NoCapacity bool
 }
 
 // ASGCall is one request the fake Auto Scaling server received.
@@ -69,12 +75,14 @@ type ASGError struct {
 
 // AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
 // API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
-// the five actions fleetq uses: DescribeAutoScalingGroups,
+// the six actions fleetq uses: DescribeAutoScalingGroups,
 // SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
-// CompleteLifecycleAction and RecordLifecycleActionHeartbeat. Everything
-// else answers InvalidAction.
+// CompleteLifecycleAction, RecordLifecycleActionHeartbeat and
+// DescribeScalingActivities (activities.go). Everything else answers
+// InvalidAction.
 //
-// It keeps groups and instances as the tests set them; it launches nothing,
+// It keeps groups and instances as the tests set them; it launches nothing
+// unless a group is made to (SetCapacity),
 // and a lifecycle action waits until it is completed (heartbeat timeouts
 // are not modelled: a test ends a wait with EndLifecycleWait).
 // SetDesiredCapacity changes the number only, and a terminated instance
@@ -90,6 +98,9 @@ type AutoScaling struct {
 	completions []ASGLifecycleCompletion
 	heartbeats  []ASGLifecycleHeartbeat
 	requestSeq  int
+	now         func() time.Time
+	activitySeq int
+	instanceSeq int
 	// pageSize bounds the groups in one DescribeAutoScalingGroups page when
 	// the request names no MaxRecords (the service's default is 50).
 	pageSize int
@@ -127,6 +138,7 @@ func (a *AutoScaling) PutGroup(g ASGGroup) {
 		}
 	}
 	g.LifecycleHooks = slices.Clone(g.LifecycleHooks)
+	g.Activities = slices.Clone(g.Activities)
 	if _, ok := a.groups[g.Name]; !ok {
 		a.order = append(a.order, g.Name)
 	}
@@ -160,6 +172,7 @@ func (a *AutoScaling) Group(name string) (ASGGroup, bool) {
 	c := *g
 	c.Instances = slices.Clone(g.Instances)
 	c.LifecycleHooks = slices.Clone(g.LifecycleHooks)
+	c.Activities = slices.Clone(g.Activities)
 	return c, true
 }
 
@@ -287,6 +300,8 @@ func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, e = a.describeGroups(p)
 	case "SetDesiredCapacity":
 		body, e = a.setDesired(p)
+	case "DescribeScalingActivities":
+		body, e = a.describeActivities(p)
 	case "TerminateInstanceInAutoScalingGroup":
 		body, e = a.terminate(p)
 	case "CompleteLifecycleAction":
@@ -419,6 +434,7 @@ func (a *AutoScaling) setDesired(p url.Values) (any, *ASGError) {
 		return nil, validation("New SetDesiredCapacity value %d is below min value %d for the AutoScalingGroup.", n, g.Min)
 	}
 	g.Desired = n
+	a.fill(g)
 	return nil, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -157,5 +158,54 @@ func TestAutoScalingCompleteLifecycleWithNoActiveAction(t *testing.T) {
 	}
 	if got := a.LifecycleCompletions(); len(got) != 1 {
 		t.Errorf("completions = %+v, want the first only", got)
+	}
+}
+
+// DescribeScalingActivities answers in the service's XML shape, newest
+// first; a group made to launch without capacity records failed launches,
+// and with capacity back launches the missing instances.
+func TestAutoScalingActivities(t *testing.T) {
+	a := startAutoScaling(t)
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	a.SetClock(func() time.Time { return now })
+	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 3})
+	a.SetCapacity("g", false)
+	c := localaws.AutoScalingClient(a.URL)
+	if _, err := c.SetDesiredCapacity(t.Context(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Minute)
+	a.SetCapacity("g", true)
+
+	resp, err := http.PostForm(a.URL, url.Values{"Action": {"DescribeScalingActivities"}, "Version": {"2011-01-01"}, "AutoScalingGroupName": {"g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var x struct {
+		XMLName xml.Name `xml:"DescribeScalingActivitiesResponse"`
+		Result  struct {
+			Activities []struct{ ActivityId, AutoScalingGroupName, StatusCode, StatusMessage, StartTime, Description string } `xml:"Activities>member"`
+		} `xml:"DescribeScalingActivitiesResult"`
+		RequestID string `xml:"ResponseMetadata>RequestId"`
+	}
+	if err := xml.Unmarshal(body, &x); err != nil || x.RequestID == "" {
+		t.Fatalf("%v: %s", err, body)
+	}
+	acts := x.Result.Activities
+	if len(acts) != 3 || acts[2].StatusCode != "Failed" || acts[2].StatusMessage != localaws.NoSpotCapacityMessage ||
+		acts[0].StatusCode != "Successful" || acts[0].AutoScalingGroupName != "g" || acts[0].StartTime != "2026-11-23T09:05:00.000Z" {
+		t.Fatalf("activities = %+v", acts)
+	}
+	out, err := c.DescribeScalingActivities(t.Context(), &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: aws.String("g"), MaxRecords: aws.Int32(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Activities) != 2 || aws.ToString(out.NextToken) == "" || !aws.ToTime(out.Activities[0].StartTime).Equal(now) {
+		t.Fatalf("page = %+v", out)
+	}
+	if g, _ := a.Group("g"); len(g.Instances) != 2 {
+		t.Fatalf("instances after capacity came back: %+v", g.Instances)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 )
@@ -13,6 +14,42 @@ type Groups struct {
 	Adapter *asg.Adapter
 	// Names maps each fleet's slug to its group's name.
 	Names map[string]string
+	// OnDemandNames maps the slug of each fleet with an On-Demand rung to
+	// its On-Demand group's name (FLEETQ_FLEET_ON_DEMAND_GROUPS).
+	OnDemandNames map[string]string
+}
+
+var _ Ladder = Groups{}
+
+// HasOnDemand reports whether the fleet has an On-Demand group.
+func (g Groups) HasOnDemand(fleet string) bool { return g.OnDemandNames[fleet] != "" }
+
+// DescribeOnDemand reads the fleet's On-Demand group as Describe reads the
+// Spot group.
+func (g Groups) DescribeOnDemand(ctx context.Context, fleet string) (Group, error) {
+	name := g.OnDemandNames[fleet]
+	if name == "" {
+		return Group{}, fmt.Errorf("fleet %s has no On-Demand Auto Scaling Group", fleet)
+	}
+	return g.describe(ctx, name)
+}
+
+// SetOnDemandDesired sets the On-Demand group's desired capacity.
+func (g Groups) SetOnDemandDesired(ctx context.Context, fleet string, n int) error {
+	name := g.OnDemandNames[fleet]
+	if name == "" {
+		return fmt.Errorf("fleet %s has no On-Demand Auto Scaling Group", fleet)
+	}
+	return g.Adapter.SetDesired(ctx, name, n)
+}
+
+// SpotShortSince reads the Spot group's scaling activities (asg.ShortSince).
+func (g Groups) SpotShortSince(ctx context.Context, fleet string) (time.Time, error) {
+	name, err := g.name(fleet)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return g.Adapter.ShortSince(ctx, name)
 }
 
 // ParseGroupNames reads the fleet → group map the CDK app passes in
@@ -40,6 +77,10 @@ func (g Groups) Describe(ctx context.Context, fleet string) (Group, error) {
 	if err != nil {
 		return Group{}, err
 	}
+	return g.describe(ctx, name)
+}
+
+func (g Groups) describe(ctx context.Context, name string) (Group, error) {
 	ag, err := g.Adapter.Describe(ctx, name)
 	if err != nil {
 		return Group{}, err

@@ -40,7 +40,7 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 		Queued:            snap.Ready + snap.Delayed,
 		Leased:            snap.Leased,
 		DesiredCapacity:   r.Desired,
-		InService:         r.Group.InService(),
+		InService:         r.InService(),
 		LeaseExpiredCount: r.Swept.Requeued + r.Swept.Dead,
 	}
 	m.BacklogPerInstance = float64(m.QueueDepth) / float64(max(1, m.InService))

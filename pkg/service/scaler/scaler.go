@@ -36,6 +36,7 @@ type Store interface {
 	RemoveStaleWorkers(ctx context.Context, workers []worker.Worker, cutoff time.Time) ([]string, error)
 	ReconcileLeaseCounts(ctx context.Context, workers []worker.Worker, held map[string]int) (int, error)
 	DrainIdleWorker(ctx context.Context, id string) error
+	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
 	RemoveWorker(ctx context.Context, id, reason string) (int, error)
 	RecordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error
 	RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error)
@@ -79,6 +80,18 @@ type FleetReport struct {
 	Kept       []string
 	Snapshot   fleetstate.Snapshot
 	Group      Group
+	// Ladder is set for a fleet with an On-Demand rung (ladder.go).
+	Ladder *LadderReport
+}
+
+// InService counts the fleet's instances in service: its group's, and its
+// On-Demand group's for a fleet with the rung.
+func (r FleetReport) InService() int {
+	n := r.Group.InService()
+	if r.Ladder != nil {
+		n += r.Ladder.OnDemand.InService()
+	}
+	return n
 }
 
 // Tick runs one pass over every fleet. A failing fleet does not stop the
@@ -126,8 +139,13 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 		return r, err
 	}
 	p := plan(f, snap)
-	r.Decision = scaling.Decide(p.input)
-	reason, err := s.apply(ctx, f, snap, p, &r)
+	var reason string
+	if snap.ladder != nil {
+		reason, err = s.tickLadder(ctx, f, snap, &p, &r)
+	} else {
+		r.Decision = scaling.Decide(p.input)
+		reason, err = s.apply(ctx, f, snap, p, &r)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -161,6 +179,9 @@ type snapshot struct {
 	workers []worker.Worker
 	state   fleetstate.State
 	group   Group
+	// ladder is the fleet's On-Demand group and Spot shortage, for a fleet
+	// with the rung on capacity that has one.
+	ladder *ladderSnapshot
 }
 
 // read takes the fleet's snapshot.
@@ -178,6 +199,9 @@ func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, erro
 	}
 	if s.Capacity != nil {
 		if snap.group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
+			return snap, err
+		}
+		if snap.ladder, err = s.readLadder(ctx, f, snap.group); err != nil {
 			return snap, err
 		}
 	}
@@ -256,33 +280,11 @@ func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot,
 		r.Desired = d.Desired
 		return r.Decision.Reason, nil
 	}
-	desired := snap.group.Desired
-	for _, v := range d.Victims {
-		if v.WorkerID != "" && p.status[v.WorkerID] != worker.Revoked {
-			if err := s.Store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
-				if !errors.Is(err, store.ErrConflict) {
-					return "", err
-				}
-				r.Kept = append(r.Kept, v.InstanceID)
-				continue
-			}
-		}
-		if err := s.Capacity.Terminate(ctx, f.Slug, v.InstanceID); err != nil {
-			// The worker stays drained; the next tick sees it as a drained
-			// victim and tries again.
-			s.log().Warn("terminate failed", "fleet", f.Slug, "instance_id", v.InstanceID, "error", err.Error())
-			r.Kept = append(r.Kept, v.InstanceID)
-			continue
-		}
-		desired--
-		delete(p.firstSeen, v.InstanceID)
-		r.Terminated = append(r.Terminated, v.InstanceID)
-		if v.WorkerID != "" {
-			if _, err := s.Store.RemoveWorker(ctx, v.WorkerID, "scale_in"); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.log().Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
-			}
-		}
+	gone, err := s.retire(ctx, f, p, d.Victims, r)
+	if err != nil {
+		return "", err
 	}
+	desired := snap.group.Desired - len(gone)
 	r.Desired = d.Desired + len(r.Kept)
 	if r.Desired != desired {
 		if err := s.Capacity.SetDesired(ctx, f.Slug, r.Desired); err != nil {
@@ -296,12 +298,47 @@ func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot,
 	return reason, nil
 }
 
+// retire claims each victim with the conditional drain (it holds only
+// while the worker has no lease), then terminates it, lowering its group's
+// desired; victims that took work meanwhile, or that could not be
+// terminated, go to r.Kept. It answers the instances terminated.
+func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPlan, victims []scaling.Victim, r *FleetReport) ([]string, error) {
+	var gone []string
+	for _, v := range victims {
+		if v.WorkerID != "" && p.status[v.WorkerID] != worker.Revoked {
+			if err := s.Store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
+				if !errors.Is(err, store.ErrConflict) {
+					return gone, err
+				}
+				r.Kept = append(r.Kept, v.InstanceID)
+				continue
+			}
+		}
+		if err := s.Capacity.Terminate(ctx, f.Slug, v.InstanceID); err != nil {
+			// The worker stays drained; the next tick sees it as a drained
+			// victim and tries again.
+			s.log().Warn("terminate failed", "fleet", f.Slug, "instance_id", v.InstanceID, "error", err.Error())
+			r.Kept = append(r.Kept, v.InstanceID)
+			continue
+		}
+		gone = append(gone, v.InstanceID)
+		delete(p.firstSeen, v.InstanceID)
+		r.Terminated = append(r.Terminated, v.InstanceID)
+		if v.WorkerID != "" {
+			if _, err := s.Store.RemoveWorker(ctx, v.WorkerID, "scale_in"); err != nil && !errors.Is(err, store.ErrNotFound) {
+				s.log().Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
+			}
+		}
+	}
+	return gone, nil
+}
+
 // record stores the decision with its inputs, on the state it was made
 // from, and logs it.
 func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r FleetReport, reason string) error {
 	d := r.Decision
 	rec := fleetstate.Decision{
-		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.Group.InService(),
+		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.InService(),
 		Victims: victimNames(d.Victims),
 		Inputs: map[string]int{
 			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
@@ -309,6 +346,9 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 			"busy": d.Counts.Busy, "idle": d.Counts.Idle, "draining": d.Counts.Draining,
 			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
 		},
+	}
+	if r.Ladder != nil {
+		r.Ladder.addInputs(rec.Inputs)
 	}
 	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen}, snap.state); err != nil {
 		return err

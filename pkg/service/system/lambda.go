@@ -215,7 +215,30 @@ func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 			return scaler.Groups{}, fmt.Errorf("%s: fleet %s has no group", awsenv.EnvFleetGroups, f.Slug)
 		}
 	}
-	return scaler.Groups{Adapter: asg.New(e.AutoScaling(), asg.Options{}), Names: names}, nil
+	groups := scaler.Groups{Adapter: asg.New(e.AutoScaling(), asg.Options{}), Names: names}
+	if groups.OnDemandNames, err = e.onDemandGroups(); err != nil {
+		return scaler.Groups{}, err
+	}
+	return groups, nil
+}
+
+// onDemandGroups reads FLEETQ_FLEET_ON_DEMAND_GROUPS: every fleet whose
+// config turns the On-Demand rung on must have its group there.
+func (e *Lambda) onDemandGroups() (map[string]string, error) {
+	raw := e.Lookup(awsenv.EnvFleetOnDemandGroups)
+	names := map[string]string{}
+	if raw != "" {
+		var err error
+		if names, err = scaler.ParseGroupNames(raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", awsenv.EnvFleetOnDemandGroups, err)
+		}
+	}
+	for _, f := range e.Config.Fleets {
+		if f.OnDemand.Enabled() && names[f.Slug] == "" {
+			return nil, fmt.Errorf("%s: fleet %s sets on_demand.fallback_after but has no On-Demand group", awsenv.EnvFleetOnDemandGroups, f.Slug)
+		}
+	}
+	return names, nil
 }
 
 // APIHandler returns the API function's handler: the HTTP API behind API

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
@@ -95,6 +97,41 @@ func TestFleetGroups(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestFleetOnDemandGroups(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	for name, c := range map[string]struct {
+		rung         bool
+		groups, want string
+	}{
+		"no rung, unset": {false, "", ""},
+		"rung, unset":    {true, "", "fleet demo sets on_demand.fallback_after but has no On-Demand group"},
+		"rung, not JSON": {true, "demo=x", "JSON object"},
+		"rung, named":    {true, `{"demo":"fleetq-dev-demo-on-demand"}`, ""},
+		"no rung, named": {false, `{"demo":"fleetq-dev-demo-on-demand"}`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev",
+				awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`, awsenv.EnvFleetOnDemandGroups: c.groups}), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.rung {
+				e.Config.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(10 * time.Minute)
+			}
+			g, err := e.FleetGroups()
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+				}
+				return
+			}
+			if err != nil || (c.groups != "") != g.HasOnDemand("demo") {
+				t.Fatalf("groups %+v, %v", g, err)
 			}
 		})
 	}

@@ -1,0 +1,147 @@
+package infra_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/fleetq/fleetq/infra"
+)
+
+// synthOnDemand synthesizes the prod config with an On-Demand rung on its
+// first fleet (video-a10g), from config text as an operator writes it.
+func synthOnDemand(t *testing.T) synthesized {
+	t.Helper()
+	_, raw, err := infra.LoadConfig("prod", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n", 1)
+	if text == string(raw) {
+		t.Fatal("the prod config has no fleet video-a10g")
+	}
+	file := filepath.Join(t.TempDir(), "prod.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, raw, err := infra.LoadConfig("prod", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Fleets[0].OnDemand.Enabled() {
+		t.Fatalf("fleet %s has no On-Demand rung", cfg.Fleets[0].Slug)
+	}
+	return synthConfig(t, "prod-on-demand", cfg, raw)
+}
+
+// A fleet with on_demand gets a second group: On-Demand only, the same
+// launch template, instance types and subnets, minimum 0, the Spot group's
+// terminate hook, tagged fleetq:rung=on-demand; the scaler learns its name
+// and may read the Spot group's activities; the terminate-hook rule
+// covers it. The other fleet keeps one group.
+func TestOnDemandGroupForAFleetWithTheRung(t *testing.T) {
+	s := synthOnDemand(t)
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(3))
+	groups := map[string]map[string]any{}
+	for _, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		groups[g["AutoScalingGroupName"].(string)] = g
+	}
+	od, spot := groups["fleetq-prod-video-a10g-on-demand"], groups["fleetq-prod-video-a10g"]
+	if od == nil || spot == nil || groups["fleetq-prod-regen3d-l4-on-demand"] != nil {
+		t.Fatalf("groups %v", func() []string {
+			var n []string
+			for k := range groups {
+				n = append(n, k)
+			}
+			return n
+		}())
+	}
+	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::AutoScalingGroup"), obj(map[string]any{
+		"AutoScalingGroupName":             "fleetq-prod-video-a10g-on-demand",
+		"MinSize":                          "0",
+		"MaxSize":                          "10",
+		"NewInstancesProtectedFromScaleIn": true,
+		"MixedInstancesPolicy": map[string]any{
+			"InstancesDistribution": map[string]any{
+				"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 100, "OnDemandAllocationStrategy": "prioritized",
+			},
+			"LaunchTemplate": assertions.Match_ObjectLike(&map[string]any{
+				"Overrides": []any{
+					map[string]any{"InstanceType": "g5.xlarge"}, map[string]any{"InstanceType": "g5.2xlarge"}, map[string]any{"InstanceType": "g6.xlarge"},
+				},
+			}),
+		},
+		"LifecycleHookSpecificationList": []any{map[string]any{
+			"LifecycleHookName": infra.LifecycleHook, "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+			"HeartbeatTimeout": 300, "DefaultResult": "CONTINUE",
+		}},
+		"Tags": assertions.Match_ArrayWith(&[]any{
+			map[string]any{"Key": infra.TagFleet, "Value": "video-a10g", "PropagateAtLaunch": true},
+			map[string]any{"Key": infra.TagRung, "Value": "on-demand", "PropagateAtLaunch": true},
+		}),
+	}))
+	if _, ok := od["DesiredCapacity"]; ok {
+		t.Error("the On-Demand group sets DesiredCapacity: a stack update would reset the scaler's")
+	}
+	same := func(key string) {
+		a, _ := json.Marshal(od[key])
+		b, _ := json.Marshal(spot[key])
+		if string(a) != string(b) {
+			t.Errorf("%s: On-Demand %s, Spot %s", key, a, b)
+		}
+	}
+	same("VPCZoneIdentifier")
+	same("NotificationConfigurations")
+	for _, g := range []map[string]any{od, spot} {
+		lt, _ := json.Marshal(g["MixedInstancesPolicy"].(map[string]any)["LaunchTemplate"].(map[string]any)["LaunchTemplateSpecification"])
+		if !strings.Contains(string(lt), "VideoA10gTemplate") {
+			t.Errorf("%s launches from %s, want the fleet's template", g["AutoScalingGroupName"], lt)
+		}
+	}
+
+	var scalerEnv map[string]any
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if f["FunctionName"] == "fleetq-prod-scaler" {
+			scalerEnv = f["Environment"].(map[string]any)["Variables"].(map[string]any)
+		}
+	}
+	if scalerEnv["FLEETQ_FLEET_ON_DEMAND_GROUPS"] != `{"video-a10g":"fleetq-prod-video-a10g-on-demand"}` {
+		t.Errorf("scaler environment %v", scalerEnv)
+	}
+	var activities, hookRule bool
+	for _, p := range s.resources("AWS::IAM::Policy") {
+		b, _ := json.Marshal(p)
+		if strings.Contains(string(b), "autoscaling:DescribeScalingActivities") {
+			activities = true
+		}
+	}
+	for _, r := range s.resources("AWS::Events::Rule") {
+		b, _ := json.Marshal(r["EventPattern"])
+		if strings.Contains(string(b), "fleetq-prod-video-a10g-on-demand") {
+			hookRule = true
+		}
+	}
+	if !activities || !hookRule {
+		t.Errorf("scaler may read activities: %v; terminate-hook rule covers the On-Demand group: %v", activities, hookRule)
+	}
+}
+
+// Without on_demand nothing of the rung is deployed.
+func TestNoOnDemandGroupWithoutTheRung(t *testing.T) {
+	s := synth(t, "prod")
+	for _, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		if strings.HasSuffix(g["AutoScalingGroupName"].(string), "-on-demand") {
+			t.Errorf("On-Demand group %v without on_demand", g["AutoScalingGroupName"])
+		}
+	}
+	policies, _ := json.Marshal(s.resources("AWS::IAM::Policy"))
+	functions, _ := json.Marshal(s.resources("AWS::Lambda::Function"))
+	if strings.Contains(string(policies), "DescribeScalingActivities") || strings.Contains(string(functions), "FLEETQ_FLEET_ON_DEMAND_GROUPS") {
+		t.Error("the rung's grant or environment deployed without on_demand")
+	}
+}

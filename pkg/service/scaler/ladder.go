@@ -1,0 +1,173 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+// Ladder is capacity with an On-Demand group beside a fleet's Spot group
+// (the fallback ladder, docs/scaling.md). Capacity that does not implement
+// it keeps every fleet on its one group.
+type Ladder interface {
+	// HasOnDemand reports whether the fleet has an On-Demand group.
+	HasOnDemand(fleet string) bool
+	// DescribeOnDemand reads the fleet's On-Demand group as Describe reads
+	// the Spot group.
+	DescribeOnDemand(ctx context.Context, fleet string) (Group, error)
+	// SetOnDemandDesired sets the On-Demand group's desired capacity.
+	SetOnDemandDesired(ctx context.Context, fleet string, n int) error
+	// SpotShortSince answers since when the Spot group's launches have
+	// been failing for lack of capacity; zero while they do not.
+	SpotShortSince(ctx context.Context, fleet string) (time.Time, error)
+}
+
+// LadderReport is what a tick of a fleet with an On-Demand rung saw and did.
+type LadderReport struct {
+	// Rung is where new capacity went: scaling.RungSpot or RungOnDemand.
+	Rung string
+	// SpotShortSince is when the Spot group's launches began failing for
+	// lack of capacity (zero while they do not, or while the Spot group
+	// has no launch outstanding).
+	SpotShortSince time.Time
+	// OnDemand is the On-Demand group as read; Group in the report is the
+	// Spot group.
+	OnDemand Group
+	// SpotDesired and OnDemandDesired are the desired capacities the tick
+	// left on each group.
+	SpotDesired, OnDemandDesired int
+	// Drained are the busy On-Demand workers' instances told to take no new
+	// work once Spot was back.
+	Drained []string
+
+	shortFor time.Duration
+}
+
+func (l *LadderReport) addInputs(in map[string]int) {
+	in["on_demand_rung"] = 0
+	if l.Rung == scaling.RungOnDemand {
+		in["on_demand_rung"] = 1
+	}
+	in["spot_short_seconds"] = int(l.shortFor / time.Second)
+	in["spot_desired"], in["on_demand_desired"] = l.SpotDesired, l.OnDemandDesired
+	in["on_demand_instances"] = len(l.OnDemand.Instances)
+	in["drained_on_demand"] = len(l.Drained)
+}
+
+// ladderSnapshot is the On-Demand side of a fleet's snapshot.
+type ladderSnapshot struct {
+	onDemand       Group
+	spotShortSince time.Time
+}
+
+// readLadder reads the On-Demand group and the Spot shortage of a fleet
+// whose config turns the rung on and whose capacity has the group; nil
+// otherwise (the fleet keeps its one group). A shortage counts only while
+// the Spot group has a launch outstanding: failures left from a scale-out
+// the fleet no longer wants say nothing about the next one.
+func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Group) (*ladderSnapshot, error) {
+	l, ok := s.Capacity.(Ladder)
+	if !f.OnDemand.Enabled() || !ok || !l.HasOnDemand(f.Slug) {
+		return nil, nil
+	}
+	od, err := l.DescribeOnDemand(ctx, f.Slug)
+	if err != nil {
+		return nil, err
+	}
+	snap := &ladderSnapshot{onDemand: od}
+	if spot.Desired > len(spot.Instances) {
+		if snap.spotShortSince, err = l.SpotShortSince(ctx, f.Slug); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+// tickLadder decides with scaling.DecideLadder over both groups and
+// applies the decision: victims retired as apply does (each from its own
+// group), busy On-Demand workers drained once Spot is back, then each
+// group's desired capacity set.
+func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
+	lad := snap.ladder
+	onDemand := map[string]bool{}
+	for _, inst := range lad.onDemand.Instances {
+		onDemand[inst.ID] = true
+		seen, ok := snap.state.FirstSeen[inst.ID]
+		if !ok {
+			seen = snap.now
+		}
+		p.firstSeen[inst.ID] = seen
+		inst.FirstSeen = seen
+		p.input.Instances = append(p.input.Instances, inst)
+	}
+	in := scaling.LadderInput{
+		Input: p.input, OnDemand: onDemand,
+		SpotDesired: snap.group.Desired, OnDemandDesired: lad.onDemand.Desired,
+		SpotShortSince: lad.spotShortSince, After: f.OnDemand.FallbackAfter.Std(),
+	}
+	d := scaling.DecideLadder(in)
+	r.Decision = d.Decision
+	rep := &LadderReport{Rung: d.Rung, SpotShortSince: lad.spotShortSince, OnDemand: lad.onDemand}
+	if !lad.spotShortSince.IsZero() {
+		rep.shortFor = snap.now.Sub(lad.spotShortSince)
+	}
+	r.Ladder = rep
+
+	gone, err := s.retire(ctx, f, *p, d.Victims, r)
+	if err != nil {
+		return "", err
+	}
+	spotNow, odNow := snap.group.Desired, lad.onDemand.Desired
+	for _, id := range gone {
+		if onDemand[id] {
+			odNow--
+		} else {
+			spotNow--
+		}
+	}
+	keptSpot, keptOD := 0, 0
+	for _, id := range r.Kept {
+		if onDemand[id] {
+			keptOD++
+		} else {
+			keptSpot++
+		}
+	}
+	workers := map[string]string{}
+	for _, w := range snap.workers {
+		if w.Status == worker.Active {
+			workers[w.InstanceID] = w.ID
+		}
+	}
+	for _, id := range d.Drain {
+		if wid, ok := workers[id]; ok {
+			if _, err := s.Store.DrainWorker(ctx, wid); err != nil {
+				return "", fmt.Errorf("drain On-Demand worker %s: %w", wid, err)
+			}
+			rep.Drained = append(rep.Drained, id)
+		}
+	}
+	l := s.Capacity.(Ladder)
+	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
+	rep.OnDemandDesired = min(d.OnDemandDesired+keptOD, f.MaxInstances)
+	if rep.OnDemandDesired != odNow {
+		if err := l.SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
+			return "", err
+		}
+	}
+	if rep.SpotDesired != spotNow {
+		if err := s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired); err != nil {
+			return "", err
+		}
+	}
+	r.Desired = rep.SpotDesired + rep.OnDemandDesired
+	reason := d.Reason
+	if len(r.Kept) > 0 {
+		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
+	}
+	return reason, nil
+}

@@ -1,0 +1,206 @@
+package scaler_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/asg"
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+const (
+	spotGroup = "fleetq-test-gpu"
+	odGroup   = "fleetq-test-gpu-on-demand"
+)
+
+// ladderHarness is the scaler's harness on two groups of the fake Auto
+// Scaling API (real SDK client): a Spot group whose launches fail until
+// capacity is switched back on, and an On-Demand group that launches.
+type ladderHarness struct {
+	*harness
+	srv *localaws.AutoScaling
+}
+
+func newLadderHarness(t *testing.T, fallbackAfter time.Duration) *ladderHarness {
+	t.Helper()
+	h := newHarness(t)
+	h.sc.Config.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(fallbackAfter)
+	srv, err := localaws.StartAutoScaling("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	srv.SetClock(h.clock.Now)
+	for _, g := range []string{spotGroup, odGroup} {
+		srv.PutGroup(localaws.ASGGroup{Name: g, Min: 0, Max: 5, NewInstancesProtected: true})
+	}
+	srv.SetCapacity(spotGroup, false)
+	srv.SetCapacity(odGroup, true)
+	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
+	h.sc.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, OnDemandNames: map[string]string{"gpu": odGroup}}
+	return &ladderHarness{harness: h, srv: srv}
+}
+
+// registerNew registers a worker for every instance of the groups that has
+// none (the agent of a booted instance).
+func (h *ladderHarness) registerNew() {
+	h.t.Helper()
+	for _, name := range []string{spotGroup, odGroup} {
+		g, _ := h.srv.Group(name)
+		for _, in := range g.Instances {
+			if _, ok := h.workers[in.ID]; ok {
+				continue
+			}
+			a := store.WorkerAuth{WorkerID: "w-" + in.ID, Fleet: "gpu", TokenHash: "h-" + in.ID}
+			if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: in.ID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+				h.t.Fatal(err)
+			}
+			h.workers[in.ID] = a
+		}
+	}
+}
+
+// minute is one minute of the fleet: the workers poll, the Spot group
+// retries its launches as a real group does, then the scaler ticks.
+func (h *ladderHarness) minute() scaler.FleetReport {
+	h.clock.Advance(time.Minute)
+	for _, a := range h.workers {
+		_ = h.st.TouchWorker(h.ctx, a) // a terminated instance's worker is gone
+	}
+	h.srv.Fill(spotGroup)
+	h.srv.Fill(odGroup)
+	return h.tick()
+}
+
+func ids(g localaws.ASGGroup) []string {
+	var out []string
+	for _, in := range g.Instances {
+		out = append(out, in.ID)
+	}
+	return out
+}
+
+// Spot launches fail for longer than fallback_after: the next launches go
+// to the On-Demand group and the decision says so. Spot comes back: the
+// idle On-Demand instance is terminated, the busy one drained, and new
+// launches go to Spot.
+func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
+	h := newLadderHarness(t, 5*time.Minute)
+	h.submit(4, "a")
+	r := h.tick()
+	if r.Ladder == nil || r.Ladder.Rung != scaling.RungSpot || h.srv.Desired(spotGroup) != 2 || h.srv.Desired(odGroup) != 0 {
+		t.Fatalf("first tick: ladder %+v, spot desired %d, on-demand desired %d", r.Ladder, h.srv.Desired(spotGroup), h.srv.Desired(odGroup))
+	}
+	shortAt := h.clock.Now()
+	// Short for less than fallback_after: still waiting for Spot.
+	for range 4 {
+		r = h.minute()
+		if r.Ladder.Rung != scaling.RungSpot || h.srv.Desired(odGroup) != 0 {
+			t.Fatalf("at %s: rung %s, on-demand desired %d before fallback_after", h.clock.Now().Sub(shortAt), r.Ladder.Rung, h.srv.Desired(odGroup))
+		}
+		if !r.Ladder.SpotShortSince.Equal(shortAt) || !strings.Contains(r.Decision.Reason, "Spot short for") {
+			t.Fatalf("short since %v (want %v), reason %q", r.Ladder.SpotShortSince, shortAt, r.Decision.Reason)
+		}
+	}
+	r = h.minute()
+	if r.Ladder.Rung != scaling.RungOnDemand || h.srv.Desired(odGroup) != 2 {
+		t.Fatalf("after fallback_after: rung %s, on-demand desired %d, reason %q", r.Ladder.Rung, h.srv.Desired(odGroup), r.Decision.Reason)
+	}
+	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := st.LastDecision
+	if dec == nil || !strings.Contains(dec.Reason, "on-demand rung: Spot short for 5m") || !strings.Contains(dec.Reason, "launch 2 On-Demand") ||
+		dec.Inputs["on_demand_rung"] != 1 || dec.Inputs["spot_short_seconds"] != 300 || dec.Inputs["on_demand_desired"] != 2 {
+		t.Fatalf("recorded decision %+v", dec)
+	}
+	// The Spot group keeps one launch asked for, so Spot's return is seen.
+	if d := h.srv.Desired(spotGroup); d != 1 {
+		t.Fatalf("spot desired on the on-demand rung = %d, want 1 (the probe)", d)
+	}
+	od, _ := h.srv.Group(odGroup)
+	if len(od.Instances) != 2 {
+		t.Fatalf("on-demand instances %+v", od.Instances)
+	}
+	h.registerNew()
+	leases := h.leaseAll()
+	if len(leases) != 4 {
+		t.Fatalf("%d leases, want 4", len(leases))
+	}
+	// One On-Demand worker finishes its jobs; the other stays busy.
+	idle := "w-" + od.Instances[0].ID
+	for id, l := range leases {
+		if l.a.WorkerID == idle {
+			if err := h.st.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
+				t.Fatal(err)
+			}
+			delete(leases, id)
+		}
+	}
+	h.heartbeat(leases)
+	r = h.minute()
+	if r.Ladder.Rung != scaling.RungOnDemand || len(r.Terminated) != 0 {
+		t.Fatalf("still short: rung %s, terminated %v", r.Ladder.Rung, r.Terminated)
+	}
+	if st, err := h.st.GetFleetState(h.ctx, "gpu"); err != nil || st.LastDecision.InService != 2 {
+		t.Fatalf("recorded in service %+v, %v: want both On-Demand instances", st.LastDecision, err)
+	}
+
+	// Spot is back: the group's next try launches.
+	h.srv.SetCapacity(spotGroup, true)
+	h.heartbeat(leases)
+	r = h.minute()
+	if r.Ladder.Rung != scaling.RungSpot || !r.Ladder.SpotShortSince.IsZero() {
+		t.Fatalf("spot back: rung %s, short since %v", r.Ladder.Rung, r.Ladder.SpotShortSince)
+	}
+	if !slices.Equal(r.Terminated, []string{od.Instances[0].ID}) || !strings.Contains(r.Decision.Reason, "terminate 1 idle On-Demand (Spot is back)") {
+		t.Fatalf("terminated %v, reason %q", r.Terminated, r.Decision.Reason)
+	}
+	busy := od.Instances[1].ID
+	if !slices.Equal(r.Ladder.Drained, []string{busy}) || !strings.Contains(r.Decision.Reason, "drain 1 busy On-Demand") {
+		t.Fatalf("drained %v, reason %q", r.Ladder.Drained, r.Decision.Reason)
+	}
+	if w, err := h.st.GetWorker(h.ctx, "w-"+busy); err != nil || w.Status != worker.Draining {
+		t.Fatalf("busy On-Demand worker %+v, %v", w, err)
+	}
+	if g, _ := h.srv.Group(odGroup); !slices.Equal(ids(g), []string{busy}) || g.Desired != 1 {
+		t.Fatalf("on-demand group after Spot came back: %+v", g)
+	}
+
+	// New work launches on Spot, never On-Demand.
+	h.registerNew()
+	h.submit(4, "b")
+	spotBefore := h.srv.Desired(spotGroup)
+	h.heartbeat(leases)
+	r = h.minute()
+	if h.srv.Desired(spotGroup) <= spotBefore || h.srv.Desired(odGroup) != 1 || r.Ladder.Rung != scaling.RungSpot {
+		t.Fatalf("new work: spot desired %d (was %d), on-demand desired %d, rung %s", h.srv.Desired(spotGroup), spotBefore, h.srv.Desired(odGroup), r.Ladder.Rung)
+	}
+}
+
+// A fleet without on_demand keeps its one group: no activities read, the
+// On-Demand group never touched.
+func TestLadderOffKeepsOneGroup(t *testing.T) {
+	h := newLadderHarness(t, 0)
+	h.submit(4, "a")
+	for range 10 {
+		if r := h.minute(); r.Ladder != nil {
+			t.Fatalf("ladder report without on_demand: %+v", r.Ladder)
+		}
+	}
+	if n := h.srv.CallCount("DescribeScalingActivities"); n != 0 {
+		t.Fatalf("%d DescribeScalingActivities without on_demand", n)
+	}
+	if h.srv.Desired(spotGroup) != 2 || h.srv.Desired(odGroup) != 0 {
+		t.Fatalf("spot desired %d, on-demand desired %d", h.srv.Desired(spotGroup), h.srv.Desired(odGroup))
+	}
+}
