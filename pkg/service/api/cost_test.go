@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
@@ -121,4 +123,28 @@ func benchLifecycle(b *testing.B, announce bool) {
 	b.ReportMetric(per(sum.dispatch), "dispatch-requests/job")
 	b.ReportMetric(per(sum.lease), "lease-requests/job")
 	b.ReportMetric(per(sum.heartbeat+sum.complete), "report-requests/job")
+}
+
+// BenchmarkIdleTick reports the DynamoDB requests of one scheduled scaler
+// tick over a stage whose fleets are at zero with nothing queued: what an
+// idle stage pays every minute (docs/deploy.md, "What an idle stage costs").
+func BenchmarkIdleTick(b *testing.B) {
+	h, n := countingHarness(b, false)
+	var tick map[string]any
+	raw, err := events.FS.ReadFile("schedule-tick.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &tick); err != nil {
+		b.Fatal(err)
+	}
+	h.want(h.do("POST", "/local/events", "op", tick), 200, "") // the first tick records the fleets' state
+	start := n.Load()
+	b.ResetTimer()
+	for range b.N {
+		h.want(h.do("POST", "/local/events", "op", tick), 200, "")
+	}
+	per := float64(n.Load()-start) / float64(b.N)
+	b.ReportMetric(per, "ddb-requests/tick")
+	b.ReportMetric(per/float64(len(h.stack.Config.Fleets)), "ddb-requests/tick/fleet")
 }
