@@ -2,10 +2,8 @@ package localaws
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -160,24 +158,11 @@ func (a *AutoScaling) describeActivities(p url.Values) (any, *ASGError) {
 	if ids := memberList(p, "ActivityIds"); len(ids) > 0 {
 		acts = slices.DeleteFunc(acts, func(x ASGActivity) bool { return !slices.Contains(ids, x.ID) })
 	}
-	size := 100
-	if v := p.Get("MaxRecords"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return nil, validation("MaxRecords must be between 1 and 100")
-		}
-		size = n
+	start, end, next, perr := page(p, "activities-", 100, len(acts))
+	if perr != nil {
+		return nil, perr
 	}
-	start := 0
-	if tok := p.Get("NextToken"); tok != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(tok, "activities-"))
-		if err != nil || !strings.HasPrefix(tok, "activities-") || n < 0 || n > len(acts) {
-			return nil, &ASGError{Status: http.StatusBadRequest, Code: "InvalidNextToken", Message: "The token is invalid."}
-		}
-		start = n
-	}
-	end := min(start+size, len(acts))
-	res := xmlDescribeActivitiesResult{}
+	res := xmlDescribeActivitiesResult{NextToken: next}
 	for _, act := range acts[start:end] {
 		x := xmlScalingActivity{ActivityID: act.ID, Group: groupOf(a, act.ID), Cause: act.Cause, Description: act.Description,
 			Details: "{}", StatusCode: act.StatusCode, StatusMessage: act.StatusMessage,
@@ -189,9 +174,6 @@ func (a *AutoScaling) describeActivities(p url.Values) (any, *ASGError) {
 			x.EndTime = act.End.UTC().Format(time.RFC3339)
 		}
 		res.Activities = append(res.Activities, x)
-	}
-	if end < len(acts) {
-		res.NextToken = "activities-" + strconv.Itoa(end)
 	}
 	return res, nil
 }

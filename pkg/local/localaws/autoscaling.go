@@ -358,31 +358,41 @@ func (a *AutoScaling) describeGroups(p url.Values) (any, *ASGError) {
 			match = append(match, n)
 		}
 	}
-	size := a.pageSize
-	if v := p.Get("MaxRecords"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return nil, validation("MaxRecords must be between 1 and 100")
-		}
-		size = n
+	start, end, next, perr := page(p, "page-", a.pageSize, len(match))
+	if perr != nil {
+		return nil, perr
 	}
-	start := 0
-	if tok := p.Get("NextToken"); tok != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(tok, "page-"))
-		if err != nil || !strings.HasPrefix(tok, "page-") || n < 0 || n > len(match) {
-			return nil, &ASGError{Status: http.StatusBadRequest, Code: "InvalidNextToken", Message: "The token is invalid."}
-		}
-		start = n
-	}
-	end := min(start+size, len(match))
-	res := xmlDescribeGroupsResult{}
+	res := xmlDescribeGroupsResult{NextToken: next}
 	for _, n := range match[start:end] {
 		res.Groups = append(res.Groups, toXMLGroup(a.groups[n]))
 	}
-	if end < len(match) {
-		res.NextToken = "page-" + strconv.Itoa(end)
-	}
 	return res, nil
+}
+
+// page reads a Describe call's MaxRecords (1-100, else size) and NextToken
+// (prefix + the offset a previous page ended at) over total records, and
+// answers the records to return, [start, end), and the next page's token
+// ("" on the last page).
+func page(p url.Values, prefix string, size, total int) (start, end int, next string, _ *ASGError) {
+	if v := p.Get("MaxRecords"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return 0, 0, "", validation("MaxRecords must be between 1 and 100")
+		}
+		size = n
+	}
+	if tok := p.Get("NextToken"); tok != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(tok, prefix))
+		if err != nil || !strings.HasPrefix(tok, prefix) || n < 0 || n > total {
+			return 0, 0, "", &ASGError{Status: http.StatusBadRequest, Code: "InvalidNextToken", Message: "The token is invalid."}
+		}
+		start = n
+	}
+	end = min(start+size, total)
+	if end < total {
+		next = prefix + strconv.Itoa(end)
+	}
+	return start, end, next, nil
 }
 
 func toXMLGroup(g *ASGGroup) xmlGroup {
