@@ -145,56 +145,77 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 		for _, t := range f.InstanceTypes {
 			overrides = append(overrides, &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateOverridesProperty{InstanceType: jsii.String(t)})
 		}
-		group := awsautoscaling.NewCfnAutoScalingGroup(s.Stack, jsii.String(id+"Group"), &awsautoscaling.CfnAutoScalingGroupProps{
-			AutoScalingGroupName: jsii.String(GroupName(cfg.Stage, f.Slug)),
-			MinSize:              jsii.String(fmt.Sprint(f.MinInstances)),
-			MaxSize:              jsii.String(fmt.Sprint(f.MaxInstances)),
-			// No DesiredCapacity: the group starts at its minimum (0), and a
-			// stack update never resets what the scaler set.
-			VpcZoneIdentifier: &subnets,
-			CapacityRebalance: jsii.Bool(true),
-			// The scaler names every victim; the group never chooses one.
-			NewInstancesProtectedFromScaleIn: jsii.Bool(true),
-			MixedInstancesPolicy: &awsautoscaling.CfnAutoScalingGroup_MixedInstancesPolicyProperty{
-				InstancesDistribution: &awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty{
-					OnDemandBaseCapacity:                jsii.Number(0),
-					OnDemandPercentageAboveBaseCapacity: jsii.Number(0),
-					SpotAllocationStrategy:              jsii.String("capacity-optimized-prioritized"),
-				},
-				LaunchTemplate: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateProperty{
-					LaunchTemplateSpecification: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateSpecificationProperty{
-						LaunchTemplateId: lt.Ref(), Version: lt.AttrLatestVersionNumber(),
-					},
-					Overrides: &overrides,
-				},
-			},
-			LifecycleHookSpecificationList: &[]interface{}{&awsautoscaling.CfnAutoScalingGroup_LifecycleHookSpecificationProperty{
-				LifecycleHookName:   jsii.String(LifecycleHook),
-				LifecycleTransition: jsii.String("autoscaling:EC2_INSTANCE_TERMINATING"),
-				HeartbeatTimeout:    jsii.Number(300),
-				DefaultResult:       jsii.String("CONTINUE"),
-			}},
-			Tags: ptr(append([]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
-				{Key: jsii.String("Name"), Value: jsii.String(GroupName(cfg.Stage, f.Slug)), PropagateAtLaunch: jsii.Bool(true)},
-				{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
-				{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
-			}, groupTags(cfg, f)...)),
-			// Failed launches (no Spot capacity, a quota of 0) reach the
-			// alarm topic; every launch and termination the scaling topic.
-			NotificationConfigurations: &[]interface{}{
-				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.AlarmTopic.TopicArn(),
-					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH_ERROR", "autoscaling:EC2_INSTANCE_TERMINATE_ERROR")},
-				&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
-					NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
+		s.fleetGroup(cfg, f, lt, overrides, subnets, groupSpec{
+			id: id + "Group", name: GroupName(cfg.Stage, f.Slug), min: f.MinInstances,
+			// Spot rebalance recommendations launch a replacement early.
+			capacityRebalance: true,
+			distribution: &awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty{
+				OnDemandBaseCapacity:                jsii.Number(0),
+				OnDemandPercentageAboveBaseCapacity: jsii.Number(0),
+				SpotAllocationStrategy:              jsii.String("capacity-optimized-prioritized"),
 			},
 		})
-		suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
-			Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
-		group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
 		if f.OnDemand.Enabled() {
 			s.onDemandGroup(cfg, f, id, lt, overrides, subnets)
 		}
 	}
+}
+
+// groupSpec is what differs between a fleet's groups: the Spot group and
+// the On-Demand one beside it (ondemand.go).
+type groupSpec struct {
+	id, name          string
+	min               int
+	capacityRebalance bool
+	distribution      *awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty
+	tags              []*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty
+}
+
+// fleetGroup is one Auto Scaling group of a fleet on its launch template,
+// instance types and subnets. No DesiredCapacity: the group starts at its
+// minimum and a stack update never resets what the scaler set. The scaler
+// names every victim (instances are protected from scale-in); the
+// terminate hook lets the interruption handler drain an instance first.
+// Failed launches (no Spot capacity, a quota of 0) reach the alarm topic;
+// every launch and termination the scaling topic.
+func (s *Stack) fleetGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, lt awsec2.CfnLaunchTemplate, overrides []interface{}, subnets []*string, g groupSpec) {
+	group := awsautoscaling.NewCfnAutoScalingGroup(s.Stack, jsii.String(g.id), &awsautoscaling.CfnAutoScalingGroupProps{
+		AutoScalingGroupName:             jsii.String(g.name),
+		MinSize:                          jsii.String(fmt.Sprint(g.min)),
+		MaxSize:                          jsii.String(fmt.Sprint(f.MaxInstances)),
+		VpcZoneIdentifier:                &subnets,
+		CapacityRebalance:                jsii.Bool(g.capacityRebalance),
+		NewInstancesProtectedFromScaleIn: jsii.Bool(true),
+		MixedInstancesPolicy: &awsautoscaling.CfnAutoScalingGroup_MixedInstancesPolicyProperty{
+			InstancesDistribution: g.distribution,
+			LaunchTemplate: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateProperty{
+				LaunchTemplateSpecification: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateSpecificationProperty{
+					LaunchTemplateId: lt.Ref(), Version: lt.AttrLatestVersionNumber(),
+				},
+				Overrides: &overrides,
+			},
+		},
+		LifecycleHookSpecificationList: &[]interface{}{&awsautoscaling.CfnAutoScalingGroup_LifecycleHookSpecificationProperty{
+			LifecycleHookName:   jsii.String(LifecycleHook),
+			LifecycleTransition: jsii.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+			HeartbeatTimeout:    jsii.Number(300),
+			DefaultResult:       jsii.String("CONTINUE"),
+		}},
+		Tags: ptr(append(append([]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
+			{Key: jsii.String("Name"), Value: jsii.String(g.name), PropagateAtLaunch: jsii.Bool(true)},
+			{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
+			{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
+		}, g.tags...), groupTags(cfg, f)...)),
+		NotificationConfigurations: &[]interface{}{
+			&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.AlarmTopic.TopicArn(),
+				NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH_ERROR", "autoscaling:EC2_INSTANCE_TERMINATE_ERROR")},
+			&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
+				NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
+		},
+	})
+	suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
+		Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
+	group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
 }
 
 // userData is the instances' boot script (a Fn::Sub template): it ships

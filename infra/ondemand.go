@@ -1,9 +1,6 @@
 package infra
 
 import (
-	"fmt"
-
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/jsii-runtime-go"
@@ -42,48 +39,16 @@ func onDemandGroupNames(cfg *fleetconfig.Config) map[string]string {
 // hook and notifications, so the interruption handler drains its
 // instances as it drains Spot ones, and the scaler names every victim.
 func (s *Stack) onDemandGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, id string, lt awsec2.CfnLaunchTemplate, overrides []interface{}, subnets []*string) {
-	name := OnDemandGroupName(cfg.Stage, f.Slug)
-	group := awsautoscaling.NewCfnAutoScalingGroup(s.Stack, jsii.String(id+"OnDemandGroup"), &awsautoscaling.CfnAutoScalingGroupProps{
-		AutoScalingGroupName:             jsii.String(name),
-		MinSize:                          jsii.String("0"),
-		MaxSize:                          jsii.String(fmt.Sprint(f.MaxInstances)),
-		VpcZoneIdentifier:                &subnets,
-		NewInstancesProtectedFromScaleIn: jsii.Bool(true),
-		MixedInstancesPolicy: &awsautoscaling.CfnAutoScalingGroup_MixedInstancesPolicyProperty{
-			InstancesDistribution: &awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty{
-				OnDemandBaseCapacity:                jsii.Number(0),
-				OnDemandPercentageAboveBaseCapacity: jsii.Number(100),
-				// The config's instance types in order: the first that
-				// launches.
-				OnDemandAllocationStrategy: jsii.String("prioritized"),
-			},
-			LaunchTemplate: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateProperty{
-				LaunchTemplateSpecification: &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateSpecificationProperty{
-					LaunchTemplateId: lt.Ref(), Version: lt.AttrLatestVersionNumber(),
-				},
-				Overrides: &overrides,
-			},
+	s.fleetGroup(cfg, f, lt, overrides, subnets, groupSpec{
+		id: id + "OnDemandGroup", name: OnDemandGroupName(cfg.Stage, f.Slug),
+		distribution: &awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty{
+			OnDemandBaseCapacity:                jsii.Number(0),
+			OnDemandPercentageAboveBaseCapacity: jsii.Number(100),
+			// The config's instance types in order: the first that launches.
+			OnDemandAllocationStrategy: jsii.String("prioritized"),
 		},
-		LifecycleHookSpecificationList: &[]interface{}{&awsautoscaling.CfnAutoScalingGroup_LifecycleHookSpecificationProperty{
-			LifecycleHookName:   jsii.String(LifecycleHook),
-			LifecycleTransition: jsii.String("autoscaling:EC2_INSTANCE_TERMINATING"),
-			HeartbeatTimeout:    jsii.Number(300),
-			DefaultResult:       jsii.String("CONTINUE"),
-		}},
-		Tags: &[]*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
-			{Key: jsii.String("Name"), Value: jsii.String(name), PropagateAtLaunch: jsii.Bool(true)},
-			{Key: jsii.String(TagStage), Value: jsii.String(cfg.Stage), PropagateAtLaunch: jsii.Bool(true)},
-			{Key: jsii.String(TagFleet), Value: jsii.String(f.Slug), PropagateAtLaunch: jsii.Bool(true)},
+		tags: []*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty{
 			{Key: jsii.String(TagRung), Value: jsii.String(RungOnDemand), PropagateAtLaunch: jsii.Bool(true)},
 		},
-		NotificationConfigurations: &[]interface{}{
-			&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.AlarmTopic.TopicArn(),
-				NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH_ERROR", "autoscaling:EC2_INSTANCE_TERMINATE_ERROR")},
-			&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
-				NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
-		},
 	})
-	suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
-		Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
-	group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
 }

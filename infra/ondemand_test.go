@@ -21,7 +21,7 @@ func synthOnDemand(t *testing.T) synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n", 1)
+	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    tags: {project: video}\n    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n", 1)
 	if text == string(raw) {
 		t.Fatal("the prod config has no fleet video-a10g")
 	}
@@ -97,6 +97,21 @@ func TestOnDemandGroupForAFleetWithTheRung(t *testing.T) {
 	}
 	same("VPCZoneIdentifier")
 	same("NotificationConfigurations")
+	// Both groups carry the stage's, the fleet's and the config's
+	// cost-allocation tags; only Name and the rung differ.
+	tags := func(g map[string]any) string {
+		var kept []any
+		for _, t := range g["Tags"].([]any) {
+			if k := t.(map[string]any)["Key"]; k != "Name" && k != infra.TagRung {
+				kept = append(kept, t)
+			}
+		}
+		b, _ := json.Marshal(kept)
+		return string(b)
+	}
+	if a, b := tags(od), tags(spot); a != b || !strings.Contains(a, `"project"`) {
+		t.Errorf("tags: On-Demand %s, Spot %s (want the same, with project)", a, b)
+	}
 	for _, g := range []map[string]any{od, spot} {
 		lt, _ := json.Marshal(g["MixedInstancesPolicy"].(map[string]any)["LaunchTemplate"].(map[string]any)["LaunchTemplateSpecification"])
 		if !strings.Contains(string(lt), "VideoA10gTemplate") {
