@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/fleetq/fleetq/pkg/aws/preflight"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 func init() {
@@ -33,16 +32,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var cfg *fleetconfig.Config
-	var err error
-	if *configFile != "" {
-		cfg, err = fleetconfig.Load(*configFile)
-		if err == nil && cfg.Stage != *stage {
-			err = fmt.Errorf("%s is the config of stage %q, not %q", *configFile, cfg.Stage, *stage)
-		}
-	} else {
-		cfg, err = fleetconfig.ForStage(*stage)
-	}
+	cfg, err := stageConfig(*stage, *configFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq doctor:", err)
 		return 2

@@ -43,7 +43,7 @@ func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	if *workflow == "" {
-		cfg, err := smokeConfig(*stage, *configFile)
+		cfg, err := stageConfig(*stage, *configFile)
 		if err != nil {
 			fmt.Fprintln(stderr, "fleetq smoke:", err)
 			return 2
@@ -88,11 +88,17 @@ func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-func smokeConfig(stage, file string) (*fleetconfig.Config, error) {
+// stageConfig is the fleet config of a stage: its built-in one, or the
+// file given, which must be that stage's.
+func stageConfig(stage, file string) (*fleetconfig.Config, error) {
 	if file == "" {
 		return fleetconfig.ForStage(stage)
 	}
-	return fleetconfig.Load(file)
+	cfg, err := fleetconfig.Load(file)
+	if err == nil && cfg.Stage != stage {
+		err = fmt.Errorf("%s is the config of stage %q, not %q", file, cfg.Stage, stage)
+	}
+	return cfg, err
 }
 
 // stackAPI reads the stage's API URL from its stack's outputs.
