@@ -31,13 +31,13 @@ test: nag-deps browser-deps dynalite-deps
 
 DYNALITE_STAMP := scripts/dynalite/node_modules/.package-lock.json
 
-## test-dynalite: the store suite once more, against dynalite (a second implementation of the DynamoDB
-## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim; -short (about 20 s)
+## test-dynalite: the store and API suites once more, against dynalite (a second implementation of the DynamoDB
+## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim; -short (about 30 s)
 test-dynalite: dynalite-deps
 	@if [ -f $(DYNALITE_STAMP) ]; then \
-		echo "the store suite against dynalite"; \
-		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/; \
-	else echo "dynalite not installed (no npm): the store suite's dynalite run is skipped"; fi
+		echo "the store and API suites against dynalite"; \
+		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/ ./pkg/service/api/; \
+	else echo "dynalite not installed (no npm): the dynalite run is skipped"; fi
 
 ## dynalite-deps: scripts/dynalite's npm packages from its lockfile, when missing or stale; skipped without npm
 dynalite-deps: $(DYNALITE_STAMP)
