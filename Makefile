@@ -12,7 +12,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test nag-deps browser-deps build bench lint synth deploy release clean
+.PHONY: dev serve test test-dynalite nag-deps dynalite-deps browser-deps build bench lint synth deploy release clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -24,9 +24,25 @@ serve:
 
 ## test: every test, race detector on, integration tests included (with cdk-nag's rule packs on
 ## the synthesized templates, whose npm packages are installed once from scripts/nag's lockfile)
-test: nag-deps browser-deps
+test: nag-deps browser-deps dynalite-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@$(MAKE) --no-print-directory test-dynalite
+
+DYNALITE_STAMP := scripts/dynalite/node_modules/.package-lock.json
+
+## test-dynalite: the store and API suites once more, against dynalite (a second implementation of the DynamoDB
+## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim; -short (about 30 s)
+test-dynalite: dynalite-deps
+	@if [ -f $(DYNALITE_STAMP) ]; then \
+		echo "the store and API suites against dynalite"; \
+		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/ ./pkg/service/api/; \
+	else echo "dynalite not installed (no npm): the dynalite run is skipped"; fi
+
+## dynalite-deps: scripts/dynalite's npm packages from its lockfile, when missing or stale; skipped without npm
+dynalite-deps: $(DYNALITE_STAMP)
+$(DYNALITE_STAMP): scripts/dynalite/package-lock.json
+	@if command -v npm >/dev/null; then cd scripts/dynalite && npm ci --no-audit --no-fund; else echo "npm not found: the dynalite tests will be skipped"; fi
 
 NAG_STAMP := scripts/nag/node_modules/.package-lock.json
 

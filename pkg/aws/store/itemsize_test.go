@@ -11,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 const budgetConfig = `
@@ -34,6 +35,13 @@ func jsonObject(n int) json.RawMessage {
 // the largest result) to success against a DynamoDB that enforces the 400 KB
 // item limit, and checks that a result past the budget would not have fitted.
 func TestLargestJobCompletesWithinTheItemLimit(t *testing.T) {
+	if testenv.OnDynalite() {
+		// dynalite counts a string's size in UTF-16 code units (JavaScript's
+		// length), not UTF-8 bytes as DynamoDB does; this job's text is
+		// two-byte characters, so dynalite takes the result past the budget
+		// that DynamoDB refuses.
+		t.Skip("dynalite sizes strings in UTF-16 code units, not UTF-8 bytes (docs/testing.md)")
+	}
 	cfg, err := fleetconfig.Parse("budget.yaml", []byte(budgetConfig))
 	if err != nil {
 		t.Fatal(err)

@@ -15,16 +15,27 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/local/dynalite"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 )
 
 // EnvDynamoDBEndpoint names an external DynamoDB endpoint to test against.
 const EnvDynamoDBEndpoint = "FLEETQ_TEST_DYNAMODB_ENDPOINT"
 
+// EnvDynalite, set to 1, runs the tests against dynalite (installed by make
+// dynalite-deps) behind its transaction shim, started once per test binary;
+// see pkg/local/dynalite. It fails the tests when dynalite is not installed.
+const EnvDynalite = "FLEETQ_TEST_DYNALITE"
+
+// OnDynalite reports whether the tests run against dynalite (EnvDynalite),
+// for the few tests that need what it lacks; they skip and say why.
+func OnDynalite() bool { return os.Getenv(EnvDynalite) == "1" }
+
 var (
 	ddbOnce     sync.Once
 	ddbEndpoint string
 	ddbErr      error
+	dynaliteSrv *dynalite.Server
 	tableSeq    atomic.Int64
 )
 
@@ -38,6 +49,19 @@ func DynamoDBEndpoint(tb testing.TB) string {
 			ddbEndpoint = ep
 			return
 		}
+		if OnDynalite() {
+			dir, err := dynalite.Dir()
+			if err == nil {
+				// Held for the binary's life: dynalite exits when the
+				// server's stdin pipe is closed, which a collected
+				// Server would do.
+				if dynaliteSrv, err = dynalite.Start(dir); err == nil {
+					ddbEndpoint = dynaliteSrv.URL
+				}
+			}
+			ddbErr = err
+			return
+		}
 		srv, err := localaws.StartDynamoDB("")
 		if err != nil {
 			ddbErr = err
@@ -46,7 +70,7 @@ func DynamoDBEndpoint(tb testing.TB) string {
 		ddbEndpoint = srv.URL
 	})
 	if ddbErr != nil {
-		tb.Fatalf("start embedded DynamoDB: %v", ddbErr)
+		tb.Fatalf("start the test DynamoDB: %v", ddbErr)
 	}
 	return ddbEndpoint
 }
@@ -61,6 +85,8 @@ func StackDynamoDB(tb testing.TB) {
 	tb.Helper()
 	if ep := os.Getenv(EnvDynamoDBEndpoint); ep != "" {
 		tb.Setenv(awsenv.EnvDynamoDBEndpoint, ep)
+	} else if OnDynalite() {
+		tb.Setenv(awsenv.EnvDynamoDBEndpoint, DynamoDBEndpoint(tb))
 	}
 }
 
