@@ -1,0 +1,188 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+)
+
+// Fair share on the lease path (docs/scaling.md, "Fair share"). When the
+// stage lists tenants, a poll first chooses whose job it takes, by the
+// fair-share rule over the tenants with work at the top priority, and then
+// spreads over that tenant's oldest jobs as usual. Its inputs are read
+// cheaply: each tenant's leased jobs come from a census of the fleet's
+// leased partition, read at most once per censusTTL per process and kept
+// up to date with this process's own claims in between; the tenants
+// waiting behind one tenant's backlog come from one read of the top
+// priority that skips that tenant, also kept for censusTTL. A stage
+// without tenants reads nothing more.
+
+// censusTTL is how long a process trusts its census of a fleet's leased
+// jobs per tenant, and its look past one tenant's backlog.
+const censusTTL = time.Second
+
+// fairScanPages bounds the look past one tenant's backlog: at most this
+// many pages (1 MB each) of the top priority are read to find the others.
+const fairScanPages = 4
+
+// fairState is what one process knows of a fleet's tenants.
+type fairState struct {
+	mu sync.Mutex
+	// leased counts the fleet's leased jobs per tenant, as of leasedAt.
+	leased   map[string]int
+	leasedAt time.Time
+	// others holds the oldest ready jobs at priority othersPriority of
+	// every tenant but othersSkip, as of othersAt.
+	others         []jobItem
+	othersAt       time.Time
+	othersPriority int
+	othersSkip     string
+}
+
+// fairShare reports whether leases alternate between tenants: when the
+// stage lists any.
+func (s *Store) fairShare() bool { return s.cfg != nil && len(s.cfg.Tenants) > 0 }
+
+func (s *Store) fairFor(fleet string) *fairState {
+	st, _ := s.fair.LoadOrStore(fleet, &fairState{})
+	return st.(*fairState)
+}
+
+// fairOrder splits the candidates (in priority-then-age order) into the
+// top-priority jobs of the tenant the fair-share rule picks, and the rest.
+// Without fair share, or with a single tenant waiting, mine is every
+// candidate and rest is empty.
+func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, workflows []string, full bool, now time.Time) (mine, rest []jobItem, err error) {
+	if !s.fairShare() || len(cands) == 0 {
+		return cands, nil, nil
+	}
+	fs := s.fairFor(fleet)
+	top := cands[0].Priority
+	n := 1
+	for n < len(cands) && cands[n].Priority == top {
+		n++
+	}
+	head, lower := cands[:n], cands[n:]
+	if full && n == len(cands) && singleTenant(head) {
+		// The read held only one tenant's jobs and may have stopped short
+		// of everyone else's: look past that tenant's backlog.
+		more, err := s.othersAtTop(ctx, fs, fleet, top, head[0].TenantID, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		head = append(slices.Clone(head), servable(more, workflows)...)
+	}
+	if singleTenant(head) {
+		return cands, nil, nil
+	}
+	leased, err := s.leasedByTenant(ctx, fs, fleet, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ts []fairshare.Tenant
+	at := map[string]int{}
+	for _, c := range head {
+		i, ok := at[c.TenantID]
+		if !ok {
+			t := s.cfg.Tenant(c.TenantID)
+			i = len(ts)
+			at[c.TenantID] = i
+			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: t.Weight, MaxLeased: t.MaxLeased, Leased: leased[c.TenantID], OldestReady: fromMS(c.CreatedMS)})
+		}
+		ts[i].Ready++
+	}
+	pick := fairshare.Pick(ts)
+	if pick < 0 {
+		// Every tenant waiting is at its max_leased: that cap orders, it
+		// does not hold work back (docs/scaling.md).
+		return cands, nil, nil
+	}
+	for _, c := range head {
+		if c.TenantID == ts[pick].ID {
+			mine = append(mine, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return mine, append(rest, lower...), nil
+}
+
+func singleTenant(cands []jobItem) bool {
+	for _, c := range cands[1:] {
+		if c.TenantID != cands[0].TenantID {
+			return false
+		}
+	}
+	return true
+}
+
+// leasedByTenant answers the fleet's leased jobs per tenant: the census,
+// read again when older than censusTTL.
+func (s *Store) leasedByTenant(ctx context.Context, fs *fairState, fleet string, now time.Time) (map[string]int, error) {
+	fs.mu.Lock()
+	if fs.leased != nil && now.Sub(fs.leasedAt) < censusTTL && !now.Before(fs.leasedAt) {
+		out := maps.Clone(fs.leased)
+		fs.mu.Unlock()
+		return out, nil
+	}
+	fs.mu.Unlock()
+	items, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+	if err != nil {
+		return nil, err
+	}
+	census := map[string]int{}
+	for _, it := range items {
+		census[it.TenantID]++
+	}
+	fs.mu.Lock()
+	fs.leased, fs.leasedAt = census, now
+	fs.mu.Unlock()
+	return maps.Clone(census), nil
+}
+
+// othersAtTop answers the oldest ready jobs at the given priority of every
+// tenant but skip: remembered for censusTTL, read again otherwise.
+func (s *Store) othersAtTop(ctx context.Context, fs *fairState, fleet string, priority int, skip string, now time.Time) ([]jobItem, error) {
+	fs.mu.Lock()
+	if fs.othersSkip == skip && fs.othersPriority == priority && !fs.othersAt.IsZero() && now.Sub(fs.othersAt) < censusTTL && !now.Before(fs.othersAt) {
+		out := slices.Clone(fs.others)
+		fs.mu.Unlock()
+		return out, nil
+	}
+	fs.mu.Unlock()
+	q := byState(readyPartition(fleet))
+	q.key = q.key.And(expression.Key(AttrGSI1SK).BeginsWith(fmt.Sprintf("%04d#", 1000-priority)))
+	f := expression.Name(attrTenantID).NotEqual(expression.Value(skip))
+	q.filter, q.limit, q.maxPages = &f, s.limit, fairScanPages
+	items, err := queryItems[jobItem](ctx, s, q)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	fs.others, fs.othersAt, fs.othersPriority, fs.othersSkip = items, now, priority, skip
+	fs.mu.Unlock()
+	return slices.Clone(items), nil
+}
+
+// fairClaimed keeps the process's fair-share view current after a claim
+// attempt: a won claim counts in its tenant's leased jobs, and a job tried
+// (won or lost) is no longer among the others waiting.
+func (s *Store) fairClaimed(fleet string, c *jobItem, won bool) {
+	if !s.fairShare() {
+		return
+	}
+	fs := s.fairFor(fleet)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if won && fs.leased != nil {
+		fs.leased[c.TenantID]++
+	}
+	fs.others = slices.DeleteFunc(fs.others, func(o jobItem) bool { return o.JobID == c.JobID })
+}
