@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 // Fair share on the lease path (docs/scaling.md, "Fair share"). When the
@@ -55,13 +56,16 @@ func (s *Store) fairFor(fleet string) *fairState {
 	return st.(*fairState)
 }
 
-// fairOrder splits the candidates (in priority-then-age order) into the
-// top-priority jobs of the tenant the fair-share rule picks, and the rest.
-// Without fair share, or with a single tenant waiting, mine is every
-// candidate and rest is empty.
-func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, workflows []string, full bool, now time.Time) (mine, rest []jobItem, err error) {
+// fairOrder puts the candidates (in priority-then-age order) in the order
+// the fair-share rule would lease them: the top priority's jobs merged
+// tenant by tenant as fairshare.Pick names them lease after lease, then
+// the lower priorities as they were. Concurrent pollers spread over the
+// head of this order as they would over the oldest jobs, so under
+// contention they still take jobs in the tenants' proportions. Without
+// fair share, or with one tenant waiting, the order is unchanged.
+func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, workflows []string, full bool, now time.Time) ([]jobItem, error) {
 	if !s.fairShare() || len(cands) == 0 {
-		return cands, nil, nil
+		return cands, nil
 	}
 	fs := s.fairFor(fleet)
 	top := cands[0].Priority
@@ -75,43 +79,63 @@ func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, wo
 		// of everyone else's: look past that tenant's backlog.
 		more, err := s.othersAtTop(ctx, fs, fleet, top, head[0].TenantID, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		head = append(slices.Clone(head), servable(more, workflows)...)
 	}
 	if singleTenant(head) {
-		return cands, nil, nil
+		return cands, nil
 	}
 	leased, err := s.leasedByTenant(ctx, fs, fleet, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return append(fairMerge(head, leased, s.cfg.Tenant), lower...), nil
+}
+
+// fairMerge orders jobs of one priority (each tenant's in age order) as
+// successive fair-share picks would lease them, given each tenant's leased
+// jobs. Jobs of tenants at their max_leased come last, oldest first: the
+// cap orders, it does not hold work back (docs/scaling.md).
+func fairMerge(head []jobItem, leased map[string]int, settings func(string) fleetconfig.Tenant) []jobItem {
 	var ts []fairshare.Tenant
+	var queues [][]jobItem
 	at := map[string]int{}
 	for _, c := range head {
 		i, ok := at[c.TenantID]
 		if !ok {
-			t := s.cfg.Tenant(c.TenantID)
+			t := settings(c.TenantID)
 			i = len(ts)
 			at[c.TenantID] = i
 			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: t.Weight, MaxLeased: t.MaxLeased, Leased: leased[c.TenantID], OldestReady: fromMS(c.CreatedMS)})
+			queues = append(queues, nil)
 		}
 		ts[i].Ready++
+		queues[i] = append(queues[i], c)
 	}
-	pick := fairshare.Pick(ts)
-	if pick < 0 {
-		// Every tenant waiting is at its max_leased: that cap orders, it
-		// does not hold work back (docs/scaling.md).
-		return cands, nil, nil
-	}
-	for _, c := range head {
-		if c.TenantID == ts[pick].ID {
-			mine = append(mine, c)
-		} else {
-			rest = append(rest, c)
+	out := make([]jobItem, 0, len(head))
+	taken := map[string]bool{}
+	for {
+		i := fairshare.Pick(ts)
+		if i < 0 {
+			break
+		}
+		c := queues[i][0]
+		out = append(out, c)
+		taken[c.JobID] = true
+		queues[i] = queues[i][1:]
+		ts[i].Leased++
+		ts[i].Ready--
+		if len(queues[i]) > 0 {
+			ts[i].OldestReady = fromMS(queues[i][0].CreatedMS)
 		}
 	}
-	return mine, append(rest, lower...), nil
+	for _, c := range head {
+		if !taken[c.JobID] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func singleTenant(cands []jobItem) bool {

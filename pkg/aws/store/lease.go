@@ -59,12 +59,11 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
 			return job.Job{}, err
 		}
-		// With fair share, the spread is over the chosen tenant's jobs.
-		mine, rest, err := s.fairOrder(ctx, f.Slug, servable(cands, workflows), workflows, full, now)
+		ordered, err := s.fairOrder(ctx, f.Slug, servable(cands, workflows), workflows, full, now)
 		if err != nil {
 			return job.Job{}, err
 		}
-		ready := append(spreadOrder(mine, s.leaseWindow()<<round), rest...)
+		ready := spreadOrder(ordered, s.leaseWindow()<<round)
 		if round < leaseRereads && len(ready) > 1 {
 			// One claim per read: a lost claim says the read is stale, and
 			// the jobs next to the lost one are the likeliest to be gone too,
