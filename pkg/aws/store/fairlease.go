@@ -39,6 +39,8 @@ type fairState struct {
 	// leased counts the fleet's leased jobs per tenant, as of leasedAt.
 	leased   map[string]int
 	leasedAt time.Time
+	// counting is set while a poll reads the census again.
+	counting bool
 	// others holds the oldest ready jobs at priority othersPriority of
 	// every tenant but othersSkip, as of othersAt.
 	others         []jobItem
@@ -151,23 +153,28 @@ func singleTenant(cands []jobItem) bool {
 // read again when older than censusTTL.
 func (s *Store) leasedByTenant(ctx context.Context, fs *fairState, fleet string, now time.Time) (map[string]int, error) {
 	fs.mu.Lock()
-	if fs.leased != nil && now.Sub(fs.leasedAt) < censusTTL && !now.Before(fs.leasedAt) {
+	fresh := now.Sub(fs.leasedAt) < censusTTL && !now.Before(fs.leasedAt)
+	if fs.leased != nil && (fresh || fs.counting) {
+		// Fresh, or being read again by another poll of this process:
+		// one read per process at a time is enough.
 		out := maps.Clone(fs.leased)
 		fs.mu.Unlock()
 		return out, nil
 	}
+	fs.counting = true
 	fs.mu.Unlock()
 	items, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
-	if err != nil {
-		return nil, err
-	}
 	census := map[string]int{}
 	for _, it := range items {
 		census[it.TenantID]++
 	}
 	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.counting = false
+	if err != nil {
+		return nil, err
+	}
 	fs.leased, fs.leasedAt = census, now
-	fs.mu.Unlock()
 	return maps.Clone(census), nil
 }
 
