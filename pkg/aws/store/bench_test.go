@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -30,16 +34,24 @@ fleets:
 // benchEnv is a fresh table holding `jobs` queued jobs and `workers`
 // registered workers of one fleet, on the store's default lease settings.
 func benchEnv(b *testing.B, jobs, workers int) (*env, []store.WorkerAuth) {
+	e, auths, _ := countedBenchEnv(b, benchConfig, jobs, workers, func(int) string { return "t" })
+	return e, auths
+}
+
+// countedBenchEnv is benchEnv on a given config, with job i of tenant
+// tenant(i), and a count of the DynamoDB requests the store sends.
+func countedBenchEnv(b *testing.B, config string, jobs, workers int, tenant func(int) string) (*env, []store.WorkerAuth, *atomic.Int64) {
 	b.Helper()
-	cfg, err := fleetconfig.Parse("bench.yaml", []byte(benchConfig))
+	cfg, err := fleetconfig.Parse("bench.yaml", []byte(config))
 	if err != nil {
 		b.Fatal(err)
 	}
-	client, table := testenv.DynamoDB(b)
+	n := new(atomic.Int64)
+	client, table := testenv.DynamoDB(b, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, awsenv.CountRequests(n)) })
 	e := &env{ctx: context.Background(), clock: clock.NewFake(t0), cfg: cfg}
 	e.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: e.clock, Logger: slog.New(slog.DiscardHandler)})
 	for i := range jobs {
-		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: fmt.Sprintf("job-%05d", i), TenantID: "t", WorkflowID: "wf-a"}); err != nil {
+		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: fmt.Sprintf("job-%05d", i), TenantID: tenant(i), WorkflowID: "wf-a"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -51,7 +63,8 @@ func benchEnv(b *testing.B, jobs, workers int) (*env, []store.WorkerAuth) {
 		}
 		auths[i] = a
 	}
-	return e, auths
+	n.Store(0)
+	return e, auths, n
 }
 
 // BenchmarkLeaseNext is the lease path of one poller with work waiting: an
@@ -85,15 +98,31 @@ func BenchmarkLeaseNext(b *testing.B) {
 
 // BenchmarkLeaseContention50Pollers has 50 workers poll one fleet at once
 // until 500 queued jobs are leased, and reports claims lost to another
-// poller per successful lease (goal: at most 0.5) and the latency of a
-// successful poll.
+// poller per successful lease (goal: at most 0.5), DynamoDB requests per
+// lease (every poll counted, the empty ones at the end too) and the
+// latency of a successful poll.
 func BenchmarkLeaseContention50Pollers(b *testing.B) {
+	benchContention(b, benchConfig, func(int) string { return "t" })
+}
+
+// BenchmarkLeaseContention50PollersFairShare is the same with fair share
+// on: two tenants of equal weight, one with ten times the other's backlog.
+func BenchmarkLeaseContention50PollersFairShare(b *testing.B) {
+	benchContention(b, benchConfig+"tenants:\n  - id: big\n  - id: small\n", func(i int) string {
+		if i%11 == 10 {
+			return "small"
+		}
+		return "big"
+	})
+}
+
+func benchContention(b *testing.B, config string, tenant func(int) string) {
 	const pollers, jobs = 50, 500
-	var conflicts, claims int64
+	var conflicts, claims, requests int64
 	var lat []time.Duration
 	for range b.N {
 		b.StopTimer()
-		e, auths := benchEnv(b, jobs, pollers)
+		e, auths, n := countedBenchEnv(b, config, jobs, pollers, tenant)
 		b.StartTimer()
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -127,10 +156,12 @@ func BenchmarkLeaseContention50Pollers(b *testing.B) {
 		}
 		conflicts += st.Conflicts
 		claims += st.Claims
+		requests += n.Load()
 	}
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(float64(conflicts)/float64(claims), "conflicts/lease")
+	b.ReportMetric(float64(requests)/float64(claims), "requests/lease")
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 }

@@ -22,7 +22,8 @@ import (
 const leaseRereads = 4
 
 // LeaseNext leases one job of the worker's fleet whose workflow it serves:
-// highest priority first, then oldest. The job claim and the worker's check
+// highest priority first, then oldest; when the stage lists tenants, within
+// the top priority the fair-share rule first picks whose job (fairlease.go). The job claim and the worker's check
 // (its token, not draining or revoked, approved, under max_concurrency, and
 // its lease count) are one transaction, so a worker being drained as a
 // scale-in victim can never get a lease in the same instant.
@@ -54,10 +55,15 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if err != nil {
 			return job.Job{}, err
 		}
+		full := len(cands) >= s.limit
 		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
 			return job.Job{}, err
 		}
-		ready := spreadOrder(servable(cands, workflows), s.leaseWindow()<<round)
+		ordered, err := s.fairOrder(ctx, f.Slug, servable(cands, workflows), workflows, full, now)
+		if err != nil {
+			return job.Job{}, err
+		}
+		ready := spreadOrder(ordered, s.leaseWindow()<<round)
 		if round < leaseRereads && len(ready) > 1 {
 			// One claim per read: a lost claim says the read is stale, and
 			// the jobs next to the lost one are the likeliest to be gone too,
@@ -155,8 +161,10 @@ func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, workflows []string
 		j, err := s.claim(ctx, a, &cands[i], leaseFor, now)
 		switch {
 		case err == nil:
+			s.fairClaimed(a.Fleet, &cands[i], true)
 			return j, lost, nil
 		case errors.Is(err, errJobTaken):
+			s.fairClaimed(a.Fleet, &cands[i], false)
 			lost = true
 			continue
 		default:

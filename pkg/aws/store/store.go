@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,8 @@ type Store struct {
 	claims    atomic.Int64
 	conflicts atomic.Int64
 	window    atomic.Int64
+	// fair holds each fleet's *fairState (fairlease.go).
+	fair sync.Map
 }
 
 // New returns a store over the given table.
@@ -345,11 +348,20 @@ type query struct {
 	// limit stops the read after this many items (0: read every page).
 	limit      int
 	consistent bool
+	// filter drops items after they are read; with it, pages are read
+	// whole (a Limit would count the dropped items too).
+	filter *expression.ConditionBuilder
+	// maxPages stops the read after this many pages (0: no bound).
+	maxPages int
 }
 
 // run reads the pages of q: its items, or with count only how many there are.
 func (s *Store) run(ctx context.Context, q query, count bool) ([]map[string]types.AttributeValue, int, error) {
-	e, err := expression.NewBuilder().WithKeyCondition(q.key).Build()
+	b := expression.NewBuilder().WithKeyCondition(q.key)
+	if q.filter != nil {
+		b = b.WithFilter(*q.filter)
+	}
+	e, err := b.Build()
 	if err != nil {
 		return nil, 0, fmt.Errorf("build query of %s: %w", q.what, err)
 	}
@@ -359,6 +371,7 @@ func (s *Store) run(ctx context.Context, q query, count bool) ([]map[string]type
 		ExpressionAttributeNames:  e.Names(),
 		ExpressionAttributeValues: e.Values(),
 		ScanIndexForward:          aws.Bool(!q.backward),
+		FilterExpression:          e.Filter(),
 	}
 	if q.index != "" {
 		in.IndexName = aws.String(q.index)
@@ -371,8 +384,8 @@ func (s *Store) run(ctx context.Context, q query, count bool) ([]map[string]type
 	}
 	var items []map[string]types.AttributeValue
 	n := 0
-	for {
-		if q.limit > 0 && !count {
+	for page := 1; ; page++ {
+		if q.limit > 0 && !count && q.filter == nil {
 			in.Limit = aws.Int32(int32(q.limit - len(items)))
 		}
 		res, err := s.db.Query(ctx, in)
@@ -381,7 +394,10 @@ func (s *Store) run(ctx context.Context, q query, count bool) ([]map[string]type
 		}
 		items = append(items, res.Items...)
 		n += int(res.Count)
-		if len(res.LastEvaluatedKey) == 0 || (q.limit > 0 && !count && len(items) >= q.limit) {
+		if len(res.LastEvaluatedKey) == 0 || (q.limit > 0 && !count && len(items) >= q.limit) || (q.maxPages > 0 && page >= q.maxPages) {
+			if q.limit > 0 && len(items) > q.limit {
+				items = items[:q.limit]
+			}
 			return items, n, nil
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey

@@ -17,7 +17,8 @@ type Tenant struct {
 	// and queues nothing. Zero: no cap.
 	MaxQueued int `yaml:"max_queued"`
 	// MaxLeased caps how many of the tenant's jobs run at once, the input of
-	// the fair-share rule (pkg/domain/fairshare). Zero: no cap.
+	// the fair-share rule (pkg/domain/fairshare): the lease path gives other
+	// tenants' jobs first while the tenant is at it. Zero: no cap.
 	MaxLeased int `yaml:"max_leased"`
 	// Weight is the tenant's share of free slots relative to the others in
 	// the fair-share rule. Zero means 1.

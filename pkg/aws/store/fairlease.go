@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+)
+
+// Fair share on the lease path (docs/scaling.md, "Fair share"). When the
+// stage lists tenants, a poll first chooses whose job it takes, by the
+// fair-share rule over the tenants with work at the top priority, and then
+// spreads over that tenant's oldest jobs as usual. Its inputs are read
+// cheaply: each tenant's leased jobs come from a census of the fleet's
+// leased partition, read at most once per censusTTL per process and kept
+// up to date with this process's own claims in between; the tenants
+// waiting behind one tenant's backlog come from one read of the top
+// priority that skips that tenant, also kept for censusTTL. A stage
+// without tenants reads nothing more.
+
+// censusTTL is how long a process trusts its census of a fleet's leased
+// jobs per tenant, and its look past one tenant's backlog.
+const censusTTL = time.Second
+
+// fairScanPages bounds the look past one tenant's backlog: at most this
+// many pages (1 MB each) of the top priority are read to find the others.
+const fairScanPages = 4
+
+// fairState is what one process knows of a fleet's tenants.
+type fairState struct {
+	mu sync.Mutex
+	// leased counts the fleet's leased jobs per tenant, as of leasedAt.
+	leased   map[string]int
+	leasedAt time.Time
+	// counting is set while a poll reads the census again.
+	counting bool
+	// others holds the oldest ready jobs at priority othersPriority of
+	// every tenant but othersSkip, as of othersAt.
+	others         []jobItem
+	othersAt       time.Time
+	othersPriority int
+	othersSkip     string
+}
+
+// fairShare reports whether leases alternate between tenants: when the
+// stage lists any.
+func (s *Store) fairShare() bool { return s.cfg != nil && len(s.cfg.Tenants) > 0 }
+
+func (s *Store) fairFor(fleet string) *fairState {
+	st, _ := s.fair.LoadOrStore(fleet, &fairState{})
+	return st.(*fairState)
+}
+
+// fairOrder puts the candidates (in priority-then-age order) in the order
+// the fair-share rule would lease them: the top priority's jobs merged
+// tenant by tenant as fairshare.Pick names them lease after lease, then
+// the lower priorities as they were. Concurrent pollers spread over the
+// head of this order as they would over the oldest jobs, so under
+// contention they still take jobs in the tenants' proportions. Without
+// fair share, or with one tenant waiting, the order is unchanged.
+func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, workflows []string, full bool, now time.Time) ([]jobItem, error) {
+	if !s.fairShare() || len(cands) == 0 {
+		return cands, nil
+	}
+	fs := s.fairFor(fleet)
+	top := cands[0].Priority
+	n := 1
+	for n < len(cands) && cands[n].Priority == top {
+		n++
+	}
+	head, lower := cands[:n], cands[n:]
+	if full && n == len(cands) && singleTenant(head) {
+		// The read held only one tenant's jobs and may have stopped short
+		// of everyone else's: look past that tenant's backlog.
+		more, err := s.othersAtTop(ctx, fs, fleet, top, head[0].TenantID, now)
+		if err != nil {
+			return nil, err
+		}
+		head = append(slices.Clone(head), servable(more, workflows)...)
+	}
+	if singleTenant(head) {
+		return cands, nil
+	}
+	leased, err := s.leasedByTenant(ctx, fs, fleet, now)
+	if err != nil {
+		return nil, err
+	}
+	return append(fairMerge(head, leased, s.cfg.Tenant), lower...), nil
+}
+
+// fairMerge orders jobs of one priority (each tenant's in age order) as
+// successive fair-share picks would lease them, given each tenant's leased
+// jobs. Jobs of tenants at their max_leased come last, oldest first: the
+// cap orders, it does not hold work back (docs/scaling.md).
+func fairMerge(head []jobItem, leased map[string]int, settings func(string) fleetconfig.Tenant) []jobItem {
+	var ts []fairshare.Tenant
+	var queues [][]jobItem
+	at := map[string]int{}
+	for _, c := range head {
+		i, ok := at[c.TenantID]
+		if !ok {
+			t := settings(c.TenantID)
+			i = len(ts)
+			at[c.TenantID] = i
+			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: t.Weight, MaxLeased: t.MaxLeased, Leased: leased[c.TenantID], OldestReady: fromMS(c.CreatedMS)})
+			queues = append(queues, nil)
+		}
+		ts[i].Ready++
+		queues[i] = append(queues[i], c)
+	}
+	out := make([]jobItem, 0, len(head))
+	taken := map[string]bool{}
+	for {
+		i := fairshare.Pick(ts)
+		if i < 0 {
+			break
+		}
+		c := queues[i][0]
+		out = append(out, c)
+		taken[c.JobID] = true
+		queues[i] = queues[i][1:]
+		ts[i].Leased++
+		ts[i].Ready--
+		if len(queues[i]) > 0 {
+			ts[i].OldestReady = fromMS(queues[i][0].CreatedMS)
+		}
+	}
+	for _, c := range head {
+		if !taken[c.JobID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func singleTenant(cands []jobItem) bool {
+	for _, c := range cands[1:] {
+		if c.TenantID != cands[0].TenantID {
+			return false
+		}
+	}
+	return true
+}
+
+// leasedByTenant answers the fleet's leased jobs per tenant: the census,
+// read again when older than censusTTL.
+func (s *Store) leasedByTenant(ctx context.Context, fs *fairState, fleet string, now time.Time) (map[string]int, error) {
+	fs.mu.Lock()
+	fresh := now.Sub(fs.leasedAt) < censusTTL && !now.Before(fs.leasedAt)
+	if fs.leased != nil && (fresh || fs.counting) {
+		// Fresh, or being read again by another poll of this process:
+		// one read per process at a time is enough.
+		out := maps.Clone(fs.leased)
+		fs.mu.Unlock()
+		return out, nil
+	}
+	fs.counting = true
+	fs.mu.Unlock()
+	items, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+	census := map[string]int{}
+	for _, it := range items {
+		census[it.TenantID]++
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.counting = false
+	if err != nil {
+		return nil, err
+	}
+	fs.leased, fs.leasedAt = census, now
+	return maps.Clone(census), nil
+}
+
+// othersAtTop answers the oldest ready jobs at the given priority of every
+// tenant but skip: remembered for censusTTL, read again otherwise.
+func (s *Store) othersAtTop(ctx context.Context, fs *fairState, fleet string, priority int, skip string, now time.Time) ([]jobItem, error) {
+	fs.mu.Lock()
+	if fs.othersSkip == skip && fs.othersPriority == priority && !fs.othersAt.IsZero() && now.Sub(fs.othersAt) < censusTTL && !now.Before(fs.othersAt) {
+		out := slices.Clone(fs.others)
+		fs.mu.Unlock()
+		return out, nil
+	}
+	fs.mu.Unlock()
+	q := byState(readyPartition(fleet))
+	q.key = q.key.And(expression.Key(AttrGSI1SK).BeginsWith(fmt.Sprintf("%04d#", 1000-priority)))
+	f := expression.Name(attrTenantID).NotEqual(expression.Value(skip))
+	q.filter, q.limit, q.maxPages = &f, s.limit, fairScanPages
+	items, err := queryItems[jobItem](ctx, s, q)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	fs.others, fs.othersAt, fs.othersPriority, fs.othersSkip = items, now, priority, skip
+	fs.mu.Unlock()
+	return slices.Clone(items), nil
+}
+
+// fairClaimed keeps the process's fair-share view current after a claim
+// attempt: a won claim counts in its tenant's leased jobs, and a job tried
+// (won or lost) is no longer among the others waiting.
+func (s *Store) fairClaimed(fleet string, c *jobItem, won bool) {
+	if !s.fairShare() {
+		return
+	}
+	fs := s.fairFor(fleet)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if won && fs.leased != nil {
+		fs.leased[c.TenantID]++
+	}
+	fs.others = slices.DeleteFunc(fs.others, func(o jobItem) bool { return o.JobID == c.JobID })
+}
