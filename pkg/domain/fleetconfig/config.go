@@ -34,9 +34,9 @@ type Config struct {
 	Tags map[string]string `yaml:"tags"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
-	// Tenants are per-tenant quotas and shares, stage-wide (tenants.go).
+	// Tenants are per-tenant quotas and fair-share weights, stage-wide (docs/scaling.md, "Tenant quotas").
 	Tenants []Tenant `yaml:"tenants"`
-	// Prices price each job (prices.go); none by default.
+	// Prices price each job (docs/scaling.md, "Cost per job"); none by default.
 	Prices Prices `yaml:"prices"`
 
 	// source names the file (or built-in) the config was read from, for messages.
