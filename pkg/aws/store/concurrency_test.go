@@ -31,16 +31,16 @@ fleets:
     preemption_cap: 3
 `
 
-// TestConcurrentWorkersLeaseEachJobExclusively races 50 workers over 500 jobs
+// TestConcurrentWorkersLeaseEachJobExclusively races 50 workers over 250 jobs
 // with random completions, failures and requeues. The clock never moves, so no
 // lease expires: any moment at which two workers hold the same job is a bug in
 // the fencing, not a legitimate re-lease. Every job must end in exactly one
 // terminal state, reported by exactly one worker.
 func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
 	if testing.Short() {
-		t.Skip("race of 50 workers over 500 jobs")
+		t.Skip("race of 50 workers over 250 jobs")
 	}
-	const workers, jobs = 50, 500
+	const workers, jobs = 50, 250
 	cfg, err := fleetconfig.Parse("race.yaml", []byte(raceConfig))
 	if err != nil {
 		t.Fatal(err)
