@@ -80,6 +80,18 @@ func (a *JSONAPI) Events() []PutEventsEntry {
 	return append([]PutEventsEntry(nil), a.events...)
 }
 
+// secret is the stored secret named id, or Secrets Manager's not-found
+// answer written to w.
+func (a *JSONAPI) secret(w http.ResponseWriter, id string) (secretVersion, bool) {
+	a.mu.Lock()
+	v, ok := a.secrets[id]
+	a.mu.Unlock()
+	if !ok {
+		writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+	}
+	return v, ok
+}
+
 // ServeHTTP answers one JSON 1.1 request, routed by its X-Amz-Target.
 func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get("X-Amz-Target")
@@ -108,11 +120,8 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, "InvalidRequestException", "only the AWSCURRENT version is served")
 			return
 		}
-		a.mu.Lock()
-		v, ok := a.secrets[in.SecretId]
-		a.mu.Unlock()
+		v, ok := a.secret(w, in.SecretId)
 		if !ok {
-			writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
 			return
 		}
 		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId, "SecretString": v.value,
@@ -123,11 +132,8 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, "InvalidParameterException", "SecretId is required")
 			return
 		}
-		a.mu.Lock()
-		v, ok := a.secrets[in.SecretId]
-		a.mu.Unlock()
+		v, ok := a.secret(w, in.SecretId)
 		if !ok {
-			writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
 			return
 		}
 		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId,
