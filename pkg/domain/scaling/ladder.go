@@ -34,6 +34,13 @@ type LadderInput struct {
 	// After is how long Spot may be short before launches move to
 	// On-Demand; zero turns the On-Demand rung off.
 	After time.Duration
+	// WaitSLO, when above zero, moves launches to On-Demand sooner: once
+	// Spot is short at all and the oldest ready job has waited longer than
+	// it, even before After. Zero leaves the rung to After alone.
+	WaitSLO time.Duration
+	// OldestReadyWait is how long the oldest ready job has waited (zero
+	// with no ready job).
+	OldestReadyWait time.Duration
 	// OnDemandOnlyReady and OnDemandOnlyLeased are the ready and leased
 	// jobs (counted in Ready and Leased too) that only On-Demand workers may
 	// lease: preempted as often as the fleet's preemption cap allows, they
@@ -171,6 +178,9 @@ func decideLadder(in LadderInput) LadderDecision {
 		shortFor = now.Sub(in.SpotShortSince)
 	}
 	onDemand := in.After > 0 && !in.SpotShortSince.IsZero() && shortFor >= in.After
+	// The wait SLO: Spot short (for however long) and work waiting past it.
+	slo := in.After > 0 && !in.SpotShortSince.IsZero() && !onDemand && in.WaitSLO > 0 && in.OldestReadyWait > in.WaitSLO
+	onDemand = onDemand || slo
 
 	dec := in.Input
 	var retire []Victim
@@ -228,7 +238,12 @@ func decideLadder(in LadderInput) LadderDecision {
 		out.Rung = RungOnDemand
 		out.OnDemandDesired = odAfter + d.Launch
 		out.SpotDesired = spotAfter + 1 // the probe: one Spot launch kept asked for
-		out.Reason += fmt.Sprintf("; on-demand rung: Spot short for %s (fallback after %s)", round(shortFor), in.After)
+		if slo {
+			out.Reason += fmt.Sprintf("; on-demand rung: oldest job waited %s (wait SLO %s), Spot short for %s (fallback after %s)",
+				shortDuration(round(in.OldestReadyWait)), shortDuration(in.WaitSLO), round(shortFor), in.After)
+		} else {
+			out.Reason += fmt.Sprintf("; on-demand rung: Spot short for %s (fallback after %s)", round(shortFor), in.After)
+		}
 		if d.Launch > 0 {
 			out.Reason += fmt.Sprintf(", launch %d On-Demand", d.Launch)
 		}

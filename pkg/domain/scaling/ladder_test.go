@@ -57,6 +57,36 @@ func TestDecideLadder(t *testing.T) {
 			i.SpotDesired, i.After = 3, 0
 			return i
 		}(), rung: RungSpot, spot: 3, onDemand: 0},
+		{name: "wait SLO: Spot short and the oldest job waited past it: On-Demand before fallback_after", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 2*time.Minute)
+			i.SpotDesired, i.WaitSLO, i.OldestReadyWait = 3, 5*time.Minute, 7*time.Minute
+			return i
+		}(), rung: RungOnDemand, spot: 1, onDemand: 3, reason: "on-demand rung: oldest job waited 7m (wait SLO 5m), Spot short for 2m0s (fallback after 10m0s), launch 3 On-Demand"},
+		{name: "wait SLO not yet passed: Spot rung", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 2*time.Minute)
+			i.SpotDesired, i.WaitSLO, i.OldestReadyWait = 3, 5*time.Minute, 4*time.Minute
+			return i
+		}(), rung: RungSpot, spot: 3, onDemand: 0, reason: "Spot short for 2m0s (fallback after 10m0s)"},
+		{name: "wait SLO passed but Spot not short: Spot rung (the wait is not Spot's doing)", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 0)
+			i.SpotDesired, i.WaitSLO, i.OldestReadyWait = 3, 5*time.Minute, time.Hour
+			return i
+		}(), rung: RungSpot, spot: 3, onDemand: 0},
+		{name: "no wait SLO: a long wait changes nothing before fallback_after", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 2*time.Minute)
+			i.SpotDesired, i.OldestReadyWait = 3, time.Hour
+			return i
+		}(), rung: RungSpot, spot: 3, onDemand: 0},
+		{name: "wait SLO without an On-Demand rung: nothing to move to", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 2*time.Minute)
+			i.SpotDesired, i.After, i.WaitSLO, i.OldestReadyWait = 3, 0, 5*time.Minute, time.Hour
+			return i
+		}(), rung: RungSpot, spot: 3, onDemand: 0},
+		{name: "past fallback_after the reason is fallback_after's, whatever the wait", in: func() LadderInput {
+			i := ladder(&fleet{}, 6, 0, 11*time.Minute)
+			i.SpotDesired, i.WaitSLO, i.OldestReadyWait = 3, 5*time.Minute, 20*time.Minute
+			return i
+		}(), rung: RungOnDemand, spot: 1, onDemand: 3, reason: "on-demand rung: Spot short for 11m0s (fallback after 10m0s), launch 3 On-Demand"},
 		{name: "Spot back: idle On-Demand goes, its place launched on Spot", in: ladder((&fleet{}).worker(2, 0).worker(0, 5*time.Minute), 2, 2, 0, "i-1"),
 			rung: RungSpot, spot: 2, onDemand: 0, victims: "i-1:on-demand", reason: "terminate 1 idle On-Demand (Spot is back)"},
 		{name: "Spot back: even within the grace", in: ladder((&fleet{}).worker(2, 0).worker(0, time.Minute), 2, 2, 0, "i-1"),
