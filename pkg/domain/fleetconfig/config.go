@@ -138,6 +138,9 @@ type Fleet struct {
 	// OnDemand is the fleet's On-Demand rung beside its Spot group; off by
 	// default.
 	OnDemand OnDemand `yaml:"on_demand"`
+	// Spot steers the Spot group away from recently interrupted instance
+	// types and zones.
+	Spot Spot `yaml:"spot"`
 
 	// InstanceTypes are the EC2 instance types the group may launch, in
 	// order of preference; all x86_64 or all arm64 (CDK app only).

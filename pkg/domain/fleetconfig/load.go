@@ -138,6 +138,7 @@ func (f *Fleet) applyDefaults() {
 	}
 	setInt(&f.PreemptionCap, DefaultPreemptionCap)
 	setInt(&f.RootVolumeGB, DefaultRootVolumeGB)
+	f.Spot.applyDefaults()
 	if f.Agent.Runner == "" {
 		f.Agent.Runner = DefaultRunner
 	}
@@ -352,4 +353,5 @@ func (f *Fleet) validate(at string, k *checker) {
 	}
 	f.validateWarm(at, k)
 	f.validateOnDemand(at, k)
+	f.validateSpot(at, k)
 }
