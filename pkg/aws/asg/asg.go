@@ -44,6 +44,11 @@ type Group struct {
 	// Instances are as DescribeAutoScalingGroups reports them, in every
 	// lifecycle state (FirstSeen left zero).
 	Instances []scaling.Instance
+	// Types are the instance types of the group's mixed instances policy
+	// overrides, in their priority order (none for a group without one).
+	Types []string
+	// Subnets are the group's subnets (its VPCZoneIdentifier), in order.
+	Subnets []string
 }
 
 // InService counts the instances in service.
@@ -72,6 +77,7 @@ func (g Group) Pending() int {
 // API is the part of *autoscaling.Client the adapter uses.
 type API interface {
 	DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
+	UpdateAutoScalingGroup(context.Context, *autoscaling.UpdateAutoScalingGroupInput, ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error)
 	SetDesiredCapacity(context.Context, *autoscaling.SetDesiredCapacityInput, ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error)
 	TerminateInstanceInAutoScalingGroup(context.Context, *autoscaling.TerminateInstanceInAutoScalingGroupInput, ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
 	CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
@@ -181,6 +187,16 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 		Min:     int(aws.ToInt32(found.MinSize)),
 		Max:     int(aws.ToInt32(found.MaxSize)),
 	}
+	if mip := found.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		for _, o := range mip.LaunchTemplate.Overrides {
+			g.Types = append(g.Types, aws.ToString(o.InstanceType))
+		}
+	}
+	for _, sn := range strings.Split(aws.ToString(found.VPCZoneIdentifier), ",") {
+		if sn = strings.TrimSpace(sn); sn != "" {
+			g.Subnets = append(g.Subnets, sn)
+		}
+	}
 	for _, in := range found.Instances {
 		g.Instances = append(g.Instances, scaling.Instance{
 			ID:                   aws.ToString(in.InstanceId),
@@ -210,6 +226,37 @@ func (a *Adapter) SetDesired(ctx context.Context, groupName string, n int) error
 	})
 	if err != nil {
 		return fmt.Errorf("set desired capacity of auto scaling group %q to %d: %w", groupName, n, err)
+	}
+	return nil
+}
+
+// Place sets the priority order of the instance types of the group's
+// mixed instances policy (its launch template overrides, each an instance
+// type alone) and the subnets it launches in. Nil leaves either as it is;
+// the rest of the policy (launch template, distribution) is not sent and
+// stays. Running instances are not touched: the order and subnets apply to
+// the next launches.
+func (a *Adapter) Place(ctx context.Context, groupName string, instanceTypes, subnets []string) error {
+	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(groupName)}
+	if instanceTypes != nil {
+		var overrides []types.LaunchTemplateOverrides
+		for _, t := range instanceTypes {
+			overrides = append(overrides, types.LaunchTemplateOverrides{InstanceType: aws.String(t)})
+		}
+		in.MixedInstancesPolicy = &types.MixedInstancesPolicy{LaunchTemplate: &types.LaunchTemplate{Overrides: overrides}}
+	}
+	if subnets != nil {
+		if len(subnets) == 0 {
+			return fmt.Errorf("update auto scaling group %q: no subnet to launch in", groupName)
+		}
+		in.VPCZoneIdentifier = aws.String(strings.Join(subnets, ","))
+	}
+	err := a.retry(ctx, func() error {
+		_, err := a.api.UpdateAutoScalingGroup(ctx, in)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update instance types and subnets of auto scaling group %q: %w", groupName, err)
 	}
 	return nil
 }

@@ -47,6 +47,11 @@ type ASGGroup struct {
 	// Launches makes the group launch the instances its desired capacity
 	// asks for; NoCapacity makes those launches fail (see SetCapacity).
 	Launches, NoCapacity bool
+	// InstanceTypes are the instance types of the group's mixed instances
+	// policy overrides, in priority order (none: no mixed instances policy).
+	InstanceTypes []string
+	// Subnets are the group's subnets (VPCZoneIdentifier), in order.
+	Subnets []string
 }
 
 // ASGCall is one request the fake Auto Scaling server received.
@@ -75,8 +80,9 @@ type ASGError struct {
 
 // AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
 // API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
-// the six actions fleetq uses: DescribeAutoScalingGroups,
-// SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
+// the seven actions fleetq uses: DescribeAutoScalingGroups,
+// UpdateAutoScalingGroup (the overrides' instance types and the subnets
+// only), SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
 // CompleteLifecycleAction, RecordLifecycleActionHeartbeat and
 // DescribeScalingActivities (activities.go). Everything else answers
 // InvalidAction.
@@ -139,6 +145,7 @@ func (a *AutoScaling) PutGroup(g ASGGroup) {
 	}
 	g.LifecycleHooks = slices.Clone(g.LifecycleHooks)
 	g.Activities = slices.Clone(g.Activities)
+	g.InstanceTypes, g.Subnets = slices.Clone(g.InstanceTypes), slices.Clone(g.Subnets)
 	if _, ok := a.groups[g.Name]; !ok {
 		a.order = append(a.order, g.Name)
 	}
@@ -173,6 +180,7 @@ func (a *AutoScaling) Group(name string) (ASGGroup, bool) {
 	c.Instances = slices.Clone(g.Instances)
 	c.LifecycleHooks = slices.Clone(g.LifecycleHooks)
 	c.Activities = slices.Clone(g.Activities)
+	c.InstanceTypes, c.Subnets = slices.Clone(g.InstanceTypes), slices.Clone(g.Subnets)
 	return c, true
 }
 
@@ -300,6 +308,8 @@ func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, e = a.describeGroups(p)
 	case "SetDesiredCapacity":
 		body, e = a.setDesired(p)
+	case "UpdateAutoScalingGroup":
+		body, e = a.updateGroup(p)
 	case "DescribeScalingActivities":
 		body, e = a.describeActivities(p)
 	case "TerminateInstanceInAutoScalingGroup":
@@ -421,7 +431,67 @@ func toXMLGroup(g *ASGGroup) xmlGroup {
 	if len(x.AZs) == 0 {
 		x.AZs = []string{"us-east-1a"}
 	}
+	x.VPCZoneIdentifier = strings.Join(g.Subnets, ",")
+	if len(g.InstanceTypes) > 0 {
+		mip := &xmlMixedInstancesPolicy{}
+		mip.LaunchTemplate.Spec.ID, mip.LaunchTemplate.Spec.Version = "lt-00000000000000000", "1"
+		for _, t := range g.InstanceTypes {
+			mip.LaunchTemplate.Overrides = append(mip.LaunchTemplate.Overrides, xmlOverride{InstanceType: t})
+		}
+		mip.Distribution.SpotAllocationStrategy = "capacity-optimized-prioritized"
+		x.MixedInstancesPolicy = mip
+	}
 	return x
+}
+
+// updateGroup serves UpdateAutoScalingGroup for what the scaler changes:
+// the instance types of the mixed instances policy's overrides
+// (MixedInstancesPolicy.LaunchTemplate.Overrides.member.N.InstanceType)
+// and the subnets (VPCZoneIdentifier). Other parameters are accepted and
+// ignored, as parameters left out leave the group as it is.
+func (a *AutoScaling) updateGroup(p url.Values) (any, *ASGError) {
+	if e := required(p, "AutoScalingGroupName"); e != nil {
+		return nil, e
+	}
+	name := p.Get("AutoScalingGroupName")
+	g, ok := a.groups[name]
+	if !ok {
+		return nil, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
+	}
+	const override = "MixedInstancesPolicy.LaunchTemplate.Overrides.member."
+	var types []string
+	for i := 1; ; i++ {
+		_, present := p[override+strconv.Itoa(i)+".InstanceType"]
+		if !present {
+			break
+		}
+		t := p.Get(override + strconv.Itoa(i) + ".InstanceType")
+		if t == "" || slices.Contains(types, t) {
+			return nil, validation("Duplicate or empty instance type %q in the overrides of the mixed instances policy", t)
+		}
+		types = append(types, t)
+	}
+	if len(types) > 0 && len(g.InstanceTypes) == 0 {
+		return nil, validation("The group %s has no mixed instances policy to update", name)
+	}
+	var subnets []string
+	if _, present := p["VPCZoneIdentifier"]; present {
+		for _, sn := range strings.Split(p.Get("VPCZoneIdentifier"), ",") {
+			if sn = strings.TrimSpace(sn); sn != "" {
+				subnets = append(subnets, sn)
+			}
+		}
+		if len(subnets) == 0 {
+			return nil, validation("VPCZoneIdentifier must name at least one subnet")
+		}
+	}
+	if len(types) > 0 {
+		g.InstanceTypes = types
+	}
+	if subnets != nil {
+		g.Subnets = subnets
+	}
+	return nil, nil
 }
 
 func (a *AutoScaling) setDesired(p url.Values) (any, *ASGError) {
@@ -578,17 +648,36 @@ type xmlInstance struct {
 }
 
 type xmlGroup struct {
-	Name                  string        `xml:"AutoScalingGroupName"`
-	ARN                   string        `xml:"AutoScalingGroupARN"`
-	Min                   int           `xml:"MinSize"`
-	Max                   int           `xml:"MaxSize"`
-	Desired               int           `xml:"DesiredCapacity"`
-	DefaultCooldown       int           `xml:"DefaultCooldown"`
-	AZs                   []string      `xml:"AvailabilityZones>member"`
-	HealthCheckType       string        `xml:"HealthCheckType"`
-	CreatedTime           string        `xml:"CreatedTime"`
-	Instances             []xmlInstance `xml:"Instances>member"`
-	NewInstancesProtected bool          `xml:"NewInstancesProtectedFromScaleIn"`
+	Name                  string                   `xml:"AutoScalingGroupName"`
+	ARN                   string                   `xml:"AutoScalingGroupARN"`
+	Min                   int                      `xml:"MinSize"`
+	Max                   int                      `xml:"MaxSize"`
+	Desired               int                      `xml:"DesiredCapacity"`
+	DefaultCooldown       int                      `xml:"DefaultCooldown"`
+	AZs                   []string                 `xml:"AvailabilityZones>member"`
+	HealthCheckType       string                   `xml:"HealthCheckType"`
+	CreatedTime           string                   `xml:"CreatedTime"`
+	Instances             []xmlInstance            `xml:"Instances>member"`
+	NewInstancesProtected bool                     `xml:"NewInstancesProtectedFromScaleIn"`
+	VPCZoneIdentifier     string                   `xml:"VPCZoneIdentifier,omitempty"`
+	MixedInstancesPolicy  *xmlMixedInstancesPolicy `xml:"MixedInstancesPolicy,omitempty"`
+}
+
+type xmlOverride struct {
+	InstanceType string `xml:"InstanceType"`
+}
+
+type xmlMixedInstancesPolicy struct {
+	LaunchTemplate struct {
+		Spec struct {
+			ID      string `xml:"LaunchTemplateId"`
+			Version string `xml:"Version"`
+		} `xml:"LaunchTemplateSpecification"`
+		Overrides []xmlOverride `xml:"Overrides>member"`
+	} `xml:"LaunchTemplate"`
+	Distribution struct {
+		SpotAllocationStrategy string `xml:"SpotAllocationStrategy"`
+	} `xml:"InstancesDistribution"`
 }
 
 // xmlResponse is <ActionResponse xmlns=...><ActionResult>...</ActionResult>

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/fleetq/fleetq/pkg/local/localaws"
@@ -207,5 +208,69 @@ func TestAutoScalingActivities(t *testing.T) {
 	}
 	if g, _ := a.Group("g"); len(g.Instances) != 2 {
 		t.Fatalf("instances after capacity came back: %+v", g.Instances)
+	}
+}
+
+// UpdateAutoScalingGroup through the real SDK client reorders the mixed
+// instances policy's overrides and narrows the subnets, and
+// DescribeAutoScalingGroups shows both; a parameter left out stays, and a
+// bad request changes nothing.
+func TestAutoScalingUpdateGroupOverridesAndSubnets(t *testing.T) {
+	a := startAutoScaling(t)
+	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 5, InstanceTypes: []string{"g5.xlarge", "g5.2xlarge"}, Subnets: []string{"subnet-a", "subnet-b"}})
+	c := localaws.AutoScalingClient(a.URL)
+	ctx := t.Context()
+	describe := func() (types []string, vpc string) {
+		t.Helper()
+		out, err := c.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"g"}})
+		if err != nil || len(out.AutoScalingGroups) != 1 {
+			t.Fatalf("describe: %v", err)
+		}
+		g := out.AutoScalingGroups[0]
+		if g.MixedInstancesPolicy == nil || g.MixedInstancesPolicy.LaunchTemplate == nil || g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification == nil {
+			t.Fatalf("no mixed instances policy with a launch template: %+v", g.MixedInstancesPolicy)
+		}
+		for _, o := range g.MixedInstancesPolicy.LaunchTemplate.Overrides {
+			types = append(types, aws.ToString(o.InstanceType))
+		}
+		return types, aws.ToString(g.VPCZoneIdentifier)
+	}
+	if ty, vpc := describe(); strings.Join(ty, ",") != "g5.xlarge,g5.2xlarge" || vpc != "subnet-a,subnet-b" {
+		t.Fatalf("before: %v %q", ty, vpc)
+	}
+	_, err := c.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String("g"),
+		MixedInstancesPolicy: &astypes.MixedInstancesPolicy{LaunchTemplate: &astypes.LaunchTemplate{Overrides: []astypes.LaunchTemplateOverrides{
+			{InstanceType: aws.String("g5.2xlarge")}, {InstanceType: aws.String("g5.xlarge")}}}},
+		VPCZoneIdentifier: aws.String("subnet-b"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ty, vpc := describe(); strings.Join(ty, ",") != "g5.2xlarge,g5.xlarge" || vpc != "subnet-b" {
+		t.Fatalf("after: %v %q", ty, vpc)
+	}
+	// Subnets alone: the overrides stay.
+	if _, err := c.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), VPCZoneIdentifier: aws.String("subnet-a,subnet-b")}); err != nil {
+		t.Fatal(err)
+	}
+	if ty, vpc := describe(); strings.Join(ty, ",") != "g5.2xlarge,g5.xlarge" || vpc != "subnet-a,subnet-b" {
+		t.Fatalf("after subnets alone: %v %q", ty, vpc)
+	}
+	// No subnet, a duplicated type, an unknown group: ValidationError, nothing changed.
+	for _, in := range []*autoscaling.UpdateAutoScalingGroupInput{
+		{AutoScalingGroupName: aws.String("g"), VPCZoneIdentifier: aws.String(" ")},
+		{AutoScalingGroupName: aws.String("g"), MixedInstancesPolicy: &astypes.MixedInstancesPolicy{LaunchTemplate: &astypes.LaunchTemplate{Overrides: []astypes.LaunchTemplateOverrides{
+			{InstanceType: aws.String("g5.xlarge")}, {InstanceType: aws.String("g5.xlarge")}}}}},
+		{AutoScalingGroupName: aws.String("nope"), VPCZoneIdentifier: aws.String("subnet-a")},
+	} {
+		_, err := c.UpdateAutoScalingGroup(ctx, in)
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+			t.Fatalf("err = %v, want ValidationError", err)
+		}
+	}
+	if ty, vpc := describe(); strings.Join(ty, ",") != "g5.2xlarge,g5.xlarge" || vpc != "subnet-a,subnet-b" {
+		t.Fatalf("a refused update changed the group: %v %q", ty, vpc)
 	}
 }
