@@ -96,4 +96,8 @@ const (
 	// rung to its On-Demand Auto Scaling Group's name, as a JSON object
 	// (the scaler reads it; unset when no fleet has the rung).
 	EnvFleetOnDemandGroups = "FLEETQ_FLEET_ON_DEMAND_GROUPS"
+	// EnvSubnets lists the subnets of the fleets' groups with their zones,
+	// as a JSON list of {"subnet", "zone"} (the scaler reads it to drop and
+	// restore the zones of Spot groups; unset: it leaves subnets alone).
+	EnvSubnets = "FLEETQ_SUBNETS"
 )

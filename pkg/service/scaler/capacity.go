@@ -12,6 +12,10 @@ import (
 type Group struct {
 	Desired   int
 	Instances []scaling.Instance
+	// Types are the instance types the group launches, in its priority
+	// order, and Zones the availability zones of its subnets, when the
+	// capacity tells them (a Weigher does).
+	Types, Zones []string
 }
 
 // InService counts the instances in service.

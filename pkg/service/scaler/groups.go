@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
@@ -17,9 +18,67 @@ type Groups struct {
 	// OnDemandNames maps the slug of each fleet with an On-Demand rung to
 	// its On-Demand group's name (FLEETQ_FLEET_ON_DEMAND_GROUPS).
 	OnDemandNames map[string]string
+	// Subnets are the subnets the fleets' groups are made with, each with
+	// its zone (FLEETQ_SUBNETS): the zones a Spot group may launch in.
+	// Empty: the scaler leaves the groups' subnets alone.
+	Subnets []Subnet
 }
 
-var _ Ladder = Groups{}
+// Subnet is a subnet of the fleets' groups and its availability zone.
+type Subnet struct {
+	ID   string `json:"subnet"`
+	Zone string `json:"zone"`
+}
+
+var (
+	_ Ladder  = Groups{}
+	_ Weigher = Groups{}
+)
+
+// ParseSubnets reads FLEETQ_SUBNETS: a JSON list of {"subnet", "zone"}.
+func ParseSubnets(s string) ([]Subnet, error) {
+	var out []Subnet
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("subnets: want a JSON list of {\"subnet\": id, \"zone\": availability zone}: %w", err)
+	}
+	for i, sn := range out {
+		if sn.ID == "" || sn.Zone == "" {
+			return nil, fmt.Errorf("subnets: item %d needs both subnet and zone", i)
+		}
+	}
+	return out, nil
+}
+
+// SpotZones answers the zones of Subnets, in order, once each.
+func (g Groups) SpotZones(string) []string {
+	var zones []string
+	for _, sn := range g.Subnets {
+		if !slices.Contains(zones, sn.Zone) {
+			zones = append(zones, sn.Zone)
+		}
+	}
+	return zones
+}
+
+// PlaceSpot sets the Spot group's instance type order (nil: unchanged) and
+// its subnets to those of zones (nil: unchanged), with one
+// UpdateAutoScalingGroup.
+func (g Groups) PlaceSpot(ctx context.Context, fleet string, types, zones []string) error {
+	name, err := g.name(fleet)
+	if err != nil {
+		return err
+	}
+	var subnets []string
+	if zones != nil {
+		subnets = []string{}
+		for _, sn := range g.Subnets {
+			if slices.Contains(zones, sn.Zone) {
+				subnets = append(subnets, sn.ID)
+			}
+		}
+	}
+	return g.Adapter.Place(ctx, name, types, subnets)
+}
 
 // HasOnDemand reports whether the fleet has an On-Demand group.
 func (g Groups) HasOnDemand(fleet string) bool { return g.OnDemandNames[fleet] != "" }
@@ -85,7 +144,18 @@ func (g Groups) describe(ctx context.Context, name string) (Group, error) {
 	if err != nil {
 		return Group{}, err
 	}
-	out := Group{Desired: ag.Desired}
+	out := Group{Desired: ag.Desired, Types: ag.Types}
+	for _, id := range ag.Subnets {
+		zone := ""
+		for _, sn := range g.Subnets {
+			if sn.ID == id {
+				zone = sn.Zone
+			}
+		}
+		if !slices.Contains(out.Zones, zone) {
+			out.Zones = append(out.Zones, zone)
+		}
+	}
 	for _, in := range ag.Instances {
 		if in.InService() || in.Booting() {
 			out.Instances = append(out.Instances, in)

@@ -108,6 +108,7 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		Input: p.input, OnDemand: onDemand,
 		SpotDesired: snap.group.Desired, OnDemandDesired: lad.onDemand.Desired,
 		SpotShortSince: lad.spotShortSince, After: f.OnDemand.FallbackAfter.Std(),
+		WaitSLO: f.OnDemand.WaitSLO.Std(), OldestReadyWait: oldestReadyWait(snap),
 	}
 	d := scaling.DecideLadder(in)
 	r.Decision = d.Decision
@@ -170,4 +171,13 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
 	}
 	return reason, nil
+}
+
+// oldestReadyWait is how long the fleet's oldest ready job has waited
+// (zero with none ready).
+func oldestReadyWait(snap snapshot) time.Duration {
+	if snap.backlog.OldestReady.IsZero() || snap.backlog.Ready == 0 {
+		return 0
+	}
+	return max(0, snap.now.Sub(snap.backlog.OldestReady))
 }

@@ -204,3 +204,28 @@ func TestLadderOffKeepsOneGroup(t *testing.T) {
 		t.Fatalf("spot desired %d, on-demand desired %d", h.srv.Desired(spotGroup), h.srv.Desired(odGroup))
 	}
 }
+
+// With on_demand.wait_slo, launches move to On-Demand as soon as Spot is
+// short and the oldest ready job has waited past it, well before
+// fallback_after; the decision says which rule moved them.
+func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
+	h := newLadderHarness(t, 30*time.Minute)
+	h.sc.Config.Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
+	h.submit(4, "a")
+	h.tick()
+	for m := 1; m <= 3; m++ {
+		if r := h.minute(); r.Ladder.Rung != scaling.RungSpot || h.srv.Desired(odGroup) != 0 {
+			t.Fatalf("minute %d: rung %s before the wait SLO passed (%q)", m, r.Ladder.Rung, r.Decision.Reason)
+		}
+	}
+	h.minute()
+	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.LastDecision
+	if h.srv.Desired(odGroup) != 2 || d.Inputs["on_demand_rung"] != 1 ||
+		!strings.Contains(d.Reason, "on-demand rung: oldest job waited 4m (wait SLO 3m), Spot short for 4m0s (fallback after 30m0s), launch 2 On-Demand") {
+		t.Fatalf("on-demand desired %d, decision %q %v", h.srv.Desired(odGroup), d.Reason, d.Inputs)
+	}
+}

@@ -61,6 +61,10 @@ type Scaler struct {
 	// Interruptions, when set, counts a fleet's Spot interruptions since a
 	// time (for the SpotInterruptionCount metric).
 	Interruptions func(ctx context.Context, fleet string, since time.Time) (int, error)
+	// InterruptionCounts, when set, reads a fleet's interruptions since a
+	// time by instance type, zone and kind, to weigh down the Spot types
+	// and zones interrupted recently (weigh.go).
+	InterruptionCounts func(ctx context.Context, fleet string, since time.Time) ([]fleetstate.InterruptionCount, error)
 }
 
 // FleetReport is what one tick did for one fleet.
@@ -82,6 +86,8 @@ type FleetReport struct {
 	Group      Group
 	// Ladder is set for a fleet with an On-Demand rung (ladder.go).
 	Ladder *LadderReport
+	// Weighing is set for a fleet whose Spot group was weighed (weigh.go).
+	Weighing *WeighReport
 }
 
 // InService counts the fleet's instances in service: its group's, and its
@@ -148,6 +154,16 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	}
 	if err != nil {
 		return r, err
+	}
+	if s.Capacity != nil {
+		// Best effort: a tick that cannot weigh still records its decision.
+		w, err := s.weigh(ctx, f, snap)
+		if err != nil {
+			s.log().Warn("weigh spot types and zones", "fleet", f.Slug, "error", err.Error())
+		}
+		if r.Weighing = w; w != nil && w.Reason != "" {
+			reason += "; " + w.Reason
+		}
 	}
 	if err := s.record(ctx, f, snap, p, r, reason); err != nil {
 		return r, err
@@ -349,6 +365,9 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	}
 	if r.Ladder != nil {
 		r.Ladder.addInputs(rec.Inputs)
+	}
+	if r.Weighing != nil {
+		r.Weighing.addInputs(rec.Inputs)
 	}
 	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen}, snap.state); err != nil {
 		return err

@@ -219,6 +219,11 @@ func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 	if groups.OnDemandNames, err = e.onDemandGroups(); err != nil {
 		return scaler.Groups{}, err
 	}
+	if raw := e.Lookup(awsenv.EnvSubnets); raw != "" {
+		if groups.Subnets, err = scaler.ParseSubnets(raw); err != nil {
+			return scaler.Groups{}, fmt.Errorf("%s: %w", awsenv.EnvSubnets, err)
+		}
+	}
 	return groups, nil
 }
 

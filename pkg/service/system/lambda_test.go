@@ -136,3 +136,34 @@ func TestFleetOnDemandGroups(t *testing.T) {
 		})
 	}
 }
+
+func TestFleetGroupsSubnets(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	for name, c := range map[string]struct{ subnets, want string }{
+		"unset":        {"", ""},
+		"not JSON":     {"subnet-a=us-east-1a", "JSON list"},
+		"zone missing": {`[{"subnet":"subnet-a"}]`, "item 0 needs both subnet and zone"},
+		"two zones":    {`[{"subnet":"subnet-a","zone":"us-east-1a"},{"subnet":"subnet-b","zone":"us-east-1b"}]`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev",
+				awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`, awsenv.EnvSubnets: c.subnets}), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := e.FleetGroups()
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err = %v, want one mentioning %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(g.SpotZones("demo"), ","); (c.subnets == "" && got != "") || (c.subnets != "" && got != "us-east-1a,us-east-1b") {
+				t.Fatalf("zones %q", got)
+			}
+		})
+	}
+}

@@ -108,7 +108,8 @@ func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
 // metrics receives one Embedded Metric Format line per fleet per tick.
 func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scaler {
 	sc := &scaler.Scaler{Config: e.Config, Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
-		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions}
+		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions,
+		InterruptionCounts: e.Store.InterruptionCounts}
 	if e.Relay != nil {
 		sc.Relay = e.Relay
 	}

@@ -1,0 +1,98 @@
+package scaler
+
+import (
+	"context"
+	"slices"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+)
+
+// Weigher is capacity whose Spot groups' instance type order and zones the
+// scaler can change (docs/scaling.md, "Weighing down interrupted types and
+// zones"). Its Describe fills Group.Types and Group.Zones.
+type Weigher interface {
+	// SpotZones answers every zone the fleet's Spot group may launch in,
+	// in order.
+	SpotZones(fleet string) []string
+	// PlaceSpot sets the Spot group's instance type priority order and the
+	// zones it launches in; nil leaves either as it is.
+	PlaceSpot(ctx context.Context, fleet string, types, zones []string) error
+}
+
+// WeighReport is what a tick did to steer a fleet's Spot group away from
+// recently interrupted instance types and zones.
+type WeighReport struct {
+	scaling.Weighting
+	// Interrupted counts the Spot interruptions in the window, by type.
+	Interrupted map[string]int
+	// Placed is set when the tick changed the group's order or zones.
+	Placed bool
+	// SetTypes and SetZones are what the tick sent (nil: left as they were).
+	SetTypes, SetZones []string
+
+	dropped int
+}
+
+func (w *WeighReport) addInputs(in map[string]int) {
+	n := 0
+	for _, c := range w.Interrupted {
+		if c > 0 {
+			n++
+		}
+	}
+	in["spot_types_interrupted"] = n
+	in["spot_zones"] = len(w.Zones)
+	in["spot_zones_dropped"] = w.dropped
+	in["spot_placed"] = 0
+	if w.Placed {
+		in["spot_placed"] = 1
+	}
+}
+
+// weigh reads the Spot interruptions of the fleet's window, decides with
+// scaling.WeighSpot, and when the instance type order or the zones differ
+// from the group's, changes the group. Only fleets with more than one type
+// or zone on capacity that is a Weigher are weighed; nil otherwise.
+func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot) (*WeighReport, error) {
+	w, ok := s.Capacity.(Weigher)
+	if !ok || s.InterruptionCounts == nil {
+		return nil, nil
+	}
+	zones := w.SpotZones(f.Slug)
+	if len(f.InstanceTypes) < 2 && len(zones) < 2 {
+		return nil, nil
+	}
+	window := f.Spot.InterruptionWindow.Std()
+	counts, err := s.InterruptionCounts(ctx, f.Slug, snap.now.Add(-window))
+	if err != nil {
+		return nil, err
+	}
+	in := scaling.WeighInput{Types: f.InstanceTypes, Zones: zones, Interrupted: map[scaling.TypeZone]int{},
+		Window: window, ZoneThreshold: f.Spot.ZoneInterruptions}
+	rep := &WeighReport{Interrupted: map[string]int{}}
+	for _, c := range counts {
+		if c.Kind == fleetstate.InterruptSpot {
+			in.Interrupted[scaling.TypeZone{Type: c.InstanceType, Zone: c.AZ}] += c.Count
+			rep.Interrupted[c.InstanceType] += c.Count
+		}
+	}
+	rep.Weighting = scaling.WeighSpot(in)
+	rep.dropped = len(zones) - len(rep.Zones)
+	group := snap.group
+	if len(f.InstanceTypes) > 1 && len(group.Types) > 0 && !slices.Equal(rep.Types, group.Types) {
+		rep.SetTypes = rep.Types
+	}
+	if len(zones) > 1 && !slices.Equal(rep.Zones, group.Zones) {
+		rep.SetZones = rep.Zones
+	}
+	if rep.SetTypes == nil && rep.SetZones == nil {
+		return rep, nil
+	}
+	if err := w.PlaceSpot(ctx, f.Slug, rep.SetTypes, rep.SetZones); err != nil {
+		return rep, err
+	}
+	rep.Placed = true
+	return rep, nil
+}

@@ -1,0 +1,137 @@
+package scaler_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/asg"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
+)
+
+// weighHarness is the scaler on a Spot group of the fake Auto Scaling API
+// (real SDK client) with three instance types and three zones, and the
+// interruption counts of the store.
+type weighHarness struct {
+	*harness
+	srv *localaws.AutoScaling
+}
+
+var weighSubnets = []scaler.Subnet{{ID: "subnet-a", Zone: "us-east-1a"}, {ID: "subnet-b", Zone: "us-east-1b"}, {ID: "subnet-c", Zone: "us-east-1c"}}
+
+func newWeighHarness(t *testing.T) *weighHarness {
+	t.Helper()
+	h := newHarness(t)
+	h.sc.Config.Fleets[0].InstanceTypes = []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
+	srv, err := localaws.StartAutoScaling("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	srv.SetClock(h.clock.Now)
+	srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
+		InstanceTypes: []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}})
+	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
+	h.sc.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, Subnets: weighSubnets}
+	h.sc.InterruptionCounts = h.st.InterruptionCounts
+	return &weighHarness{harness: h, srv: srv}
+}
+
+func (h *weighHarness) interrupt(n int, kind, instanceType, zone string) {
+	h.t.Helper()
+	for range n {
+		id := fmt.Sprintf("evt-%d", h.clock.Now().UnixNano())
+		h.clock.Advance(time.Second)
+		if _, err := h.st.RecordInterruption(h.ctx, fleetstate.Interruption{EventID: id, Fleet: "gpu", Kind: kind,
+			InstanceType: instanceType, AZ: zone, At: h.clock.Now()}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func (h *weighHarness) placement() (types, subnets string) {
+	g, _ := h.srv.Group(spotGroup)
+	return strings.Join(g.InstanceTypes, ","), strings.Join(g.Subnets, ",")
+}
+
+// Interruptions move their instance type down the group's overrides and,
+// at the threshold, take their zone out of its subnets; the decision says
+// so. Once the window passes them by, the configured order and zones come
+// back. Nothing is sent while nothing changes.
+func TestWeighsDownInterruptedTypesAndZones(t *testing.T) {
+	h := newWeighHarness(t)
+	r := h.tick()
+	if r.Weighing == nil || r.Weighing.Placed || h.srv.CallCount("UpdateAutoScalingGroup") != 0 {
+		t.Fatalf("no interruptions: weighing %+v, %d updates", r.Weighing, h.srv.CallCount("UpdateAutoScalingGroup"))
+	}
+
+	h.interrupt(3, fleetstate.InterruptSpot, "g5.xlarge", "us-east-1b")
+	h.interrupt(1, fleetstate.InterruptSpot, "g5.xlarge", "us-east-1a")
+	h.interrupt(5, fleetstate.InterruptRebalance, "g5.2xlarge", "us-east-1c") // not an interruption: ignored
+	r = h.tick()
+	types, subnets := h.placement()
+	if types != "g5.2xlarge,g6.xlarge,g5.xlarge" || subnets != "subnet-a,subnet-c" || !r.Weighing.Placed {
+		t.Fatalf("after interruptions: types %s, subnets %s, weighing %+v", types, subnets, r.Weighing)
+	}
+	want := "spot types: g5.xlarge last (4 interruptions in 1h); spot zones: without us-east-1b (3) (3 or more interruptions in 1h)"
+	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.LastDecision
+	if d == nil || !strings.Contains(d.Reason, want) {
+		t.Fatalf("recorded reason %q, want it to contain %q", d.Reason, want)
+	}
+	if d.Inputs["spot_types_interrupted"] != 1 || d.Inputs["spot_zones"] != 2 || d.Inputs["spot_zones_dropped"] != 1 || d.Inputs["spot_placed"] != 1 {
+		t.Fatalf("inputs %v", d.Inputs)
+	}
+
+	// The next tick sees the group as it left it: no second update.
+	h.clock.Advance(time.Minute)
+	r = h.tick()
+	if n := h.srv.CallCount("UpdateAutoScalingGroup"); n != 1 || r.Weighing.Placed {
+		t.Fatalf("%d updates after a tick with nothing new, placed %v", n, r.Weighing.Placed)
+	}
+
+	// Past the window: configured order and every zone again.
+	h.clock.Advance(time.Hour)
+	r = h.tick()
+	types, subnets = h.placement()
+	if types != "g5.xlarge,g5.2xlarge,g6.xlarge" || subnets != "subnet-a,subnet-b,subnet-c" || !r.Weighing.Placed || r.Weighing.Reason != "" {
+		t.Fatalf("after the window: types %s, subnets %s, weighing %+v", types, subnets, r.Weighing)
+	}
+}
+
+// Every zone past the threshold: the least interrupted zone stays.
+func TestWeighNeverDropsEveryZone(t *testing.T) {
+	h := newWeighHarness(t)
+	h.interrupt(4, fleetstate.InterruptSpot, "g6.xlarge", "us-east-1a")
+	h.interrupt(3, fleetstate.InterruptSpot, "g6.xlarge", "us-east-1b")
+	h.interrupt(5, fleetstate.InterruptSpot, "g6.xlarge", "us-east-1c")
+	h.tick()
+	if _, subnets := h.placement(); subnets != "subnet-b" {
+		t.Fatalf("subnets %s, want subnet-b (the least interrupted)", subnets)
+	}
+}
+
+// A failed update does not stop the tick: the decision is recorded, and
+// the next tick tries again.
+func TestWeighFailureIsNotFatal(t *testing.T) {
+	h := newWeighHarness(t)
+	h.interrupt(1, fleetstate.InterruptSpot, "g5.xlarge", "us-east-1a")
+	h.srv.FailNext("UpdateAutoScalingGroup", 1, localaws.ASGError{Status: 403, Code: "AccessDenied", Message: "not authorized"})
+	r := h.tick()
+	if r.Weighing == nil || r.Weighing.Placed {
+		t.Fatalf("weighing %+v after a refused update", r.Weighing)
+	}
+	h.clock.Advance(time.Minute)
+	h.tick()
+	if types, _ := h.placement(); !slices.Equal(strings.Split(types, ","), []string{"g5.2xlarge", "g6.xlarge", "g5.xlarge"}) {
+		t.Fatalf("types %s after the retry", types)
+	}
+}
