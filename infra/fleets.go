@@ -19,14 +19,20 @@ import (
 // network.vpc_cidr (public subnets in max_azs zones and no NAT gateway —
 // workers only call out, and a NAT per zone would cost more than small
 // fleets), or an existing one named by id, subnets and zones (no lookup).
-func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string) {
+func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string, []subnetZone) {
 	n := cfg.Network
 	if n.VPCID != "" {
 		vpc := awsec2.Vpc_FromVpcAttributes(s.Stack, jsii.String("Vpc"), &awsec2.VpcAttributes{
 			VpcId: jsii.String(n.VPCID), AvailabilityZones: jsii.Strings(n.AvailabilityZones...),
 			PublicSubnetIds: jsii.Strings(n.SubnetIDs...),
 		})
-		return vpc, *jsii.Strings(n.SubnetIDs...)
+		var zones []subnetZone
+		for i, id := range n.SubnetIDs {
+			if i < len(n.AvailabilityZones) {
+				zones = append(zones, subnetZone{Subnet: id, Zone: n.AvailabilityZones[i]})
+			}
+		}
+		return vpc, *jsii.Strings(n.SubnetIDs...), zones
 	}
 	maxAZs := n.MaxAZs
 	if maxAZs <= 0 {
@@ -53,10 +59,19 @@ func (s *Stack) network(cfg *fleetconfig.Config) (awsec2.IVpc, []*string) {
 		Destination: awsec2.FlowLogDestination_ToS3(s.logs, jsii.String("vpc-flow-logs/"), nil),
 	})
 	var subnets []*string
+	var zones []subnetZone
 	for _, sn := range *vpc.PublicSubnets() {
 		subnets = append(subnets, sn.SubnetId())
+		zones = append(zones, subnetZone{Subnet: *sn.SubnetId(), Zone: *sn.AvailabilityZone()})
 	}
-	return vpc, subnets
+	return vpc, subnets, zones
+}
+
+// subnetZone is a subnet of the fleets' groups and its zone, as the scaler
+// reads them from FLEETQ_SUBNETS (values may be deploy-time tokens).
+type subnetZone struct {
+	Subnet string `json:"subnet"`
+	Zone   string `json:"zone"`
 }
 
 // WorkerLogFiles are the files each instance ships to its fleet's log
@@ -72,9 +87,9 @@ var WorkerLogFiles = map[string]string{"boot": "/var/log/fleetq/boot.log", "work
 // stage, write the fleets' log groups, mark an instance of the stage's
 // groups unhealthy (the boot script does when the agent cannot be fetched
 // or verified), and be reached by Session Manager instead of SSH.
-func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
+func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 	cfg := b.cfg
-	vpc, subnets := s.network(cfg)
+	vpc, subnets, zones := s.network(cfg)
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc: vpc, Description: jsii.String("fleetq workers: no inbound, all outbound"), AllowAllOutbound: jsii.Bool(true),
 	})
@@ -159,6 +174,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) {
 			s.onDemandGroup(cfg, f, id, lt, overrides, subnets)
 		}
 	}
+	return zones
 }
 
 // groupSpec is what differs between a fleet's groups: the Spot group and

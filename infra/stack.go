@@ -136,7 +136,9 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	api := b.httpAPI(fns.api)
 	b.clientPolicies(api)
 
-	b.s.fleets(b, api)
+	subnets := b.s.fleets(b, api)
+	// The scaler drops and restores the zones of Spot groups by subnet.
+	fns.scaler.AddEnvironment(jsii.String(awsenv.EnvSubnets), b.st.ToJsonString(subnets, nil), nil)
 	b.acceptFindings(fns)
 	b.s.alarms(b.cfg, []awssqs.Queue{dlq, b.s.FailedEvents}, fns.all())
 
@@ -494,7 +496,9 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 			Actions: jsii.Strings("autoscaling:DescribeScalingActivities"), Resources: jsii.Strings("*")}))
 	}
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"),
+		// UpdateAutoScalingGroup: the Spot groups' instance type order and
+		// subnets (docs/scaling.md, "Weighing down interrupted types and zones").
+		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup", "autoscaling:UpdateAutoScalingGroup"),
 		Resources: &[]*string{groupARN}, Conditions: tagged,
 	}))
 	fns.dispatch.AddToRolePolicy(describe)
