@@ -40,6 +40,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return err
 	})
 	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
+	waitSLO := fs.Duration("wait-slo", 0, "with an On-Demand rung, move launches to On-Demand as soon as Spot is short and the oldest queued job has waited this long (default: the --config fleet's on_demand.wait_slo; 0: none)")
 	fair := fs.Bool("fair-share", false, "free slots take jobs by tenant (lowest leased share first) instead of oldest first across tenants")
 	tenantCap := fs.Int("tenant-max-leased", 0, "with --fair-share, at most this many leased jobs per tenant (0: no cap)")
 	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
@@ -71,7 +72,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
-		SpotShortages: shortages, FallbackAfter: *fallback, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
+		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
 		FairShare: *fair, TenantMaxLeased: *tenantCap}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)

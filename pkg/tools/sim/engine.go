@@ -55,7 +55,11 @@ type Options struct {
 	// FallbackAfter turns on fleetq's On-Demand rung with this wait (the
 	// fleet config's on_demand.fallback_after when zero).
 	FallbackAfter time.Duration
-	Seed          uint64
+	// WaitSLO moves fleetq's launches to On-Demand sooner: once Spot is
+	// short and the oldest queued job has waited past it (the fleet
+	// config's on_demand.wait_slo when zero).
+	WaitSLO time.Duration
+	Seed    uint64
 	// Horizon ends the simulation (default: a day after the last arrival).
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
@@ -627,9 +631,13 @@ func (e *engine) observe() Observation {
 	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
 		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances,
 		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince}
+	o.OldestQueued = -1
 	for _, j := range e.waiting {
 		if j.pinned {
 			o.PinnedQueued++
+		}
+		if o.OldestQueued < 0 || j.spec.Arrival < o.OldestQueued {
+			o.OldestQueued = j.spec.Arrival
 		}
 	}
 	if e.opt.FairShare && e.opt.TenantMaxLeased > 0 {

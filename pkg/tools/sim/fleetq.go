@@ -27,6 +27,8 @@ type Fleetq struct {
 	warmUntil time.Duration
 	// after is the wait before the On-Demand rung (0: none).
 	after time.Duration
+	// waitSLO is the rung's wait SLO (0: none).
+	waitSLO time.Duration
 }
 
 // WithFallback turns on the On-Demand rung with the given wait (zero
@@ -34,6 +36,14 @@ type Fleetq struct {
 func (p *Fleetq) WithFallback(after time.Duration) *Fleetq {
 	if after > 0 {
 		p.after = after
+	}
+	return p
+}
+
+// WithWaitSLO sets the On-Demand rung's wait SLO (zero keeps the fleet's).
+func (p *Fleetq) WithWaitSLO(d time.Duration) *Fleetq {
+	if d > 0 {
+		p.waitSLO = d
 	}
 	return p
 }
@@ -53,6 +63,7 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 	if f != nil {
 		p.settings = scaling.SettingsOf(f)
 		p.after = f.OnDemand.FallbackAfter.Std()
+		p.waitSLO = f.OnDemand.WaitSLO.Std()
 	}
 	return p
 }
@@ -131,6 +142,9 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 		}
 		if o.SpotShortSince >= 0 {
 			lin.SpotShortSince = epoch.Add(o.SpotShortSince)
+		}
+		if lin.WaitSLO = p.waitSLO; o.OldestQueued >= 0 {
+			lin.OldestReadyWait = o.Now - o.OldestQueued
 		}
 		ld := scaling.DecideLadder(lin)
 		d = ld.Decision

@@ -72,3 +72,24 @@ func TestJobsPreemptedToTheCapMoveToOnDemand(t *testing.T) {
 		t.Fatalf("with a rung: %d dead, %d completed of %d, %d pinned, %d On-Demand launches, %d killed", r.Dead, r.Completed, r.Jobs, r.PinnedToOnDemand, r.OnDemandLaunches, r.Killed)
 	}
 }
+
+// With a wait SLO well under fallback_after, the longest wait through the
+// shortage is bounded by the SLO, not by fallback_after.
+func TestSpotShortageWaitSLO(t *testing.T) {
+	const after, slo = 60 * time.Minute, 5 * time.Minute
+	shortage := Span{From: 10 * time.Hour, To: 12 * time.Hour}
+	w, _ := BuiltIn("video", 1, 1)
+	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45, SpotShortages: []Span{shortage}, FallbackAfter: after}
+	plain, _ := Simulate(w, []string{"fleetq"}, o)
+	o.WaitSLO = slo
+	fast, _ := Simulate(w, []string{"fleetq"}, o)
+	p, f := plain.Results[0], fast.Results[0]
+	bound := (slo + 5*time.Minute + 2*time.Minute).Seconds() // the SLO + the longest boot + two ticks
+	if p.MaxWaitS <= bound {
+		t.Fatalf("without the SLO the longest wait is %.0fs: fallback_after %s should show", p.MaxWaitS, after)
+	}
+	if f.MaxWaitS > bound || f.Killed != 0 || f.Completed != f.Jobs || f.OnDemandLaunches == 0 {
+		t.Fatalf("with wait SLO %s: longest wait %.0fs (bound %.0fs), killed %d, completed %d of %d, %d On-Demand launches",
+			slo, f.MaxWaitS, bound, f.Killed, f.Completed, f.Jobs, f.OnDemandLaunches)
+	}
+}

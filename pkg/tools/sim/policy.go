@@ -43,6 +43,8 @@ type Observation struct {
 	// SpotShortSince is when the Spot group's launches began failing for
 	// lack of capacity, -1 while they do not.
 	SpotShortSince time.Duration
+	// OldestQueued is when the oldest queued job arrived, -1 with none.
+	OldestQueued time.Duration
 	// PinnedQueued and PinnedLeased are the queued and leased jobs (counted
 	// in Queued and Leased too) that only On-Demand instances may run.
 	PinnedQueued, PinnedLeased int
