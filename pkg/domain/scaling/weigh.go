@@ -96,8 +96,12 @@ func WeighSpot(in WeighInput) Weighting {
 		}
 	}
 	if len(moved) > 0 {
-		parts = append(parts, fmt.Sprintf("spot types: %s last (%s interruptions in %s)",
-			strings.Join(moved, ", "), strings.Join(counts, ", "), shortDuration(in.Window)))
+		noun := "interruptions"
+		if len(counts) == 1 && counts[0] == "1" {
+			noun = "interruption"
+		}
+		parts = append(parts, fmt.Sprintf("spot types: %s last (%s %s in %s)",
+			strings.Join(moved, ", "), strings.Join(counts, ", "), noun, shortDuration(in.Window)))
 	}
 	if len(dropped) > 0 {
 		var ds []string

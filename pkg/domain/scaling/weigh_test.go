@@ -34,7 +34,7 @@ func TestWeighSpot(t *testing.T) {
 		},
 		"the last type interrupted keeps its place but is reported": {
 			map[tz]int{{"g4dn.xlarge", "us-east-1a"}: 1}, 3,
-			types, zones, "spot types: g4dn.xlarge last (1 interruptions in 1h)",
+			types, zones, "spot types: g4dn.xlarge last (1 interruption in 1h)",
 		},
 		"a zone at the threshold is dropped": {
 			map[tz]int{{"g5.xlarge", "us-east-1b"}: 2, {"g5.2xlarge", "us-east-1b"}: 1}, 3,
