@@ -146,6 +146,9 @@ func (g Groups) describe(ctx context.Context, name string) (Group, error) {
 	}
 	out := Group{Desired: ag.Desired, Types: ag.Types}
 	for _, id := range ag.Subnets {
+		if len(g.Subnets) == 0 {
+			break // zones unknown: left alone
+		}
 		zone := ""
 		for _, sn := range g.Subnets {
 			if sn.ID == id {
