@@ -30,6 +30,10 @@ type WeighInput struct {
 	// ZoneThreshold is how many interruptions in the window take a zone
 	// out; 0 or less never drops a zone.
 	ZoneThreshold int
+	// Occupied counts the group's instances per zone. A zone with
+	// instances is never dropped: Auto Scaling replaces the instances of a
+	// zone taken out of the group's subnets, which would end busy workers.
+	Occupied map[string]int
 }
 
 // TypeZone names an instance type in an availability zone.
@@ -52,7 +56,9 @@ type Weighting struct {
 // others have no capacity) but a type interrupted in the window goes
 // after those interrupted less, so capacity-optimized-prioritized tries
 // it last. A zone with ZoneThreshold interruptions or more in the window
-// is left out of the group's subnets until the window passes it by; when
+// is left out of the group's subnets until the window passes it by, once
+// the group has no instance left there (a zone taken out of the subnets has
+// its instances replaced, busy or not); when
 // every zone reached the threshold, the least interrupted one stays (the
 // first configured among equals), so the group can always launch.
 func WeighSpot(in WeighInput) Weighting {
@@ -68,9 +74,12 @@ func WeighSpot(in WeighInput) Weighting {
 	out := Weighting{Types: slices.Clone(in.Types)}
 	sort.SliceStable(out.Types, func(a, b int) bool { return byType[out.Types[a]] < byType[out.Types[b]] })
 
-	var dropped []string
+	var dropped, held []string
 	for _, z := range in.Zones {
-		if in.ZoneThreshold > 0 && byZone[z] >= in.ZoneThreshold {
+		if in.ZoneThreshold > 0 && byZone[z] >= in.ZoneThreshold && in.Occupied[z] > 0 {
+			held = append(held, z)
+		}
+		if in.ZoneThreshold > 0 && byZone[z] >= in.ZoneThreshold && in.Occupied[z] == 0 {
 			dropped = append(dropped, z)
 			continue
 		}
@@ -113,6 +122,13 @@ func WeighSpot(in WeighInput) Weighting {
 			p += fmt.Sprintf(", %s kept as the least interrupted (%d)", k, byZone[k])
 		}
 		parts = append(parts, p)
+	}
+	if len(held) > 0 {
+		var hs []string
+		for _, z := range held {
+			hs = append(hs, fmt.Sprintf("%s (%d interruptions, %d instances)", z, byZone[z], in.Occupied[z]))
+		}
+		parts = append(parts, fmt.Sprintf("spot zones: %s kept while instances run there", strings.Join(hs, ", ")))
 	}
 	out.Reason = strings.Join(parts, "; ")
 	return out

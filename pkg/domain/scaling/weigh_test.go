@@ -1,6 +1,7 @@
 package scaling_test
 
 import (
+	"strings"
 	"slices"
 	"testing"
 	"time"
@@ -84,5 +85,25 @@ func TestWeighSpot(t *testing.T) {
 				t.Fatalf("input types changed: %v", types)
 			}
 		})
+	}
+}
+
+// A zone is taken out of the group's subnets only once no instance runs
+// there: Auto Scaling replaces the instances of a removed zone, busy or not.
+func TestWeighSpotKeepsAZoneWhileInstancesRunThere(t *testing.T) {
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
+	in := scaling.WeighInput{Types: []string{"g5.xlarge"}, Zones: zones, Window: time.Hour, ZoneThreshold: 3,
+		Interrupted: map[scaling.TypeZone]int{{Type: "g5.xlarge", Zone: "us-east-1b"}: 4},
+		Occupied:    map[string]int{"us-east-1a": 1, "us-east-1b": 2}}
+	w := scaling.WeighSpot(in)
+	if !slices.Equal(w.Zones, zones) {
+		t.Errorf("zones = %v, want every zone while us-east-1b has instances", w.Zones)
+	}
+	if want := "us-east-1b (4 interruptions, 2 instances) kept while instances run there"; !strings.Contains(w.Reason, want) {
+		t.Errorf("reason = %q, want it to contain %q", w.Reason, want)
+	}
+	in.Occupied = map[string]int{"us-east-1a": 1}
+	if w := scaling.WeighSpot(in); !slices.Equal(w.Zones, []string{"us-east-1a", "us-east-1c"}) {
+		t.Errorf("zones = %v once us-east-1b is empty, want it dropped", w.Zones)
 	}
 }

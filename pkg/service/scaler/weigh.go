@@ -70,7 +70,12 @@ func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot)
 		return nil, err
 	}
 	in := scaling.WeighInput{Types: f.InstanceTypes, Zones: zones, Interrupted: map[scaling.TypeZone]int{},
-		Window: window, ZoneThreshold: f.Spot.ZoneInterruptions}
+		Window: window, ZoneThreshold: f.Spot.ZoneInterruptions, Occupied: map[string]int{}}
+	for _, inst := range snap.group.Instances {
+		if inst.AZ != "" {
+			in.Occupied[inst.AZ]++
+		}
+	}
 	rep := &WeighReport{Interrupted: map[string]int{}}
 	for _, c := range counts {
 		if c.Kind == fleetstate.InterruptSpot {
