@@ -61,6 +61,9 @@ type Scaler struct {
 	// Interruptions, when set, counts a fleet's Spot interruptions since a
 	// time (for the SpotInterruptionCount metric).
 	Interruptions func(ctx context.Context, fleet string, since time.Time) (int, error)
+	// SpotPrices, when set, reads each fleet's Spot prices about once an
+	// hour for the cost of its jobs (spotprices.go).
+	SpotPrices *SpotPricer
 }
 
 // FleetReport is what one tick did for one fleet.
@@ -109,6 +112,7 @@ func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
 		}
 		reports = append(reports, r)
 	}
+	s.refreshSpotPrices(ctx)
 	if s.Relay != nil {
 		if _, err := s.Relay.Drain(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("relay job events: %w", err))
