@@ -1,10 +1,13 @@
 package scaler_test
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
+	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -60,4 +63,50 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 	h.tick()
 	retried := h.clock.Now()
 	want("retried", map[string]float64{"g5.xlarge/us-east-1a": 0.61, "g5.xlarge/us-east-1b": 0.52}, retried)
+}
+
+type discard struct{}
+
+func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+
+// The prices the tick records are the ones a Spot job is charged: its
+// instance type in its own zone.
+func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
+	h := newHarness(t)
+	acct, err := localaws.StartAccount("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = acct.Close() })
+	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.8, At: t0.Add(-time.Hour)})
+	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.3, At: t0.Add(-time.Hour)})
+	h.sc.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+	h.tick()
+
+	a := store.WorkerAuth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}
+	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: "i-b",
+		InstanceType: "g5.xlarge", AZ: "us-east-1b", PurchaseOption: "spot", MaxConcurrency: 1, TokenHash: a.TokenHash}); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(1, "z")
+	j, err := h.st.LeaseNext(h.ctx, a, []string{"render"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if err := h.st.Complete(h.ctx, a, j.ID, j.LeaseToken, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.RelayJob(h.ctx, discard{}, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.st.GetJob(h.ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two hours at us-east-1b's $0.30 (no overhead, one slot); us-east-1a's
+	// $0.80 would be 1.6, and no config price exists to fall back on.
+	if got.CostUSD == nil || *got.CostUSD != 0.6 {
+		t.Fatalf("cost_usd = %v, want 0.6", got.CostUSD)
+	}
 }
