@@ -495,6 +495,10 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 		fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions: jsii.Strings("autoscaling:DescribeScalingActivities"), Resources: jsii.Strings("*")}))
 	}
+	// The scaler reads the fleets' Spot prices by zone for the cost of jobs
+	// (ec2:DescribeSpotPriceHistory has no resource-level permission either).
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("ec2:DescribeSpotPriceHistory"), Resources: jsii.Strings("*")}))
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		// UpdateAutoScalingGroup: the Spot groups' instance type order and
 		// subnets (docs/scaling.md, "Weighing down interrupted types and zones").

@@ -296,9 +296,10 @@ func TestFunctions(t *testing.T) {
 }
 
 // No IAM statement grants "*" where a narrower resource exists: the only
-// wildcard is autoscaling:DescribeAutoScalingGroups, which supports no
-// resource-level permission.
+// wildcards are Auto Scaling's Describe* and the scaler's
+// ec2:DescribeSpotPriceHistory, which support no resource-level permission.
 func TestIAMLeastPrivilege(t *testing.T) {
+	spot := map[string]bool{}
 	for _, stage := range []string{"dev", "prod", "prod-on-demand"} {
 		var s synthesized
 		if stage == "prod-on-demand" {
@@ -317,8 +318,14 @@ func TestIAMLeastPrivilege(t *testing.T) {
 					continue
 				}
 				actions := stmt["Action"]
-				if a, ok := actions.(string); !ok || (a != "autoscaling:DescribeAutoScalingGroups" && a != "autoscaling:DescribeScalingActivities") {
+				if a, ok := actions.(string); !ok || (a != "autoscaling:DescribeAutoScalingGroups" && a != "autoscaling:DescribeScalingActivities" && a != "ec2:DescribeSpotPriceHistory") {
 					t.Errorf("%s %s: %v on *", stage, id, actions)
+				}
+				if actions == "ec2:DescribeSpotPriceHistory" && !strings.HasPrefix(id, "ScalerServiceRoleDefaultPolicy") {
+					t.Errorf("%s %s: only the scaler reads Spot prices", stage, id)
+				}
+				if actions == "ec2:DescribeSpotPriceHistory" {
+					spot[stage] = true
 				}
 			}
 		}
@@ -328,6 +335,9 @@ func TestIAMLeastPrivilege(t *testing.T) {
 			if strings.Contains(string(b), "autoscaling:SetDesiredCapacity") && !strings.Contains(string(b), `"aws:ResourceTag/fleetq:stage":"`+stage+`"`) {
 				t.Errorf("%s %s: Auto Scaling writes not scoped by the stage tag: %s", stage, id, b)
 			}
+		}
+		if !spot[stage] {
+			t.Errorf("%s: the scaler may not read Spot prices (ec2:DescribeSpotPriceHistory)", stage)
 		}
 	}
 }

@@ -29,7 +29,8 @@ func runCosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "usage: fleetq costs [--since 24h] [--by tenant,fleet,workflow] [flags]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Prints GET /api/admin/costs: the cost of the jobs that finished in the window, priced from")
-		fmt.Fprintln(stderr, "their instance's type and purchase option at the stage's configured prices (docs/scaling.md).")
+		fmt.Fprintln(stderr, "their instance's type, zone and purchase option: Spot at the zone's current Spot price from")
+		fmt.Fprintln(stderr, "EC2 (else the config's), On-Demand at the stage's configured prices (docs/scaling.md).")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}

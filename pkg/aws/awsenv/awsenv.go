@@ -20,6 +20,7 @@ const (
 	EnvSSMEndpoint         = "FLEETQ_SSM_ENDPOINT"
 	EnvAutoScalingEndpoint = "FLEETQ_AUTOSCALING_ENDPOINT"
 	EnvEventBridgeEndpoint = "FLEETQ_EVENTBRIDGE_ENDPOINT"
+	EnvEC2Endpoint         = "FLEETQ_EC2_ENDPOINT"
 	// EnvSecretsManagerEndpoint overrides Secrets Manager's endpoint.
 	EnvSecretsManagerEndpoint = "FLEETQ_SECRETSMANAGER_ENDPOINT"
 )

@@ -9,12 +9,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
+	"github.com/fleetq/fleetq/pkg/aws/metrics"
 	"github.com/fleetq/fleetq/pkg/domain/cost"
 )
 
 // Cost per job. The relay that removes a job's outcome event prices the
 // job (pkg/domain/cost) from the worker of its last attempt: instance type,
-// purchase option and slots, at the stage's configured prices. In the same
+// zone, purchase option and slots, at the fleet's current Spot price of the
+// type in the zone (spotprices.go) or the stage's configured prices. In the same
 // transaction as the removal it records cost_usd on the job and adds the
 // job to its hour's cost total by tenant, fleet and workflow, so a job is
 // priced and totalled once however many relays race. docs/scaling.md,
@@ -46,14 +48,25 @@ type CostGroup struct {
 }
 
 // jobCost prices a finished job; ok is false when it cannot be priced. A
-// job that never held a lease costs nothing.
+// job that never held a lease costs nothing. A Spot worker's hour costs the
+// fleet's current Spot price of its instance type in its zone
+// (spotprices.go), else the config's flat Spot price; an On-Demand hour
+// costs the config's On-Demand price.
 func (s *Store) jobCost(ctx context.Context, j *jobItem, end time.Time) (usd float64, ok bool, err error) {
 	leased := cost.Leased(j.History, end)
 	if leased <= 0 {
 		return 0, true, nil
 	}
-	if j.WorkerID == "" || len(s.cfg.Prices.InstanceTypes) == 0 {
-		// A stage without prices reads no worker: nothing could be priced.
+	if j.WorkerID == "" {
+		return 0, false, nil
+	}
+	spot, err := s.SpotPrices(ctx, j.Fleet)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(s.cfg.Prices.InstanceTypes) == 0 && len(spot.USD) == 0 {
+		// Neither configured prices nor Spot prices read: nothing could be
+		// priced, and no worker is read.
 		return 0, false, nil
 	}
 	pk, sk := workerKey(j.WorkerID)
@@ -62,11 +75,8 @@ func (s *Store) jobCost(ctx context.Context, j *jobItem, end time.Time) (usd flo
 	if err != nil || !found || w.InstanceType == "" {
 		return 0, false, err
 	}
-	p, known := s.cfg.Prices.InstanceTypes[w.InstanceType]
-	if !known {
-		return 0, false, nil
-	}
-	price, ok := cost.Price{OnDemand: p.OnDemand, Spot: p.Spot}.For(w.Purchase)
+	p := s.cfg.Prices.InstanceTypes[w.InstanceType]
+	price, ok := cost.Price{OnDemand: p.OnDemand, Spot: p.Spot}.WithSpot(spot, w.InstanceType, w.AZ, end).For(w.Purchase)
 	if !ok {
 		return 0, false, nil
 	}
@@ -115,6 +125,9 @@ func (s *Store) finishOutcome(ctx context.Context, j *jobItem, e *eventItem, usd
 	var tf *txFailed
 	switch {
 	case err == nil:
+		if priced {
+			s.emitCost(j, e, usd)
+		}
 		return nil
 	case errors.As(err, &tf) && tf.failedAt(0):
 		return nil // another relay removed it, and wrote the rest
@@ -131,6 +144,35 @@ func (s *Store) finishOutcome(ctx context.Context, j *jobItem, e *eventItem, usd
 		return err
 	}
 }
+
+// emitCost writes the per-tenant cost metric of a job this relay priced
+// and totalled: one EMF line, CostUSD with dimensions Stage and Tenant,
+// stamped with the outcome's time (the hour its total is in). CloudWatch
+// sums the lines into each tenant's spend; a failed write is logged, the
+// cost stays recorded on the job and in the totals.
+func (s *Store) emitCost(j *jobItem, e *eventItem, usd float64) {
+	if s.costMetrics == nil || j.TenantID == "" {
+		return
+	}
+	at := fromMS(e.AtMS)
+	if now := s.clock.Now(); now.Sub(at) > costMetricMaxDelay || at.After(now) {
+		// An outcome relayed a day late is stamped now: CloudWatch refuses
+		// points two weeks old, and alarms have long looked at that period.
+		at = now
+	}
+	err := metrics.Emit(s.costMetrics, MetricsNamespace, map[string]string{"Stage": s.cfg.Stage, "Tenant": j.TenantID},
+		[]metrics.Metric{{Name: "CostUSD", Unit: metrics.UnitNone, Value: usd}}, at)
+	if err != nil {
+		s.log.Warn("cost metric", "job_id", j.JobID, "error", err.Error())
+	}
+}
+
+// MetricsNamespace is the CloudWatch namespace of fleetq's metrics.
+const MetricsNamespace = "fleetq"
+
+// costMetricMaxDelay is how old an outcome's time may be as the cost
+// metric's timestamp; an older outcome is stamped with the relay's time.
+const costMetricMaxDelay = 24 * time.Hour
 
 // CostsSince totals the cost of the jobs that finished from the hour of
 // since onwards, by tenant, fleet and workflow, most expensive first. It

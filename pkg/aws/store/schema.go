@@ -180,6 +180,7 @@ const (
 	sortWorker         = "WORKER"
 	prefixFleet        = "FLEET#"
 	sortFleetState     = "STATE"
+	sortSpotPrices     = "SPOT"
 	prefixRate         = "RATE#"
 	prefixRateWindow   = "W#"
 	partitionRejected  = "REJECTED"
@@ -226,6 +227,10 @@ func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
 func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
 
 func fleetKey(slug string) (string, string) { return prefixFleet + slug, sortFleetState }
+
+// spotPricesKey is a fleet's current Spot prices (spotprices.go), beside
+// its state in the fleet's partition.
+func spotPricesKey(slug string) (string, string) { return prefixFleet + slug, sortSpotPrices }
 
 // rateWindowKey is a registration source's counter for the minute starting at window.
 func rateWindowKey(source string, window time.Time) (string, string) {

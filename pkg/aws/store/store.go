@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
@@ -51,6 +52,10 @@ type Options struct {
 	LeaseSpread int
 	// Logger receives structured logs (default: slog.Default()).
 	Logger *slog.Logger
+	// CostMetrics, when set, receives one CloudWatch Embedded Metric Format
+	// line per job the relay prices: CostUSD with dimensions Stage and
+	// Tenant (costs.go). os.Stdout in Lambda; nil writes none.
+	CostMetrics io.Writer
 }
 
 // Store is fleetq's state in DynamoDB.
@@ -62,12 +67,16 @@ type Store struct {
 	limit  int
 	spread int
 	log    *slog.Logger
+	// costMetrics receives the per-tenant cost lines (Options.CostMetrics).
+	costMetrics io.Writer
 
 	claims    atomic.Int64
 	conflicts atomic.Int64
 	window    atomic.Int64
 	// fair holds each fleet's *fairState (fairlease.go).
 	fair sync.Map
+	// spot holds each fleet's *spotCache (spotprices.go).
+	spot sync.Map
 }
 
 // New returns a store over the given table.
@@ -84,7 +93,7 @@ func New(db DynamoDB, o Options) *Store {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Store{db: db, table: o.Table, cfg: o.Config, clock: o.Clock, limit: o.CandidateLimit, spread: o.LeaseSpread, log: o.Logger}
+	return &Store{db: db, table: o.Table, cfg: o.Config, clock: o.Clock, limit: o.CandidateLimit, spread: o.LeaseSpread, log: o.Logger, costMetrics: o.CostMetrics}
 }
 
 // Config returns the fleet configuration the store applies.

@@ -7,8 +7,9 @@ import (
 
 // Prices are what the stage's instances cost, for the cost of each job
 // (docs/scaling.md, "Cost per job"). Prices are the operator's figures: the
-// On-Demand price from the AWS price list of the region, the Spot price as
-// recorded (e.g. a recent average of `aws ec2 describe-spot-price-history`).
+// On-Demand price from the AWS price list of the region; the Spot price is
+// the fallback for when the scaler has no current Spot price of the type in
+// the instance's zone from EC2's price history.
 type Prices struct {
 	// Overhead is the instance time spent booting and idle, as a fraction
 	// of the time jobs hold leases; each job pays that share on top of its

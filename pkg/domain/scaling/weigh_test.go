@@ -1,8 +1,8 @@
 package scaling_test
 
 import (
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,10 +51,22 @@ type Image struct {
 	ID, Architecture, State string
 }
 
+// SpotPrice is one entry of the Spot price history DescribeSpotPriceHistory
+// answers: the price of an instance type in a zone from At on.
+type SpotPrice struct {
+	InstanceType string
+	Zone         string
+	// ProductDescription is "Linux/UNIX" unless set.
+	ProductDescription string
+	// USD is the hourly price, written as EC2 writes it ("0.452100").
+	USD float64
+	At  time.Time
+}
+
 // Account is an in-process server speaking the account-level Query APIs
-// fleetq's preflight reads: STS GetCallerIdentity, CloudFormation
-// DescribeStacks, and the EC2 query protocol's DescribeInstanceTypes and
-// DescribeImages. Requests are form-encoded POSTs routed by Action and
+// fleetq reads: STS GetCallerIdentity, CloudFormation DescribeStacks, and
+// the EC2 query protocol's DescribeInstanceTypes, DescribeImages (preflight)
+// and DescribeSpotPriceHistory (the scaler's Spot prices). Requests are form-encoded POSTs routed by Action and
 // Version, as the real SDK clients send them; answers and errors have each
 // service's XML shape. Everything else answers InvalidAction.
 type Account struct {
@@ -64,12 +77,14 @@ type Account struct {
 	stacks     map[string]Stack
 	types      map[string]InstanceType
 	images     map[string]Image
+	spot       []SpotPrice
+	denied     map[string]bool // EC2 actions answered UnauthorizedOperation
 	requestSeq int
 }
 
 // StartAccount starts the server on addr ("" for any loopback port).
 func StartAccount(addr string) (*Account, error) {
-	a := &Account{identities: map[string]Identity{}, stacks: map[string]Stack{}, types: map[string]InstanceType{}, images: map[string]Image{}}
+	a := &Account{identities: map[string]Identity{}, stacks: map[string]Stack{}, types: map[string]InstanceType{}, images: map[string]Image{}, denied: map[string]bool{}}
 	srv, err := serve(addr, a)
 	if err != nil {
 		return nil, err
@@ -108,6 +123,24 @@ func (a *Account) PutImage(im Image) {
 		im.State = "available"
 	}
 	a.images[im.ID] = im
+}
+
+// PutSpotPrice adds an entry to the Spot price history.
+func (a *Account) PutSpotPrice(p SpotPrice) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.ProductDescription == "" {
+		p.ProductDescription = "Linux/UNIX"
+	}
+	a.spot = append(a.spot, p)
+}
+
+// Deny makes an EC2 action answer UnauthorizedOperation, as EC2 answers a
+// caller whose policy does not allow it (deny false allows it again).
+func (a *Account) Deny(action string, deny bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.denied[action] = deny
 }
 
 // STSClient, CloudFormationClient and EC2Client return real SDK clients for
@@ -155,6 +188,8 @@ func (a *Account) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.PostForm
 	action, version := p.Get("Action"), p.Get("Version")
 	switch {
+	case version == "2016-11-15" && a.denied[action]:
+		writeEC2Error(w, reqID, queryError{http.StatusForbidden, "UnauthorizedOperation", "You are not authorized to perform this operation."})
 	case action == "GetCallerIdentity" && version == "2011-06-15":
 		m := credentialKey.FindStringSubmatch(r.Header.Get("Authorization"))
 		id, ok := Identity{}, false
@@ -187,6 +222,13 @@ func (a *Account) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEC2Response(w, reqID, res)
 	case action == "DescribeImages" && version == "2016-11-15":
 		res, qe := a.describeImages(p)
+		if qe != nil {
+			writeEC2Error(w, reqID, *qe)
+			return
+		}
+		writeEC2Response(w, reqID, res)
+	case action == "DescribeSpotPriceHistory" && version == "2016-11-15":
+		res, qe := a.describeSpotPriceHistory(p)
 		if qe != nil {
 			writeEC2Error(w, reqID, *qe)
 			return
@@ -311,6 +353,103 @@ func (a *Account) describeImages(p url.Values) (any, *queryError) {
 			return nil, &queryError{http.StatusBadRequest, "InvalidAMIID.NotFound", fmt.Sprintf("The image id '[%s]' does not exist", id)}
 		}
 		out.Images = append(out.Images, xmlImage{ID: im.ID, State: im.State, Arch: im.Architecture})
+	}
+	return out, nil
+}
+
+// xmlSpotPrice is one item of spotPriceHistorySet. The shape is the EC2 API
+// reference's (API_DescribeSpotPriceHistory and the SpotPrice data type,
+// API version 2016-11-15: spotPriceHistorySet of item, each with
+// availabilityZone, instanceType, productDescription, spotPrice as a
+// decimal string, timestamp; nextToken beside the set), as the SDK's
+// EC2 query deserializer reads it.
+type xmlSpotPrice struct {
+	Zone         string `xml:"availabilityZone"`
+	InstanceType string `xml:"instanceType"`
+	Product      string `xml:"productDescription"`
+	Price        string `xml:"spotPrice"`
+	Timestamp    string `xml:"timestamp"`
+}
+
+// describeSpotPriceHistory answers the history filtered by InstanceType.N,
+// ProductDescription.N and AvailabilityZone, newest first. With StartTime
+// it answers the entries from then (up to EndTime) and, as EC2 does, the
+// last change before it: the price in force at StartTime. MaxResults and
+// NextToken page through the answer.
+func (a *Account) describeSpotPriceHistory(p url.Values) (any, *queryError) {
+	parseTime := func(name string) (time.Time, *queryError) {
+		v := p.Get(name)
+		if v == "" {
+			return time.Time{}, nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return time.Time{}, &queryError{http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Invalid value '%s' for %s", v, name)}
+		}
+		return t, nil
+	}
+	start, qe := parseTime("StartTime")
+	if qe != nil {
+		return nil, qe
+	}
+	end, qe := parseTime("EndTime")
+	if qe != nil {
+		return nil, qe
+	}
+	types, products, zone := ec2List(p, "InstanceType"), ec2List(p, "ProductDescription"), p.Get("AvailabilityZone")
+	var match []SpotPrice
+	for _, s := range a.spot {
+		if (len(types) > 0 && !slices.Contains(types, s.InstanceType)) || (len(products) > 0 && !slices.Contains(products, s.ProductDescription)) ||
+			(zone != "" && s.Zone != zone) || (!end.IsZero() && s.At.After(end)) {
+			continue
+		}
+		match = append(match, s)
+	}
+	slices.SortStableFunc(match, func(x, y SpotPrice) int { return y.At.Compare(x.At) })
+	if !start.IsZero() {
+		kept := match[:0:0]
+		before := map[string]bool{} // the last change before start, per series
+		for _, s := range match {
+			k := s.InstanceType + "\x00" + s.Zone + "\x00" + s.ProductDescription
+			if s.At.Before(start) {
+				if before[k] {
+					continue
+				}
+				before[k] = true
+			}
+			kept = append(kept, s)
+		}
+		match = kept
+	}
+	from := 0
+	if tok := p.Get("NextToken"); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 || n > len(match) {
+			return nil, &queryError{http.StatusBadRequest, "InvalidNextToken", "The specified token is invalid."}
+		}
+		from = n
+	}
+	limit := 1000
+	if v := p.Get("MaxResults"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, &queryError{http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Invalid value '%s' for MaxResults", v)}
+		}
+		limit = min(n, 1000)
+	}
+	out := struct {
+		XMLName xml.Name       `xml:"DescribeSpotPriceHistoryResponse"`
+		XMLNS   string         `xml:"xmlns,attr"`
+		Prices  []xmlSpotPrice `xml:"spotPriceHistorySet>item"`
+		Next    string         `xml:"nextToken,omitempty"`
+	}{XMLNS: ec2XMLNS}
+	to := min(from+limit, len(match))
+	for _, s := range match[from:to] {
+		out.Prices = append(out.Prices, xmlSpotPrice{Zone: s.Zone, InstanceType: s.InstanceType, Product: s.ProductDescription,
+			Price: strconv.FormatFloat(s.USD, 'f', 6, 64), Timestamp: s.At.UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	if to < len(match) {
+		out.Next = strconv.Itoa(to)
 	}
 	return out, nil
 }

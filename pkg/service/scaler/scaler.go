@@ -65,6 +65,9 @@ type Scaler struct {
 	// time by instance type, zone and kind, to weigh down the Spot types
 	// and zones interrupted recently (weigh.go).
 	InterruptionCounts func(ctx context.Context, fleet string, since time.Time) ([]fleetstate.InterruptionCount, error)
+	// SpotPrices, when set, reads each fleet's Spot prices about once an
+	// hour for the cost of its jobs (spotprices.go).
+	SpotPrices *SpotPricer
 }
 
 // FleetReport is what one tick did for one fleet.
@@ -115,6 +118,7 @@ func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
 		}
 		reports = append(reports, r)
 	}
+	s.refreshSpotPrices(ctx)
 	if s.Relay != nil {
 		if _, err := s.Relay.Drain(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("relay job events: %w", err))

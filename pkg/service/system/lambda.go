@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -22,6 +23,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/assets"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
+	"github.com/fleetq/fleetq/pkg/aws/spotprice"
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -82,7 +84,9 @@ func LoadLambda(ctx context.Context, getenv Getenv, logOut io.Writer) (*Lambda, 
 	if bus := getenv(awsenv.EnvEventBus); bus != "" {
 		events = jobevents.EventBridge{Client: l.EventBridge(), Bus: bus}
 	}
-	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events)
+	// Cost lines go to stdout with the scaler's metrics: CloudWatch Logs
+	// turns Embedded Metric Format lines into metrics.
+	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events, CostMetrics(os.Stdout))
 	return l, nil
 }
 
@@ -189,6 +193,12 @@ func (e *Lambda) S3() *s3.Client {
 	})
 }
 
+// EC2 returns an EC2 client (FLEETQ_EC2_ENDPOINT overrides the endpoint),
+// for the scaler's Spot price reads.
+func (e *Lambda) EC2() *ec2.Client {
+	return ec2.NewFromConfig(e.AWS, func(o *ec2.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEC2Endpoint) })
+}
+
 // AutoScaling returns an Auto Scaling client (FLEETQ_AUTOSCALING_ENDPOINT
 // overrides the endpoint) with the SDK's own retries off: pkg/aws/asg retries
 // throttling itself, and the two would multiply.
@@ -281,7 +291,7 @@ func (e *Lambda) DispatchHandler() (func(context.Context, events.SQSEvent) (even
 // ScalerHandler returns the scaler function's handler: one tick per
 // scheduled event over the groups of FLEETQ_FLEET_GROUPS, with the metric
 // lines written to metrics (stdout, which CloudWatch Logs turns into
-// metrics).
+// metrics), reading each fleet's Spot prices through EC2 about once an hour.
 func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.CloudWatchEvent) (TickSummary, error), error) {
 	groups, err := e.FleetGroups()
 	if err != nil {
@@ -297,7 +307,9 @@ func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.
 			return nil, err
 		}
 	}
-	return ScheduleHandler(NewScaler(e.Env, groups, metrics)), nil
+	sc := NewScaler(e.Env, groups, metrics)
+	EnableSpotPrices(e.Env, sc, spotprice.Reader{EC2: e.EC2()})
+	return ScheduleHandler(sc), nil
 }
 
 // InterruptionHandler returns the interruption function's handler, which

@@ -35,10 +35,23 @@ type Env struct {
 	Relay *jobevents.Relay
 }
 
+// StoreOption tunes the Env's store beyond its table, config, clock and
+// logger.
+type StoreOption func(*store.Options)
+
+// CostMetrics sends a CostUSD metric line per priced job (dimensions Stage
+// and Tenant) to w: os.Stdout in Lambda, where CloudWatch Logs turns the
+// lines into metrics.
+func CostMetrics(w io.Writer) StoreOption { return func(o *store.Options) { o.CostMetrics = w } }
+
 // New builds the Env on a DynamoDB client and table. events receives the
 // job lifecycle events; nil publishes none.
-func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher) *Env {
-	st := store.New(db, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
+func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher, opts ...StoreOption) *Env {
+	o := store.Options{Table: table, Config: cfg, Clock: clk, Logger: log}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	st := store.New(db, o)
 	e := &Env{Config: cfg, Store: st, Clock: clk, Logger: log}
 	if events != nil {
 		e.Relay = &jobevents.Relay{Outbox: st, Publisher: events, Logger: log}
@@ -106,6 +119,8 @@ func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
 // NewScaler returns the tick over every fleet. capacity is the fleets'
 // groups (nil: the scaler keeps the books and its decisions are advisory);
 // metrics receives one Embedded Metric Format line per fleet per tick.
+// With a Spot price source (EnableSpotPrices) it also records each fleet's
+// Spot prices by zone for the cost of its jobs.
 func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scaler {
 	sc := &scaler.Scaler{Config: e.Config, Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
 		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions,
@@ -114,6 +129,13 @@ func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scal
 		sc.Relay = e.Relay
 	}
 	return sc
+}
+
+// EnableSpotPrices makes the scaler read each fleet's Spot prices from
+// source about once an hour and keep them in the store, where the relay
+// prices Spot jobs by their instance's type and zone.
+func EnableSpotPrices(e *Env, sc *scaler.Scaler, source scaler.SpotPriceSource) {
+	sc.SpotPrices = &scaler.SpotPricer{Source: source, Store: e.Store}
 }
 
 // NewInterruption returns the handler of the EC2 and Auto Scaling events

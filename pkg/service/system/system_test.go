@@ -189,6 +189,13 @@ func TestLambdaWiring(t *testing.T) {
 	// The stack's Secrets Manager secret, by ARN, as the API function reads it.
 	const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-AbCdEf"
 	jsonAPI.PutSecretValue(secretARN, "sample-fleet-secret")
+	// EC2's Spot price history, which the scaler reads for the cost of jobs.
+	acct, err := localaws.StartAccount("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acct.Close()
+	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.4521, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)})
 
 	vars := map[string]string{
 		awsenv.EnvStage: "dev", awsenv.EnvTable: table, awsenv.EnvLogLevel: "warn",
@@ -196,6 +203,7 @@ func TestLambdaWiring(t *testing.T) {
 		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSecretsManagerEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
 		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretARN: secretARN,
 		awsenv.EnvEventBus: "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+		awsenv.EnvEC2Endpoint: acct.URL,
 	}
 	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)
 	if err != nil {
@@ -253,7 +261,11 @@ func TestLambdaWiring(t *testing.T) {
 		desired:   func(*testing.T) int { return asg.Desired("fleetq-dev-demo") },
 		metrics:   &metrics,
 	})
-
+	// The scenario's ticks read the demo fleet's Spot prices.
+	spot, err := l.Store.SpotPrices(ctx, "demo")
+	if err != nil || spot.USD["g5.xlarge/us-east-1a"] != 0.4521 {
+		t.Fatalf("Spot prices after the ticks: %+v, %v; want g5.xlarge in us-east-1a at 0.4521", spot, err)
+	}
 }
 
 // TestDevStackWiring replays the same samples through the dev stack, whose

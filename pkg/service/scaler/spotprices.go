@@ -1,0 +1,91 @@
+package scaler
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/cost"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+)
+
+// SpotPriceSource reads the Spot price history of instance types in force
+// at a time (EC2 DescribeSpotPriceHistory: pkg/aws/spotprice).
+type SpotPriceSource interface {
+	SpotPrices(ctx context.Context, instanceTypes []string, at time.Time) ([]cost.SpotPoint, error)
+}
+
+// SpotPriceStore keeps each fleet's current Spot prices, where the relay
+// prices jobs (store.PutSpotPrices).
+type SpotPriceStore interface {
+	PutSpotPrices(ctx context.Context, fleet string, p cost.SpotPrices) error
+}
+
+// Spot price refresh intervals.
+const (
+	// DefaultSpotPriceEvery is how often a fleet's Spot prices are read.
+	DefaultSpotPriceEvery = time.Hour
+	// spotPriceRetry is how soon a failed read is tried again; meanwhile
+	// the prices last read stay (up to cost.SpotPriceMaxAge), then jobs
+	// fall back to the config's flat Spot price.
+	spotPriceRetry = 10 * time.Minute
+)
+
+// SpotPricer refreshes each fleet's Spot prices from the tick, at most
+// once per Every. When it last read each fleet is kept in memory: a cold
+// scaler reads once more, one EC2 call and one write per fleet.
+type SpotPricer struct {
+	Source SpotPriceSource
+	Store  SpotPriceStore
+	// Every is how often a fleet's prices are read (DefaultSpotPriceEvery
+	// when 0).
+	Every time.Duration
+
+	mu   sync.Mutex
+	next map[string]time.Time // fleet → when to read again
+}
+
+// refresh reads the fleet's Spot prices when they are due and records the
+// price in force for each of its instance types in each zone. A failure
+// (no permission, throttling) is logged and retried later, never fatal:
+// the prices last read stay, then the config's flat price applies.
+func (p *SpotPricer) refresh(ctx context.Context, s *Scaler, f *fleetconfig.Fleet, now time.Time) {
+	p.mu.Lock()
+	if p.next == nil {
+		p.next = map[string]time.Time{}
+	}
+	due := !now.Before(p.next[f.Slug])
+	if due {
+		p.next[f.Slug] = now.Add(spotPriceRetry)
+	}
+	p.mu.Unlock()
+	if !due {
+		return
+	}
+	points, err := p.Source.SpotPrices(ctx, f.InstanceTypes, now)
+	if err == nil {
+		err = p.Store.PutSpotPrices(ctx, f.Slug, cost.LatestSpot(points, now))
+	}
+	if err != nil {
+		s.log().Warn("spot prices", "fleet", f.Slug, "error", err.Error())
+		return
+	}
+	every := p.Every
+	if every <= 0 {
+		every = DefaultSpotPriceEvery
+	}
+	p.mu.Lock()
+	p.next[f.Slug] = now.Add(every)
+	p.mu.Unlock()
+}
+
+// refreshSpotPrices refreshes every fleet's Spot prices that are due.
+func (s *Scaler) refreshSpotPrices(ctx context.Context) {
+	if s.SpotPrices == nil || s.SpotPrices.Source == nil || s.SpotPrices.Store == nil {
+		return
+	}
+	now := s.Clock.Now()
+	for i := range s.Config.Fleets {
+		s.SpotPrices.refresh(ctx, s, &s.Config.Fleets[i], now)
+	}
+}
