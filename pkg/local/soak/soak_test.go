@@ -55,7 +55,7 @@ const (
 	// group is the fleet's Auto Scaling Group on the fake Auto Scaling API.
 	group = "fleetq-soak-gpu"
 	// scalerEvery is the wall time between the scaler's ticks.
-	scalerEvery = 500 * time.Millisecond
+	scalerEvery = 2 * time.Second
 	leaseFor    = 30 * time.Second
 	// tick is the fake time each worker operation takes.
 	tick = 100 * time.Millisecond
@@ -348,9 +348,12 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	started := time.Now()
 	// The embedded DynamoDB by default; dynalite behind its transaction
-	// shim with FLEETQ_TEST_DYNALITE=1 (testenv), as the API suite.
+	// shim with FLEETQ_TEST_DYNALITE=1, or the endpoint named by
+	// FLEETQ_TEST_DYNAMODB_ENDPOINT (testenv), as the API suite.
 	ddbURL, backend := "", "minidyn"
-	if testenv.OnDynalite() {
+	if ep := os.Getenv(testenv.EnvDynamoDBEndpoint); ep != "" {
+		ddbURL, backend = testenv.DynamoDBEndpoint(t), ep
+	} else if testenv.OnDynalite() {
 		ddbURL, backend = testenv.DynamoDBEndpoint(t), "dynalite"
 	} else {
 		ddb, err := localaws.StartDynamoDB("")
