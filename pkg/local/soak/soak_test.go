@@ -612,7 +612,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	// fell, and with them gone one tick sets the group to what it decides.
 	checkScaler(t, stack, s.clock, asgSrv, asgProxy, ticks)
 
-	t.Logf("soak on %s: %d jobs, %d workers (%d registrations), %d leases, %d overlapping; outcomes %v; actions %v",
+	t.Logf("soak on %s: %d jobs, %d workers (%d listed at the end: the scaler removes stale ones), %d leases, %d overlapping; outcomes %v; actions %v",
 		backend, jobs, workers, len(ws), len(s.grants), overlaps, final, s.actions)
 	t.Logf("soak: client retries after 5xx %d; errors clients saw %v; %s",
 		s.retries.Load(), seen, time.Since(started).Round(time.Second))
