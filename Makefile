@@ -31,12 +31,19 @@ test: nag-deps browser-deps dynalite-deps
 
 DYNALITE_STAMP := scripts/dynalite/node_modules/.package-lock.json
 
+SOAK_JOBS    ?= 500
+SOAK_WORKERS ?= 50
+
 ## test-dynalite: the store and API suites once more, against dynalite (a second implementation of the DynamoDB
-## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim; -short (about 30 s)
+## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim, -short; then the soak at
+## full size (SOAK_JOBS jobs, SOAK_WORKERS workers, faults on every AWS API) on dynalite, printing its figures
 test-dynalite: dynalite-deps
 	@if [ -f $(DYNALITE_STAMP) ]; then \
 		echo "the store and API suites against dynalite"; \
-		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/ ./pkg/service/api/; \
+		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/ ./pkg/service/api/ && \
+		echo "the soak, $(SOAK_JOBS) jobs and $(SOAK_WORKERS) workers, against dynalite" && \
+		FLEETQ_TEST_DYNALITE=1 FLEETQ_SOAK_JOBS=$(SOAK_JOBS) FLEETQ_SOAK_WORKERS=$(SOAK_WORKERS) \
+			$(GO) test -count=1 -v -timeout 15m -run TestSoakNothingLostUnderFaults ./pkg/local/soak/; \
 	else echo "dynalite not installed (no npm): the dynalite run is skipped"; fi
 
 ## dynalite-deps: scripts/dynalite's npm packages from its lockfile, when missing or stale; skipped without npm

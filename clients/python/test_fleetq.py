@@ -5,6 +5,7 @@ Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN, FLEETQ_FLEET_SECRET,
 FLEETQ_STAGE, FLEETQ_FLEET and FLEETQ_WORKFLOW (a workflow of that fleet).
 """
 
+import email.utils
 import http.server
 import json
 import os
@@ -162,6 +163,108 @@ class SigV4Test(unittest.TestCase):
         self.assertTrue(seen["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), seen)
         self.assertIn("/eu-west-1/execute-api/aws4_request", seen["authorization"])
         self.assertTrue(seen["date"])
+
+
+class RetryAfterTest(unittest.TestCase):
+    """Against a local server answering a scripted sequence; the client's
+    sleep is recorded, never slept."""
+
+    def serve(self, answers):
+        """Starts a server that answers each request with the next of
+        ``answers`` ((status, headers) pairs; the last repeats) and returns
+        a client for it, the list of slept seconds and the request count."""
+        calls = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                status, headers = answers[min(len(calls), len(answers) - 1)]
+                calls.append(self.path)
+                if status == 200:
+                    body = json.dumps({"job_id": "j1", "status": "accepted"}).encode()
+                else:
+                    code = {429: "rate_limited", 503: "unavailable"}.get(status, "internal")
+                    body = json.dumps({"error": {"code": code, "message": "try later"}}).encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.addCleanup(srv.server_close)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        slept = []
+        client = fleetq.Client(api=f"http://127.0.0.1:{srv.server_port}", token="t", sleep=slept.append)
+        return client, slept, calls
+
+    def test_503_then_200_waits_retry_after_with_jitter(self):
+        client, slept, calls = self.serve([(503, {"Retry-After": "7"}), (503, {"Retry-After": "2"}), (200, {})])
+        self.assertEqual(client.submit("t1", "wf", job_id="j1"), "j1")
+        self.assertEqual(calls, ["/api/jobs"] * 3)
+        self.assertEqual(len(slept), 2, slept)
+        self.assertTrue(7 <= slept[0] <= 7.7, slept)
+        self.assertTrue(2 <= slept[1] <= 2.2, slept)
+
+    def test_429_is_retried_too(self):
+        client, slept, calls = self.serve([(429, {"Retry-After": "3"}), (200, {})])
+        self.assertEqual(client.submit("t1", "wf", job_id="j1"), "j1")
+        self.assertEqual((len(calls), len(slept)), (2, 1))
+        self.assertTrue(3 <= slept[0] <= 3.3, slept)
+
+    def test_jitter_differs_between_waits(self):
+        client, slept, _ = self.serve([(503, {"Retry-After": "10"})] * 3 + [(200, {})])
+        client.submit("t1", "wf", job_id="j1")
+        self.assertEqual(len(slept), 3)
+        self.assertEqual(len(set(slept)), 3, slept)
+
+    def test_retries_are_bounded(self):
+        client, slept, calls = self.serve([(503, {"Retry-After": "1"})])
+        with self.assertRaises(fleetq.APIError) as e:
+            client.get("j1")
+        self.assertEqual((e.exception.status, e.exception.code, e.exception.retry_after), (503, "unavailable", 1))
+        self.assertEqual((len(calls), len(slept)), (client.retries + 1, client.retries))
+
+    def test_without_retry_after_backs_off_exponentially(self):
+        client, slept, _ = self.serve([(503, {}), (503, {}), (503, {}), (200, {})])
+        client.submit("t1", "wf", job_id="j1")
+        self.assertEqual([int(s) for s in slept], [1, 2, 4])
+        for s, base in zip(slept, (1, 2, 4)):
+            self.assertTrue(base <= s <= base * 1.1, slept)
+
+    def test_a_wait_past_max_wait_is_raised_at_once(self):
+        client, slept, calls = self.serve([(429, {"Retry-After": "120"}), (200, {})])
+        with self.assertRaises(fleetq.APIError) as e:
+            client.submit("t1", "wf", job_id="j1")
+        self.assertEqual((e.exception.status, e.exception.retry_after), (429, 120))
+        self.assertEqual((len(calls), slept), (1, []))
+
+    def test_other_errors_and_retries_0_are_not_retried(self):
+        client, slept, calls = self.serve([(500, {"Retry-After": "1"}), (200, {})])
+        with self.assertRaises(fleetq.APIError) as e:
+            client.get("j1")
+        self.assertEqual((e.exception.status, len(calls), slept), (500, 1, []))
+        client, slept, calls = self.serve([(503, {"Retry-After": "1"}), (200, {})])
+        client.retries = 0
+        with self.assertRaises(fleetq.APIError):
+            client.get("j1")
+        self.assertEqual((len(calls), slept), (1, []))
+
+    def test_retry_after_as_an_http_date(self):
+        when = email.utils.formatdate(time.time() + 5, usegmt=True)
+        client, slept, _ = self.serve([(503, {"Retry-After": when}), (200, {})])
+        client.submit("t1", "wf", job_id="j1")
+        self.assertTrue(3 <= slept[0] <= 6.6, slept)
 
 
 if __name__ == "__main__":

@@ -7,19 +7,27 @@ Signature Version 4 for API Gateway's IAM authorization, which needs botocore
 
 The routes and bodies are those of docs/api.md and
 pkg/domain/wire/openapi/openapi.yaml.
+
+A ``503 unavailable`` (the request changed nothing) and a ``429`` are retried
+a bounded number of times (``retries``, default 3), each after the answer's
+``Retry-After`` (or 1, 2, 4 ... seconds without one) plus up to 10% jitter;
+an answer asking for longer than ``max_wait`` seconds (default 30) is raised
+at once, as is the last one.
 """
 
 from __future__ import annotations
 
 import json
+import email.utils
 import os
+import random
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 __all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES"]
 
@@ -116,14 +124,27 @@ class Client:
 
     ``api`` defaults to $FLEETQ_API, ``token`` to $FLEETQ_OPERATOR_TOKEN and
     ``region`` (for SigV4) to $AWS_REGION.
+
+    ``retries`` bounds how often one call is sent again after a ``503`` or
+    ``429`` (0: never); each retry waits the answer's ``Retry-After`` (1, 2,
+    4 ... seconds when it has none) plus a random jitter of up to 10%, so
+    clients turned away together do not return together. An answer asking
+    for more than ``max_wait`` seconds is raised at once as APIError (its
+    ``retry_after`` says how long). ``sleep`` is the function that waits
+    (tests pass their own).
     """
 
     def __init__(self, api: Optional[str] = None, token: Optional[str] = None,
-                 region: Optional[str] = None, timeout: float = 30.0):
+                 region: Optional[str] = None, timeout: float = 30.0, retries: int = 3,
+                 max_wait: float = 30.0, sleep: Callable[[float], None] = time.sleep):
         self.api = (api or os.environ.get("FLEETQ_API") or "http://127.0.0.1:8080").rstrip("/")
         self.token = token if token is not None else os.environ.get("FLEETQ_OPERATOR_TOKEN", "")
         self.region = region or os.environ.get("AWS_REGION", "")
         self.timeout = timeout
+        self.retries = max(0, retries)
+        self.max_wait = max_wait
+        self._sleep = sleep
+        self._random = random.Random()
 
     def submit(self, tenant_id: str, workflow_id: str, input: Optional[Dict[str, Any]] = None,
                job_id: Optional[str] = None, priority: int = 0, max_attempts: int = 0,
@@ -215,6 +236,28 @@ class Client:
             raise APIError(e.code, "unknown", f"the presigned log download failed: {e.reason}") from None
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                return self._send(method, path, body)
+            except APIError as e:
+                wait = self._retry_wait(e, attempt)
+                if wait is None:
+                    raise
+            self._sleep(wait)
+            attempt += 1
+
+    def _retry_wait(self, e: APIError, attempt: int) -> Optional[float]:
+        """Seconds to wait before sending a call again after ``e``, or None
+        when it is not to be retried."""
+        if e.status not in (429, 503) or attempt >= self.retries:
+            return None
+        wait = float(e.retry_after) if e.retry_after is not None else float(2 ** attempt)
+        if wait > self.max_wait:
+            return None
+        return wait + self._random.uniform(0, wait / 10)
+
+    def _send(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
         url = self.api + path
@@ -265,4 +308,21 @@ def _api_error(e: urllib.error.HTTPError) -> APIError:
     except (ValueError, KeyError, TypeError):
         pass
     ra = e.headers.get("Retry-After") if e.headers else None
-    return APIError(e.code, code, str(message), int(ra) if ra and ra.isdigit() else None)
+    return APIError(e.code, code, str(message), _retry_after(ra))
+
+
+def _retry_after(value: Optional[str]) -> Optional[int]:
+    """Seconds from a Retry-After header: whole seconds (what fleetq sends)
+    or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0, int(when.timestamp() - time.time() + 0.999))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
@@ -382,8 +383,14 @@ func (a *Adapter) retry(ctx context.Context, op func() error) error {
 	}
 }
 
-// retryable reports a throttled, contended or server-side failure.
+// retryable reports a throttled, contended or server-side failure, or a
+// broken connection (before or after the service acted: every call here is
+// safe to repeat, see Terminate and CompleteLifecycle for the answers a
+// repeat meets).
 func retryable(err error) bool {
+	if (retry.RetryableConnectionError{}).IsErrorRetryable(err) == aws.TrueTernary {
+		return true
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 )
 
@@ -490,5 +491,43 @@ func TestEndLifecycleWaitTimesTheActionOut(t *testing.T) {
 	err := h.ad.HeartbeatLifecycle(context.Background(), "fleetq-dev-gpu", "drain", "i-f", "tok-f")
 	if !errors.Is(err, asg.ErrNoActiveLifecycleAction) {
 		t.Fatalf("heartbeat after the timeout: %v", err)
+	}
+}
+
+// A connection broken before or after the service acted is retried like a
+// throttle: every call of the adapter is safe to repeat (a repeated
+// terminate finds the instance gone, a repeated desired capacity sets the
+// same number).
+func TestBrokenConnectionsAreRetried(t *testing.T) {
+	for _, kind := range []faultproxy.Kind{faultproxy.ResetBefore, faultproxy.ResetAfter} {
+		t.Run(string(kind), func(t *testing.T) {
+			fake, err := localaws.StartAutoScaling("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = fake.Close() })
+			proxy, err := faultproxy.Start(fake.URL, faultproxy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = proxy.Close() })
+			s := &sleeps{}
+			ad := asg.New(localaws.AutoScalingClient(proxy.URL, asg.WithoutSDKRetries), asg.Options{Sleep: s.Sleep})
+			fake.PutGroup(gpuGroup())
+			proxy.Next("SetDesiredCapacity", kind, kind)
+			if err := ad.SetDesired(context.Background(), "fleetq-dev-gpu", 3); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Next("TerminateInstanceInAutoScalingGroup", kind)
+			if err := ad.Terminate(context.Background(), "i-a"); err != nil {
+				t.Fatal(err)
+			}
+			if got := fake.Desired("fleetq-dev-gpu"); got != 2 {
+				t.Errorf("desired = %d, want 2 (set to 3, then one instance terminated once)", got)
+			}
+			if n := len(s.got()); n != 3 {
+				t.Errorf("waits = %v, want 3 (one per broken connection)", s.got())
+			}
+		})
 	}
 }

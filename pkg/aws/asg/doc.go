@@ -6,9 +6,14 @@
 // # Retries
 //
 // The adapter retries throttling (Throttling, ThrottlingException,
-// RequestLimitExceeded), ResourceContention and 5xx answers itself, with
+// RequestLimitExceeded), ResourceContention, 5xx answers and broken
+// connections (reset before or after the service acted) itself, with
 // exponential backoff and jitter, a bounded number of times; every other
-// error is returned at once. It does so rather than lean on the SDK's
+// error is returned at once. Every call is safe to repeat: a desired
+// capacity is a number set again, a repeated terminate finds the instance
+// gone (done), a repeated lifecycle completion answers
+// ErrNoActiveLifecycleAction, which the interruption handler takes as
+// already completed, and a repeated heartbeat restarts the same timeout. It does so rather than lean on the SDK's
 // standard retryer so that the policy is explicit, the waits go through an
 // injectable Sleep (tests never sleep), and the bound is one number. Build
 // the client with [WithoutSDKRetries] so the two do not multiply (the SDK's

@@ -23,8 +23,16 @@ type FleetOptions struct {
 	// /local/events).
 	Tick time.Duration
 	// NoLocalFleet runs no local fleet: workers are started by hand, and the
-	// scaler only keeps the books (its decisions are advisory).
+	// scaler only keeps the books (its decisions are advisory) unless
+	// Capacity is set.
 	NoLocalFleet bool
+	// Capacity, with NoLocalFleet, is what the scaler and wake-on-enqueue
+	// scale instead of nothing, and Lifecycle what completes terminate
+	// lifecycle actions: the soak passes Auto Scaling groups on the fake
+	// Auto Scaling API behind a fault proxy (scaler.Groups and the
+	// pkg/aws/asg adapter, as the Lambda functions build them).
+	Capacity  scaler.Capacity
+	Lifecycle interruption.Lifecycle
 	// BootDelay is how long a local instance takes to start its worker
 	// (default 20s).
 	BootDelay time.Duration
@@ -87,6 +95,11 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 		})
 		capacity, lifecycle = s.Fleet, s.Fleet
 		s.Go(func() { s.Fleet.Run(ctx, time.Second) })
+	} else if fo.Capacity != nil {
+		capacity = fo.Capacity
+		if fo.Lifecycle != nil {
+			lifecycle = fo.Lifecycle
+		}
 	}
 	s.Dispatch = system.NewDispatch(s.Env, capacity)
 	s.Scaler = system.NewScaler(s.Env, capacity, fo.Metrics)

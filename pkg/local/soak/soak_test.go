@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
+	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -30,7 +32,9 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
 // The soak's size. The defaults keep it near a minute under -race on two
@@ -47,7 +51,12 @@ const (
 	ddbFaults = 0.07
 	sqsFaults = 0.05
 	ebFaults  = 0.05
-	leaseFor  = 30 * time.Second
+	asgFaults = 0.07
+	// group is the fleet's Auto Scaling Group on the fake Auto Scaling API.
+	group = "fleetq-soak-gpu"
+	// scalerEvery is the wall time between the scaler's ticks.
+	scalerEvery = 2 * time.Second
+	leaseFor    = 30 * time.Second
 	// tick is the fake time each worker operation takes.
 	tick = 100 * time.Millisecond
 	// soakDeadline bounds the wait for every job to finish.
@@ -302,7 +311,14 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 			release(wire.PathRequeue, with("reason", string(job.SpotInterruption)))
 		case r < 0.34:
 			s.count("cancel")
-			if status, out, _ := s.retried("POST", "/api/jobs/"+g.job+"/cancel", "op", nil); status != 200 {
+			// 409 conflict: the job already finished, through another
+			// worker's lease after this one ran out (fake time runs ahead
+			// of a slow worker: idle workers advance it).
+			switch status, out, _ := s.retried("POST", "/api/jobs/"+g.job+"/cancel", "op", nil); {
+			case status == 200:
+			case status == 409 && errorCode(out) == string(wire.CodeConflict):
+				s.count("cancel after the job finished")
+			default:
 				s.t.Errorf("cancel %s: %d %v", g.job, status, out)
 			}
 			release(wire.PathComplete, with("result", map[string]any{"ok": true}))
@@ -331,18 +347,29 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Skip("the soak takes about a minute")
 	}
 	started := time.Now()
-	ddb, err := localaws.StartDynamoDB("")
-	if err != nil {
-		t.Fatal(err)
+	// The embedded DynamoDB by default; dynalite behind its transaction
+	// shim with FLEETQ_TEST_DYNALITE=1, or the endpoint named by
+	// FLEETQ_TEST_DYNAMODB_ENDPOINT (testenv), as the API suite.
+	ddbURL, backend := "", "minidyn"
+	if ep := os.Getenv(testenv.EnvDynamoDBEndpoint); ep != "" {
+		ddbURL, backend = testenv.DynamoDBEndpoint(t), ep
+	} else if testenv.OnDynalite() {
+		ddbURL, backend = testenv.DynamoDBEndpoint(t), "dynalite"
+	} else {
+		ddb, err := localaws.StartDynamoDB("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ddb.Close() })
+		ddbURL = ddb.URL
 	}
-	t.Cleanup(func() { _ = ddb.Close() })
 	sqsSrv, err := localaws.SharedSQS("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, http: &http.Client{Timeout: 30 * time.Second}, clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
 		work: make(chan struct{}, workers), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{}}
-	ddbProxy, err := faultproxy.Start(ddb.URL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
+	ddbProxy, err := faultproxy.Start(ddbURL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
 		Forwarded: func(op string) {
 			if op == "PutItem" { // a job created
 				s.signal()
@@ -377,19 +404,57 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		o.Retryer = awsenv.Retryer(awsenv.EventBridge)
 	})
 
+	// The scaler and wake-on-enqueue scale an Auto Scaling Group on the
+	// fake Auto Scaling API, through a fault proxy and the real SDK client
+	// and adapter (pkg/aws/asg, whose retries have short waits here).
+	asgSrv, err := localaws.StartAutoScaling("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = asgSrv.Close() })
+	asgSrv.PutGroup(localaws.ASGGroup{Name: group, Min: 0, Max: 10})
+	asgProxy, err := faultproxy.Start(asgSrv.URL, faultproxy.Options{Rate: asgFaults, Delay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = asgProxy.Close() })
+	adapter := asg.New(localaws.AutoScalingClient(asgProxy.URL, asg.WithoutSDKRetries),
+		asg.Options{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond})
+	groups := scaler.Groups{Adapter: adapter, Names: map[string]string{fleetSlug: group}}
+
 	cfg, err := fleetconfig.Parse("soak.yaml", []byte(soakConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
 		FleetSecret: fleetSecret, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
-		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true},
+		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.Close() })
 	s.url = stack.URL
+
+	// The scaler's schedule, as its EventBridge rule delivers it: a tick
+	// that fails (Auto Scaling or DynamoDB past their retries) is counted
+	// and the next one starts again from what the store and the group say.
+	ticks := &tickFigures{}
+	stopTicks := make(chan struct{})
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		every := time.NewTicker(scalerEvery)
+		defer every.Stop()
+		for {
+			select {
+			case <-stopTicks:
+				return
+			case <-every.C:
+				ticks.run(stack, s.clock)
+			}
+		}
+	}()
 
 	var wg sync.WaitGroup
 	for n := 0; n < workers; n++ {
@@ -471,6 +536,8 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		s.signal()
 	}
 	wg.Wait()
+	close(stopTicks)
+	<-tickDone
 
 	// 1. Nothing lost: every accepted job ended in exactly one terminal state.
 	if len(s.accepted) != jobs {
@@ -541,12 +608,21 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	// 5. No outcome event lost or published twice for one transition.
 	ev := checkOutcomeEvents(t, stack, eb, s.accepted)
 
-	t.Logf("soak: %d jobs, %d workers (%d registrations), %d leases, %d overlapping; outcomes %v; actions %v",
-		jobs, workers, len(ws), len(s.grants), overlaps, final, s.actions)
-	t.Logf("soak: DynamoDB faults %v of %d calls; SQS faults %v; client retries after 5xx %d; errors clients saw %v; %s",
-		ddbProxy.Counts(), totalCalls(ddbProxy), sqsProxy.Counts(), s.retries.Load(), seen, time.Since(started).Round(time.Second))
-	t.Logf("soak: outcome events %v (%d distinct, %d delivered again with the same id); EventBridge faults %v of %d calls",
-		ev.byType, ev.distinct, ev.again, ebProxy.Counts(), ebProxy.Calls("PutEvents"))
+	// 6. The scaler survived the faults: it scaled the group while they
+	// fell, and with them gone one tick sets the group to what it decides.
+	checkScaler(t, stack, s.clock, asgSrv, asgProxy, ticks)
+
+	t.Logf("soak on %s: %d jobs, %d workers (%d listed at the end: the scaler removes stale ones), %d leases, %d overlapping; outcomes %v; actions %v",
+		backend, jobs, workers, len(ws), len(s.grants), overlaps, final, s.actions)
+	t.Logf("soak: client retries after 5xx %d; errors clients saw %v; %s",
+		s.retries.Load(), seen, time.Since(started).Round(time.Second))
+	t.Logf("soak: faults by service: DynamoDB %v of %d calls; SQS %v of %d; EventBridge %v of %d; Auto Scaling %v of %d",
+		ddbProxy.Counts(), totalCalls(ddbProxy), sqsProxy.Counts(), sumCalls(sqsProxy, sqsOps), ebProxy.Counts(), ebProxy.Calls("PutEvents"),
+		asgProxy.Counts(), sumCalls(asgProxy, asgOps))
+	t.Logf("soak: outcome events %v (%d distinct, %d delivered again with the same id)", ev.byType, ev.distinct, ev.again)
+	t.Logf("soak: DynamoDB calls %v", callsByOp(ddbProxy))
+	t.Logf("soak: scaler ticks %d, %d failed (%v); Auto Scaling calls %v; the group's desired capacity at most %d",
+		ticks.ok+ticks.failed, ticks.failed, ticks.errs, asgCalls(asgSrv), ticks.maxDesired(asgSrv))
 }
 
 // eventFigures counts the outcome events EventBridge received.
@@ -657,7 +733,7 @@ func idle(out map[string]any) bool {
 
 func callsByOp(p *faultproxy.Proxy) map[string]int {
 	out := map[string]int{}
-	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "TransactWriteItems", "SendMessage", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility"} {
+	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem", "TransactWriteItems", "SendMessage", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility"} {
 		if n := p.Calls(op); n > 0 {
 			out[op] = n
 		}
@@ -667,8 +743,118 @@ func callsByOp(p *faultproxy.Proxy) map[string]int {
 
 func totalCalls(p *faultproxy.Proxy) int {
 	n := 0
-	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "TransactWriteItems"} {
+	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem", "TransactWriteItems"} {
 		n += p.Calls(op)
 	}
 	return n
+}
+
+// tickFigures counts the scaler's ticks in the soak.
+type tickFigures struct {
+	mu         sync.Mutex
+	ok, failed int
+	errs       map[string]int // failed ticks by the first words of their error
+}
+
+var scheduled = events.CloudWatchEvent{Source: "aws.events", DetailType: "Scheduled Event"}
+
+// run delivers one Scheduled Event to the scaler as its rule does.
+func (f *tickFigures) run(stack *devstack.Stack, c clock.Clock) error {
+	ev := scheduled
+	ev.Time = c.Now()
+	_, err := stack.DeliverEvent(context.Background(), ev)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.failed++
+		if f.errs == nil {
+			f.errs = map[string]int{}
+		}
+		f.errs[tickError(err)]++
+	} else {
+		f.ok++
+	}
+	return err
+}
+
+// tickError shortens a tick's error to the operation that failed.
+func tickError(err error) string {
+	msg := err.Error()
+	for _, op := range []string{"DescribeAutoScalingGroups", "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "DescribeScalingActivities"} {
+		if strings.Contains(msg, op) {
+			return "Auto Scaling " + op
+		}
+	}
+	if strings.Contains(msg, "DynamoDB") {
+		return "DynamoDB"
+	}
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	return msg
+}
+
+// maxDesired is the largest desired capacity the group was set to.
+func (f *tickFigures) maxDesired(a *localaws.AutoScaling) int {
+	most := 0
+	for _, c := range a.Calls() {
+		if c.Action == "SetDesiredCapacity" {
+			if n, err := strconv.Atoi(c.Params.Get("DesiredCapacity")); err == nil && n > most {
+				most = n
+			}
+		}
+	}
+	return most
+}
+
+func asgCalls(a *localaws.AutoScaling) map[string]int {
+	out := map[string]int{}
+	for _, c := range a.Calls() {
+		out[c.Action]++
+	}
+	return out
+}
+
+// checkScaler holds the scaler to what it must do under faults: it ticked,
+// it raised the group for the backlog (wake-on-enqueue or a tick got
+// through), and once the faults stop one tick succeeds and leaves the
+// group at the capacity it decided.
+func checkScaler(t *testing.T, stack *devstack.Stack, c clock.Clock, a *localaws.AutoScaling, p *faultproxy.Proxy, f *tickFigures) {
+	t.Helper()
+	if f.ok+f.failed == 0 {
+		t.Fatal("the scaler never ticked")
+	}
+	if got := f.maxDesired(a); got < 1 || got > 10 {
+		t.Errorf("the group's desired capacity reached %d under a backlog, want 1..10 (max_instances)", got)
+	}
+	p.SetOptions(faultproxy.Options{Rate: 0})
+	if err := f.run(stack, c); err != nil {
+		t.Fatalf("a tick without faults failed: %v", err)
+	}
+	reports, err := stack.Scaler.Tick(context.Background())
+	if err != nil || len(reports) != 1 {
+		t.Fatalf("a tick without faults: %v %v", reports, err)
+	}
+	if got := a.Desired(group); got != reports[0].Desired {
+		t.Errorf("the group's desired capacity is %d after a clean tick that decided %d", got, reports[0].Desired)
+	}
+}
+
+var (
+	sqsOps = []string{"SendMessage", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "GetQueueAttributes"}
+	asgOps = []string{"DescribeAutoScalingGroups", "SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup", "CompleteLifecycleAction", "RecordLifecycleActionHeartbeat", "DescribeScalingActivities"}
+)
+
+func sumCalls(p *faultproxy.Proxy, ops []string) int {
+	n := 0
+	for _, op := range ops {
+		n += p.Calls(op)
+	}
+	return n
+}
+
+func errorCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
 }
