@@ -68,6 +68,8 @@ type Store struct {
 	window    atomic.Int64
 	// fair holds each fleet's *fairState (fairlease.go).
 	fair sync.Map
+	// purchases remembers workers' purchase options (ondemand.go).
+	purchases purchaseCache
 }
 
 // New returns a store over the given table.
