@@ -108,6 +108,7 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		Input: p.input, OnDemand: onDemand,
 		SpotDesired: snap.group.Desired, OnDemandDesired: lad.onDemand.Desired,
 		SpotShortSince: lad.spotShortSince, After: f.OnDemand.FallbackAfter.Std(),
+		OnDemandOnlyReady: snap.backlog.OnDemandOnlyReady, OnDemandOnlyLeased: snap.backlog.OnDemandOnlyLeased,
 	}
 	d := scaling.DecideLadder(in)
 	r.Decision = d.Decision
