@@ -1,11 +1,18 @@
 package store_test
 
 import (
+	"context"
+	"log/slog"
+	"sync/atomic"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 const onDemandConfig = `
@@ -151,4 +158,50 @@ func TestTheSystemsRequeueAtTheCapPinsToo(t *testing.T) {
 		t.Fatalf("after the interruption path: on_demand_only %v reason %q", j.OnDemandOnly, j.Reason)
 	}
 	e.noLease(spot, store.ErrNoJob)
+}
+
+// countingDB counts the GetItem requests of the real client.
+type countingDB struct {
+	*dynamodb.Client
+	gets atomic.Int64
+}
+
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+// A poll reads the worker's purchase option only when a pinned job is
+// among its candidates, and once per worker per store.
+func TestPinnedJobsCostOneWorkerReadPerWorker(t *testing.T) {
+	e := newOnDemandEnv(t)
+	spot := e.registerAs("spot-1", "gpu", "spot")
+	for _, id := range []string{"p1", "p2"} {
+		e.submit(id, "wf-a", 0)
+		e.preemptToCap(id, spot)
+	}
+	e.registerAs("od-1", "gpu", "on-demand")
+	db := &countingDB{Client: localaws.DynamoDBClient(testenv.DynamoDBEndpoint(t))}
+	st := store.New(db, store.Options{Table: e.st.Table(), Config: e.cfg, Clock: e.clock, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
+	od := store.WorkerAuth{WorkerID: "od-1", Fleet: "gpu", TokenHash: "hash-od-1"}
+	gets := func() int64 {
+		before := db.gets.Load()
+		if _, err := st.LeaseNext(e.ctx, od, []string{"wf-a"}); err != nil {
+			t.Fatal(err)
+		}
+		return db.gets.Load() - before
+	}
+	first, second := gets(), gets()
+	if first != second+1 {
+		t.Fatalf("GetItem per lease: first %d, second %d; want the worker read once, on the first", first, second)
+	}
+	e.submit("plain", "wf-a", 0)
+	plain := store.WorkerAuth{WorkerID: "spot-1", Fleet: "gpu", TokenHash: "hash-spot-1"}
+	before := db.gets.Load()
+	if _, err := st.LeaseNext(e.ctx, plain, []string{"wf-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.gets.Load() - before; n != second {
+		t.Fatalf("GetItem for a lease with no pinned candidate: %d, want %d (no worker read)", n, second)
+	}
 }
