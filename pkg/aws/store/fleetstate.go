@@ -73,7 +73,9 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 }
 
 // FleetSnapshot reads a fleet's live backlog. Its cost follows the live
-// backlog (ready + delayed + leased), never the finished jobs.
+// backlog (ready + delayed + leased), never the finished jobs. The jobs
+// pinned to On-Demand are counted on the ready and leased items it reads
+// anyway (on_demand_only is in the index projection): no request more.
 func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error) {
 	snap := fleetstate.Snapshot{LeasesByWorker: map[string]int{}}
 	ready, err := s.queryIndex(ctx, readyPartition(fleet), "", 0, true)
@@ -97,6 +99,7 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	for _, it := range leased {
 		snap.LeasesByWorker[it.WorkerID]++
 	}
+	snap.OnDemandOnlyReady, snap.OnDemandOnlyLeased = countPinned(ready), countPinned(leased)
 	return snap, nil
 }
 
@@ -271,4 +274,15 @@ func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.R
 		return fmt.Errorf("record decision of %s: %w", fleet, err)
 	}
 	return err
+}
+
+// countPinned counts the jobs only On-Demand workers may lease.
+func countPinned(items []jobItem) int {
+	n := 0
+	for _, it := range items {
+		if it.OnDemandOnly {
+			n++
+		}
+	}
+	return n
 }

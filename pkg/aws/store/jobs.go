@@ -117,6 +117,9 @@ type change struct {
 	jobErr      *job.Error
 	result      string
 	worker      string // for the history entry
+	// onDemandOnly pins the job to On-Demand workers (set, never cleared,
+	// by a change; RetryDead clears it).
+	onDemandOnly bool
 	// keepCounters leaves attempts and preemptions as stored (the change
 	// does not know them, e.g. a completion that read nothing).
 	keepCounters bool
@@ -157,6 +160,9 @@ func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.T
 	}
 	if c.to.Terminal() {
 		set = set.Set(expression.Name(AttrTTL), expression.Value(now.Add(s.retention()).Unix()))
+	}
+	if c.onDemandOnly {
+		set = set.Set(expression.Name(attrOnDemandOnly), expression.Value(true))
 	}
 	if c.jobErr != nil {
 		set = set.Set(expression.Name(attrError), expression.Value(c.jobErr)).
@@ -280,8 +286,13 @@ type jobItem struct {
 	MaxAttempts    int `dynamodbav:"max_attempts"`
 	Preemptions    int `dynamodbav:"preemptions"`
 	MaxPreemptions int `dynamodbav:"max_preemptions"`
-	TimeoutS       int `dynamodbav:"timeout_s"`
-	QueueTimeoutS  int `dynamodbav:"queue_timeout_s"`
+	// OnDemandOnly: only On-Demand workers may lease the job (it reached
+	// its preemption cap in a fleet with an On-Demand rung). It is in the
+	// index projection, so the lease path and the scaler see it on the
+	// candidates they already read.
+	OnDemandOnly  bool `dynamodbav:"on_demand_only,omitempty"`
+	TimeoutS      int  `dynamodbav:"timeout_s"`
+	QueueTimeoutS int  `dynamodbav:"queue_timeout_s"`
 
 	Input     string     `dynamodbav:"input,omitempty"`
 	Result    string     `dynamodbav:"result,omitempty"`
@@ -330,6 +341,7 @@ func (it *jobItem) toJob() job.Job {
 		MaxAttempts:         it.MaxAttempts,
 		Preemptions:         it.Preemptions,
 		MaxPreemptions:      it.MaxPreemptions,
+		OnDemandOnly:        it.OnDemandOnly,
 		TimeoutSeconds:      it.TimeoutS,
 		QueueTimeoutSeconds: it.QueueTimeoutS,
 		Error:               it.Error,

@@ -59,11 +59,18 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
 			return job.Job{}, err
 		}
+		cands, onDemand, err := s.leasableBy(ctx, a, cands)
+		if err != nil {
+			return job.Job{}, err
+		}
 		ordered, err := s.fairOrder(ctx, f.Slug, servable(cands, workflows), workflows, full, now)
 		if err != nil {
 			return job.Job{}, err
 		}
 		ready := spreadOrder(ordered, s.leaseWindow()<<round)
+		if onDemand {
+			ready = pinnedFirst(ready)
+		}
 		if round < leaseRereads && len(ready) > 1 {
 			// One claim per read: a lost claim says the read is stale, and
 			// the jobs next to the lost one are the likeliest to be gone too,
@@ -85,6 +92,9 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		// Nothing ready: bring back due retries and expired leases, then try those.
 		back, err := s.reclaimable(ctx, f.Slug, now)
 		if err != nil {
+			return job.Job{}, err
+		}
+		if back, _, err = s.leasableBy(ctx, a, back); err != nil {
 			return job.Job{}, err
 		}
 		if len(back) > 0 {
@@ -213,6 +223,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		And(expression.Name(attrWorkerStatus).Equal(expression.Value(string(worker.Active)))).
 		And(expression.Name(attrApproved).Equal(expression.Value(true))).
 		And(expression.Name(attrLeases).LessThan(expression.Name(attrMaxConcurrency)))
+	wcond = onDemandCond(c, wcond)
 	err := s.transact(ctx,
 		txItem{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
 		txItem{update: &update{pk: wpk, sk: wsk,

@@ -137,16 +137,16 @@ func (s *Store) Fail(ctx context.Context, a WorkerAuth, jobID, token string, e j
 }
 
 // Requeue gives a job back without spending an attempt (a preemption), unless
-// the job has hit its preemption cap, in which case it is dead.
+// the job has hit its preemption cap: then it is dead, or, in a fleet with an
+// On-Demand rung, queued for On-Demand workers only (job.AfterPreemption).
 func (s *Store) Requeue(ctx context.Context, a WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error) {
+	f, err := s.fleet(a.Fleet)
+	if err != nil {
+		return job.Outcome{}, err
+	}
 	return s.workerRelease(ctx, a, jobID, token, func(j job.Job, _ time.Time) (change, job.Outcome) {
-		o := job.AfterPreemption(j)
-		c := change{to: o.Status, reason: string(reason), attempts: o.Attempts, preemptions: o.Preemptions}
-		if o.Status == job.Dead {
-			c.reason = o.Reason
-			c.jobErr = &job.Error{Code: job.ReasonPreemptionCap, Message: fmt.Sprintf("preempted %d times (cap %d), last by %s", o.Preemptions, j.MaxPreemptions, reason)}
-		}
-		return c, o
+		o := job.AfterPreemption(j, f.OnDemand.Enabled())
+		return preemptionChange(j, o, string(reason)), o
 	})
 }
 
@@ -257,7 +257,8 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 	}
 	c := change{it: it, full: true, to: job.Queued, reason: job.ReasonOperatorRetry}
 	u := s.jobUpdate(c, expression.Name(attrStatus).Equal(expression.Value(string(job.Dead))), now)
-	u.set = u.set.Set(expression.Name(AttrTTL), null()).Set(expression.Name(attrError), null()).Set(expression.Name(attrErrorCode), null())
+	u.set = u.set.Set(expression.Name(AttrTTL), null()).Set(expression.Name(attrError), null()).Set(expression.Name(attrErrorCode), null()).
+		Set(expression.Name(attrOnDemandOnly), null())
 	u.tally = retryRecount(it)
 	if err := s.updateItem(ctx, u); err != nil {
 		if errors.Is(err, errConditionFailed) {
@@ -316,12 +317,13 @@ func (s *Store) preemptBySystem(ctx context.Context, jobID, token, workerID, rea
 	if j.Status != job.Leased || j.LeaseToken != token || j.WorkerID != workerID {
 		return false, nil
 	}
-	o := job.AfterPreemption(j)
-	c := change{it: it, full: true, to: o.Status, reason: reason, attempts: o.Attempts, preemptions: o.Preemptions, worker: workerID}
-	if o.Status == job.Dead {
-		c.reason = o.Reason
-		c.jobErr = &job.Error{Code: job.ReasonPreemptionCap, Message: fmt.Sprintf("preempted %d times (cap %d), last by %s", o.Preemptions, j.MaxPreemptions, reason)}
+	rung := false
+	if f, ok := s.cfg.Fleet(j.FleetSlug); ok {
+		rung = f.OnDemand.Enabled()
 	}
+	o := job.AfterPreemption(j, rung)
+	c := preemptionChange(j, o, reason)
+	c.it, c.full, c.worker = it, true, workerID
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, leaseHeldBy(token, workerID), now), workerID, now)
 	if errors.Is(err, errConditionFailed) {
 		return false, nil // the worker's own report or an expiry won the race
@@ -331,4 +333,19 @@ func (s *Store) preemptBySystem(ctx context.Context, jobID, token, workerID, rea
 	}
 	s.log.Info("lease requeued", "job_id", jobID, "worker_id", workerID, "fleet", j.FleetSlug, "reason", reason, "to", o.Status, "preemptions", o.Preemptions)
 	return true, nil
+}
+
+// preemptionChange is the change a preemption outcome makes: queued under the
+// preemption's reason, pinned to On-Demand at the cap (reason
+// preemption_cap_on_demand), or dead at the cap.
+func preemptionChange(j job.Job, o job.Outcome, reason string) change {
+	c := change{to: o.Status, reason: reason, attempts: o.Attempts, preemptions: o.Preemptions, onDemandOnly: o.OnDemandOnly}
+	switch {
+	case o.Status == job.Dead:
+		c.reason = o.Reason
+		c.jobErr = &job.Error{Code: job.ReasonPreemptionCap, Message: fmt.Sprintf("preempted %d times (cap %d), last by %s", o.Preemptions, j.MaxPreemptions, reason)}
+	case o.Reason != "":
+		c.reason = o.Reason
+	}
+	return c
 }

@@ -50,6 +50,7 @@ const (
 	attrMaxAttempts     = "max_attempts"
 	attrPreemptions     = "preemptions"
 	attrMaxPreemptions  = "max_preemptions"
+	attrOnDemandOnly    = "on_demand_only"
 	attrTimeoutS        = "timeout_s"
 	attrQueueTimeoutS   = "queue_timeout_s"
 	attrInput           = "input"
@@ -130,7 +131,7 @@ var ByStateProjection = []string{
 	attrJobID, attrTenantID, attrWorkflowID, attrStatus, attrPriority, attrAttempts, attrMaxAttempts,
 	attrPreemptions, attrWorkerID, attrLeaseToken, attrLeaseExpiresMS, attrNotBeforeMS,
 	attrCreatedMS, attrUpdatedMS, attrFirstLeasedMS, attrQueueTimeoutS, attrTimeoutS, attrLeasedMS,
-	attrReason, attrErrorCode,
+	attrReason, attrErrorCode, attrOnDemandOnly,
 	attrFleet, attrInstanceID, attrInstanceType, attrAZ, attrWorkerStatus, attrApproved, attrLeases,
 	attrMaxConcurrency, attrLastSeenMS, attrRegisteredMS, attrLastReleaseMS, attrLastClaimMS,
 	attrAgentVersion,

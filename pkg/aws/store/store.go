@@ -77,6 +77,8 @@ type Store struct {
 	fair sync.Map
 	// spot holds each fleet's *spotCache (spotprices.go).
 	spot sync.Map
+	// purchases remembers workers' purchase options (ondemand.go).
+	purchases purchaseCache
 }
 
 // New returns a store over the given table.

@@ -129,7 +129,9 @@ type Fleet struct {
 	// Retry is how often a failing job is tried and the waits between.
 	Retry RetryPolicy `yaml:"retry"`
 	// PreemptionCap is how many Spot interruptions a job may take before it
-	// is dead (reason preemption_cap); preemptions spend no attempt.
+	// is dead (reason preemption_cap), or, with an On-Demand rung
+	// (on_demand), is leased by On-Demand workers only (reason
+	// preemption_cap_on_demand); preemptions spend no attempt.
 	PreemptionCap int `yaml:"preemption_cap"`
 
 	// Warm are the hours the fleet keeps capacity ready ahead of demand

@@ -23,6 +23,10 @@ type Snapshot struct {
 	OldestReady time.Time
 	// LeasesByWorker counts leased jobs per worker.
 	LeasesByWorker map[string]int
+	// OnDemandOnlyReady and OnDemandOnlyLeased count the ready and leased
+	// jobs only On-Demand workers may lease (reached the preemption cap in
+	// a fleet with an On-Demand rung); they are part of Ready and Leased.
+	OnDemandOnlyReady, OnDemandOnlyLeased int
 }
 
 // Outcomes summarizes the jobs of a fleet that ended since a time.

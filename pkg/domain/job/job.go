@@ -61,23 +61,26 @@ type Error struct {
 
 // Reasons the control plane itself records on a job.
 const (
-	ReasonLeaseExpired    = "lease_expired"
-	ReasonAttemptsSpent   = "attempts_exhausted"
-	ReasonNotRetryable    = "not_retryable"
-	ReasonPreemptionCap   = "preemption_cap"
-	ReasonCanceled        = "canceled"
-	ReasonOperatorRetry   = "operator_retry"
-	ReasonWorkerGone      = "worker_gone"
-	ReasonQueueTimeout    = "queue_timeout"
-	ReasonRunTimeout      = "run_timeout"
-	ReasonLeaseFenced     = "lease_fenced"
-	ReasonDeregistered    = "deregistered"
-	ReasonRetryPromoted   = "retry_due"
-	ReasonCreated         = "created"
-	ReasonSucceeded       = "succeeded"
-	ReasonWorkerFailed    = "worker_failed"
-	ReasonInterrupted     = "interrupted"
-	ReasonInstanceStopped = "instance_stopped"
+	ReasonLeaseExpired  = "lease_expired"
+	ReasonAttemptsSpent = "attempts_exhausted"
+	ReasonNotRetryable  = "not_retryable"
+	ReasonPreemptionCap = "preemption_cap"
+	// ReasonPreemptionCapOnDemand: the job reached its preemption cap and
+	// its fleet has an On-Demand rung, so it waits for an On-Demand worker.
+	ReasonPreemptionCapOnDemand = "preemption_cap_on_demand"
+	ReasonCanceled              = "canceled"
+	ReasonOperatorRetry         = "operator_retry"
+	ReasonWorkerGone            = "worker_gone"
+	ReasonQueueTimeout          = "queue_timeout"
+	ReasonRunTimeout            = "run_timeout"
+	ReasonLeaseFenced           = "lease_fenced"
+	ReasonDeregistered          = "deregistered"
+	ReasonRetryPromoted         = "retry_due"
+	ReasonCreated               = "created"
+	ReasonSucceeded             = "succeeded"
+	ReasonWorkerFailed          = "worker_failed"
+	ReasonInterrupted           = "interrupted"
+	ReasonInstanceStopped       = "instance_stopped"
 	// ReasonLeaseUndone marks a claim taken back because the poll that made
 	// it could not hand the lease to its worker; no attempt is spent.
 	ReasonLeaseUndone = "lease_undone"
@@ -125,6 +128,9 @@ type Job struct {
 	MaxAttempts    int
 	Preemptions    int
 	MaxPreemptions int
+	// OnDemandOnly is set when the job reached its preemption cap in a fleet
+	// with an On-Demand rung: only On-Demand workers may lease it from then on.
+	OnDemandOnly bool
 
 	TimeoutSeconds      int
 	QueueTimeoutSeconds int

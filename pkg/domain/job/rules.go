@@ -11,6 +11,9 @@ type Outcome struct {
 	Attempts    int
 	Preemptions int
 	Reason      string
+	// OnDemandOnly: the job may from now on be leased by On-Demand workers
+	// only (it reached its preemption cap in a fleet with an On-Demand rung).
+	OnDemandOnly bool
 }
 
 // Backoff tells how long to wait after the n-th failed attempt (n from 1).
@@ -37,17 +40,28 @@ func AfterFailure(j Job, e Error, b Backoff, now time.Time) Outcome {
 
 // AfterPreemption decides what a requeue for a preemption turns a leased job
 // into: straight back to the queue with its attempt given back, unless the
-// job has been preempted more often than its cap allows.
-func AfterPreemption(j Job) Outcome {
-	o := Outcome{Attempts: j.Attempts - 1, Preemptions: j.Preemptions + 1}
+// job has been preempted more often than its cap allows. Past the cap the
+// job is dead, or, when its fleet has an On-Demand rung (onDemandRung), it is
+// queued again pinned to On-Demand workers (OnDemandOnly, reason
+// preemption_cap_on_demand): Spot will not let it finish, On-Demand will. A
+// job already pinned stays pinned and queued whatever preempts it again
+// (a scale-in or shutdown of its On-Demand worker), still spending no attempt,
+// unless the rung has since been removed: then nothing could lease it, and it
+// is dead as it would have been without one.
+func AfterPreemption(j Job, onDemandRung bool) Outcome {
+	o := Outcome{Attempts: j.Attempts - 1, Preemptions: j.Preemptions + 1, OnDemandOnly: j.OnDemandOnly}
 	if o.Attempts < 0 {
 		o.Attempts = 0
 	}
-	if o.Preemptions > j.MaxPreemptions {
-		o.Status, o.Reason = Dead, ReasonPreemptionCap
-		return o
-	}
 	o.Status = Queued
+	switch {
+	case j.OnDemandOnly && onDemandRung:
+	case o.Preemptions <= j.MaxPreemptions:
+	case onDemandRung:
+		o.OnDemandOnly, o.Reason = true, ReasonPreemptionCapOnDemand
+	default:
+		o.Status, o.Reason = Dead, ReasonPreemptionCap
+	}
 	return o
 }
 

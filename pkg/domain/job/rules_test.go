@@ -59,19 +59,46 @@ func TestAfterFailure(t *testing.T) {
 }
 
 func TestAfterPreemptionGivesTheAttemptBackUntilTheCap(t *testing.T) {
-	o := AfterPreemption(leased(2, 3, 0, 2))
+	o := AfterPreemption(leased(2, 3, 0, 2), false)
 	if o.Status != Queued || o.Attempts != 1 || o.Preemptions != 1 {
 		t.Fatalf("first preemption: %+v, want queued with attempts 1, preemptions 1", o)
 	}
 	if !o.NotBefore.IsZero() {
 		t.Fatal("a preempted job is due at once")
 	}
-	o = AfterPreemption(leased(1, 3, 2, 2))
-	if o.Status != Dead || o.Reason != ReasonPreemptionCap || o.Preemptions != 3 {
-		t.Fatalf("preemption past the cap: %+v, want dead for preemption_cap", o)
-	}
-	if o := AfterPreemption(leased(0, 3, 0, 2)); o.Attempts != 0 {
+	if o := AfterPreemption(leased(0, 3, 0, 2), false); o.Attempts != 0 {
 		t.Fatalf("attempts went below zero: %d", o.Attempts)
+	}
+}
+
+func TestAfterPreemptionAtTheCap(t *testing.T) {
+	pinned := leased(1, 3, 7, 2)
+	pinned.OnDemandOnly = true
+	cases := []struct {
+		name   string
+		j      Job
+		rung   bool
+		want   Status
+		reason string
+		pinned bool
+	}{
+		{"under the cap, no rung", leased(1, 3, 1, 2), false, Queued, "", false},
+		{"under the cap, with a rung: not pinned yet", leased(1, 3, 1, 2), true, Queued, "", false},
+		{"past the cap, no rung: dead", leased(1, 3, 2, 2), false, Dead, ReasonPreemptionCap, false},
+		{"past the cap, with a rung: pinned to On-Demand", leased(1, 3, 2, 2), true, Queued, ReasonPreemptionCapOnDemand, true},
+		{"pinned and preempted again: stays pinned", pinned, true, Queued, "", true},
+		{"pinned, rung since removed: dead, nothing could lease it", pinned, false, Dead, ReasonPreemptionCap, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := AfterPreemption(c.j, c.rung)
+			if o.Status != c.want || o.Reason != c.reason || o.OnDemandOnly != c.pinned {
+				t.Fatalf("AfterPreemption = %+v, want status %s reason %q on_demand_only %v", o, c.want, c.reason, c.pinned)
+			}
+			if o.Preemptions != c.j.Preemptions+1 || o.Attempts != c.j.Attempts-1 {
+				t.Fatalf("counters %+v: want one more preemption and the attempt given back", o)
+			}
+		})
 	}
 }
 

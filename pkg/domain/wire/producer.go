@@ -38,13 +38,16 @@ type Job struct {
 	// Status is queued, leased, succeeded, dead or canceled.
 	Status string `json:"status"`
 	// Reason says why the job is in its status.
-	Reason      string  `json:"reason,omitempty"`
-	Attempts    int     `json:"attempts"`
-	MaxAttempts int     `json:"max_attempts"`
-	Preemptions int     `json:"preemptions"`
-	Priority    int     `json:"priority"`
-	CreatedAt   *string `json:"created_at"`
-	UpdatedAt   *string `json:"updated_at"`
+	Reason      string `json:"reason,omitempty"`
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	Preemptions int    `json:"preemptions"`
+	// OnDemandOnly is true when only On-Demand workers may lease the job (it
+	// reached its preemption cap in a fleet with an On-Demand rung).
+	OnDemandOnly bool    `json:"on_demand_only,omitempty"`
+	Priority     int     `json:"priority"`
+	CreatedAt    *string `json:"created_at"`
+	UpdatedAt    *string `json:"updated_at"`
 	// NotBefore is set while a retry waits out its backoff.
 	NotBefore *string `json:"not_before,omitempty"`
 	// LeaseExpiresAt, WorkerID and Progress are set while leased.

@@ -85,12 +85,15 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	var capacity scaler.Capacity
 	var lifecycle interruption.Lifecycle = interruption.NoAutoScaling
 	if !fo.NoLocalFleet {
-		max := map[string]int{}
+		max, onDemand := map[string]int{}, map[string]bool{}
 		for _, f := range o.Config.Fleets {
 			max[f.Slug] = f.MaxInstances
+			// A fleet with an On-Demand rung gets its On-Demand group, as
+			// the CDK app builds one beside the Spot group.
+			onDemand[f.Slug] = f.OnDemand.Enabled()
 		}
 		s.Fleet = localfleet.New(ctx, localfleet.Options{
-			Clock: o.Clock, BootDelay: fo.BootDelay, Launch: fo.Launch, MaxInstances: max,
+			Clock: o.Clock, BootDelay: fo.BootDelay, Launch: fo.Launch, MaxInstances: max, OnDemand: onDemand,
 			SpotRate: fo.SpotRate, Notice: fo.SpotNotice, Seed: fo.Seed, Interrupt: s.interruptLocal,
 		})
 		capacity, lifecycle = s.Fleet, s.Fleet

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
@@ -48,6 +49,9 @@ type Options struct {
 	Seed      uint64
 	// MaxInstances caps each fleet's group (its max size).
 	MaxInstances map[string]int
+	// OnDemand lists the fleets that have an On-Demand group beside their
+	// Spot group (the fallback ladder, ladder.go).
+	OnDemand map[string]bool
 }
 
 type instance struct {
@@ -60,8 +64,14 @@ type instance struct {
 }
 
 type group struct {
+	fleet     string
+	onDemand  bool
 	desired   int
 	instances map[string]*instance
+	// short is set while the Spot group's launches fail for lack of
+	// capacity (SetSpotShort); shortSince is when its first launch failed.
+	short      bool
+	shortSince time.Time
 }
 
 // Fleet is the local fleets of a dev stack.
@@ -91,7 +101,7 @@ func New(ctx context.Context, o Options) *Fleet {
 func (f *Fleet) group(fleet string) *group {
 	g, ok := f.groups[fleet]
 	if !ok {
-		g = &group{instances: map[string]*instance{}}
+		g = &group{fleet: fleet, instances: map[string]*instance{}}
 		f.groups[fleet] = g
 	}
 	return g
@@ -101,8 +111,12 @@ func (f *Fleet) group(fleet string) *group {
 func (f *Fleet) Describe(_ context.Context, fleet string) (scaler.Group, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	g := f.group(fleet)
-	f.reconcile(fleet, g)
+	return f.describe(f.group(fleet)), nil
+}
+
+// describe reports a group. The caller holds f.mu.
+func (f *Fleet) describe(g *group) scaler.Group {
+	f.reconcile(g)
 	out := scaler.Group{Desired: g.desired}
 	for _, in := range g.instances {
 		state := scaling.StatePending
@@ -112,7 +126,7 @@ func (f *Fleet) Describe(_ context.Context, fleet string) (scaler.Group, error) 
 		out.Instances = append(out.Instances, scaling.Instance{ID: in.id, LifecycleState: state})
 	}
 	sort.Slice(out.Instances, func(i, j int) bool { return out.Instances[i].ID < out.Instances[j].ID })
-	return out, nil
+	return out
 }
 
 // SetDesired sets a fleet's desired capacity; instances are launched at
@@ -120,15 +134,20 @@ func (f *Fleet) Describe(_ context.Context, fleet string) (scaler.Group, error) 
 func (f *Fleet) SetDesired(_ context.Context, fleet string, n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.setDesired(f.group(fleet), n)
+}
+
+// setDesired sets a group's desired capacity. The caller holds f.mu.
+func (f *Fleet) setDesired(g *group, n int) error {
+	fleet := g.fleet
 	if max, ok := f.o.MaxInstances[fleet]; ok && n > max {
 		return fmt.Errorf("desired %d is above the group's max %d", n, max)
 	}
 	if n < 0 {
 		return fmt.Errorf("desired %d is negative", n)
 	}
-	g := f.group(fleet)
 	g.desired = n
-	f.reconcile(fleet, g)
+	f.reconcile(g)
 	return nil
 }
 
@@ -138,6 +157,10 @@ func (f *Fleet) Terminate(_ context.Context, fleet, instanceID string) error {
 	defer f.mu.Unlock()
 	g := f.group(fleet)
 	in, ok := g.instances[instanceID]
+	if od, err := f.onDemandGroup(fleet); !ok && err == nil {
+		g = od
+		in, ok = g.instances[instanceID]
+	}
 	if !ok {
 		return nil // already gone
 	}
@@ -190,7 +213,7 @@ func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
 				f.remove(g, in)
 				continue
 			}
-			if f.o.SpotRate > 0 && in.inService && in.reclaimAt.IsZero() && f.rng.Float64() < f.o.SpotRate*elapsed.Hours() {
+			if f.o.SpotRate > 0 && !g.onDemand && in.inService && in.reclaimAt.IsZero() && f.rng.Float64() < f.o.SpotRate*elapsed.Hours() {
 				in.reclaimAt = now.Add(f.o.Notice)
 				f.interrupted++
 				if n, ok := in.machine.(Noticed); ok {
@@ -199,7 +222,7 @@ func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
 				warn = append(warn, warning{slug, in.id})
 			}
 		}
-		f.reconcile(slug, g)
+		f.reconcile(g)
 	}
 	f.mu.Unlock()
 	for _, w := range warn {
@@ -215,24 +238,40 @@ func (f *Fleet) Run(ctx context.Context, interval time.Duration) {
 }
 
 // reconcile launches instances up to the desired capacity and starts the
-// workers of instances whose boot is over. The caller holds f.mu.
-func (f *Fleet) reconcile(slug string, g *group) {
+// workers of instances whose boot is over. A Spot group short of capacity
+// launches nothing and remembers since when. The caller holds f.mu.
+func (f *Fleet) reconcile(g *group) {
 	now := f.o.Clock.Now()
-	for len(g.instances) < g.desired {
-		f.seq++
-		id := fmt.Sprintf("i-local-%s-%04d", slug, f.seq)
-		g.instances[id] = &instance{id: id, launchedAt: now}
-		f.launched++
+	if g.short && len(g.instances) < g.desired {
+		if g.shortSince.IsZero() {
+			g.shortSince = now
+		}
+	} else {
+		g.shortSince = time.Time{}
+		for len(g.instances) < g.desired {
+			f.seq++
+			id := fmt.Sprintf("i-local-%s-%04d", g.fleet, f.seq)
+			if g.onDemand {
+				id = fmt.Sprintf("i-local-%s-od-%04d", g.fleet, f.seq)
+			}
+			g.instances[id] = &instance{id: id, launchedAt: now}
+			f.launched++
+		}
 	}
 	for _, in := range g.instances {
 		if !in.inService && now.Sub(in.launchedAt) >= f.o.BootDelay {
 			in.inService = true
 			if f.o.Launch != nil {
-				in.machine = f.o.Launch(f.ctx, slug, in.id)
+				ctx := context.WithValue(f.ctx, purchaseKey{}, purchaseOf(g))
+				in.machine = f.o.Launch(ctx, g.fleet, in.id)
 			}
 		}
 	}
-	f.peak[slug] = max(f.peak[slug], len(g.instances))
+	key := g.fleet
+	if g.onDemand {
+		key = onDemandKey(g.fleet)
+	}
+	f.peak[key] = max(f.peak[key], len(g.instances))
 }
 
 func (f *Fleet) slugs() []string {
@@ -274,4 +313,24 @@ func (f *Fleet) Close() {
 			f.remove(g, in)
 		}
 	}
+}
+
+// PurchaseOption answers how the instance a Launch starts was bought:
+// "on-demand" for an On-Demand group's instance, else "spot". The agent of
+// a local instance reports it at registration, as the instance metadata
+// tells it on EC2.
+func PurchaseOption(ctx context.Context) string {
+	if p, ok := ctx.Value(purchaseKey{}).(string); ok {
+		return p
+	}
+	return cost.Spot
+}
+
+type purchaseKey struct{}
+
+func purchaseOf(g *group) string {
+	if g.onDemand {
+		return cost.OnDemand
+	}
+	return cost.Spot
 }

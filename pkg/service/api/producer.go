@@ -113,7 +113,8 @@ func viewJob(j job.Job) wire.Job {
 	v := wire.Job{
 		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: j.Reason,
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
-		CreatedAt: rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result, CostUSD: j.CostUSD,
+		OnDemandOnly: j.OnDemandOnly,
+		CreatedAt:    rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result, CostUSD: j.CostUSD,
 		History: make([]wire.JobTransition, 0, len(j.History)),
 	}
 	if j.Error != nil {

@@ -109,6 +109,7 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		SpotDesired: snap.group.Desired, OnDemandDesired: lad.onDemand.Desired,
 		SpotShortSince: lad.spotShortSince, After: f.OnDemand.FallbackAfter.Std(),
 		WaitSLO: f.OnDemand.WaitSLO.Std(), OldestReadyWait: oldestReadyWait(snap),
+		OnDemandOnlyReady: snap.backlog.OnDemandOnlyReady, OnDemandOnlyLeased: snap.backlog.OnDemandOnlyLeased,
 	}
 	d := scaling.DecideLadder(in)
 	r.Decision = d.Decision

@@ -229,3 +229,69 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 		t.Fatalf("on-demand desired %d, decision %q %v", h.srv.Desired(odGroup), d.Reason, d.Inputs)
 	}
 }
+// A job preempted to the cap in a fleet with an On-Demand rung is pinned to
+// On-Demand workers: the snapshot counts it and the tick launches an
+// On-Demand instance for it although Spot is not short; only that
+// instance's worker leases it, and the instance is kept while it runs.
+func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
+	h := newLadderHarness(t, 10*time.Minute)
+	h.sc.Config.Fleets[0].PreemptionCap = 1
+	h.srv.SetCapacity(spotGroup, true)
+	h.submit(1, "p")
+	h.tick()
+	h.minute()
+	h.registerNew()
+	spot := h.workers[ids(mustGroup(t, h.srv, spotGroup))[0]]
+	for range 2 { // the second preemption is past the cap
+		if j, err := h.st.LeaseNext(h.ctx, spot, []string{"render"}); err != nil || j.ID != "pa" {
+			t.Fatalf("spot lease: %q, %v", j.ID, err)
+		}
+		if n, err := h.st.RequeueWorkerLeases(h.ctx, spot.WorkerID, "spot_interruption"); err != nil || n != 1 {
+			t.Fatalf("requeue: %d, %v", n, err)
+		}
+	}
+	if j, err := h.st.GetJob(h.ctx, "pa"); err != nil || !j.OnDemandOnly {
+		t.Fatalf("job after the cap: %+v, %v; want on_demand_only", j, err)
+	}
+	snap, err := h.st.FleetSnapshot(h.ctx, "gpu")
+	if err != nil || snap.Ready != 1 || snap.OnDemandOnlyReady != 1 || snap.OnDemandOnlyLeased != 0 {
+		t.Fatalf("snapshot %+v, %v: want the pinned job counted ready", snap, err)
+	}
+
+	r := h.minute()
+	if h.srv.Desired(odGroup) != 1 || !strings.Contains(r.Decision.Reason, "1 jobs preempted to the cap keep 1 On-Demand") {
+		t.Fatalf("on-demand desired %d, reason %q: want one On-Demand instance for the pinned job", h.srv.Desired(odGroup), r.Decision.Reason)
+	}
+	if _, err := h.st.LeaseNext(h.ctx, spot, []string{"render"}); err == nil {
+		t.Fatal("a Spot worker leased the pinned job")
+	}
+	h.minute()
+	odInst := ids(mustGroup(t, h.srv, odGroup))
+	if len(odInst) != 1 {
+		t.Fatalf("on-demand instances %v", odInst)
+	}
+	od := store.WorkerAuth{WorkerID: "w-" + odInst[0], Fleet: "gpu", TokenHash: "h-" + odInst[0]}
+	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: od.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: odInst[0],
+		MaxConcurrency: 2, TokenHash: od.TokenHash, PurchaseOption: "on-demand"}); err != nil {
+		t.Fatal(err)
+	}
+	h.workers[odInst[0]] = od
+	j, err := h.st.LeaseNext(h.ctx, od, []string{"render"})
+	if err != nil || j.ID != "pa" {
+		t.Fatalf("On-Demand lease: %q, %v", j.ID, err)
+	}
+	h.heartbeat(map[string]leaseRef{"pa": {od, j.LeaseToken}})
+	r = h.minute()
+	if h.srv.Desired(odGroup) != 1 || r.Snapshot.OnDemandOnlyLeased != 1 {
+		t.Fatalf("while the pinned job runs: on-demand desired %d, pinned leased %d", h.srv.Desired(odGroup), r.Snapshot.OnDemandOnlyLeased)
+	}
+}
+
+func mustGroup(t *testing.T, srv *localaws.AutoScaling, name string) localaws.ASGGroup {
+	t.Helper()
+	g, ok := srv.Group(name)
+	if !ok {
+		t.Fatalf("no group %s", name)
+	}
+	return g
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+
+	"github.com/fleetq/fleetq/pkg/domain/cost"
+)
+
+// Jobs pinned to On-Demand. A job that reached its preemption cap in a fleet
+// with an On-Demand rung is queued again with on_demand_only set
+// (job.AfterPreemption). The flag is in the index projection, so the lease
+// path sees it on the candidates it already read:
+//
+//   - with no pinned candidate (the common case) nothing changes and nothing
+//     more is read;
+//   - with one, the poll needs the worker's purchase option, which is on the
+//     worker item: it is read once per worker per process and remembered
+//     (a worker's purchase option is its instance's and does not change), so
+//     a poll pays one GetItem more at most once per worker;
+//   - a worker not registered as on-demand (Spot, or no purchase option)
+//     drops the pinned candidates, so it never tries them;
+//   - an On-Demand worker tries pinned candidates first within their
+//     priority (pinnedFirst): the On-Demand capacity the scaler launched for
+//     them is theirs before anyone else's, and Spot workers can take the rest.
+//
+// The claim transaction checks it again (onDemandCond), so a stale answer
+// can never let a Spot worker hold a pinned job.
+
+// leasableBy keeps the candidates the worker may lease by purchase option,
+// and answers whether the worker is On-Demand (so its pinned candidates go
+// first). It reads the worker only when a pinned candidate is present.
+func (s *Store) leasableBy(ctx context.Context, a WorkerAuth, cands []jobItem) ([]jobItem, bool, error) {
+	if !slices.ContainsFunc(cands, func(c jobItem) bool { return c.OnDemandOnly }) {
+		return cands, false, nil
+	}
+	p, err := s.purchaseOf(ctx, a.WorkerID)
+	if err != nil {
+		return nil, false, err
+	}
+	if p == cost.OnDemand {
+		return cands, true, nil
+	}
+	return slices.DeleteFunc(slices.Clone(cands), func(c jobItem) bool { return c.OnDemandOnly }), false, nil
+}
+
+// pinnedFirst moves the pinned candidates ahead of the others of the same
+// priority, keeping the order otherwise (candidates come highest priority
+// first, so the priority order holds).
+func pinnedFirst(cands []jobItem) []jobItem {
+	out := slices.Clone(cands)
+	slices.SortStableFunc(out, func(a, b jobItem) int {
+		if a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		switch {
+		case a.OnDemandOnly == b.OnDemandOnly:
+			return 0
+		case a.OnDemandOnly:
+			return -1
+		default:
+			return 1
+		}
+	})
+	return out
+}
+
+// onDemandCond is the claim's condition on the worker for a pinned job.
+func onDemandCond(c *jobItem, cond expression.ConditionBuilder) expression.ConditionBuilder {
+	if !c.OnDemandOnly {
+		return cond
+	}
+	return cond.And(expression.Name(attrPurchase).Equal(expression.Value(cost.OnDemand)))
+}
+
+// purchaseOf answers a worker's purchase option, read once and remembered.
+func (s *Store) purchaseOf(ctx context.Context, workerID string) (string, error) {
+	if p, ok := s.purchases.get(workerID); ok {
+		return p, nil
+	}
+	w, err := s.GetWorker(ctx, workerID)
+	if err != nil {
+		return "", err
+	}
+	s.purchases.put(workerID, w.PurchaseOption)
+	return w.PurchaseOption, nil
+}
+
+// purchaseCache maps worker IDs to purchase options. It is forgotten whole
+// when it grows past purchaseCacheSize (a warm process that has seen that
+// many workers simply reads them again).
+type purchaseCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const purchaseCacheSize = 10000
+
+func (c *purchaseCache) get(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[id]
+	return p, ok
+}
+
+func (c *purchaseCache) put(id, p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= purchaseCacheSize {
+		c.m = make(map[string]string)
+	}
+	c.m[id] = p
+}
