@@ -9,7 +9,9 @@ import (
 // policyMakers builds fresh policy instances by name (a policy keeps state
 // across one run, so every run gets its own).
 var policyMakers = map[string]func(Options) Policy{
-	"fleetq":          func(o Options) Policy { return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithFallback(o.FallbackAfter) },
+	"fleetq": func(o Options) Policy {
+		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithForecast(o.Forecast).WithFallback(o.FallbackAfter)
+	},
 	"visible-only":    func(Options) Policy { return NewVisibleOnly() },
 	"target-tracking": func(Options) Policy { return NewTargetTracking() },
 	"keda":            func(Options) Policy { return NewKEDA() },
