@@ -132,30 +132,29 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			rootGB = 100
 		}
 		arch, _ := FleetArch(f) // checked when the agents were published
-		lt := awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"Template"), &awsec2.CfnLaunchTemplateProps{
-			LaunchTemplateData: &awsec2.CfnLaunchTemplate_LaunchTemplateDataProperty{
-				ImageId:            jsii.String(image),
-				IamInstanceProfile: &awsec2.CfnLaunchTemplate_IamInstanceProfileProperty{Arn: profile.AttrArn()},
-				SecurityGroupIds:   &[]*string{sg.SecurityGroupId()},
-				MetadataOptions: &awsec2.CfnLaunchTemplate_MetadataOptionsProperty{
-					HttpTokens: jsii.String("required"), HttpEndpoint: jsii.String("enabled"), HttpPutResponseHopLimit: jsii.Number(2),
-					InstanceMetadataTags: jsii.String("enabled"),
-				},
-				BlockDeviceMappings: &[]interface{}{&awsec2.CfnLaunchTemplate_BlockDeviceMappingProperty{
-					DeviceName: jsii.String("/dev/xvda"),
-					Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{VolumeSize: jsii.Number(float64(rootGB)), VolumeType: jsii.String("gp3"),
-						Encrypted: jsii.Bool(true), DeleteOnTermination: jsii.Bool(true)},
-				}},
-				// Instances and their volumes are tagged at launch: Name, the
-				// stage and fleet, and the cost-allocation tags of the config
-				// (the group propagates the same to its instances).
-				TagSpecifications: &[]interface{}{
-					&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("instance"), Tags: launchTags(cfg, f)},
-					&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("volume"), Tags: launchTags(cfg, f)},
-				},
-				UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
+		data := awsec2.CfnLaunchTemplate_LaunchTemplateDataProperty{
+			ImageId:            jsii.String(image),
+			IamInstanceProfile: &awsec2.CfnLaunchTemplate_IamInstanceProfileProperty{Arn: profile.AttrArn()},
+			SecurityGroupIds:   &[]*string{sg.SecurityGroupId()},
+			MetadataOptions: &awsec2.CfnLaunchTemplate_MetadataOptionsProperty{
+				HttpTokens: jsii.String("required"), HttpEndpoint: jsii.String("enabled"), HttpPutResponseHopLimit: jsii.Number(2),
+				InstanceMetadataTags: jsii.String("enabled"),
 			},
-		})
+			BlockDeviceMappings: &[]interface{}{&awsec2.CfnLaunchTemplate_BlockDeviceMappingProperty{
+				DeviceName: jsii.String("/dev/xvda"),
+				Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{VolumeSize: jsii.Number(float64(rootGB)), VolumeType: jsii.String("gp3"),
+					Encrypted: jsii.Bool(true), DeleteOnTermination: jsii.Bool(true)},
+			}},
+			// Instances and their volumes are tagged at launch: Name, the
+			// stage and fleet, and the cost-allocation tags of the config
+			// (the group propagates the same to its instances).
+			TagSpecifications: &[]interface{}{
+				&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("instance"), Tags: launchTags(cfg, f)},
+				&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("volume"), Tags: launchTags(cfg, f)},
+			},
+			UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
+		}
+		lt := awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"Template"), &awsec2.CfnLaunchTemplateProps{LaunchTemplateData: &data})
 		var overrides []interface{}
 		for _, t := range f.InstanceTypes {
 			overrides = append(overrides, &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateOverridesProperty{InstanceType: jsii.String(t)})
@@ -171,7 +170,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			},
 		})
 		if f.OnDemand.Enabled() {
-			s.onDemandGroup(cfg, f, id, lt, overrides, subnets)
+			s.onDemandGroup(cfg, f, id, lt, data, overrides, subnets)
 		}
 	}
 	return zones
@@ -185,6 +184,10 @@ type groupSpec struct {
 	capacityRebalance bool
 	distribution      *awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty
 	tags              []*awsautoscaling.CfnAutoScalingGroup_TagPropertyProperty
+	// single, when set, is a launch template of one instance type the
+	// group launches without a mixed instances policy (a group with a warm
+	// pool may not have one).
+	single awsec2.CfnLaunchTemplate
 }
 
 // fleetGroup is one Auto Scaling group of a fleet on its launch template,
@@ -194,8 +197,8 @@ type groupSpec struct {
 // terminate hook lets the interruption handler drain an instance first.
 // Failed launches (no Spot capacity, a quota of 0) reach the alarm topic;
 // every launch and termination the scaling topic.
-func (s *Stack) fleetGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, lt awsec2.CfnLaunchTemplate, overrides []interface{}, subnets []*string, g groupSpec) {
-	group := awsautoscaling.NewCfnAutoScalingGroup(s.Stack, jsii.String(g.id), &awsautoscaling.CfnAutoScalingGroupProps{
+func (s *Stack) fleetGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, lt awsec2.CfnLaunchTemplate, overrides []interface{}, subnets []*string, g groupSpec) awsautoscaling.CfnAutoScalingGroup {
+	props := &awsautoscaling.CfnAutoScalingGroupProps{
 		AutoScalingGroupName:             jsii.String(g.name),
 		MinSize:                          jsii.String(fmt.Sprint(g.min)),
 		MaxSize:                          jsii.String(fmt.Sprint(f.MaxInstances)),
@@ -228,10 +231,18 @@ func (s *Stack) fleetGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, lt awse
 			&awsautoscaling.CfnAutoScalingGroup_NotificationConfigurationProperty{TopicArn: s.ScalingTopic.TopicArn(),
 				NotificationTypes: jsii.Strings("autoscaling:EC2_INSTANCE_LAUNCH", "autoscaling:EC2_INSTANCE_TERMINATE")},
 		},
-	})
+	}
+	if g.single != nil {
+		props.MixedInstancesPolicy = nil
+		props.LaunchTemplate = &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateSpecificationProperty{
+			LaunchTemplateId: g.single.Ref(), Version: g.single.AttrLatestVersionNumber(),
+		}
+	}
+	group := awsautoscaling.NewCfnAutoScalingGroup(s.Stack, jsii.String(g.id), props)
 	suppress(group, nagRule{ID: "CdkNagValidationFailure", AppliesTo: []string{"AwsSolutions-EC26"},
 		Reason: "EC26 cannot read a launch template through a mixed instances policy; the template's root volume is encrypted (asserted by infra's tests)"})
 	group.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
+	return group
 }
 
 // userData is the instances' boot script (a Fn::Sub template): it ships

@@ -45,11 +45,14 @@ func TestCdkNag(t *testing.T) {
 	ensureNag(t)
 	dir := t.TempDir()
 	var files []string
-	for _, stage := range []string{"dev", "prod", "prod-on-demand"} {
+	for _, stage := range []string{"dev", "prod", "prod-on-demand", "prod-warm-pool"} {
 		var s synthesized
-		if stage == "prod-on-demand" {
+		switch stage {
+		case "prod-on-demand":
 			s = synthOnDemand(t)
-		} else {
+		case "prod-warm-pool":
+			s = synthOnDemandWith(t, stage, "      warm_pool:\n        size: 2\n")
+		default:
 			s = synth(t, stage)
 		}
 		b, err := json.Marshal(s.json)

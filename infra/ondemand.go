@@ -1,6 +1,7 @@
 package infra
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/jsii-runtime-go"
@@ -38,9 +39,25 @@ func onDemandGroupNames(cfg *fleetconfig.Config) map[string]string {
 // scaler setting its desired capacity. It has the Spot group's terminate
 // hook and notifications, so the interruption handler drains its
 // instances as it drains Spot ones, and the scaler names every victim.
-func (s *Stack) onDemandGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, id string, lt awsec2.CfnLaunchTemplate, overrides []interface{}, subnets []*string) {
-	s.fleetGroup(cfg, f, lt, overrides, subnets, groupSpec{
-		id: id + "OnDemandGroup", name: OnDemandGroupName(cfg.Stage, f.Slug),
+//
+// With on_demand.warm_pool the group keeps that many instances stopped (or
+// hibernated) in an EC2 Auto Scaling warm pool. A warm pool may not sit on
+// a group with a mixed instances policy, so such a group launches the
+// fleet's first instance type from a launch template of its own (the
+// fleet's template data with that type).
+func (s *Stack) onDemandGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, id string, lt awsec2.CfnLaunchTemplate, data awsec2.CfnLaunchTemplate_LaunchTemplateDataProperty, overrides []interface{}, subnets []*string) {
+	wp := f.OnDemand.WarmPool
+	var single awsec2.CfnLaunchTemplate
+	if wp.Size > 0 {
+		data.InstanceType = jsii.String(f.InstanceTypes[0])
+		if wp.PoolState() == fleetconfig.WarmPoolHibernated {
+			data.HibernationOptions = &awsec2.CfnLaunchTemplate_HibernationOptionsProperty{Configured: jsii.Bool(true)}
+		}
+		single = awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"OnDemandTemplate"), &awsec2.CfnLaunchTemplateProps{LaunchTemplateData: &data})
+	}
+	group := s.fleetGroup(cfg, f, lt, overrides, subnets, groupSpec{
+		single: single,
+		id:     id + "OnDemandGroup", name: OnDemandGroupName(cfg.Stage, f.Slug),
 		distribution: &awsautoscaling.CfnAutoScalingGroup_InstancesDistributionProperty{
 			OnDemandBaseCapacity:                jsii.Number(0),
 			OnDemandPercentageAboveBaseCapacity: jsii.Number(100),
@@ -51,4 +68,21 @@ func (s *Stack) onDemandGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, id s
 			{Key: jsii.String(TagRung), Value: jsii.String(RungOnDemand), PropagateAtLaunch: jsii.Bool(true)},
 		},
 	})
+	if wp.Size > 0 {
+		state := "Stopped"
+		if wp.PoolState() == fleetconfig.WarmPoolHibernated {
+			state = "Hibernated"
+		}
+		pool := awsautoscaling.NewCfnWarmPool(s.Stack, jsii.String(id+"OnDemandWarmPool"), &awsautoscaling.CfnWarmPoolProps{
+			AutoScalingGroupName: group.Ref(),
+			// The pool holds max(MinSize, MaxGroupPreparedCapacity - desired)
+			// instances: with both at the size, exactly the size (left out,
+			// the maximum would fill it up to the group's max size).
+			MinSize:                  jsii.Number(float64(wp.Size)),
+			MaxGroupPreparedCapacity: jsii.Number(float64(wp.Size)),
+			PoolState:                jsii.String(state),
+			InstanceReusePolicy:      &awsautoscaling.CfnWarmPool_InstanceReusePolicyProperty{ReuseOnScaleIn: jsii.Bool(false)},
+		})
+		pool.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY, nil)
+	}
 }

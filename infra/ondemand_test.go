@@ -17,11 +17,17 @@ import (
 // first fleet (video-a10g), from config text as an operator writes it.
 func synthOnDemand(t *testing.T) synthesized {
 	t.Helper()
+	return synthOnDemandWith(t, "prod-on-demand", "")
+}
+
+// synthOnDemandWith adds more of on_demand (indented under it) to the rung.
+func synthOnDemandWith(t *testing.T, name, more string) synthesized {
+	t.Helper()
 	_, raw, err := infra.LoadConfig("prod", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    tags: {project: video}\n    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n", 1)
+	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    tags: {project: video}\n    on_demand:\n      fallback_after: 10m\n      price_per_hour: 1.006\n"+more, 1)
 	if text == string(raw) {
 		t.Fatal("the prod config has no fleet video-a10g")
 	}
@@ -36,7 +42,7 @@ func synthOnDemand(t *testing.T) synthesized {
 	if !cfg.Fleets[0].OnDemand.Enabled() {
 		t.Fatalf("fleet %s has no On-Demand rung", cfg.Fleets[0].Slug)
 	}
-	return synthConfig(t, "prod-on-demand", cfg, raw)
+	return synthConfig(t, name, cfg, raw)
 }
 
 // A fleet with on_demand gets a second group: On-Demand only, the same
@@ -158,5 +164,48 @@ func TestNoOnDemandGroupWithoutTheRung(t *testing.T) {
 	functions, _ := json.Marshal(s.resources("AWS::Lambda::Function"))
 	if strings.Contains(string(policies), "DescribeScalingActivities") || strings.Contains(string(functions), "FLEETQ_FLEET_ON_DEMAND_GROUPS") {
 		t.Error("the rung's grant or environment deployed without on_demand")
+	}
+}
+
+// on_demand.warm_pool puts an EC2 Auto Scaling warm pool of stopped (or
+// hibernated) instances on the On-Demand group, holding exactly its size.
+// A warm pool may not sit on a mixed-instances group, so that group
+// launches the fleet's first instance type from a template of its own; the
+// Spot group keeps its mixed instances policy and no pool.
+func TestOnDemandWarmPool(t *testing.T) {
+	s := synthOnDemandWith(t, "prod-warm-pool", "      warm_pool:\n        size: 2\n        state: hibernated\n")
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::WarmPool"), jsii.Number(1))
+	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::WarmPool"), obj(map[string]any{
+		"MinSize": 2, "MaxGroupPreparedCapacity": 2, "PoolState": "Hibernated",
+		"InstanceReusePolicy": map[string]any{"ReuseOnScaleIn": false},
+	}))
+	var pool []byte
+	for _, p := range s.resources("AWS::AutoScaling::WarmPool") {
+		pool, _ = json.Marshal(p["AutoScalingGroupName"])
+	}
+	if !strings.Contains(string(pool), "VideoA10gOnDemandGroup") {
+		t.Errorf("the warm pool is on %s, want the On-Demand group", pool)
+	}
+	for _, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		_, mixed := g["MixedInstancesPolicy"]
+		switch g["AutoScalingGroupName"] {
+		case "fleetq-prod-video-a10g-on-demand":
+			lt, _ := json.Marshal(g["LaunchTemplate"])
+			if mixed || !strings.Contains(string(lt), "VideoA10gOnDemandTemplate") {
+				t.Errorf("the pooled group: mixed instances %v, launch template %s", mixed, lt)
+			}
+		default:
+			if !mixed {
+				t.Errorf("%s lost its mixed instances policy", g["AutoScalingGroupName"])
+			}
+		}
+	}
+	s.tpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), obj(map[string]any{
+		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{
+			"InstanceType": "g5.xlarge", "HibernationOptions": map[string]any{"Configured": true},
+		}),
+	}))
+	if n := len(synthOnDemand(t).resources("AWS::AutoScaling::WarmPool")); n != 0 {
+		t.Errorf("%d warm pools without on_demand.warm_pool", n)
 	}
 }

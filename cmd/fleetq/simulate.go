@@ -48,6 +48,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
+	forecastBudget := fs.Float64("forecast", 0, "turn on fleetq's forecast of the fleet's own arrivals with this budget of GPU-hours a day (lookback 7 days, lead 5m; use --days to give it history; 0: the --config fleet's forecast)")
 	var warm []fleetconfig.WarmWindow
 	fs.Func("warm", "a warm window for fleetq's policy, HH:MM-HH:MM,min=N,spare=N[,days=mon+tue] (UTC; the simulation starts on a Thursday at 00:00); repeatable", func(v string) error {
 		w, err := fleetconfig.ParseWarmWindow(v)
@@ -74,6 +75,13 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
 		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
 		FairShare: *fair, TenantMaxLeased: *tenantCap}
+	if *forecastBudget < 0 {
+		fmt.Fprintln(stderr, "fleetq simulate: --forecast must be a budget of GPU-hours a day >= 0")
+		return 2
+	}
+	if *forecastBudget > 0 {
+		o.Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: *forecastBudget}
+	}
 	if *configFile != "" {
 		cfg, err := fleetconfig.Load(*configFile)
 		if err != nil {

@@ -53,3 +53,15 @@ func TestSimulateSpotShortageAndFallback(t *testing.T) {
 		t.Fatalf("bad span: exit %d, %s", code, errOut.String())
 	}
 }
+
+func TestSimulateForecastSpendsForHistory(t *testing.T) {
+	cold := simulateJSON(t, "--workload", "video", "--days", "2")
+	warm := simulateJSON(t, "--workload", "video", "--days", "2", "--forecast", "10")
+	if g, c := warm["gpu_hours"].(float64), cold["gpu_hours"].(float64); g <= c || g > c+10 {
+		t.Fatalf("forecast %.1f GPU-h, cold %.1f: want more, by at most one day's budget (the first day has no history)", g, c)
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"simulate", "--forecast", "-1"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--forecast must be a budget") {
+		t.Fatalf("negative budget: exit %d, %s", code, errOut.String())
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 )
 
@@ -49,6 +51,12 @@ type fleetItem struct {
 	// DecisionSeq counts the decisions written (ticks and wakes), so a
 	// wake can write only on the state it read.
 	DecisionSeq int64 `dynamodbav:"decision_seq"`
+	// ForecastHours are the forecast's hours of demand keyed by
+	// forecast.HourOf in decimal (the scaler prunes those past the
+	// lookback); ForecastBudget its spend today; ForecastMS its last tick.
+	ForecastHours  map[string]forecast.Hour `dynamodbav:"forecast_hours"`
+	ForecastBudget forecast.Budget          `dynamodbav:"forecast_budget"`
+	ForecastMS     int64                    `dynamodbav:"forecast_ms"`
 }
 
 // GetFleetState reads a fleet's state; a fleet never touched reads as zeros.
@@ -62,6 +70,15 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
 		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
 		History: it.History, WokenAt: fromMS(it.WokenMS), Seq: it.DecisionSeq,
+	}
+	st.Forecast = fleetstate.Forecast{Budget: it.ForecastBudget, At: fromMS(it.ForecastMS)}
+	if len(it.ForecastHours) > 0 {
+		st.Forecast.Hours = make(forecast.History, len(it.ForecastHours))
+		for k, h := range it.ForecastHours {
+			if n, err := strconv.ParseInt(k, 10, 64); err == nil {
+				st.Forecast.Hours[n] = h
+			}
+		}
 	}
 	if len(it.FirstSeen) > 0 {
 		st.FirstSeen = make(map[string]time.Time, len(it.FirstSeen))
@@ -84,6 +101,7 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	}
 	snap.Ready = len(ready)
 	for _, it := range ready {
+		snap.Created = append(snap.Created, fromMS(it.CreatedMS))
 		if c := fromMS(it.CreatedMS); !c.IsZero() && (snap.OldestReady.IsZero() || c.Before(snap.OldestReady)) {
 			snap.OldestReady = c
 		}
@@ -98,6 +116,7 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	snap.Leased = len(leased)
 	for _, it := range leased {
 		snap.LeasesByWorker[it.WorkerID]++
+		snap.Created = append(snap.Created, fromMS(it.CreatedMS))
 	}
 	snap.OnDemandOnlyReady, snap.OnDemandOnlyLeased = countPinned(ready), countPinned(leased)
 	return snap, nil
@@ -268,6 +287,11 @@ func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.R
 	} else {
 		set = set.Set(expression.Name(attrFirstSeen), null())
 	}
+	if r.Forecast != nil {
+		if set, err = forecastSet(set, *r.Forecast); err != nil {
+			return fmt.Errorf("record decision of %s: %w", fleet, err)
+		}
+	}
 	pk, sk := fleetKey(fleet)
 	err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(prev.Seq)})
 	if err != nil && !errors.Is(err, errConditionFailed) {
@@ -285,4 +309,24 @@ func countPinned(items []jobItem) int {
 		}
 	}
 	return n
+}
+
+// forecastSet writes the forecast's memory with the decision: the same
+// write the tick makes anyway, so the forecast costs no request of its own.
+func forecastSet(set expression.UpdateBuilder, f fleetstate.Forecast) (expression.UpdateBuilder, error) {
+	hours := make(map[string]forecast.Hour, len(f.Hours))
+	for k, h := range f.Hours {
+		hours[strconv.FormatInt(k, 10)] = h
+	}
+	hv, err := attributevalue.Marshal(hours)
+	if err != nil {
+		return set, err
+	}
+	bv, err := attributevalue.Marshal(f.Budget)
+	if err != nil {
+		return set, err
+	}
+	return set.Set(expression.Name(attrForecastHours), expression.Value(hv)).
+		Set(expression.Name(attrForecastBudget), expression.Value(bv)).
+		Set(expression.Name(attrForecastMS), expression.Value(ms(f.At))), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -274,6 +275,10 @@ func TestFleetSnapshotAndRecentOutcomes(t *testing.T) {
 	if snap.Ready != 2 || snap.Leased != 1 || snap.LeasesByWorker["w1"] != 1 || !snap.OldestReady.Equal(t0.Add(time.Second)) {
 		t.Fatalf("snapshot %+v", snap)
 	}
+	// The forecast's arrivals: the live jobs created after a time.
+	if all, none := snap.ArrivedAfter(t0.Add(-time.Second)), snap.ArrivedAfter(t0.Add(time.Second)); all != 3 || none != 0 {
+		t.Fatalf("arrived after t0-1s: %d (want 3), after t0+1s: %d (want 0)", all, none)
+	}
 	out, err := e.st.RecentOutcomes(e.ctx, "gpu", t0)
 	if err != nil {
 		t.Fatal(err)
@@ -366,5 +371,36 @@ func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
 		if _, err := e.st.Cancel(e.ctx, fmt.Sprintf("j%d", i)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The forecast's memory rides on the tick's decision write: its hours,
+// today's spend and its last tick read back as written, and a decision
+// without it (a wake) leaves it alone.
+func TestRecordDecisionKeepsTheForecastsMemory(t *testing.T) {
+	e := newEnv(t)
+	var h forecast.History
+	h = h.Observe(t0.Add(-24*time.Hour), 12, 3)
+	h = h.Observe(t0, 2, 1)
+	mem := fleetstate.Forecast{Hours: h, Budget: forecast.Budget{}.Spend(t0, 2, 10*time.Minute), At: t0}
+	d := fleetstate.Decision{At: t0, Desired: 2, Reason: "forecast"}
+	if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: t0, Forecast: &mem}); err != nil {
+		t.Fatal(err)
+	}
+	d2 := fleetstate.Decision{At: t0.Add(time.Minute), Desired: 3, Reason: "no forecast in this record"}
+	if err := e.record("gpu", fleetstate.Record{Decision: d2, LastActiveAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.Forecast
+	if len(got.Hours) != 2 || got.Hours[forecast.HourOf(t0.Add(-24*time.Hour))] != (forecast.Hour{Arrivals: 12, Work: 3, Ticks: 1}) ||
+		got.Budget != mem.Budget || got.Budget.Spent != 20*time.Minute || !got.At.Equal(t0) {
+		t.Fatalf("forecast memory %+v, want %+v", got, mem)
+	}
+	if e := forecast.Expect(got.Hours, t0, 7); e.Days != 1 || e.Arrivals != 12 {
+		t.Fatalf("expectation from the stored hours: %+v", e)
 	}
 }

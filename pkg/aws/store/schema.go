@@ -101,14 +101,17 @@ const (
 	attrAgentVersion   = "agent_version"
 
 	// Fleet state.
-	attrWorkers      = "workers"
-	attrDesired      = "desired"
-	attrInService    = "in_service"
-	attrLastActiveMS = "last_active_ms"
-	attrLastDecision = "last_decision"
-	attrFirstSeen    = "first_seen"
-	attrWokenMS      = "woken_ms"
-	attrDecisionSeq  = "decision_seq"
+	attrWorkers        = "workers"
+	attrDesired        = "desired"
+	attrInService      = "in_service"
+	attrLastActiveMS   = "last_active_ms"
+	attrLastDecision   = "last_decision"
+	attrFirstSeen      = "first_seen"
+	attrForecastHours  = "forecast_hours"
+	attrForecastBudget = "forecast_budget"
+	attrForecastMS     = "forecast_ms"
+	attrWokenMS        = "woken_ms"
+	attrDecisionSeq    = "decision_seq"
 
 	// Counters: registration windows and interruption buckets.
 	attrCount = "count"

@@ -137,6 +137,9 @@ type Fleet struct {
 	// Warm are the hours the fleet keeps capacity ready ahead of demand
 	// (docs/scaling.md, "Warm capacity"); none by default.
 	Warm []WarmWindow `yaml:"warm"`
+	// Forecast keeps capacity ready ahead of the demand the fleet's own
+	// history expects (docs/scaling.md, "Forecast"); off by default.
+	Forecast Forecast `yaml:"forecast"`
 	// OnDemand is the fleet's On-Demand rung beside its Spot group; off by
 	// default.
 	OnDemand OnDemand `yaml:"on_demand"`

@@ -352,6 +352,7 @@ func (f *Fleet) validate(at string, k *checker) {
 		k.add(at+".agent.drain_timeout", "must be between 0s and 2h, got %s", f.Agent.DrainTimeout)
 	}
 	f.validateWarm(at, k)
+	f.validateForecast(at, k)
 	f.validateOnDemand(at, k)
 	f.validateSpot(at, k)
 }

@@ -18,6 +18,39 @@ type OnDemand struct {
 	// PricePerHour is the On-Demand price of one instance-hour, in dollars,
 	// for cost reports (optional).
 	PricePerHour float64 `yaml:"price_per_hour"`
+	// WarmPool keeps stopped (or hibernated) instances of the On-Demand
+	// group, booted once and ready to start, so an On-Demand launch skips
+	// most of the boot (CDK app only; docs/deploy.md, "On-Demand warm
+	// pool"). Off when its size is 0.
+	WarmPool WarmPool `yaml:"warm_pool"`
+}
+
+// WarmPool is an EC2 Auto Scaling warm pool on a fleet's On-Demand group.
+// A stopped instance bills its EBS volumes and Elastic IPs, not instance
+// hours. Warm pools do not support Spot or mixed-instances groups, which is
+// why the Spot group's warmth is fleetq's own (warm windows, forecast).
+type WarmPool struct {
+	// Size is the instances the pool keeps (its minimum size, and the
+	// most it holds beyond the group's desired capacity).
+	Size int `yaml:"size"`
+	// State the pooled instances wait in: stopped (the default) or
+	// hibernated (memory kept on the root volume; the launch template's
+	// instances must be configured for hibernation).
+	State string `yaml:"state"`
+}
+
+// Warm pool states.
+const (
+	WarmPoolStopped    = "stopped"
+	WarmPoolHibernated = "hibernated"
+)
+
+// PoolState is State or its default.
+func (w WarmPool) PoolState() string {
+	if w.State == "" {
+		return WarmPoolStopped
+	}
+	return w.State
 }
 
 // Enabled reports whether the fleet has an On-Demand rung.
@@ -35,5 +68,14 @@ func (f *Fleet) validateOnDemand(at string, k *checker) {
 	}
 	if p := f.OnDemand.PricePerHour; p < 0 || p > 1000 {
 		k.add(at+".on_demand.price_per_hour", "must be between 0 and 1000 dollars, got %g", p)
+	}
+	wp := f.OnDemand.WarmPool
+	if wp.Size < 0 || wp.Size > f.MaxInstances {
+		k.add(at+".on_demand.warm_pool.size", "must be between 0 and max_instances (%d), got %d", f.MaxInstances, wp.Size)
+	} else if wp.Size > 0 && !f.OnDemand.Enabled() {
+		k.add(at+".on_demand.warm_pool", "needs the On-Demand rung (set on_demand.fallback_after)")
+	}
+	if st := wp.State; st != "" && st != WarmPoolStopped && st != WarmPoolHibernated {
+		k.add(at+".on_demand.warm_pool.state", "must be %s or %s, got %q", WarmPoolStopped, WarmPoolHibernated, st)
 	}
 }

@@ -89,3 +89,32 @@ func TestOnDemandRungInConfig(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestForecastAndOnDemandWarmPoolInConfig(t *testing.T) {
+	doc := minimal + "    max_instances: 8\n    forecast:\n      enabled: true\n      budget_gpu_hours_per_day: 12.5\n      lookback_days: 14\n    on_demand:\n      fallback_after: 10m\n      warm_pool:\n        size: 2\n        state: hibernated\n"
+	cfg, err := Parse("f.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cfg.Fleets[0]
+	if fc := f.Forecast; !fc.Enabled || fc.Budget() != 12*time.Hour+30*time.Minute || fc.Lookback() != 14 || fc.LeadTime() != DefaultForecastLead {
+		t.Fatalf("forecast = %+v", fc)
+	}
+	if wp := f.OnDemand.WarmPool; wp.Size != 2 || wp.PoolState() != WarmPoolHibernated {
+		t.Fatalf("warm pool = %+v", wp)
+	}
+	bad := []struct{ doc, want string }{
+		{minimal + "    forecast:\n      enabled: true\n", "fleets[0].forecast.budget_gpu_hours_per_day: is required when the forecast is enabled"},
+		{minimal + "    forecast:\n      lookback_days: 60\n", "fleets[0].forecast.lookback_days: must be between 1 and 28"},
+		{minimal + "    forecast:\n      lead: 2h\n", "fleets[0].forecast.lead: must be between 0s"},
+		{minimal + "    on_demand:\n      warm_pool:\n        size: 1\n", "fleets[0].on_demand.warm_pool: needs the On-Demand rung"},
+		{minimal + "    on_demand:\n      fallback_after: 5m\n      warm_pool:\n        size: 1\n        state: running\n", `fleets[0].on_demand.warm_pool.state: must be stopped or hibernated, got "running"`},
+	}
+	for _, b := range bad {
+		_, err := Parse("bad.yaml", []byte(b.doc))
+		var verr *ValidationError
+		if !errors.As(err, &verr) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("error %v\ndoes not contain %s", err, b.want)
+		}
+	}
+}

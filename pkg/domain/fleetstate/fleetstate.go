@@ -1,6 +1,10 @@
 package fleetstate
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/forecast"
+)
 
 // DecisionHistory is how many decisions a fleet keeps besides the last.
 const DecisionHistory = 20
@@ -27,6 +31,29 @@ type Snapshot struct {
 	// jobs only On-Demand workers may lease (reached the preemption cap in
 	// a fleet with an On-Demand rung); they are part of Ready and Leased.
 	OnDemandOnlyReady, OnDemandOnlyLeased int
+	// Created are when the ready and leased jobs were created (the
+	// forecast counts those created since the previous tick as arrivals).
+	Created []time.Time
+}
+
+// ArrivedAfter counts the ready and leased jobs created after t (a retried
+// job keeps its creation time, so it is not counted again).
+func (s Snapshot) ArrivedAfter(t time.Time) int {
+	n := 0
+	for _, c := range s.Created {
+		if c.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// Forecast is the forecast's memory in a fleet's state: its hours of
+// demand, the warm time it spent today, and when a tick last updated them.
+type Forecast struct {
+	Hours  forecast.History
+	Budget forecast.Budget
+	At     time.Time
 }
 
 // Outcomes summarizes the jobs of a fleet that ended since a time.
@@ -63,6 +90,8 @@ type State struct {
 	FirstSeen map[string]time.Time
 	// WokenAt is the last wake-on-enqueue.
 	WokenAt time.Time
+	// Forecast is the forecast's memory (zero for a fleet without one).
+	Forecast Forecast
 	// Seq counts the decisions written (ticks and wakes); a decision is
 	// written only on the state it was made from.
 	Seq int64
@@ -75,6 +104,8 @@ type Record struct {
 	// FirstSeen is when each live instance of the group was first seen (the
 	// group does not report launch times; the boot timeout runs from this).
 	FirstSeen map[string]time.Time
+	// Forecast, when set, replaces the forecast's memory.
+	Forecast *Forecast
 }
 
 // Interruption kinds.

@@ -116,6 +116,9 @@ type Input struct {
 	// Expensive names instances to shrink first when idle workers are
 	// shrunk (On-Demand beside Spot: DecideLadder); nil for one group.
 	Expensive map[string]bool
+	// Forecast is what the fleet's own history expects ahead (forecast.go);
+	// zero when the fleet has no forecast.
+	Forecast Forecast
 }
 
 // Why a victim is terminated.
@@ -163,6 +166,9 @@ type Decision struct {
 	// LastActiveAt carries the idle clock to the next decision.
 	LastActiveAt time.Time
 	Counts       Counts
+	// ForecastExtra is the instances the forecast added to the wanted
+	// capacity (what its budget is charged for).
+	ForecastExtra int
 }
 
 // Need is the instances a backlog needs: ceil(work / slots), clamped to the
@@ -176,6 +182,7 @@ func Decide(in Input) Decision {
 	s := in.Settings
 	c, victims, idle := classify(in)
 	want, why, lastActive := target(in, c)
+	want, why, extra := forecastFloor(in, want, why)
 
 	// Shrink only by workers idle past the grace, longest idle first.
 	var shrunk, kept int
@@ -195,11 +202,12 @@ func Decide(in Input) Decision {
 	launch = max(launch, s.Min-remaining)
 
 	d := Decision{
-		Desired:      remaining + launch,
-		Launch:       launch,
-		Victims:      victims,
-		LastActiveAt: lastActive,
-		Counts:       c,
+		Desired:       remaining + launch,
+		Launch:        launch,
+		Victims:       victims,
+		LastActiveAt:  lastActive,
+		Counts:        c,
+		ForecastExtra: extra,
 	}
 	d.Reason = reason(in, d, why, shrunk, kept)
 	return d

@@ -229,6 +229,7 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 		t.Fatalf("on-demand desired %d, decision %q %v", h.srv.Desired(odGroup), d.Reason, d.Inputs)
 	}
 }
+
 // A job preempted to the cap in a fleet with an On-Demand rung is pinned to
 // On-Demand workers: the snapshot counts it and the tick launches an
 // On-Demand instance for it although Spot is not short; only that

@@ -256,6 +256,10 @@ type decisionPlan struct {
 	input     scaling.Input
 	firstSeen map[string]time.Time
 	status    map[string]worker.Status
+	// forecast is the forecast's memory with this tick's sample, and the
+	// interval the tick books against its budget (nil: no forecast).
+	forecast         *fleetstate.Forecast
+	forecastInterval time.Duration
 }
 
 // plan builds the scaling policy's input from a snapshot.
@@ -285,6 +289,7 @@ func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
 			Draining: w.Status != worker.Active, LastSeen: w.LastSeenAt, IdleSince: w.IdleSince(),
 		})
 	}
+	p.forecast, p.forecastInterval = planForecast(f, snap, &p.input)
 	return p
 }
 
@@ -373,7 +378,17 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	if r.Weighing != nil {
 		r.Weighing.addInputs(rec.Inputs)
 	}
-	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen}, snap.state); err != nil {
+	var mem *fleetstate.Forecast
+	if p.forecast != nil {
+		// The instances the forecast added are booked for the tick's
+		// interval against today's budget.
+		m := *p.forecast
+		m.Budget = m.Budget.Spend(snap.now, d.ForecastExtra, p.forecastInterval)
+		mem = &m
+		rec.Inputs["forecast"] = p.input.Forecast.Instances
+		rec.Inputs["forecast_extra"] = d.ForecastExtra
+	}
+	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
 	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", reason,

@@ -29,6 +29,9 @@ type Options struct {
 	// Warm are warm windows added to the fleet's own for fleetq's policy
 	// (fleetq simulate --warm).
 	Warm []fleetconfig.WarmWindow
+	// Forecast, when enabled, is fleetq's forecast of the fleet's own
+	// arrivals (fleetq simulate --forecast); else the fleet config's.
+	Forecast fleetconfig.Forecast
 	// SpotRate is Spot interruptions per instance-hour (0: none).
 	SpotRate float64
 	// PricePerHour is the cost of one instance-hour (the Spot group's).

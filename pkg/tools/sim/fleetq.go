@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
@@ -29,6 +30,44 @@ type Fleetq struct {
 	after time.Duration
 	// waitSLO is the rung's wait SLO (0: none).
 	waitSLO time.Duration
+	// forecast is the fleet's forecast (docs/scaling.md, "Forecast"), fed
+	// as the scaler feeds it: the arrivals since the previous tick and the
+	// ready + leased jobs at each tick, the spend booked per tick.
+	forecast fleetconfig.Forecast
+	hours    forecast.History
+	budget   forecast.Budget
+	arrived  int
+}
+
+// WithForecast turns the forecast on (a disabled one leaves the fleet
+// config's).
+func (p *Fleetq) WithForecast(f fleetconfig.Forecast) *Fleetq {
+	if f.Enabled {
+		p.forecast = f
+	}
+	return p
+}
+
+// planForecast samples the tick and answers the decision's forecast, as
+// the scaler's tick does (pkg/service/scaler/forecast.go).
+func (p *Fleetq) planForecast(now time.Time, work, slots int, warm bool) scaling.Forecast {
+	fc := p.forecast
+	if !fc.Enabled {
+		return scaling.Forecast{}
+	}
+	p.hours = p.hours.Observe(now, p.arrived, work)
+	p.arrived = 0
+	p.hours.Prune(now, fc.Lookback())
+	if !warm {
+		return scaling.Forecast{}
+	}
+	e := forecast.Expect(p.hours, now.Add(fc.LeadTime()), fc.Lookback())
+	p.budget = p.budget.On(now)
+	return scaling.Forecast{
+		Instances: e.Instances(work, fc.LeadTime(), slots),
+		Cap:       forecast.Cap(p.budget.Left(now, fc.Budget())),
+		Expected:  e.String(),
+	}
 }
 
 // WithFallback turns on the On-Demand rung with the given wait (zero
@@ -64,6 +103,7 @@ func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
 		p.settings = scaling.SettingsOf(f)
 		p.after = f.OnDemand.FallbackAfter.Std()
 		p.waitSLO = f.OnDemand.WaitSLO.Std()
+		p.forecast = f.Forecast
 	}
 	return p
 }
@@ -90,11 +130,13 @@ func (*Fleetq) Victims() VictimRule { return VictimNamed }
 func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	s := p.settings
 	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
-	if p.warmUntil > 0 && o.Now >= p.warmUntil {
+	warm := p.warmUntil == 0 || o.Now < p.warmUntil
+	if !warm {
 		s.Warm = nil
 	}
 	switch t {
 	case Arrival:
+		p.arrived++
 		// Wake on enqueue: only a fleet at zero is raised, to what the
 		// waiting work needs; everything else waits for the tick.
 		if o.Desired > 0 || o.OnDemandDesired > 0 {
@@ -117,6 +159,7 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 		ready = max(0, o.Runnable-o.Leased)
 	}
 	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
+	in.Forecast = p.planForecast(now, ready+o.Leased, s.Slots, warm)
 	for _, v := range o.Instances {
 		id := strconv.Itoa(v.ID)
 		state := scaling.StatePending
@@ -158,6 +201,7 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 		a.Desired = d.Desired
 	}
 	p.lastActive = d.LastActiveAt
+	p.budget = p.budget.Spend(now, d.ForecastExtra, p.Interval())
 	for _, v := range d.Victims {
 		id, _ := strconv.Atoi(v.InstanceID)
 		a.Terminate = append(a.Terminate, id)

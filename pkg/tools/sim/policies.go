@@ -10,7 +10,7 @@ import (
 // across one run, so every run gets its own).
 var policyMakers = map[string]func(Options) Policy{
 	"fleetq": func(o Options) Policy {
-		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithFallback(o.FallbackAfter).WithWaitSLO(o.WaitSLO)
+		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithForecast(o.Forecast).WithFallback(o.FallbackAfter).WithWaitSLO(o.WaitSLO)
 	},
 	"visible-only":    func(Options) Policy { return NewVisibleOnly() },
 	"target-tracking": func(Options) Policy { return NewTargetTracking() },
