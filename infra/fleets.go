@@ -114,6 +114,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + cfg.Stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
 		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: cfg.Stage}},
 	}))
+	s.workerRole = role
 	profile := awsiam.NewCfnInstanceProfile(s.Stack, jsii.String("WorkerProfile"), &awsiam.CfnInstanceProfileProps{Roles: &[]*string{role.RoleName()}})
 
 	for _, f := range cfg.Fleets {
@@ -155,6 +156,8 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
 		}
 		lt := awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"Template"), &awsec2.CfnLaunchTemplateProps{LaunchTemplateData: &data})
+		s.spotTemplates = append(s.spotTemplates, s.Stack.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("ec2"), Resource: jsii.String("launch-template"), ResourceName: lt.Ref()}))
 		var overrides []interface{}
 		for _, t := range f.InstanceTypes {
 			overrides = append(overrides, &awsautoscaling.CfnAutoScalingGroup_LaunchTemplateOverridesProperty{InstanceType: jsii.String(t)})

@@ -51,7 +51,7 @@ func TestCdkNag(t *testing.T) {
 		case "prod-on-demand":
 			s = synthOnDemand(t)
 		case "prod-warm-pool":
-			s = synthOnDemandWith(t, stage, "      warm_pool:\n        size: 2\n")
+			s = synthOnDemandWith(t, "prod-warm-pool-hibernated", "      warm_pool:\n        size: 2\n        state: hibernated\n")
 		default:
 			s = synth(t, stage)
 		}

@@ -173,7 +173,7 @@ func TestNoOnDemandGroupWithoutTheRung(t *testing.T) {
 // launches the fleet's first instance type from a template of its own; the
 // Spot group keeps its mixed instances policy and no pool.
 func TestOnDemandWarmPool(t *testing.T) {
-	s := synthOnDemandWith(t, "prod-warm-pool", "      warm_pool:\n        size: 2\n        state: hibernated\n")
+	s := synthOnDemandWith(t, "prod-warm-pool-hibernated", "      warm_pool:\n        size: 2\n        state: hibernated\n")
 	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::WarmPool"), jsii.Number(1))
 	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::WarmPool"), obj(map[string]any{
 		"MinSize": 2, "MaxGroupPreparedCapacity": 2, "PoolState": "Hibernated",

@@ -95,6 +95,11 @@ type Stack struct {
 	// logs is the bucket of the assets bucket's access logs and the VPC's
 	// flow logs.
 	logs awss3.Bucket
+	// workerRole is the role of the fleets' instances, and spotTemplates
+	// the ARNs of the Spot groups' launch templates: what Auto Scaling
+	// checks the scaler may use when it updates a Spot group.
+	workerRole    awsiam.Role
+	spotTemplates []*string
 }
 
 // GroupName is the Auto Scaling Group of a fleet.
@@ -137,6 +142,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.clientPolicies(api)
 
 	subnets := b.s.fleets(b, api)
+	b.grantLaunch(fns)
 	// The scaler drops and restores the zones of Spot groups by subnet.
 	fns.scaler.AddEnvironment(jsii.String(awsenv.EnvSubnets), b.st.ToJsonString(subnets, nil), nil)
 	b.acceptFindings(fns)
@@ -518,6 +524,25 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 // interruption handler to the EC2 and Auto Scaling events of the stage's
 // groups and to its own schedule (the sweep of held terminations, which
 // heartbeats their lifecycle actions).
+// grantLaunch lets the scaler launch from the Spot groups' templates, once
+// the fleets are built: Auto Scaling checks that whoever updates a group
+// with a launch template may launch from it (ec2:RunInstances, and
+// iam:PassRole for its instance profile); allowed for the stage's Spot
+// templates only. The scaler never launches an instance itself.
+func (b *build) grantLaunch(fns functions) {
+	if len(b.s.spotTemplates) == 0 {
+		return
+	}
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("ec2:RunInstances"), Resources: jsii.Strings("*"),
+		Conditions: &map[string]interface{}{"ArnEquals": map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}},
+	}))
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("iam:PassRole"), Resources: &[]*string{b.s.workerRole.RoleArn()},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"}},
+	}))
+}
+
 func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	st := b.st
 	fns.dispatch.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{

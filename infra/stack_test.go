@@ -318,6 +318,14 @@ func TestIAMLeastPrivilege(t *testing.T) {
 					continue
 				}
 				actions := stmt["Action"]
+				if actions == "ec2:RunInstances" {
+					// Only from the stage's own launch templates, by the scaler.
+					cond, _ := json.Marshal(stmt["Condition"])
+					if !strings.HasPrefix(id, "ScalerServiceRoleDefaultPolicy") || !strings.Contains(string(cond), `"ArnEquals":{"ec2:LaunchTemplate":`) {
+						t.Errorf("%s %s: ec2:RunInstances on * not limited to the stage's launch templates: %s", stage, id, cond)
+					}
+					continue
+				}
 				if a, ok := actions.(string); !ok || (a != "autoscaling:DescribeAutoScalingGroups" && a != "autoscaling:DescribeScalingActivities" && a != "ec2:DescribeSpotPriceHistory") {
 					t.Errorf("%s %s: %v on *", stage, id, actions)
 				}

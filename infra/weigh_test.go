@@ -20,6 +20,22 @@ func TestScalerMayWeighSpotGroups(t *testing.T) {
 		if !strings.Contains(string(b), `"aws:ResourceTag/fleetq:stage":"`+stage+`"`) || !strings.Contains(string(b), "autoScalingGroupName/fleetq-"+stage+"-*") {
 			t.Errorf("%s: UpdateAutoScalingGroup not scoped to the stage's tagged groups: %s", stage, b)
 		}
+		// Auto Scaling checks the updater may launch from the group's
+		// template: RunInstances from the stage's templates, PassRole of
+		// the workers' role to EC2 only.
+		run := s.statements("ec2:RunInstances")
+		pass := s.statements("iam:PassRole")
+		if len(run) != 1 || len(pass) != 1 {
+			t.Fatalf("%s: %d RunInstances and %d PassRole statements, want 1 each", stage, len(run), len(pass))
+		}
+		rb, _ := json.Marshal(run[0])
+		pb, _ := json.Marshal(pass[0])
+		if !strings.Contains(string(rb), `"ec2:LaunchTemplate"`) || !strings.Contains(string(rb), "launch-template/") {
+			t.Errorf("%s: RunInstances not limited to the launch templates: %s", stage, rb)
+		}
+		if !strings.Contains(string(pb), `"iam:PassedToService":"ec2.amazonaws.com"`) || !strings.Contains(string(pb), "WorkerRole") {
+			t.Errorf("%s: PassRole not limited to the workers' role passed to EC2: %s", stage, pb)
+		}
 		var env map[string]any
 		for _, f := range s.resources("AWS::Lambda::Function") {
 			if f["FunctionName"] == "fleetq-"+stage+"-scaler" {
