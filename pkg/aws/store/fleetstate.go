@@ -97,6 +97,9 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	for _, it := range leased {
 		snap.LeasesByWorker[it.WorkerID]++
 	}
+	if s.leaseCaps() {
+		snap.ReadyByTenant, snap.LeasedByTenant = countByTenant(ready), countByTenant(leased)
+	}
 	return snap, nil
 }
 
@@ -271,4 +274,13 @@ func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.R
 		return fmt.Errorf("record decision of %s: %w", fleet, err)
 	}
 	return err
+}
+
+// countByTenant counts jobs per tenant.
+func countByTenant(items []jobItem) map[string]int {
+	out := map[string]int{}
+	for _, it := range items {
+		out[it.TenantID]++
+	}
+	return out
 }

@@ -23,6 +23,10 @@ type Snapshot struct {
 	OldestReady time.Time
 	// LeasesByWorker counts leased jobs per worker.
 	LeasesByWorker map[string]int
+	// ReadyByTenant and LeasedByTenant count ready and leased jobs per
+	// tenant; they are read only when some tenant has a max_leased cap
+	// (nil otherwise), for the scaler to size to the work the caps allow.
+	ReadyByTenant, LeasedByTenant map[string]int
 }
 
 // Outcomes summarizes the jobs of a fleet that ended since a time.
