@@ -26,7 +26,13 @@ import (
 // SDK's own retries are on, as in production.
 func newFaultyEnv(t *testing.T) (*env, *faultproxy.Proxy) {
 	t.Helper()
-	cfg, err := fleetconfig.Parse("test.yaml", []byte(testConfig))
+	return newFaultyEnvWith(t, testConfig)
+}
+
+// newFaultyEnvWith is newFaultyEnv with a config of its own.
+func newFaultyEnvWith(t *testing.T, config string) (*env, *faultproxy.Proxy) {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}

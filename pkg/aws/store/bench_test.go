@@ -116,6 +116,19 @@ func BenchmarkLeaseContention50PollersFairShare(b *testing.B) {
 	})
 }
 
+// BenchmarkLeaseContention50PollersCapped is the fair-share race with both
+// tenants under a max_leased cap above their backlogs: every claim also
+// takes a slot in its tenant's leased counter, and all of a tenant's claims
+// meet on that one item.
+func BenchmarkLeaseContention50PollersCapped(b *testing.B) {
+	benchContention(b, benchConfig+"tenants:\n  - id: big\n    max_leased: 1000\n  - id: small\n    max_leased: 1000\n", func(i int) string {
+		if i%11 == 10 {
+			return "small"
+		}
+		return "big"
+	})
+}
+
 func benchContention(b *testing.B, config string, tenant func(int) string) {
 	const pollers, jobs = 50, 500
 	var conflicts, claims, requests int64

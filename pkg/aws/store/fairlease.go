@@ -97,8 +97,10 @@ func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, wo
 
 // fairMerge orders jobs of one priority (each tenant's in age order) as
 // successive fair-share picks would lease them, given each tenant's leased
-// jobs. Jobs of tenants at their max_leased come last, oldest first: the
-// cap orders, it does not hold work back (docs/scaling.md).
+// jobs. Jobs of tenants at their max_leased (as far as the census knows)
+// come last, oldest first: other tenants' jobs are tried before them, and
+// the claim's own check of the tenant's leased counter holds them back
+// while the tenant is at its cap (leasecap.go, docs/scaling.md).
 func fairMerge(head []jobItem, leased map[string]int, settings func(string) fleetconfig.Tenant) []jobItem {
 	var ts []fairshare.Tenant
 	var queues [][]jobItem

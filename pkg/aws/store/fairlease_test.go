@@ -119,11 +119,12 @@ func TestATenantAtMaxLeasedYieldsToOthers(t *testing.T) {
 	e.queue("free", 3)
 	a := e.register("w1", "gpu", fleetconfig.MaxSlots)
 	// capped is older but stops at 2 while free has work; with no other
-	// work left, max_leased orders and does not hold capped's jobs back.
-	got := strings.Join(e.leaseTenants(a, 7), " ")
-	if want := "capped free capped free free capped capped"; got != want {
+	// work left, max_leased holds capped's jobs back: no job.
+	got := strings.Join(e.leaseTenants(a, 5), " ")
+	if want := "capped free capped free free"; got != want {
 		t.Fatalf("leases %s, want %s", got, want)
 	}
+	e.noLease(a, store.ErrNoJob)
 }
 
 func TestFairShareSeesEndedLeasesAtTheNextCensus(t *testing.T) {

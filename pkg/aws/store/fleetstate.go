@@ -119,6 +119,9 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 		snap.Created = append(snap.Created, fromMS(it.CreatedMS))
 	}
 	snap.OnDemandOnlyReady, snap.OnDemandOnlyLeased = countPinned(ready), countPinned(leased)
+	if s.leaseCaps() {
+		snap.ReadyByTenant, snap.LeasedByTenant = countByTenant(ready), countByTenant(leased)
+	}
 	return snap, nil
 }
 
@@ -329,4 +332,13 @@ func forecastSet(set expression.UpdateBuilder, f fleetstate.Forecast) (expressio
 	return set.Set(expression.Name(attrForecastHours), expression.Value(hv)).
 		Set(expression.Name(attrForecastBudget), expression.Value(bv)).
 		Set(expression.Name(attrForecastMS), expression.Value(ms(f.At))), nil
+}
+
+// countByTenant counts jobs per tenant.
+func countByTenant(items []jobItem) map[string]int {
+	out := map[string]int{}
+	for _, it := range items {
+		out[it.TenantID]++
+	}
+	return out
 }

@@ -171,7 +171,9 @@ func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.T
 	if c.result != "" {
 		set = set.Set(expression.Name(attrResult), expression.Value(c.result))
 	}
-	return update{pk: it.PK, sk: it.SK, set: set, cond: cond, event: s.outboxItem(c, now)}
+	// A lease that holds a slot of its tenant's leased counter gives it
+	// back in the write that ends it (leasecap.go).
+	return update{pk: it.PK, sk: it.SK, set: set, cond: cond, event: s.outboxItem(c, now), tally: leaseSlotRelease(it, now)}
 }
 
 // leaseHeld is the condition that the job is leased under this token.

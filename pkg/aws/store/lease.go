@@ -71,13 +71,10 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if onDemand {
 			ready = pinnedFirst(ready)
 		}
-		if round < leaseRereads && len(ready) > 1 {
-			// One claim per read: a lost claim says the read is stale, and
-			// the jobs next to the lost one are the likeliest to be gone too,
-			// so read again rather than spend failed transactions on them.
-			ready = ready[:1]
-		}
-		j, lost, err := s.claimFirst(ctx, a, workflows, ready, f.LeaseDuration(), now)
+		// One claim per read: a lost claim says the read is stale, and the
+		// jobs next to the lost one are the likeliest to be gone too, so
+		// read again rather than spend failed transactions on them.
+		j, lost, err := s.claimFirst(ctx, a, workflows, ready, f.LeaseDuration(), now, round < leaseRereads)
 		if lost {
 			s.widenLeaseWindow()
 		} else if err == nil {
@@ -98,7 +95,7 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 			return job.Job{}, err
 		}
 		if len(back) > 0 {
-			j, _, err := s.claimFirst(ctx, a, workflows, servable(back, workflows), f.LeaseDuration(), now)
+			j, _, err := s.claimFirst(ctx, a, workflows, servable(back, workflows), f.LeaseDuration(), now, false)
 			if err == nil || !errors.Is(err, ErrNoJob) {
 				return j, err
 			}
@@ -163,19 +160,32 @@ func spreadOrder(cands []jobItem, spread int) []jobItem {
 	return out
 }
 
-// claimFirst tries the candidates in order. lost reports whether any were
-// taken by another poller first.
-func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, workflows []string, cands []jobItem, leaseFor time.Duration, now time.Time) (job.Job, bool, error) {
+// claimFirst tries the candidates in order; with stopAtLost, it stops at
+// the first claim lost to another poller. lost reports whether any were
+// taken by another poller first. The jobs of a tenant found at its
+// max_leased cap are passed over (leasecap.go).
+func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, workflows []string, cands []jobItem, leaseFor time.Duration, now time.Time, stopAtLost bool) (job.Job, bool, error) {
 	lost := false
+	var full []string
 	for i := range cands {
+		if slices.Contains(full, cands[i].TenantID) {
+			continue
+		}
 		j, err := s.claim(ctx, a, &cands[i], leaseFor, now)
 		switch {
 		case err == nil:
 			s.fairClaimed(a.Fleet, &cands[i], true)
 			return j, lost, nil
+		case errors.Is(err, errTenantFull):
+			full = append(full, cands[i].TenantID)
+			s.fairFull(a.Fleet, cands[i].TenantID, s.leaseCap(cands[i].TenantID))
+			continue
 		case errors.Is(err, errJobTaken):
 			s.fairClaimed(a.Fleet, &cands[i], false)
 			lost = true
+			if stopAtLost {
+				return job.Job{}, lost, ErrNoJob
+			}
 			continue
 		default:
 			return job.Job{}, lost, err
@@ -188,6 +198,10 @@ var errJobTaken = errors.New("job taken by another poller")
 
 func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor time.Duration, now time.Time) (job.Job, error) {
 	token := newToken()
+	limit := s.leaseCap(c.TenantID)
+	if limit > 0 {
+		token = slotTokenPrefix + token
+	}
 	exp := now.Add(leaseFor)
 	var runDeadline int64
 	if c.TimeoutS > 0 {
@@ -224,19 +238,25 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		And(expression.Name(attrApproved).Equal(expression.Value(true))).
 		And(expression.Name(attrLeases).LessThan(expression.Name(attrMaxConcurrency)))
 	wcond = onDemandCond(c, wcond)
-	err := s.transact(ctx,
-		txItem{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
-		txItem{update: &update{pk: wpk, sk: wsk,
+	items := []txItem{
+		{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
+		{update: &update{pk: wpk, sk: wsk,
 			set: expression.Set(expression.Name(attrLeases), expression.Plus(expression.Name(attrLeases), expression.Value(1))).
 				Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
 				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))),
 			cond: wcond,
 		}},
-	)
+	}
+	if limit > 0 {
+		items = append(items, txItem{update: takeLeaseSlot(c.TenantID, limit, now)})
+	}
+	err := s.transact(ctx, items...)
 	var tf *txFailed
 	var unsure error
 	switch {
 	case err == nil:
+	case errors.As(err, &tf) && tf.failedAt(2) && !tf.failedAt(0) && !tf.failedAt(1):
+		return job.Job{}, errTenantFull
 	case errors.As(err, &tf) && tf.failedAt(1):
 		// The worker may not lease: find out whether its token is bad or it
 		// is just draining, unapproved or full.
@@ -308,7 +328,7 @@ func (s *Store) readClaimed(ctx context.Context, id string) (*jobItem, error) {
 // lease that already ended, is left alone.
 func (s *Store) undoClaim(ctx context.Context, a WorkerAuth, c *jobItem, token string, now time.Time) error {
 	leased := *c
-	leased.Status, leased.Attempts = string(job.Leased), c.Attempts+1
+	leased.Status, leased.Attempts, leased.LeaseToken = string(job.Leased), c.Attempts+1, token
 	u := s.jobUpdate(change{it: &leased, to: job.Queued, reason: job.ReasonLeaseUndone, worker: a.WorkerID, keepCounters: true}, leaseHeld(token), now)
 	u.set = u.set.Set(expression.Name(attrAttempts), expression.Minus(expression.Name(attrAttempts), expression.Value(1))).
 		Set(expression.Name(attrFirstLeasedMS), expression.Value(c.FirstLeasedMS))

@@ -92,6 +92,17 @@ func (s *Store) Complete(ctx context.Context, a WorkerAuth, jobID, token string,
 	now := s.clock.Now()
 	pk, sk := jobKey(jobID)
 	it := &jobItem{PK: pk, SK: sk, JobID: jobID, Fleet: a.Fleet, Status: string(job.Leased)}
+	if holdsLeaseSlot(token) {
+		// The lease holds a slot of its tenant's leased counter: read whose,
+		// to give it back with the completion (leasecap.go).
+		cur, err := s.getJobItem(ctx, jobID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("complete job %s: %w", jobID, err)
+		}
+		if err == nil && cur.Status == string(job.Leased) && cur.LeaseToken == token {
+			it.TenantID, it.LeaseToken = cur.TenantID, token
+		}
+	}
 	c := change{it: it, to: job.Succeeded, reason: job.ReasonSucceeded, worker: a.WorkerID, result: string(result), keepCounters: true}
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
 	w := releaseFromWorker(a.WorkerID, now, authCond(a))

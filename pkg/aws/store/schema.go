@@ -118,6 +118,8 @@ const (
 
 	// Tenant quotas: a tenant's open jobs, and whether a job is counted in them.
 	attrOpen       = "open"
+	attrLeasedJobs = "leased"
+	attrChangedMS  = "changed_ms"
 	attrTenantSlot = "tenant_slot"
 
 	// Cost per job: the job's price, and the hourly totals.
@@ -193,6 +195,7 @@ const (
 	prefixEvent        = "EVENT#"
 	prefixTenant       = "TENANT#"
 	sortTenantCounts   = "COUNTS"
+	sortTenantLeased   = "LEASED"
 	prefixReservation  = "RESERVATION#"
 	sortReservation    = "RESERVATION"
 	prefixCost         = "COST#"
@@ -285,6 +288,10 @@ func orNone(s string) string {
 
 // tenantKey is a tenant's counter item (its open jobs), stage-wide.
 func tenantKey(tenant string) (string, string) { return prefixTenant + tenant, sortTenantCounts }
+
+// tenantLeasedKey is a capped tenant's counter of leased jobs, stage-wide
+// (leasecap.go).
+func tenantLeasedKey(tenant string) (string, string) { return prefixTenant + tenant, sortTenantLeased }
 
 // reservationKey marks a submission counted in its tenant's open jobs before
 // the dispatch function creates the job.

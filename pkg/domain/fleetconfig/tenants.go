@@ -16,9 +16,10 @@ type Tenant struct {
 	// (waiting, backing off or running). A submission past it answers 429
 	// and queues nothing. Zero: no cap.
 	MaxQueued int `yaml:"max_queued"`
-	// MaxLeased caps how many of the tenant's jobs run at once, the input of
-	// the fair-share rule (pkg/domain/fairshare): the lease path gives other
-	// tenants' jobs first while the tenant is at it. Zero: no cap.
+	// MaxLeased caps how many of the tenant's jobs run at once, stage-wide:
+	// a hard cap on the lease path (no job of the tenant is leased while it
+	// is at it), and the scaler sizes capacity to at most this many of its
+	// jobs (docs/scaling.md, "Caps"). Zero: no cap.
 	MaxLeased int `yaml:"max_leased"`
 	// Weight is the tenant's share of free slots relative to the others in
 	// the fair-share rule. Zero means 1.

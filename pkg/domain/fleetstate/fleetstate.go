@@ -31,6 +31,10 @@ type Snapshot struct {
 	// jobs only On-Demand workers may lease (reached the preemption cap in
 	// a fleet with an On-Demand rung); they are part of Ready and Leased.
 	OnDemandOnlyReady, OnDemandOnlyLeased int
+	// ReadyByTenant and LeasedByTenant count ready and leased jobs per
+	// tenant; they are read only when some tenant has a max_leased cap
+	// (nil otherwise), for the scaler to size to the work the caps allow.
+	ReadyByTenant, LeasedByTenant map[string]int
 	// Created are when the ready and leased jobs were created (the
 	// forecast counts those created since the previous tick as arrivals).
 	Created []time.Time

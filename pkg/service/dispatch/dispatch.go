@@ -43,19 +43,28 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	var resp events.SQSEventResponse
 	created := map[string]int{}
+	// perTenant counts the batch's jobs per fleet and tenant: a tenant with
+	// a max_leased cap wakes its fleet for at most its cap of them, the
+	// work that can run (docs/scaling.md, "Caps").
+	perTenant := map[[2]string]int{}
 	var order []string
 	for _, rec := range ev.Records {
-		fleet, err := h.record(ctx, log, rec)
+		fleet, tenant, err := h.record(ctx, log, rec)
 		if err != nil {
 			log.ErrorContext(ctx, "dispatch record failed; SQS will redeliver it", "message_id", rec.MessageId, "error", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 			continue
 		}
 		if fleet != "" {
-			if created[fleet] == 0 {
+			if _, seen := created[fleet]; !seen {
 				order = append(order, fleet)
+				created[fleet] = 0
 			}
-			created[fleet]++
+			k := [2]string{fleet, tenant}
+			perTenant[k]++
+			if c := h.Config.Tenant(tenant).MaxLeased; c == 0 || perTenant[k] <= c {
+				created[fleet]++
+			}
 		}
 	}
 	if h.Waker != nil {
@@ -71,16 +80,16 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 // record creates the job of one message. It answers the fleet that got new
-// work ("" for none) or an error worth a redelivery.
-func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (string, error) {
+// work ("" for none) and the job's tenant, or an error worth a redelivery.
+func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (string, string, error) {
 	sub, err := submission.Parse([]byte(rec.Body), h.Config)
 	var invalid *submission.Error
 	if errors.As(err, &invalid) {
 		log.WarnContext(ctx, "submission rejected", "message_id", rec.MessageId, "reason", invalid.Msg)
-		return "", h.Store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
+		return "", "", h.Store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if sub.JobID == "" {
 		// Sent straight to the queue without an id: the message id is stable
@@ -89,12 +98,12 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMe
 	}
 	j, created, err := h.Store.CreateJob(ctx, sub.Spec())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !created {
 		log.InfoContext(ctx, "duplicate submission ignored", "job_id", j.ID, "message_id", rec.MessageId, "status", j.Status)
-		return "", nil
+		return "", "", nil
 	}
 	log.InfoContext(ctx, "job created", "job_id", j.ID, "fleet", j.FleetSlug, "workflow_id", j.WorkflowID, "tenant_id", j.TenantID)
-	return j.FleetSlug, nil
+	return j.FleetSlug, j.TenantID, nil
 }

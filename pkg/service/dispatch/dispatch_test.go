@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -121,5 +122,39 @@ func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 	}
 	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("malformed record made a job: %v", err)
+	}
+}
+
+type countingWaker struct{ jobs map[string]int }
+
+func (w *countingWaker) Wake(_ context.Context, fleet string, jobs int) error {
+	w.jobs[fleet] += jobs
+	return nil
+}
+
+// A batch wakes its fleet for the work that can run: a tenant capped at 2
+// leased jobs counts for 2 of its 10 new jobs, an uncapped one for all 3.
+func TestWakeCountsACappedTenantUpToItsCap(t *testing.T) {
+	cfg := fleetconfig.Default()
+	cfg.Tenants = append(cfg.Tenants, fleetconfig.Tenant{ID: "capped", MaxLeased: 2})
+	client, table := testenv.DynamoDB(t)
+	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	var ev events.SQSEvent
+	for i := range 13 {
+		tenant := "capped"
+		if i >= 10 {
+			tenant = "free"
+		}
+		id := fmt.Sprintf("%s-%02d", tenant, i)
+		ev.Records = append(ev.Records, msg("m-"+id, fmt.Sprintf(`{"job_id":%q,"tenant_id":%q,"workflow_id":"demo-sleep","input":{}}`, id, tenant)))
+	}
+	waker := &countingWaker{jobs: map[string]int{}}
+	h := &dispatch.Handler{Config: cfg, Store: st, Waker: waker, Logger: slog.New(slog.DiscardHandler)}
+	resp, err := h.Handle(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	if waker.jobs["demo"] != 5 {
+		t.Fatalf("woken for %v, want demo: 5 (2 capped + 3 free)", waker.jobs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -169,6 +170,11 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			reason += "; " + w.Reason
 		}
 	}
+	if p.capHeld > 0 {
+		note := fmt.Sprintf("; tenant caps (max_leased) limit demand: %d of %d ready jobs cannot run now", p.capHeld, snap.backlog.Ready)
+		reason += note
+		r.Decision.Reason += note
+	}
 	if err := s.record(ctx, f, snap, p, r, reason); err != nil {
 		return r, err
 	}
@@ -202,6 +208,8 @@ type snapshot struct {
 	// ladder is the fleet's On-Demand group and Spot shortage, for a fleet
 	// with the rung on capacity that has one.
 	ladder *ladderSnapshot
+	// tenant answers a tenant's settings (its max_leased cap).
+	tenant func(string) fleetconfig.Tenant
 }
 
 // read takes the fleet's snapshot.
@@ -211,6 +219,7 @@ func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, erro
 	if snap.backlog, err = s.Store.FleetSnapshot(ctx, f.Slug); err != nil {
 		return snap, err
 	}
+	snap.tenant = s.Config.Tenant
 	if snap.workers, err = s.Store.ListWorkers(ctx, f.Slug); err != nil {
 		return snap, err
 	}
@@ -260,6 +269,9 @@ type decisionPlan struct {
 	// interval the tick books against its budget (nil: no forecast).
 	forecast         *fleetstate.Forecast
 	forecastInterval time.Duration
+	// capHeld is how many ready jobs the tenants' max_leased caps keep from
+	// running now: the policy does not size for them.
+	capHeld int
 }
 
 // plan builds the scaling policy's input from a snapshot.
@@ -272,7 +284,9 @@ func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
 		},
 		firstSeen: map[string]time.Time{},
 		status:    map[string]worker.Status{},
+		capHeld:   capHeld(snap),
 	}
+	p.input.Ready -= p.capHeld
 	for _, inst := range snap.group.Instances {
 		seen, ok := snap.state.FirstSeen[inst.ID]
 		if !ok {
@@ -291,6 +305,28 @@ func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
 	}
 	p.forecast, p.forecastInterval = planForecast(f, snap, &p.input)
 	return p
+}
+
+// capHeld answers how many of the fleet's ready jobs the tenants'
+// max_leased caps keep from running now: the backlog less the work the caps
+// allow (fairshare.Demand), 0 when no tenant is capped. The scaler sizes
+// capacity to what can run, not to a capped tenant's whole backlog.
+func capHeld(snap snapshot) int {
+	b := snap.backlog
+	if b.ReadyByTenant == nil || snap.tenant == nil {
+		return 0
+	}
+	var ts []fairshare.Tenant
+	for id, n := range b.ReadyByTenant {
+		ts = append(ts, fairshare.Tenant{ID: id, MaxLeased: snap.tenant(id).MaxLeased, Ready: n, Leased: b.LeasedByTenant[id]})
+	}
+	for id, n := range b.LeasedByTenant {
+		if _, ok := b.ReadyByTenant[id]; !ok {
+			ts = append(ts, fairshare.Tenant{ID: id, MaxLeased: snap.tenant(id).MaxLeased, Leased: n})
+		}
+	}
+	held := b.Ready + b.Leased - fairshare.Demand(ts)
+	return min(max(held, 0), b.Ready)
 }
 
 // apply carries the decision out on the fleet's group and answers the
@@ -371,6 +407,9 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 			"busy": d.Counts.Busy, "idle": d.Counts.Idle, "draining": d.Counts.Draining,
 			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
 		},
+	}
+	if p.capHeld > 0 {
+		rec.Inputs["cap_held"] = p.capHeld
 	}
 	if r.Ladder != nil {
 		r.Ladder.addInputs(rec.Inputs)

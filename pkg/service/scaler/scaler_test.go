@@ -54,7 +54,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	cfg, err := fleetconfig.Parse("test.yaml", []byte(cfgYAML))
+	return newHarnessWith(t, cfgYAML)
+}
+
+func newHarnessWith(t *testing.T, config string) *harness {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
