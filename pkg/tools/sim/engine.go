@@ -43,8 +43,8 @@ type Options struct {
 	// SpotShortages are spans in which no Spot capacity is to be had: Spot
 	// launches fail (instances already running stay).
 	SpotShortages []Span
-	// PreemptionCap is how many Spot interruptions a job may take: at the
-	// cap it goes dead, or, under a policy with an On-Demand rung, it is
+	// PreemptionCap is how many Spot interruptions a job may take: the next
+	// one makes it dead, or, under a policy with an On-Demand rung, it is
 	// leased only by On-Demand instances from then on (default: the fleet
 	// config's preemption_cap, else its default).
 	PreemptionCap int
@@ -330,7 +330,7 @@ func (e *engine) handle(ev *event) {
 		for _, j := range slices.Clone(in.jobs) {
 			e.detach(in, j)
 			e.res.SpotRequeued++
-			if j.preempted++; j.preempted >= e.opt.PreemptionCap && !j.pinned {
+			if j.preempted++; j.preempted > e.opt.PreemptionCap && !j.pinned {
 				if r, ok := e.pol.(onDemandRung); !ok || !r.hasOnDemandRung() {
 					j.dead = true
 					e.res.Dead++
