@@ -39,6 +39,15 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return err
 	})
+	var hotspots []sim.Hotspot
+	fs.Func("spot-hotspot", "interrupt one instance type in one zone at its own rate, TYPE@ZONE=RATE[,FROM-TO] in interruptions per instance-hour (e.g. g5.xlarge@a=2); Spot instances launch on the --config fleet's instance types (default "+strings.Join(sim.DefaultSpotTypes, ", ")+") in zones "+strings.Join(sim.SpotZones, ", ")+"; repeatable", func(v string) error {
+		h, err := sim.ParseHotspot(v)
+		if err == nil {
+			hotspots = append(hotspots, h)
+		}
+		return err
+	})
+	weigh := fs.Bool("weigh", true, "fleetq's policy weighs down recently interrupted Spot types and zones, as the scaler does (false: it places Spot launches like the baselines: the first type, zones in turn)")
 	fallback := fs.Duration("fallback-after", 0, "turn on fleetq's On-Demand rung: launches move to On-Demand once Spot has been short this long (default: the --config fleet's on_demand.fallback_after; 0: none)")
 	waitSLO := fs.Duration("wait-slo", 0, "with an On-Demand rung, move launches to On-Demand as soon as Spot is short and the oldest queued job has waited this long (default: the --config fleet's on_demand.wait_slo; 0: none)")
 	fair := fs.Bool("fair-share", false, "free slots take jobs by tenant (lowest leased share first) instead of oldest first across tenants")
@@ -74,7 +83,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
 		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
-		FairShare: *fair, TenantMaxLeased: *tenantCap}
+		FairShare: *fair, TenantMaxLeased: *tenantCap, SpotHotspots: hotspots, NoWeigh: !*weigh}
 	if *forecastBudget < 0 {
 		fmt.Fprintln(stderr, "fleetq simulate: --forecast must be a budget of GPU-hours a day >= 0")
 		return 2

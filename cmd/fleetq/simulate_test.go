@@ -65,3 +65,17 @@ func TestSimulateForecastSpendsForHistory(t *testing.T) {
 		t.Fatalf("negative budget: exit %d, %s", code, errOut.String())
 	}
 }
+
+func TestSimulateSpotHotspotAndWeigh(t *testing.T) {
+	on := simulateJSON(t, "--workload", "regen3d", "--spot-hotspot", "g5.xlarge@a=2")
+	off := simulateJSON(t, "--workload", "regen3d", "--spot-hotspot", "g5.xlarge@a=2", "--weigh=false")
+	if a, b := on["spot_interruptions"].(float64), off["spot_interruptions"].(float64); 2*a > b {
+		t.Fatalf("Spot interruptions %v weighing, %v with --weigh=false: want at most half", a, b)
+	}
+	for _, bad := range []string{"g5.xlarge=2", "g5.xlarge@a=-1", "g5.xlarge@a=2,12h-10h"} {
+		var out, errOut bytes.Buffer
+		if code := runCLI(t.Context(), []string{"simulate", "--spot-hotspot", bad}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "spot-hotspot") || !strings.Contains(errOut.String(), `hot spot "`+bad+`"`) || out.Len() != 0 {
+			t.Errorf("%q: exit %d, %s", bad, code, errOut.String())
+		}
+	}
+}

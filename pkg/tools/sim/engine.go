@@ -34,6 +34,14 @@ type Options struct {
 	Forecast fleetconfig.Forecast
 	// SpotRate is Spot interruptions per instance-hour (0: none).
 	SpotRate float64
+	// SpotHotspots interrupt one instance type in one zone at their own
+	// rate instead of SpotRate. Spot instances launch on the fleet's
+	// instance types (DefaultSpotTypes when it names none) in SpotZones.
+	SpotHotspots []Hotspot
+	// NoWeigh makes fleetq's policy place Spot launches as the baselines
+	// do (the first type, zones in turn) instead of weighing down the
+	// types and zones interrupted recently (scaling.WeighSpot).
+	NoWeigh bool
 	// PricePerHour is the cost of one instance-hour (the Spot group's).
 	PricePerHour float64
 	// OnDemandPricePerHour is the cost of one On-Demand instance-hour
@@ -174,6 +182,8 @@ type instance struct {
 	busyTotal  time.Duration
 	onDemand   bool
 	draining   bool // told to take no new work (it still counts in its group)
+	// typ and zone are a Spot instance's type and availability zone.
+	typ, zone string
 }
 
 func (in *instance) live() bool { return !in.gone && !in.warned }
@@ -231,7 +241,9 @@ type engine struct {
 	insts     map[int]*instance
 	order     []int // instance ids in launch order
 	nextInst  int
-	desired   int           // the Spot group's
+	desired   int // the Spot group's
+	spot      *spotPlacement
+	weighs    bool          // the policy weighs down interrupted types and zones
 	odDesired int           // the On-Demand group's
 	idleStart time.Duration // start of a cold episode, -1 when none
 	// spotShortSince is when Spot launches began failing, -1 while they do
@@ -251,6 +263,10 @@ func Run(w Workload, p Policy, o Options) Result {
 	e := &engine{
 		opt: o, pol: p, rng: rand.New(rand.NewPCG(o.Seed, uint64(len(p.Name())))),
 		insts: map[int]*instance{}, byTenant: map[string][]time.Duration{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
+		spot: newSpotPlacement(o),
+	}
+	if sw, ok := p.(spotWeigher); ok && !o.NoWeigh {
+		e.weighs = sw.weighsSpot()
 	}
 	for _, sp := range o.SpotShortages {
 		e.push(&event{at: sp.To, kind: evSpotBack})
@@ -325,6 +341,7 @@ func (e *engine) handle(ev *event) {
 		}
 		in.warned = true
 		e.res.SpotInterruptions++
+		e.spot.interrupted(e.now, in.typ, in.zone)
 		// The agent requeues its work at the notice, without spending an
 		// attempt, up to the preemption cap.
 		for _, j := range slices.Clone(in.jobs) {
@@ -536,10 +553,12 @@ func (e *engine) launch(onDemand bool) {
 		e.res.OnDemandLaunches++
 	}
 	e.push(&event{at: in.readyAt, kind: evReady, inst: in.id})
-	if e.opt.SpotRate > 0 && !onDemand {
-		life := time.Duration(e.rng.ExpFloat64() / e.opt.SpotRate * float64(time.Hour))
-		if at := e.now + life; at <= e.opt.Horizon {
-			e.push(&event{at: at, kind: evWarn, inst: in.id})
+	if !onDemand {
+		in.typ, in.zone = e.spot.place()
+		if life, ok := e.spotLife(in.typ, in.zone); ok {
+			if at := e.now + life; at <= e.opt.Horizon {
+				e.push(&event{at: at, kind: evWarn, inst: in.id})
+			}
 		}
 	}
 }
@@ -666,6 +685,15 @@ func (e *engine) observe() Observation {
 }
 
 func (e *engine) decide(t Trigger) {
+	if t == Tick && e.weighs {
+		occupied := map[string]int{}
+		for _, in := range e.insts {
+			if !in.gone && !in.onDemand {
+				occupied[in.zone]++
+			}
+		}
+		e.spot.weigh(e.now, occupied)
+	}
 	a := e.pol.Decide(t, e.observe())
 	for _, id := range a.Terminate {
 		in := e.insts[id]

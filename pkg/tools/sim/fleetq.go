@@ -117,6 +117,10 @@ func (p *Fleetq) WithWarm(ws ...fleetconfig.WarmWindow) *Fleetq {
 // hasOnDemandRung implements onDemandRung.
 func (p *Fleetq) hasOnDemandRung() bool { return p.after > 0 }
 
+// weighsSpot implements spotWeigher: the scaler weighs down interrupted
+// Spot types and zones every tick.
+func (*Fleetq) weighsSpot() bool { return true }
+
 // Name implements Policy.
 func (*Fleetq) Name() string { return "fleetq" }
 
