@@ -1,11 +1,16 @@
 package awsenv
 
 import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
 )
 
 // Service names an AWS service a fleetq client calls, for its retry settings.
@@ -74,9 +79,30 @@ func Retryer(svc Service, optFns ...func(*retry.StandardOptions)) aws.Retryer {
 		o.MaxBackoff = s.MaxBackoff
 		o.Backoff = retry.NewExponentialJitterBackoff(s.MaxBackoff)
 		o.RateLimiter = ratelimit.None
+		o.Retryables = append(append([]retry.IsErrorRetryable(nil), o.Retryables...), brokenAnswer)
 	}}, optFns...)
 	if s.Adaptive {
 		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) { o.StandardOptions = std })
 	}
 	return retry.NewStandard(std...)
 }
+
+// brokenAnswer retries a call whose answer broke off while it was read: a
+// 200 whose body ends early or whose connection closes under the decoder
+// ("deserialization failed ... unexpected EOF" or "... use of closed network
+// connection"). The SDK retries a connection that breaks before the answer
+// but not one that breaks inside it; its own HTTP transport now and then
+// closes such a connection (aws-sdk-go-v2 issues #1825 and #2737). A repeat
+// is as safe here as after any reset once the request reached the service:
+// reads repeat, store writes are conditional and transactions carry a
+// ClientRequestToken.
+var brokenAnswer = retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+	var de *smithy.DeserializationError
+	if !errors.As(err, &de) {
+		return aws.UnknownTernary
+	}
+	if errors.Is(de, io.ErrUnexpectedEOF) || errors.Is(de, net.ErrClosed) || errors.Is(de, syscall.ECONNRESET) {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
+})

@@ -3,7 +3,10 @@ package awsenv_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +87,32 @@ func TestEachServiceGetsItsSettings(t *testing.T) {
 	}
 	if _, ok := awsenv.Retries[awsenv.EventBridge]; !ok || !awsenv.Retries[awsenv.EventBridge].Adaptive {
 		t.Error("EventBridge, where throttling is expected, is not adaptive")
+	}
+}
+
+// An answer that breaks off while it is read (a 200 whose body ends early)
+// is retried, as a connection reset before the answer is: the call
+// succeeds on its next attempt.
+func TestAnAnswerThatBreaksOffIsRetried(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		if calls.Add(1) == 1 {
+			// Promise more than is sent, then hang up mid-answer.
+			w.Header().Set("Content-Length", "100")
+			_, _ = w.Write([]byte(`{"Item":{"PK":`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"Item":{"PK":{"S":"k"}}}`))
+	}))
+	t.Cleanup(srv.Close)
+	db := localaws.DynamoDBClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = awsenv.Retryer(awsenv.DynamoDB, noWait) })
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"),
+		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "k"}}})
+	if err != nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	if n := calls.Load(); n != 2 || out.Item["PK"] == nil {
+		t.Fatalf("%d requests, item %v; want the second attempt's answer", n, out.Item)
 	}
 }
