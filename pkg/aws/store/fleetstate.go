@@ -100,10 +100,20 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 		return snap, err
 	}
 	snap.Ready = len(ready)
+	if s.leaseCaps() {
+		snap.ReadyByTenant, snap.LeasedByTenant = map[string]int{}, map[string]int{}
+	}
 	for _, it := range ready {
-		snap.Created = append(snap.Created, fromMS(it.CreatedMS))
-		if c := fromMS(it.CreatedMS); !c.IsZero() && (snap.OldestReady.IsZero() || c.Before(snap.OldestReady)) {
+		c := fromMS(it.CreatedMS)
+		snap.Created = append(snap.Created, c)
+		if !c.IsZero() && (snap.OldestReady.IsZero() || c.Before(snap.OldestReady)) {
 			snap.OldestReady = c
+		}
+		if it.OnDemandOnly {
+			snap.OnDemandOnlyReady++
+		}
+		if snap.ReadyByTenant != nil {
+			snap.ReadyByTenant[it.TenantID]++
 		}
 	}
 	if snap.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
@@ -117,10 +127,12 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	for _, it := range leased {
 		snap.LeasesByWorker[it.WorkerID]++
 		snap.Created = append(snap.Created, fromMS(it.CreatedMS))
-	}
-	snap.OnDemandOnlyReady, snap.OnDemandOnlyLeased = countPinned(ready), countPinned(leased)
-	if s.leaseCaps() {
-		snap.ReadyByTenant, snap.LeasedByTenant = countByTenant(ready), countByTenant(leased)
+		if it.OnDemandOnly {
+			snap.OnDemandOnlyLeased++
+		}
+		if snap.LeasedByTenant != nil {
+			snap.LeasedByTenant[it.TenantID]++
+		}
 	}
 	return snap, nil
 }
@@ -303,17 +315,6 @@ func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.R
 	return err
 }
 
-// countPinned counts the jobs only On-Demand workers may lease.
-func countPinned(items []jobItem) int {
-	n := 0
-	for _, it := range items {
-		if it.OnDemandOnly {
-			n++
-		}
-	}
-	return n
-}
-
 // forecastSet writes the forecast's memory with the decision: the same
 // write the tick makes anyway, so the forecast costs no request of its own.
 func forecastSet(set expression.UpdateBuilder, f fleetstate.Forecast) (expression.UpdateBuilder, error) {
@@ -332,13 +333,4 @@ func forecastSet(set expression.UpdateBuilder, f fleetstate.Forecast) (expressio
 	return set.Set(expression.Name(attrForecastHours), expression.Value(hv)).
 		Set(expression.Name(attrForecastBudget), expression.Value(bv)).
 		Set(expression.Name(attrForecastMS), expression.Value(ms(f.At))), nil
-}
-
-// countByTenant counts jobs per tenant.
-func countByTenant(items []jobItem) map[string]int {
-	out := map[string]int{}
-	for _, it := range items {
-		out[it.TenantID]++
-	}
-	return out
 }
