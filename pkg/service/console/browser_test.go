@@ -336,8 +336,26 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 		}
 		chart := fmt.Sprintf(`svg.chart[data-fleet=%q] `, f.FleetSlug)
-		if n := count(chart + "polyline"); n != 3 {
-			t.Errorf("fleet %s chart has %d lines, want desired, in service and queued+leased", f.FleetSlug, n)
+		// Each series is a line as the browser draws it: an unfilled
+		// polyline with a stroke and one point per decision.
+		type shape struct {
+			Class, Fill, Stroke string
+			Points              int
+		}
+		shapes, err := chromedp.Run(tab, chromedp.Evaluate[[]shape](fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).map(p => {
+			const s = getComputedStyle(p);
+			return {Class: p.getAttribute("class"), Fill: s.fill, Stroke: s.stroke, Points: p.points.numberOfItems};
+		})`, chart+"polyline")))
+		if err != nil {
+			t.Fatalf("read fleet %s's chart: %v", f.FleetSlug, err)
+		}
+		if len(shapes) != 3 {
+			t.Errorf("fleet %s chart has %d lines, want desired, in service and queued+leased", f.FleetSlug, len(shapes))
+		}
+		for _, s := range shapes {
+			if s.Fill != "none" || s.Stroke == "none" || s.Stroke == "" || s.Points != len(f.History) {
+				t.Errorf("fleet %s chart's %s series is %+v, want an unfilled stroked line through %d points", f.FleetSlug, s.Class, s, len(f.History))
+			}
 		}
 		if n := count(chart + "g.decision"); n != len(f.History) || n < 2 && f.FleetSlug == "render" {
 			t.Errorf("fleet %s chart has %d decisions, the store has %d", f.FleetSlug, n, len(f.History))
