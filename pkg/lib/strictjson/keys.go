@@ -13,15 +13,24 @@ import (
 // describes it.
 var errStop = errors.New("stop")
 
+// MaxDepth is how deeply a field's value may nest objects and arrays, the
+// value of a top-level field counting as the first level: DynamoDB's limit
+// for a document. The bound also keeps the walk below, and the decoder
+// after it, from spending more on a body than its size: a body of nothing
+// but brackets is refused at the limit's depth.
+const MaxDepth = 32
+
 // checkKeys walks every object in data and refuses a key that appears twice
-// in one object (parsers disagree on which one wins) and a key that matches
-// a field of the target only when case is ignored (encoding/json would take
-// it, another parser would not). t is the type the value decodes into; nil
-// (a json.RawMessage, an interface) still gets the duplicate check.
+// in one object (parsers disagree on which one wins), a key that matches a
+// field of the target only when case is ignored (encoding/json would take
+// it, another parser would not), and nesting past MaxDepth. t is the type
+// the value decodes into; nil (a json.RawMessage, an interface) still gets
+// the duplicate check.
 func checkKeys(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	err := walk(dec, t, "")
+	w := walker{dec: dec, limit: MaxDepth}
+	err := w.walk(t)
 	if errors.Is(err, errStop) {
 		return nil
 	}
@@ -30,20 +39,42 @@ func checkKeys(data []byte, t reflect.Type) error {
 
 var rawMessage = reflect.TypeOf(json.RawMessage(nil))
 
-func walk(dec *json.Decoder, t reflect.Type, path string) error {
+// walker keeps the path to the value it is in as a stack of segments, so a
+// level costs the same however deep it is; the path is spelled out only
+// for an error.
+type walker struct {
+	dec   *json.Decoder
+	limit int
+	path  []segment
+}
+
+// segment is one step of a path: an object's key, or an array's index
+// when key is unset.
+type segment struct {
+	key   string
+	index int
+	isKey bool
+}
+
+func (w *walker) walk(t reflect.Type) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == rawMessage || (t != nil && t.Kind() == reflect.Interface) {
 		t = nil
 	}
-	tok, err := dec.Token()
+	tok, err := w.dec.Token()
 	if err != nil {
 		return errStop
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return nil
+	}
+	// The body object is level 0; each segment is one level below it.
+	if len(w.path) > w.limit {
+		return bad("field %q: nested more than %d levels deep; at most %d levels of objects and arrays are allowed (DynamoDB's limit for a document)",
+			w.path[0].key, w.limit, w.limit)
 	}
 	switch d {
 	case '{':
@@ -53,14 +84,14 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 			structFields(t, fields)
 		}
 		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
+		for w.dec.More() {
+			kt, err := w.dec.Token()
 			if err != nil {
 				return errStop
 			}
 			k, _ := kt.(string)
 			if seen[k] {
-				return bad("duplicate key %q%s: send each key once", k, where(path))
+				return bad("duplicate key %q%s: send each key once", k, w.where())
 			}
 			seen[k] = true
 			var sub reflect.Type
@@ -70,7 +101,7 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 				if !ok {
 					for name := range fields {
 						if strings.EqualFold(name, k) {
-							return bad("unknown field %q%s: keys are case-sensitive, did you mean %q?", k, where(path), name)
+							return bad("unknown field %q%s: keys are case-sensitive, did you mean %q?", k, w.where(), name)
 						}
 					}
 				}
@@ -78,7 +109,10 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 			case t != nil && t.Kind() == reflect.Map:
 				sub = t.Elem()
 			}
-			if err := walk(dec, sub, join(path, k)); err != nil {
+			w.path = append(w.path, segment{key: k, isKey: true})
+			err = w.walk(sub)
+			w.path = w.path[:len(w.path)-1]
+			if err != nil {
 				return err
 			}
 		}
@@ -87,13 +121,16 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+		for i := 0; w.dec.More(); i++ {
+			w.path = append(w.path, segment{index: i})
+			err := w.walk(elem)
+			w.path = w.path[:len(w.path)-1]
+			if err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
+	if _, err := w.dec.Token(); err != nil { // the closing delimiter
 		return errStop
 	}
 	return nil
@@ -128,16 +165,25 @@ func structFields(t reflect.Type, into map[string]reflect.Type) {
 	}
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func where(path string) string {
-	if path == "" {
+// where spells out the current path for an error message: ` in "a.b[2]"`,
+// or nothing at the top level.
+func (w *walker) where() string {
+	if len(w.path) == 0 {
 		return ""
 	}
-	return " in " + strconv.Quote(path)
+	var b strings.Builder
+	for i, seg := range w.path {
+		switch {
+		case seg.isKey && i > 0:
+			b.WriteString(".")
+			b.WriteString(seg.key)
+		case seg.isKey:
+			b.WriteString(seg.key)
+		default:
+			b.WriteString("[")
+			b.WriteString(strconv.Itoa(seg.index))
+			b.WriteString("]")
+		}
+	}
+	return " in " + strconv.Quote(b.String())
 }
