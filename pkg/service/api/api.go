@@ -38,6 +38,7 @@ type WorkerStore interface {
 	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
 	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
 	MarkWorkerUnhealthy(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
+	Authorizer
 }
 
 // JobStore is what the producer routes need.
@@ -124,6 +125,7 @@ type server struct {
 	Options
 	log     *slog.Logger
 	console *console.Console
+	checked *checkedTokens
 }
 
 func (s *server) announce(ctx context.Context, jobID string) {
@@ -146,7 +148,7 @@ func New(o Options) http.Handler {
 	if o.NewJobID == nil {
 		o.NewJobID = uuid.NewString
 	}
-	s := &server{Options: o, log: o.Logger}
+	s := &server{Options: o, log: o.Logger, checked: newCheckedTokens(o.Clock)}
 	s.console = console.New(console.Options{Ops: consoleOps{s}, Secret: s.consoleSecret, Clock: o.Clock, Logger: o.Logger})
 	mux := http.NewServeMux()
 	byPattern := map[string]map[string]http.HandlerFunc{}
@@ -183,13 +185,21 @@ func methods(handlers map[string]http.HandlerFunc) http.Handler {
 	})
 }
 
-// readBody reads at most 256 KiB and decodes it strictly.
+// errBodyTooLarge answers a body over submission.MaxBodyBytes.
+var errBodyTooLarge = &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"}
+
+// readBody reads at most 256 KiB and decodes it strictly. A body declared
+// larger is refused before any of it is read; one that turns out larger
+// than declared (or sent without a length) is cut off at the limit.
 func readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	if r.ContentLength > submission.MaxBodyBytes {
+		return errBodyTooLarge
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, submission.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the body is larger than 256 KiB"}
+			return errBodyTooLarge
 		}
 		return invalid("could not read the body: %v", err)
 	}

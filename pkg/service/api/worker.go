@@ -71,6 +71,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.checked.remember(store.WorkerAuth{WorkerID: wk.ID, Fleet: f.Slug, TokenHash: parsed.Hash})
 	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved,
 		"agent_version", req.AgentVersion)
 	if req.AgentVersion != version.Get() {
@@ -147,8 +148,12 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 
 type workerCtxKey struct{}
 
-// worker authenticates a worker route by its bearer token. The token's digest
-// is checked again inside every store write, so this only parses it.
+// worker authenticates a worker route by its bearer token before its body
+// is read: the token is parsed and its digest checked against the worker's
+// (a read of the worker item, skipped while this process remembers the
+// token from an earlier check). Every store write checks the digest again,
+// so a token revoked or replaced since is still refused there; a refusal
+// makes the process forget the token.
 func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := auth.BearerToken(r.Header.Get("Authorization"))
@@ -166,7 +171,15 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		a := store.WorkerAuth{WorkerID: parsed.WorkerID, Fleet: parsed.Fleet, TokenHash: parsed.Hash}
-		next(w, r.WithContext(context.WithValue(r.Context(), workerCtxKey{}, a)))
+		if err := s.authorizeWorker(r.Context(), a); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next(rec, r.WithContext(context.WithValue(r.Context(), workerCtxKey{}, a)))
+		if rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden {
+			s.checked.forget(a.WorkerID)
+		}
 	}
 }
 
@@ -358,6 +371,7 @@ func (s *server) deregister(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.checked.forget(a.WorkerID)
 	s.log.InfoContext(r.Context(), "worker deregistered", "worker_id", a.WorkerID, "fleet", a.Fleet)
 	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "deregistered"})
 }
