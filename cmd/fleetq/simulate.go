@@ -54,6 +54,9 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	tenantCap := fs.Int("tenant-max-leased", 0, "with --fair-share, at most this many leased jobs per tenant (0: no cap)")
 	preemptionCap := fs.Int("preemption-cap", 0, "Spot interruptions a job may take before it goes dead, or, with an On-Demand rung, runs only on On-Demand (default: the --config fleet's preemption_cap, else 5)")
 	odPrice := fs.Float64("on-demand-price", 0, fmt.Sprintf("cost of one On-Demand instance-hour in dollars (default: the --config fleet's on_demand.price_per_hour, else %.3f)", sim.DefaultOnDemandPrice))
+	bridge := fs.Int("bridge", 0, "give fleetq's policy bridge capacity: a warm pool of N stopped instances on the On-Demand group, started when work arrives that running workers cannot take; the table shows fleetq without and with it (default: the --config fleet's bridge.pool)")
+	bridgeState := fs.String("bridge-state", "", "the bridge pool's state: stopped or hibernated (default: the --config fleet's bridge.state, else stopped)")
+	bridgeMax := fs.Duration("bridge-max", 0, "a bridge instance's longest life: past it, it takes no new job (default: the --config fleet's bridge.max_minutes, else 30m)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
@@ -83,7 +86,16 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
 		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
-		FairShare: *fair, TenantMaxLeased: *tenantCap, SpotHotspots: hotspots, NoWeigh: !*weigh}
+		FairShare: *fair, TenantMaxLeased: *tenantCap, SpotHotspots: hotspots, NoWeigh: !*weigh,
+		Bridge: *bridge, BridgeState: *bridgeState, BridgeMaxLife: *bridgeMax}
+	if *bridge < 0 {
+		fmt.Fprintln(stderr, "fleetq simulate: --bridge must be a pool size >= 0")
+		return 2
+	}
+	if st := *bridgeState; st != "" && st != fleetconfig.WarmPoolStopped && st != fleetconfig.WarmPoolHibernated {
+		fmt.Fprintf(stderr, "fleetq simulate: --bridge-state must be %s or %s, got %q\n", fleetconfig.WarmPoolStopped, fleetconfig.WarmPoolHibernated, st)
+		return 2
+	}
 	if *forecastBudget < 0 {
 		fmt.Fprintln(stderr, "fleetq simulate: --forecast must be a budget of GPU-hours a day >= 0")
 		return 2

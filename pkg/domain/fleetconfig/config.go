@@ -143,6 +143,11 @@ type Fleet struct {
 	// OnDemand is the fleet's On-Demand rung beside its Spot group; off by
 	// default.
 	OnDemand OnDemand `yaml:"on_demand"`
+	// Bridge starts stopped instances of the On-Demand group when work
+	// arrives that the running workers cannot take, and stops them again
+	// once Spot instances take the work (docs/scaling.md, "Cold start");
+	// off by default.
+	Bridge Bridge `yaml:"bridge"`
 	// Spot steers the Spot group away from recently interrupted instance
 	// types and zones.
 	Spot Spot `yaml:"spot"`

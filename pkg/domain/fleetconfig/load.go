@@ -354,5 +354,6 @@ func (f *Fleet) validate(at string, k *checker) {
 	f.validateWarm(at, k)
 	f.validateForecast(at, k)
 	f.validateOnDemand(at, k)
+	f.validateBridge(at, k)
 	f.validateSpot(at, k)
 }

@@ -23,6 +23,9 @@ type Settings struct {
 	// capacity is at least its minimum and its spare instances above the
 	// work's need (warm.go).
 	Warm []fleetconfig.WarmWindow
+	// Bridge is the fleet's bridge capacity from a stopped pool (bridge.go);
+	// zero when it has none.
+	Bridge BridgeSettings
 }
 
 // SettingsOf reads the policy settings of a configured fleet.
@@ -36,6 +39,7 @@ func SettingsOf(f *fleetconfig.Fleet) Settings {
 		BootTimeout:  f.BootTimeout.Std(),
 		Unresponsive: 3 * f.HeartbeatInterval(),
 		Warm:         f.Warm,
+		Bridge:       BridgeSettings{Pool: f.Bridge.Pool, MaxLife: f.Bridge.MaxLife()},
 	}
 }
 
@@ -119,6 +123,10 @@ type Input struct {
 	// Forecast is what the fleet's own history expects ahead (forecast.go);
 	// zero when the fleet has no forecast.
 	Forecast Forecast
+	// Elsewhere are leased jobs running outside these instances (on
+	// bridge instances, DecideBridge): they keep the fleet's idle clock
+	// running but need no capacity here.
+	Elsewhere int
 }
 
 // Why a victim is terminated.
@@ -273,16 +281,19 @@ func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
 	s, now := in.Settings, in.Now
 	work := in.Ready + in.Leased
 	lastActive = in.LastActiveAt
-	if work > 0 {
+	if work+in.Elsewhere > 0 {
 		lastActive = now
 	}
 	quiet := now.Sub(lastActive)
 	switch {
-	case work > 0:
+	case work+in.Elsewhere > 0:
 		want = clamp(s.Min, s.Max, c.Need)
 		why = fmt.Sprintf("%d ready + %d leased need %d × %d slots", in.Ready, in.Leased, c.Need, max(1, s.Slots))
 		if c.Need > s.Max {
 			why += fmt.Sprintf(" (max %d)", s.Max)
+		}
+		if in.Elsewhere > 0 {
+			why += fmt.Sprintf(" (%d more leased on bridges)", in.Elsewhere)
 		}
 	case lastActive.IsZero():
 		want, why = s.Min, "no work"

@@ -70,7 +70,26 @@ type Options struct {
 	// short and the oldest queued job has waited past it (the fleet
 	// config's on_demand.wait_slo when zero).
 	WaitSLO time.Duration
-	Seed    uint64
+	// Bridge is fleetq's bridge capacity (fleetq simulate --bridge): a warm
+	// pool of this many stopped (or hibernated) instances on the On-Demand
+	// group, started when work arrives that running workers cannot take
+	// (the fleet config's bridge.pool when zero).
+	Bridge int
+	// BridgeState is the pool's state, stopped (default) or hibernated.
+	BridgeState string
+	// BridgeMaxLife bounds a bridge instance's life (default the fleet
+	// config's bridge.max_minutes, else 30 minutes).
+	BridgeMaxLife time.Duration
+	// BridgeStartMin and BridgeStartMax bound the uniform delay from a
+	// bridge start to a registered worker (defaults by state:
+	// DefaultStoppedStart, DefaultHibernatedStart).
+	BridgeStartMin, BridgeStartMax time.Duration
+	// BridgeVolumeGB is the root volume each pooled instance keeps (the
+	// fleet config's root_volume_gb, else 100), billed at
+	// EBSPricePerGBMonth (default DefaultEBSPrice) for the workload's days.
+	BridgeVolumeGB     int
+	EBSPricePerGBMonth float64
+	Seed               uint64
 	// Horizon ends the simulation (default: a day after the last arrival).
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
@@ -113,6 +132,7 @@ func (o *Options) defaults(w Workload) {
 			o.PreemptionCap = o.Fleet.PreemptionCap
 		}
 	}
+	o.bridgeDefaults()
 	if o.Sample <= 0 {
 		o.Sample = time.Minute
 	}
@@ -181,7 +201,12 @@ type instance struct {
 	busySince  time.Duration
 	busyTotal  time.Duration
 	onDemand   bool
-	draining   bool // told to take no new work (it still counts in its group)
+	// bridge is an On-Demand instance of a group with a warm pool: started
+	// from the pool (or launched when the pool had none ready), it goes
+	// back into the pool stopped when scaled in.
+	bridge   bool
+	fresh    bool // a bridge launched fresh: the pool had none ready
+	draining bool // told to take no new work (it still counts in its group)
 	// typ and zone are a Spot instance's type and availability zone.
 	typ, zone string
 }
@@ -243,8 +268,12 @@ type engine struct {
 	nextInst  int
 	desired   int // the Spot group's
 	spot      *spotPlacement
-	weighs    bool          // the policy weighs down interrupted types and zones
-	odDesired int           // the On-Demand group's
+	weighs    bool // the policy weighs down interrupted types and zones
+	odDesired int  // the On-Demand group's
+	// pool holds, for each stopped instance of the bridge's warm pool, when
+	// it can be started (it is stopped by then); poolSize is its size.
+	pool      []time.Duration
+	poolSize  int
 	idleStart time.Duration // start of a cold episode, -1 when none
 	// spotShortSince is when Spot launches began failing, -1 while they do
 	// not; spotBackAt when a Spot launch last succeeded after a failure.
@@ -267,6 +296,10 @@ func Run(w Workload, p Policy, o Options) Result {
 	}
 	if sw, ok := p.(spotWeigher); ok && !o.NoWeigh {
 		e.weighs = sw.weighsSpot()
+	}
+	if b, ok := p.(bridger); ok {
+		e.poolSize = b.bridgePool()
+		e.pool = make([]time.Duration, e.poolSize) // filled at deploy: every one ready
 	}
 	for _, sp := range o.SpotShortages {
 		e.push(&event{at: sp.To, kind: evSpotBack})
@@ -492,6 +525,9 @@ func (e *engine) start(in *instance, j *jobState) {
 	j.run++
 	j.on, j.started = in.id, e.now
 	if j.start < 0 {
+		if in.bridge {
+			e.res.BridgedJobs++
+		}
 		j.start = e.now
 		e.waits = append(e.waits, e.now-j.spec.Arrival)
 		e.byTenant[j.spec.Tenant] = append(e.byTenant[j.spec.Tenant], e.now-j.spec.Arrival)
@@ -540,12 +576,19 @@ func (e *engine) spotShort() bool {
 
 func (e *engine) launch(onDemand bool) {
 	e.nextInst++
-	boot := e.opt.BootMin
-	if span := e.opt.BootMax - e.opt.BootMin; span > 0 {
-		boot += time.Duration(e.rng.Int64N(int64(span)))
-	}
-	boot = boot.Round(time.Second)
+	boot := e.between(e.opt.BootMin, e.opt.BootMax)
 	in := &instance{id: e.nextInst, launched: e.now, readyAt: e.now + boot, onDemand: onDemand}
+	if onDemand && e.poolSize > 0 {
+		in.bridge = true
+		if k := e.readyInPool(); k >= 0 {
+			e.pool = slices.Delete(e.pool, k, k+1)
+			in.readyAt = e.now + e.between(e.opt.BridgeStartMin, e.opt.BridgeStartMax)
+			e.res.BridgeStarts++
+		} else {
+			in.fresh = true
+			e.res.BridgeFreshLaunches++
+		}
+	}
 	e.insts[in.id] = in
 	e.order = append(e.order, in.id)
 	e.res.Launches++
@@ -575,6 +618,31 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 		}
 	}
 	in.gone, in.ended = true, e.now
+	if in.bridge && len(e.pool) < e.poolSize {
+		// ReuseOnScaleIn: back into the pool, startable once stopped.
+		e.pool = append(e.pool, e.now+e.opt.bridgeStop())
+	}
+}
+
+// between draws a delay uniformly from lo to hi, to the second.
+func (e *engine) between(lo, hi time.Duration) time.Duration {
+	d := lo
+	if span := hi - lo; span > 0 {
+		d += time.Duration(e.rng.Int64N(int64(span)))
+	}
+	return d.Round(time.Second)
+}
+
+// readyInPool is the index of a pooled instance that is stopped and can be
+// started now (the one ready longest), -1 if none.
+func (e *engine) readyInPool() int {
+	k := -1
+	for i, at := range e.pool {
+		if at <= e.now && (k < 0 || at < e.pool[k]) {
+			k = i
+		}
+	}
+	return k
 }
 
 // reconcile is the Auto Scaling Group: it launches or removes instances
@@ -678,7 +746,7 @@ func (e *engine) observe() Observation {
 		}
 		o.Instances = append(o.Instances, InstanceView{
 			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned || in.draining,
-			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand,
+			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand, Bridge: in.bridge,
 		})
 	}
 	return o
@@ -736,13 +804,16 @@ func (e *engine) sample() {
 }
 
 func (e *engine) finish() {
-	var billed, busy, odBilled time.Duration
+	var billed, busy, odBilled, bridgeBilled time.Duration
 	for _, in := range e.insts {
 		end := e.now
 		if in.gone {
 			end = in.ended
 		}
 		billed += end - in.launched
+		if in.bridge {
+			bridgeBilled += end - in.launched
+		}
 		if in.onDemand {
 			odBilled += end - in.launched
 			e.res.OnDemandEndS = max(e.res.OnDemandEndS, end.Seconds())
@@ -769,7 +840,18 @@ func (e *engine) finish() {
 		r.Utilization = busy.Hours() / billed.Hours()
 	}
 	r.OnDemandGPUHours = odBilled.Hours()
+	r.BridgeGPUHours = bridgeBilled.Hours()
 	r.CostUSD = (r.GPUHours-r.OnDemandGPUHours)*e.opt.PricePerHour + r.OnDemandGPUHours*e.opt.OnDemandPricePerHour
+	if e.poolSize > 0 {
+		// The pool's volumes, every hour of the workload's days (a bridge
+		// running keeps its volume too; it is counted once, here).
+		days := r.WorkloadEnd
+		if days <= 0 {
+			days = e.now
+		}
+		r.PoolStorageUSD = float64(e.poolSize*e.opt.BridgeVolumeGB) * e.opt.EBSPricePerGBMonth * days.Hours() / hoursPerMonth
+		r.CostUSD += r.PoolStorageUSD
+	}
 	if len(e.waits) > 0 {
 		r.MaxWaitS = slices.Max(e.waits).Seconds()
 	}

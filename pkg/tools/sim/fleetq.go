@@ -87,6 +87,52 @@ func (p *Fleetq) WithWaitSLO(d time.Duration) *Fleetq {
 	return p
 }
 
+// WithBridge gives the fleet bridge capacity: a warm pool of pool stopped
+// instances on its On-Demand group, each living at most maxLife (zero
+// pool leaves the fleet config's; a negative one turns the bridge off).
+func (p *Fleetq) WithBridge(pool int, maxLife time.Duration) *Fleetq {
+	switch {
+	case pool < 0:
+		p.settings.Bridge = scaling.BridgeSettings{}
+	case pool > 0:
+		p.settings.Bridge.Pool = pool
+	}
+	if maxLife > 0 && p.settings.Bridge.Pool > 0 {
+		p.settings.Bridge.MaxLife = maxLife
+	}
+	return p
+}
+
+// bridgePool implements bridger.
+func (p *Fleetq) bridgePool() int { return p.settings.Bridge.Pool }
+
+// bridgeWake is the wake on enqueue of a fleet with a bridge: the bridge
+// instances to start for queued jobs that the free slots of the running
+// workers and of the bridges already running or starting cannot take
+// (scaling.BridgeStart, as dispatch's waker calls it).
+func (p *Fleetq) bridgeWake(o Observation, s scaling.Settings) int {
+	free, live := 0, 0
+	for _, v := range o.Instances {
+		if v.Bridge {
+			live++
+		}
+		switch {
+		case v.Draining:
+		case !v.Registered:
+			if v.Bridge {
+				free += o.Slots
+			}
+		default:
+			free += max(0, o.Slots-v.Busy)
+		}
+	}
+	if pending := o.OnDemandDesired - live; pending > 0 {
+		free += pending * o.Slots
+		live += pending
+	}
+	return scaling.BridgeStart(s, o.Queued, free, live)
+}
+
 // endWarmAt implements workloadEnder.
 func (p *Fleetq) endWarmAt(d time.Duration) { p.warmUntil = d }
 
@@ -141,17 +187,23 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	switch t {
 	case Arrival:
 		p.arrived++
+		a := Keep
 		// Wake on enqueue: only a fleet at zero is raised, to what the
 		// waiting work needs; everything else waits for the tick.
-		if o.Desired > 0 || o.OnDemandDesired > 0 {
-			return Keep
+		if o.Desired == 0 && o.OnDemandDesired == 0 {
+			p.lastActive = epoch.Add(o.Now)
+			work := o.Queued + o.Leased
+			if o.Capped {
+				work = o.Runnable
+			}
+			a.Desired = scaling.Need(s, work)
 		}
-		p.lastActive = epoch.Add(o.Now)
-		work := o.Queued + o.Leased
-		if o.Capped {
-			work = o.Runnable
+		// A fleet with a bridge also starts bridges for what the free
+		// slots cannot take, at zero or not.
+		if n := p.bridgeWake(o, s); n > 0 {
+			a.SetOnDemand, a.OnDemandDesired = true, o.OnDemandDesired+n
 		}
-		return Action{Desired: scaling.Need(s, work)}
+		return a
 	case Idle:
 		return Keep
 	}
@@ -178,7 +230,24 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	}
 	var d scaling.Decision
 	a := Action{}
-	if p.after > 0 {
+	shortOrPinned := o.SpotShortSince >= 0 || o.PinnedQueued+o.PinnedLeased > 0
+	if s.Bridge.Pool > 0 && !(p.after > 0 && shortOrPinned) {
+		// The bridge governs the On-Demand group unless the rung needs it
+		// (Spot short, or jobs pinned to On-Demand).
+		bin := scaling.BridgeInput{Input: in, Bridges: map[string]bool{}, SpotDesired: o.Desired, BridgeDesired: o.OnDemandDesired}
+		for _, v := range o.Instances {
+			if v.OnDemand {
+				bin.Bridges[strconv.Itoa(v.ID)] = true
+			}
+		}
+		bd := scaling.DecideBridge(bin)
+		d = bd.Decision
+		a.Desired, a.SetOnDemand, a.OnDemandDesired = bd.SpotDesired, true, bd.BridgeDesired
+		for _, id := range bd.Drain {
+			n, _ := strconv.Atoi(id)
+			a.Drain = append(a.Drain, n)
+		}
+	} else if p.after > 0 {
 		lin := scaling.LadderInput{Input: in, OnDemand: map[string]bool{}, SpotDesired: o.Desired,
 			OnDemandDesired: o.OnDemandDesired, After: p.after,
 			OnDemandOnlyReady: o.PinnedQueued, OnDemandOnlyLeased: o.PinnedLeased}

@@ -10,7 +10,8 @@ import (
 // across one run, so every run gets its own).
 var policyMakers = map[string]func(Options) Policy{
 	"fleetq": func(o Options) Policy {
-		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithForecast(o.Forecast).WithFallback(o.FallbackAfter).WithWaitSLO(o.WaitSLO)
+		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithForecast(o.Forecast).WithFallback(o.FallbackAfter).WithWaitSLO(o.WaitSLO).
+			WithBridge(o.Bridge, o.BridgeMaxLife)
 	},
 	"visible-only":    func(Options) Policy { return NewVisibleOnly() },
 	"target-tracking": func(Options) Policy { return NewTargetTracking() },
@@ -68,6 +69,14 @@ func Simulate(w Workload, names []string, o Options) (Report, error) {
 		p, err := NewPolicy(n, o)
 		if err != nil {
 			return Report{}, err
+		}
+		if f, ok := p.(*Fleetq); ok && f.bridgePool() > 0 {
+			// Side by side: fleetq without the bridge, then with it.
+			r.Results = append(r.Results, Run(w, policyMakers[n](o).(*Fleetq).WithBridge(-1, 0), o))
+			res := Run(w, p, o)
+			res.Policy = fmt.Sprintf("fleetq bridge=%d", f.bridgePool())
+			r.Results = append(r.Results, res)
+			continue
 		}
 		r.Results = append(r.Results, Run(w, p, o))
 	}

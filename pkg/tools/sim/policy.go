@@ -26,8 +26,9 @@ type InstanceView struct {
 	Draining  bool
 	Busy      int           // jobs running on it
 	IdleSince time.Duration // when it last had no job (meaningful when Busy is 0)
-	// OnDemand is true for an instance of the On-Demand group.
-	OnDemand bool
+	// OnDemand is true for an instance of the On-Demand group; Bridge for
+	// one of a group with a warm pool (fleetq's bridge).
+	OnDemand, Bridge bool
 }
 
 // Observation is what a policy can see at one instant.
@@ -151,6 +152,16 @@ type Result struct {
 	// OnDemandStartsAfterSpot counts jobs started on On-Demand instances
 	// more than a minute (a tick) after Spot launches succeeded again.
 	OnDemandStartsAfterSpot int `json:"on_demand_starts_after_spot"`
+	// BridgeStarts counts bridge instances started from the warm pool,
+	// BridgeFreshLaunches those launched fresh because the pool had none
+	// stopped yet, BridgeGPUHours their On-Demand hours, BridgedJobs the
+	// jobs first started on one, and PoolStorageUSD the pool's volumes
+	// (in CostUSD).
+	BridgeStarts        int     `json:"bridge_starts,omitempty"`
+	BridgeFreshLaunches int     `json:"bridge_fresh_launches,omitempty"`
+	BridgeGPUHours      float64 `json:"bridge_gpu_hours,omitempty"`
+	BridgedJobs         int     `json:"bridged_jobs,omitempty"`
+	PoolStorageUSD      float64 `json:"pool_storage_usd,omitempty"`
 	// P95WaitByTenantS is each tenant's p95 wait, for workloads with more
 	// than one tenant.
 	P95WaitByTenantS map[string]float64 `json:"p95_wait_by_tenant_s,omitempty"`

@@ -26,7 +26,16 @@ func (r Report) WriteTable(w io.Writer) error {
 			dur(x.P50WaitS), dur(x.P95WaitS), dur(x.TTFLIdleMaxS),
 			x.GPUHours, x.BusyGPUHours, 100*x.Utilization, x.CostUSD, x.CostPerJobUSD, x.PeakInstances)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, x := range r.Results {
+		if x.BridgeStarts+x.BridgeFreshLaunches > 0 {
+			fmt.Fprintf(w, "%s: %d bridge starts (%d launched fresh), %.1f bridge On-Demand hours, %d of %d jobs started on a bridge, pool volumes $%.2f (in cost $)\n",
+				x.Policy, x.BridgeStarts, x.BridgeFreshLaunches, x.BridgeGPUHours, x.BridgedJobs, x.Jobs, x.PoolStorageUSD)
+		}
+	}
+	return nil
 }
 
 // WriteJSON prints the report for machines.

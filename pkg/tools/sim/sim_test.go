@@ -10,7 +10,7 @@ import (
 
 // policies are fresh instances of every policy (a policy keeps state over a run).
 func policies() []Policy {
-	return []Policy{NewFleetq(nil), NewVisibleOnly(), NewTargetTracking(), NewKEDA(), Oracle{}}
+	return []Policy{NewFleetq(nil), NewFleetq(nil).WithBridge(4, 0), NewVisibleOnly(), NewTargetTracking(), NewKEDA(), Oracle{}}
 }
 
 func TestSameSeedSameNumbers(t *testing.T) {
@@ -87,6 +87,7 @@ func TestFleetqMeetsItsTargets(t *testing.T) {
 	t.Run("forecast_beats_the_boot_on_regen3d", goalForecastBeatsTheBootOnRegen3D)
 	t.Run("spot_shortage_falls_back_to_on-demand", goalSpotShortageFallsBackToOnDemand)
 	t.Run("fair_share_shields_the_others_from_a_burst", goalFairShareShieldsTheOthersFromABurst)
+	t.Run("bridge_starts_cold_work_within_a_minute", goalBridgeStartsColdWorkWithinAMinute)
 }
 
 func fleetqBeatsTheBaselines(t *testing.T) {
