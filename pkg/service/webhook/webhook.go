@@ -111,6 +111,10 @@ func (p *Publisher) Publish(ctx context.Context, events []store.JobEvent) error 
 				continue
 			}
 			if err := p.deliver(ctx, s, e.ID, body); err != nil {
+				var u *unreachableError
+				if errors.As(err, &u) {
+					err = fmt.Errorf("%w: %w", err, u.cause) // the operator's own subscription: the details help
+				}
 				errs = append(errs, fmt.Errorf("event %s to %s: %w", e.ID, redact(s.URL), err))
 			}
 		}
@@ -145,16 +149,59 @@ func send(ctx context.Context, c *http.Client, clk clock.Clock, target, secret, 
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return ue.Err // without the URL, which may carry the receiver's secret
+			err = ue.Err // without the URL, which may carry the receiver's secret
 		}
-		return err
+		var answered *answerError
+		if errors.As(err, &answered) || errors.Is(err, ErrForbiddenAddress) {
+			return err
+		}
+		return &unreachableError{cause: err}
 	}
 	defer res.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("the receiver answered %d", res.StatusCode)
+		return &answerError{status: res.StatusCode}
 	}
 	return nil
+}
+
+// answerError is a receiver's answer other than 2xx.
+type answerError struct {
+	status   int
+	redirect bool
+}
+
+func (e *answerError) Error() string {
+	if e.redirect {
+		return fmt.Sprintf("the receiver answered %d: webhooks follow no redirect", e.status)
+	}
+	return fmt.Sprintf("the receiver answered %d", e.status)
+}
+
+// ErrUnreachable is every failure to get an HTTP answer from the receiver.
+var ErrUnreachable = errors.New("the receiver could not be reached or did not answer in time")
+
+// unreachableError is a delivery that got no HTTP answer: no connection,
+// no TLS, no HTTP, or not in time. Its message is the same whatever the
+// cause, because a producer reads it (callback.last_error) and must not
+// tell from it whether something listens on a host's port; the cause is
+// for the operator's log.
+type unreachableError struct{ cause error }
+
+func (e *unreachableError) Error() string { return ErrUnreachable.Error() }
+
+func (e *unreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+func (e *unreachableError) Unwrap() error { return e.cause }
+
+// Cause is a delivery error as the operator's log records it: for a
+// receiver that could not be reached, what went wrong underneath.
+func Cause(err error) string {
+	var u *unreachableError
+	if errors.As(err, &u) {
+		return u.Error() + ": " + u.cause.Error()
+	}
+	return err.Error()
 }
 
 // redact drops a URL's query and user info from logs and errors: they may
@@ -171,22 +218,45 @@ func redact(raw string) string {
 var ErrForbiddenAddress = errors.New("the webhook address is not a public address")
 
 // Guard decides which addresses deliveries may connect to: public unicast
-// addresses only, never loopback, private (RFC 1918, unique local),
+// addresses only. Refused are loopback, private (RFC 1918, unique local),
 // link-local (which holds the cloud metadata service 169.254.169.254 and
-// fd00:ec2::254), carrier-grade NAT, multicast or unspecified ones.
+// fd00:ec2::254), multicast and unspecified addresses, every block of
+// IANA's IPv4 and IPv6 special-purpose registries that is not globally
+// reachable (and the whole of 2001::/23), and the IPv6 ranges that embed an IPv4 address (NAT64, 6to4,
+// Teredo, IPv4-compatible and -translated), which could carry a refused
+// IPv4 address past the IPv4 checks.
 type Guard struct {
 	// AllowLoopback admits 127.0.0.0/8 and ::1: the dev stack and tests,
 	// whose receivers run on this machine.
 	AllowLoopback bool
 }
 
+// forbidden are the special-purpose blocks that the netip predicates in
+// Allowed do not already cover.
 var forbidden = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("fd00:ec2::/32"),
-	netip.MustParsePrefix("64:ff9b::/96"),
+	// IPv4 (IANA IPv4 Special-Purpose Address Registry).
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // shared address space (carrier-grade NAT)
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments (DS-Lite, NAT64 discovery, …)
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation (TEST-NET-1)
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation (TEST-NET-2)
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation (TEST-NET-3)
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the limited broadcast 255.255.255.255
+	// IPv6 (IANA IPv6 Special-Purpose Address Registry).
+	netip.MustParsePrefix("::/8"),           // reserved: IPv4-compatible ::/96, IPv4-translated ::ffff:0:0:0/96, NAT64 below
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, well-known prefix: embeds an IPv4 address
+	netip.MustParsePrefix("64:ff9b:1::/48"), // NAT64, local use: embeds an IPv4 address
+	netip.MustParsePrefix("100::/64"),       // discard-only
+	netip.MustParsePrefix("100:0:0:1::/64"), // dummy prefix
+	netip.MustParsePrefix("2001::/23"),      // IETF protocol assignments, Teredo 2001::/32 among them (embeds an IPv4 address)
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
+	netip.MustParsePrefix("2002::/16"),      // 6to4: embeds an IPv4 address
+	netip.MustParsePrefix("3fff::/20"),      // documentation
+	netip.MustParsePrefix("5f00::/16"),      // segment routing (SRv6) SIDs
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
+	netip.MustParsePrefix("fd00:ec2::/32"),  // the EC2 metadata service's IPv6 block (also unique local)
 }
 
 // Allowed says whether a delivery may connect to ip.
@@ -195,7 +265,7 @@ func (g Guard) Allowed(ip netip.Addr) bool {
 	if ip.IsLoopback() {
 		return g.AllowLoopback
 	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsInterfaceLocalMulticast() {
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsMulticast() {
 		return false
 	}
 	for _, p := range forbidden {
@@ -214,7 +284,9 @@ func (g Guard) control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w: %s", ErrForbiddenAddress, address)
 	}
 	if !g.Allowed(ap.Addr()) {
-		return fmt.Errorf("%w: %s", ErrForbiddenAddress, ap.Addr())
+		// Not the address: a producer reads this error, and an allowed
+		// name's internal address is not theirs to learn.
+		return ErrForbiddenAddress
 	}
 	return nil
 }
@@ -231,7 +303,11 @@ func NewClient(g Guard, timeout time.Duration) *http.Client {
 			TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout, MaxIdleConnsPerHost: 4,
 		},
 		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
-			return fmt.Errorf("the receiver redirected to %s: webhooks follow no redirect", redact(r.URL.String()))
+			status := http.StatusFound
+			if r.Response != nil {
+				status = r.Response.StatusCode
+			}
+			return &answerError{status: status, redirect: true}
 		},
 	}
 }
