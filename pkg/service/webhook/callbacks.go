@@ -162,14 +162,14 @@ func (d *Deliverer) attempt(ctx context.Context, key string, c store.Callback) (
 		d.log().InfoContext(ctx, "job callback delivered", "job_id", c.JobID, "event_id", e.ID, "attempts", n)
 	case n >= max(d.MaxAttempts, 1):
 		r.Err = sendErr.Error()
-		d.log().WarnContext(ctx, "job callback failed; giving up", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "error", r.Err)
+		d.log().WarnContext(ctx, "job callback failed; giving up", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "error", Cause(sendErr))
 	default:
 		backoff := d.Backoff
 		if backoff == nil {
 			backoff = DefaultBackoff
 		}
 		r.Err, r.NextAt = sendErr.Error(), clk.Now().Add(backoff(n))
-		d.log().InfoContext(ctx, "job callback failed; will retry", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "next_at", r.NextAt, "error", r.Err)
+		d.log().InfoContext(ctx, "job callback failed; will retry", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "next_at", r.NextAt, "error", Cause(sendErr))
 	}
 	if err := d.Store.RecordCallback(ctx, c, r); err != nil {
 		return false, err

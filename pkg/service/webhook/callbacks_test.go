@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -200,7 +201,7 @@ func TestSlowReceiverTimesOutAndIsRetried(t *testing.T) {
 		t.Fatalf("delivered %d to a receiver that never answered", n)
 	}
 	c := e.callback("j1")
-	if c.State != job.CallbackPending || c.Attempts != 1 || !strings.Contains(c.LastError, "Timeout") {
+	if c.State != job.CallbackPending || c.Attempts != 1 || c.LastError != webhook.ErrUnreachable.Error() {
 		t.Fatalf("after a timeout: %+v", c)
 	}
 	e.clk.Advance(webhook.DefaultBackoff(1))
@@ -279,4 +280,86 @@ func TestOnePassDeliversBatchAfterBatch(t *testing.T) {
 	if n := e.deliver(); n != jobs || len(got()) != jobs {
 		t.Fatalf("one pass delivered %d with %d requests, want %d", n, len(got()), jobs)
 	}
+}
+
+// TestLastErrorDoesNotTellOpenPortsFromClosed: a producer reads
+// callback.last_error, so every delivery that got no HTTP answer records
+// the same words — a closed port, a port whose service hangs up, one that
+// speaks something other than HTTP, plain HTTP where TLS was asked for,
+// and one that never answers. Only an HTTP status is told apart.
+func TestLastErrorDoesNotTellOpenPortsFromClosed(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, time.Second, 1)
+	closed := listen(t)
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	hangsUp := serveTCP(t, func(c net.Conn) { c.Close() })
+	banner := serveTCP(t, func(c net.Conn) { _, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n")); c.Close() })
+	silent := serveTCP(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	plain, _ := scripted(t, http.StatusOK)
+	targets := map[string]string{
+		"closed":   "http://" + closedAddr + "/h",
+		"hangs-up": "http://" + hangsUp + "/h",
+		"banner":   "http://" + banner + "/h",
+		"silent":   "http://" + silent + "/h",
+		"no-tls":   strings.Replace(plain.URL, "http://", "https://", 1) + "/h",
+	}
+	for id, u := range targets {
+		e.finish(id, u)
+	}
+	e.deliver()
+	for id := range targets {
+		c := e.callback(id)
+		if c.State != job.CallbackFailed || c.LastError != webhook.ErrUnreachable.Error() {
+			t.Errorf("%s: recorded %q (%s), want %q", id, c.LastError, c.State, webhook.ErrUnreachable.Error())
+		}
+	}
+	answered, _ := scripted(t, http.StatusNotFound)
+	e.finish("answered", answered.URL+"/h")
+	e.deliver()
+	if c := e.callback("answered"); c.LastError != "the receiver answered 404" {
+		t.Errorf("an HTTP answer: recorded %q", c.LastError)
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// serveTCP accepts connections on loopback and hands each to handle.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln := listen(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); handle(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }
