@@ -203,10 +203,49 @@ func TestWebhooks(t *testing.T) {
 			t.Errorf("HostAllowed(%q) = %v, want %v", host, got, want)
 		}
 	}
+	ports := Webhooks{AllowedHosts: []string{"hooks.example.com", "alt.example.com:8443", "*.example.org:9000", "10.0.0.1", "*.0.1.example"}}
+	for _, c := range []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"hooks.example.com", 443, true},
+		{"hooks.example.com", 8443, false},
+		{"hooks.example.com", 80, false},
+		{"hooks.example.com", 0, false},
+		{"alt.example.com", 8443, true},
+		{"alt.example.com", 443, false},
+		{"a.example.org", 9000, true},
+		{"a.example.org", 443, false},
+		{"10.0.0.1", 443, true}, // an exact entry may be an address
+		{"10.0.0.1", 80, false},
+		// A wildcard never matches an address, nor a name a resolver
+		// reads as one (its last label is a number).
+		{"127.0.0.1", 443, false},
+		{"10.0.1.0.1", 443, false},
+		{"x.0.1.example", 443, true},
+	} {
+		if got := ports.Allowed(c.host, c.port); got != c.want {
+			t.Errorf("Allowed(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+	numeric := Webhooks{AllowedHosts: []string{"*.0.1", "*.1"}}
+	for _, h := range []string{"127.0.0.1", "10.0.0.1", "1.0.0.1", "0x7f.0.0.1", "a.0.1"} {
+		if numeric.HostAllowed(h) {
+			t.Errorf("a wildcard ending in a number matched %q", h)
+		}
+	}
 	for doc, want := range map[string]string{
-		"webhooks:\n  allowed_hosts: [\"https://x.example.com\"]\n": `webhooks.allowed_hosts[0]: "https://x.example.com" must be a lowercase host name`,
-		"webhooks:\n  max_attempts: 50\n":                           "webhooks.max_attempts: must be between 1 and 20, got 50",
-		"webhooks:\n  timeout: 5m\n":                                "webhooks.timeout: must be between 1s and 15s",
+		"webhooks:\n  allowed_hosts: [\"https://x.example.com\"]\n":      `webhooks.allowed_hosts[0]: "https://x.example.com": must be a lowercase host name or IPv4 address`,
+		"webhooks:\n  allowed_hosts: [\"*.0.1\"]\n":                      `"*.0.1": a wildcard matches DNS names only`,
+		"webhooks:\n  allowed_hosts: [\"*.10.in-addr.arpa\", \"*.2\"]\n": `webhooks.allowed_hosts[1]: "*.2": a wildcard matches DNS names only`,
+		"webhooks:\n  allowed_hosts: [\"x.example.com:0\"]\n":            `port "0" must be a number from 1 to 65535`,
+		"webhooks:\n  allowed_hosts: [\"x.example.com:65536\"]\n":        `port "65536"`,
+		"webhooks:\n  allowed_hosts: [\"x.example.com:08443\"]\n":        `port "08443"`,
+		"webhooks:\n  allowed_hosts: [\"x.example.com:\"]\n":             `"x.example.com:": must be a lowercase host name`,
+		"webhooks:\n  allowed_hosts: [\"x.example.com:443/path\"]\n":     `(no scheme or path)`,
+		"webhooks:\n  max_attempts: 50\n":                                "webhooks.max_attempts: must be between 1 and 20, got 50",
+		"webhooks:\n  timeout: 5m\n":                                     "webhooks.timeout: must be between 1s and 15s",
 	} {
 		if _, err := Parse("hooks.yaml", []byte(doc+minimal)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)

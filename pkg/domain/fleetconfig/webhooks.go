@@ -1,8 +1,11 @@
 package fleetconfig
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -12,9 +15,12 @@ import (
 // allowed host the stage accepts no callback_url. The signing key is
 // derived from the stage's fleet secret (docs/api.md, "Webhooks").
 type Webhooks struct {
-	// AllowedHosts are host names (or "*.example.com": any name under
-	// example.com) a callback_url may name. Matching is exact and case
-	// insensitive; no port, scheme or path.
+	// AllowedHosts are the hosts a callback_url may name: a host name, an
+	// IPv4 address, or "*.example.com" (any DNS name under example.com; a
+	// wildcard never matches an IP address), each optionally with a port
+	// ("hooks.example.com:8443"). An entry without a port allows port 443
+	// only, so an http:// URL needs an entry naming port 80. Matching is
+	// exact and case insensitive; no scheme or path.
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// MaxAttempts is how many deliveries of one outcome are tried before it
 	// is recorded as failed (default 8).
@@ -36,6 +42,57 @@ const (
 
 var hostPattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
+var portPattern = regexp.MustCompile(`^[0-9]{1,5}$`)
+
+// DefaultCallbackPort is the only port an allowed_hosts entry without a
+// port allows.
+const DefaultCallbackPort = 443
+
+// allowedHost is one parsed allowed_hosts entry.
+type allowedHost struct {
+	host     string // the name or address; a wildcard's without its "*"
+	wildcard bool
+	port     int
+}
+
+// parseAllowedHost splits an entry into host and port and checks it: a
+// host name or IPv4 address, optionally "*."; a port of 1-65535. A
+// wildcard must end in a DNS name's last label (one starting with a
+// letter), so it can never match an address ("*.0.1").
+func parseAllowedHost(entry string) (allowedHost, error) {
+	h := allowedHost{host: entry, port: DefaultCallbackPort}
+	host, port, hasPort := strings.Cut(entry, ":")
+	if !hostPattern.MatchString(host) || (hasPort && !portPattern.MatchString(port)) {
+		return h, errors.New("must be a lowercase host name or IPv4 address, optionally starting with \"*.\" and ending with \":<port>\" (no scheme or path)")
+	}
+	if hasPort {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 || port != strconv.Itoa(p) {
+			return h, fmt.Errorf("port %q must be a number from 1 to 65535", port)
+		}
+		h.host, h.port = host, p
+	}
+	if suffix, ok := strings.CutPrefix(h.host, "*"); ok {
+		if !isDNSName(suffix[1:]) {
+			return h, errors.New("a wildcard matches DNS names only: its last label must start with a letter")
+		}
+		h.host, h.wildcard = suffix, true
+	}
+	return h, nil
+}
+
+// isDNSName says whether host is a DNS name rather than an address: not
+// an IP address, and its last label (a top-level domain) starts with a
+// letter, which no address form a resolver may accept (such as "127.1"
+// or "0x7f.1") does.
+func isDNSName(host string) bool {
+	if _, err := netip.ParseAddr(host); err != nil && host != "" {
+		last := host[strings.LastIndex(host, ".")+1:]
+		return last != "" && last[0] >= 'a' && last[0] <= 'z'
+	}
+	return false
+}
+
 func (w *Webhooks) applyDefaults() {
 	if w.MaxAttempts == 0 {
 		w.MaxAttempts = DefaultWebhookAttempts
@@ -47,8 +104,8 @@ func (w *Webhooks) applyDefaults() {
 
 func (w *Webhooks) validate(k *checker) {
 	for i, h := range w.AllowedHosts {
-		if !hostPattern.MatchString(h) {
-			k.add(fmt.Sprintf("webhooks.allowed_hosts[%d]", i), "%q must be a lowercase host name or IP address, optionally starting with \"*.\" (no scheme, port or path)", h)
+		if _, err := parseAllowedHost(h); err != nil {
+			k.add(fmt.Sprintf("webhooks.allowed_hosts[%d]", i), "%q: %v", h, err)
 		}
 	}
 	k.rangeInt("webhooks.max_attempts", w.MaxAttempts, 1, MaxWebhookAttempts)
@@ -57,15 +114,32 @@ func (w *Webhooks) validate(k *checker) {
 	}
 }
 
-// HostAllowed says whether a callback_url may name host (without port).
+// HostAllowed says whether a callback_url may name host on some port.
 func (w Webhooks) HostAllowed(host string) bool {
+	return w.allows(host, 0)
+}
+
+// Allowed says whether a callback_url may name host and port: an entry
+// matches the host, and names the port (an entry without a port names
+// 443). A wildcard entry matches DNS names only, never an IP address.
+func (w Webhooks) Allowed(host string, port int) bool {
+	return port > 0 && w.allows(host, port)
+}
+
+// allows matches host against the entries; port 0 matches any port.
+func (w Webhooks) allows(host string, port int) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for _, a := range w.AllowedHosts {
-		if suffix, ok := strings.CutPrefix(a, "*"); ok {
-			if strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
+	name := isDNSName(host)
+	for _, entry := range w.AllowedHosts {
+		a, err := parseAllowedHost(entry)
+		if err != nil || (port != 0 && a.port != port) {
+			continue
+		}
+		if a.wildcard {
+			if name && strings.HasSuffix(host, a.host) && len(host) > len(a.host) {
 				return true
 			}
-		} else if host == a {
+		} else if host == a.host {
 			return true
 		}
 	}

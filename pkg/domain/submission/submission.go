@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -145,7 +147,29 @@ func CheckCallbackURL(raw string, w fleetconfig.Webhooks) error {
 	if !w.HostAllowed(u.Hostname()) {
 		return invalid("field \"callback_url\": host %q is not among the stage's webhooks.allowed_hosts", u.Hostname())
 	}
+	port := callbackPort(u)
+	if !w.Allowed(u.Hostname(), port) {
+		return invalid("field \"callback_url\": port %d of host %q is not allowed; webhooks.allowed_hosts allows port %d unless an entry names another (\"%s:%d\")",
+			port, u.Hostname(), fleetconfig.DefaultCallbackPort, strings.ToLower(u.Hostname()), port)
+	}
 	return nil
+}
+
+// callbackPort is the port a callback URL connects to: its own, or its
+// scheme's (443 for https, 80 for http); 0 for one that is not a port.
+func callbackPort(u *url.URL) int {
+	switch p := u.Port(); {
+	case p != "":
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return 0
+		}
+		return n
+	case u.Scheme == "http":
+		return 80
+	default:
+		return 443
+	}
 }
 
 // MaxInputDepth is how deeply an input may nest objects and arrays, the

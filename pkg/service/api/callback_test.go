@@ -28,13 +28,16 @@ func TestCallbackURLOverHTTP(t *testing.T) {
 	}))
 	t.Cleanup(rcv.Close)
 	// The dev stack's deliveries may reach loopback; the test drains the
-	// relay itself.
+	// relay itself. The receiver's port is named: an entry without one
+	// allows 443 only.
+	port := rcv.URL[strings.LastIndex(rcv.URL, ":")+1:]
 	h := newHarness(t, func(o *devstack.Options) {
-		o.Config.Webhooks.AllowedHosts = []string{"127.0.0.1"}
+		o.Config.Webhooks.AllowedHosts = []string{"127.0.0.1:" + port, "*.example.net"}
 		o.RelayInterval = -1
 	})
 
-	for _, u := range []string{"https://hooks.example.net/x", "http://169.254.169.254/latest/meta-data/", "http://10.1.2.3/hook"} {
+	for _, u := range []string{"https://hooks.example.org/x", "http://169.254.169.254/latest/meta-data/", "http://10.1.2.3/hook",
+		"http://127.0.0.1:22/", "https://127.0.0.1/", "https://hooks.example.net:8443/", "https://10.0.0.1.example.net:22/"} {
 		r := h.do("POST", "/api/jobs", "op", map[string]any{"job_id": "refused", "tenant_id": "t", "workflow_id": "wf-a", "callback_url": u})
 		h.want(r, 400, "invalid_argument")
 		if msg, _ := r.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "webhooks.allowed_hosts") {
