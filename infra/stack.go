@@ -83,6 +83,9 @@ type Stack struct {
 	Agents map[string]*AgentAsset
 	// Secret is the fleet secret the stack creates.
 	Secret awssecretsmanager.Secret
+	// ConsoleKey signs operator console sessions (the API reads it): a
+	// generated secret of its own, rotated by put-secret-value.
+	ConsoleKey awssecretsmanager.Secret
 	// AlarmTopic is the SNS topic every alarm of the stage notifies, with
 	// the groups' launch and terminate errors.
 	AlarmTopic awssns.Topic
@@ -132,6 +135,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	suppress(b.s.Secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "the fleet secret only gates worker registration; it is rotated by put-secret-value as docs/deploy.md describes, without a rotation function"})
+	b.s.ConsoleKey = b.signingKey("ConsoleKey", "the key operator console sessions are signed with")
 	fns, err := b.functions(table, queue, bus, bucket)
 	if err != nil {
 		return nil, err
@@ -156,6 +160,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	out("TableName", table.TableName())
 	out("BucketName", bucket.BucketName())
 	out("FleetSecretArn", b.s.Secret.SecretArn())
+	out("ConsoleKeyArn", b.s.ConsoleKey.SecretArn())
 	out("AlarmTopicArn", b.s.AlarmTopic.TopicArn())
 	for _, a := range b.s.Agents {
 		id := "Agent" + strings.ToUpper(a.Arch[:1]) + a.Arch[1:]
@@ -163,6 +168,22 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		out(id+"Sha256", jsii.String(a.SHA256))
 	}
 	return b.s, nil
+}
+
+// signingKey is a generated secret that signs one kind of thing, with no
+// fixed name. Its rotation is a new value put with put-secret-value: the
+// functions verify with the AWSPREVIOUS version during the rotation window
+// and sign with AWSCURRENT (docs/security.md, "Keys").
+func (b *build) signingKey(id, purpose string) awssecretsmanager.Secret {
+	k := awssecretsmanager.NewSecret(b.st, jsii.String(id), &awssecretsmanager.SecretProps{
+		Description: jsii.String("fleetq " + b.stage + ": " + purpose),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	suppress(k, nagRule{ID: "AwsSolutions-SMG4", Reason: "a signing key rotated with overlap by put-secret-value (the previous version verifies during the rotation window), as docs/security.md describes; a rotation function would have to reach every holder of the key, which for webhook receivers is outside AWS"})
+	return k
 }
 
 // agents publishes the agent binary of each architecture the fleets need,
@@ -411,6 +432,7 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		api: b.function("api", 256, 29, table, map[string]*string{
 			awsenv.EnvSubmitQueueURL: queue.QueueUrl(),
 			awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
+			awsenv.EnvConsoleKeyARN:  b.s.ConsoleKey.SecretArn(),
 			awsenv.EnvBucket:         bucket.BucketName(),
 			awsenv.EnvEventBus:       bus.EventBusName(),
 		}),
@@ -481,6 +503,7 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	bus.GrantPutEventsTo(fns.scaler, nil)
 	b.s.Secret.GrantRead(fns.api, nil)
 	b.s.Secret.GrantRead(fns.scaler, nil)
+	b.s.ConsoleKey.GrantRead(fns.api, nil)
 	// The asynchronous functions keep what they could not handle.
 	for _, f := range []awslambda.Function{fns.scaler, fns.interruption} {
 		f.Node().DefaultChild().(awslambda.CfnFunction).SetDeadLetterConfig(&awslambda.CfnFunction_DeadLetterConfigProperty{TargetArn: b.s.FailedEvents.QueueArn()})

@@ -22,12 +22,13 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	c := operatorFlags(fs)
 	open := fs.Bool("open", false, "also open the URL in the default browser (xdg-open or open)")
+	everywhere := fs.Bool("sign-out-everywhere", false, "instead, end every console session of this operator, in every browser (DELETE /api/admin/console-session)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq console [flags]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Exchanges the operator credential (the operator token, or SigV4 from the AWS credentials)")
 		fmt.Fprintln(stderr, "for a signed console login (POST /api/admin/console-session) and prints its URL: open it")
-		fmt.Fprintln(stderr, "within two minutes; the browser session then lasts an hour.")
+		fmt.Fprintln(stderr, "within two minutes, once; the browser session then lasts an hour.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -38,6 +39,15 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "fleetq console: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if *everywhere {
+		var ended wire.ConsoleSessionsEnded
+		if err := c.send(ctx, http.MethodDelete, wire.PathAdminConsoleSession, wire.Empty{}, &ended, false, nil); err != nil {
+			fmt.Fprintln(stderr, "fleetq console:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "every console session of %s has ended\n", ended.Operator)
+		return 0
+	}
 	var a wire.ConsoleSessionResponse
 	if err := c.send(ctx, http.MethodPost, wire.PathAdminConsoleSession, wire.Empty{}, &a, false, nil); err != nil {
 		fmt.Fprintln(stderr, "fleetq console:", err)
@@ -45,7 +55,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	u := strings.TrimRight(c.api, "/") + a.Path
 	fmt.Fprintln(stdout, u)
-	fmt.Fprintf(stderr, "open it before %s; the session then lasts an hour\n", deref(a.ExpiresAt))
+	fmt.Fprintf(stderr, "open it once, before %s; the session then lasts an hour\n", deref(a.ExpiresAt))
 	if *open {
 		if err := openBrowser(ctx, u); err != nil {
 			fmt.Fprintln(stderr, "fleetq console: could not open a browser:", err)

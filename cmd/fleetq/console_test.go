@@ -46,6 +46,18 @@ func TestConsolePrintsALoginThatStartsASession(t *testing.T) {
 			t.Errorf("session cookie %q lacks %s", setCookie[0], attr)
 		}
 	}
+	// The link works once.
+	if res, err := http.Get(u); err != nil || res.StatusCode != 401 {
+		t.Fatalf("the login URL a second time = %v, %v; want 401", res.StatusCode, err)
+	}
+	// --sign-out-everywhere ends the browser's session.
+	out.Reset()
+	if code := runCLI(t.Context(), []string{"console", "--api", stack.URL, "--operator-token", stack.OperatorToken, "--sign-out-everywhere"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "has ended") {
+		t.Fatalf("fleetq console --sign-out-everywhere = %d: %s %s", code, out.String(), errOut.String())
+	}
+	if res, err := client.Get(stack.URL + "/console/fleets"); err != nil || res.StatusCode != 401 {
+		t.Fatalf("the session after --sign-out-everywhere = %v, %v; want 401", res.StatusCode, err)
+	}
 
 	code = runCLI(t.Context(), []string{"console", "--api", stack.URL, "--operator-token", "wrong"}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "unauthenticated") {

@@ -84,6 +84,9 @@ const (
 	// secret (the stack creates it); it takes precedence over
 	// EnvFleetSecretParam.
 	EnvFleetSecretARN = "FLEETQ_FLEET_SECRET_ARN"
+	// EnvConsoleKeyARN is the Secrets Manager secret operator console
+	// sessions are signed with (the stack generates it; the API reads it).
+	EnvConsoleKeyARN = "FLEETQ_CONSOLE_KEY_ARN"
 	// EnvBucket is the S3 bucket for job inputs and outputs.
 	EnvBucket = "FLEETQ_BUCKET"
 	// EnvEventBus is the EventBridge bus job lifecycle events go to.

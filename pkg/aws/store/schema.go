@@ -127,6 +127,9 @@ const (
 	attrCostJobs     = "jobs"
 	attrCostUnpriced = "unpriced"
 	attrCostMicroUSD = "micro_usd"
+
+	// Console sessions: an operator's session epoch (console.go).
+	attrEpoch = "epoch"
 )
 
 // ByStateProjection lists the non-key attributes copied into IndexByState:
@@ -200,6 +203,7 @@ const (
 	sortReservation    = "RESERVATION"
 	prefixCost         = "COST#"
 	prefixCallback     = "HOOK#"
+	prefixConsole      = "CONSOLE#"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -306,6 +310,17 @@ func costHour(t time.Time) string { return t.UTC().Format("15") }
 // costKey is the total of one tenant, fleet and workflow in the hour of at.
 func costKey(at time.Time, fleet, tenant, workflow string) (string, string) {
 	return costPartition(at), costHour(at) + "#" + fleet + "#" + tenant + "#" + workflow
+}
+
+// consoleLoginKey marks a console login nonce used (console.go).
+func consoleLoginKey(nonce string) (string, string) { return prefixConsole + "LOGIN#" + nonce, "LOGIN" }
+
+// consoleSessionKey marks a console session ended.
+func consoleSessionKey(id string) (string, string) { return prefixConsole + "SESSION#" + id, "ENDED" }
+
+// consoleOperatorKey is an operator's console session epoch.
+func consoleOperatorKey(operator string) (string, string) {
+	return prefixConsole + "OPERATOR#" + operator, "EPOCH"
 }
 
 // eventKey is the partition of a job's pending events.

@@ -144,3 +144,10 @@ type ConsoleSessionResponse struct {
 	Path      string  `json:"path"`
 	ExpiresAt *string `json:"expires_at"`
 }
+
+// ConsoleSessionsEnded is the 200 answer of DELETE
+// /api/admin/console-session: every console session of the operator who
+// asked has ended ("sign out everywhere").
+type ConsoleSessionsEnded struct {
+	Operator string `json:"operator"`
+}

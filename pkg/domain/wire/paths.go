@@ -26,7 +26,8 @@ const (
 )
 
 // PathAdminConsoleSession exchanges the operator credential for a signed
-// operator console login (fleetq console).
+// operator console login (POST, fleetq console), or ends every console
+// session of the operator (DELETE, fleetq console --sign-out-everywhere).
 const PathAdminConsoleSession = "/api/admin/console-session"
 
 // HeaderFleetSecret carries the stage's fleet secret on registration.

@@ -26,6 +26,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/faultproxy"
@@ -47,6 +48,10 @@ type Options struct {
 	// FleetSecret and OperatorToken are generated when empty.
 	FleetSecret   string
 	OperatorToken string
+	// ConsoleKey signs operator console sessions; generated when empty
+	// (signing.Generate), as the stack generates it in AWS. It is no other
+	// key.
+	ConsoleKey string
 	// RegisterLimit is registrations per minute per source address (default: the config's).
 	RegisterLimit int
 	// Clock is what the functions, the local fleet and the local agents
@@ -90,6 +95,7 @@ type Stack struct {
 	URL           string
 	FleetSecret   string
 	OperatorToken string
+	ConsoleKey    string
 	Config        *fleetconfig.Config
 	// Env is what the stack's functions are built from (pkg/service/system, as in
 	// AWS); Store and Relay are its.
@@ -148,6 +154,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.OperatorToken == "" {
 		o.OperatorToken = auth.RandomSecret(24)
 	}
+	if o.ConsoleKey == "" {
+		o.ConsoleKey = signing.Generate()
+	}
+	consoleKeys, err := signing.NewStatic(o.ConsoleKey)
+	if err != nil {
+		return nil, fmt.Errorf("console key: %w", err)
+	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
 	}
@@ -157,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
 	}
-	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
+	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
 	if err := s.startBackends(ctx, o); err != nil {
 		s.Close()
 		return nil, err
@@ -205,7 +218,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		apiOpts = append(apiOpts, system.NoAnnounce())
 	}
 	apiHandler := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
-		auth.StaticSecret(o.FleetSecret), auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
+		auth.StaticSecret(o.FleetSecret), consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.operatorRoute(http.MethodPost, s.localEvents))
 	mux.HandleFunc("/local/events/recent", s.operatorRoute(http.MethodGet, s.recentEvents))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // JSONAPI serves the AWS JSON 1.1 actions a fleetq function calls besides
@@ -24,10 +25,14 @@ type JSONAPI struct {
 	quotas  map[string]float64 // by service code + "/" + quota code
 }
 
-// secretVersion is a secret's AWSCURRENT value and its version number.
+// secretVersion is a secret's AWSCURRENT value, its version number and
+// when it was stored, with the version before it (AWSPREVIOUS), as
+// put-secret-value leaves them.
 type secretVersion struct {
-	value   string
-	version int
+	value    string
+	version  int
+	created  time.Time
+	previous *secretVersion
 }
 
 // PutEventsEntry is one event a PutEvents call delivered.
@@ -57,11 +62,20 @@ func (a *JSONAPI) PutParameter(name, value string) {
 }
 
 // PutSecretValue stores a new current version of the Secrets Manager
-// secret id (its ARN or name, as callers will ask for it).
-func (a *JSONAPI) PutSecretValue(id, value string) {
+// secret id (its ARN or name, as callers will ask for it), created now; the
+// version it replaces becomes AWSPREVIOUS.
+func (a *JSONAPI) PutSecretValue(id, value string) { a.PutSecretValueAt(id, value, time.Now()) }
+
+// PutSecretValueAt is PutSecretValue with the new version's creation time.
+func (a *JSONAPI) PutSecretValueAt(id, value string, created time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.secrets[id] = secretVersion{value: value, version: a.secrets[id].version + 1}
+	v := secretVersion{value: value, version: 1, created: created}
+	if old, ok := a.secrets[id]; ok {
+		old.previous = nil
+		v.version, v.previous = old.version+1, &old
+	}
+	a.secrets[id] = v
 }
 
 // PutServiceQuota sets the applied value of a Service Quotas quota, e.g.
@@ -116,16 +130,25 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, "InvalidParameterException", "SecretId is required")
 			return
 		}
-		if (in.VersionStage != "" && in.VersionStage != "AWSCURRENT") || in.VersionId != "" {
-			writeJSONError(w, "InvalidRequestException", "only the AWSCURRENT version is served")
+		if (in.VersionStage != "" && in.VersionStage != "AWSCURRENT" && in.VersionStage != "AWSPREVIOUS") || in.VersionId != "" {
+			writeJSONError(w, "InvalidRequestException", "only the AWSCURRENT and AWSPREVIOUS versions are served")
 			return
 		}
 		v, ok := a.secret(w, in.SecretId)
 		if !ok {
 			return
 		}
+		stage := "AWSCURRENT"
+		if in.VersionStage == "AWSPREVIOUS" {
+			if v.previous == nil {
+				writeJSONError(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret value for staging label: AWSPREVIOUS")
+				return
+			}
+			v, stage = *v.previous, "AWSPREVIOUS"
+		}
 		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId, "SecretString": v.value,
-			"VersionId": fmt.Sprintf("v%d", v.version), "VersionStages": []string{"AWSCURRENT"}})
+			"VersionId": fmt.Sprintf("v%d", v.version), "VersionStages": []string{stage},
+			"CreatedDate": float64(v.created.UnixMilli()) / 1000})
 	case "secretsmanager.DescribeSecret":
 		var in struct{ SecretId string }
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.SecretId == "" {
@@ -136,8 +159,11 @@ func (a *JSONAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId,
-			"VersionIdsToStages": map[string][]string{fmt.Sprintf("v%d", v.version): {"AWSCURRENT"}}})
+		stages := map[string][]string{fmt.Sprintf("v%d", v.version): {"AWSCURRENT"}}
+		if v.previous != nil {
+			stages[fmt.Sprintf("v%d", v.previous.version)] = []string{"AWSPREVIOUS"}
+		}
+		writeJSON(w, map[string]any{"ARN": in.SecretId, "Name": in.SecretId, "VersionIdsToStages": stages})
 	case "ServiceQuotasV20190624.GetServiceQuota":
 		var in struct{ ServiceCode, QuotaCode string }
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.ServiceCode == "" || in.QuotaCode == "" {

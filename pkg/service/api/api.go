@@ -70,6 +70,7 @@ type Store interface {
 	WorkerStore
 	JobStore
 	AdminStore
+	console.Sessions
 }
 
 // Enqueuer puts a submission on the submission queue.
@@ -108,6 +109,9 @@ type Options struct {
 	Store       Store
 	Queue       Enqueuer
 	FleetSecret SecretSource
+	// ConsoleKeys sign operator console logins and sessions: the console's
+	// own key, never the fleet secret.
+	ConsoleKeys console.Keys
 	Operator    OperatorAuthenticator
 	Assets      Assets
 	// Events announces job outcomes at once (nil: only the relay does).
@@ -149,7 +153,7 @@ func New(o Options) http.Handler {
 		o.NewJobID = uuid.NewString
 	}
 	s := &server{Options: o, log: o.Logger, checked: newCheckedTokens(o.Clock)}
-	s.console = console.New(console.Options{Ops: consoleOps{s}, Secret: s.consoleSecret, Clock: o.Clock, Logger: o.Logger})
+	s.console = console.New(console.Options{Ops: consoleOps{s}, Keys: o.ConsoleKeys, Sessions: o.Store, Clock: o.Clock, Logger: o.Logger})
 	mux := http.NewServeMux()
 	byPattern := map[string]map[string]http.HandlerFunc{}
 	for _, rt := range routes {

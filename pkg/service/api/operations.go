@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -206,15 +205,6 @@ func (o consoleOps) wireErr(ctx context.Context, err error) error {
 	return e
 }
 
-// consoleSecret is what console sessions are signed with: the fleet secret,
-// the one secret the API holds in every stage.
-func (s *server) consoleSecret(ctx context.Context) (string, error) {
-	if s.FleetSecret == nil {
-		return "", errors.New("the API has no fleet secret to sign console sessions with")
-	}
-	return s.FleetSecret.FleetSecret(ctx)
-}
-
 func (s *server) serveConsole(w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }
 
 // consoleSession signs an operator console login for the operator who asks.
@@ -230,4 +220,20 @@ func (s *server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, wire.ConsoleSessionResponse{Path: path, ExpiresAt: rfc3339(exp)})
+}
+
+// endConsoleSessions ends every console session of the operator who asks
+// ("sign out everywhere" without a browser: a lost laptop, a copied cookie).
+func (s *server) endConsoleSessions(w http.ResponseWriter, r *http.Request) {
+	var req wire.Empty
+	if err := readBody(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	who := operatorOf(r)
+	if _, err := s.console.EndSessions(r.Context(), who); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, wire.ConsoleSessionsEnded{Operator: who})
 }

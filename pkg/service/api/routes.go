@@ -66,6 +66,7 @@ var routes = []struct {
 	{Route{http.MethodGet, wire.PathAdminRejected, AuthOperator}, (*server).rejected},
 	{Route{http.MethodGet, wire.PathAdminCosts, AuthOperator}, (*server).costs},
 	{Route{http.MethodPost, wire.PathAdminConsoleSession, AuthOperator}, (*server).consoleSession},
+	{Route{http.MethodDelete, wire.PathAdminConsoleSession, AuthOperator}, (*server).endConsoleSessions},
 }
 
 // The operator console's pages and forms (pkg/service/console) are routes of

@@ -6,14 +6,18 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
@@ -31,19 +35,55 @@ type Ops interface {
 	Drain(ctx context.Context, operator, id string) (wire.Worker, error)
 }
 
+// Keys answers the console's signing keys: the current key signs, the
+// previous one verifies during a rotation window. kid is a key id a token
+// names, so a source that caches may read again when it does not know it.
+type Keys interface {
+	SigningKeys(ctx context.Context, kid string) (signing.Ring, error)
+}
+
+// Sessions is where logins are used up and sessions ended, shared by every
+// API process (*store.Store in AWS and the dev stack).
+type Sessions interface {
+	// UseConsoleLogin marks a login used; a second use answers
+	// store.ErrLoginUsed.
+	UseConsoleLogin(ctx context.Context, nonce string, expires time.Time) error
+	EndConsoleSession(ctx context.Context, id string, expires time.Time) error
+	ConsoleSessionEnded(ctx context.Context, id string) (bool, error)
+	ConsoleEpoch(ctx context.Context, operator string) (int64, error)
+	EndConsoleSessions(ctx context.Context, operator string) (int64, error)
+}
+
 // Options wire the console.
 type Options struct {
 	Ops Ops
-	// Secret is the stage secret the session signing key is derived from
-	// (the fleet secret: the one secret the API holds in every stage).
-	Secret func(ctx context.Context) (string, error)
-	Clock  clock.Clock
-	Logger *slog.Logger
-	// SessionTTL is how long a browser session lasts (default 1h); LoginTTL
-	// how long the URL fleetq console opens may be used (default 2m).
+	// Keys sign and verify logins and sessions: the console's own key,
+	// used for nothing else.
+	Keys     Keys
+	Sessions Sessions
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// SessionTTL is how long a browser session lasts (default 1h, at most
+	// MaxSessionTTL); LoginTTL how long the URL fleetq console opens may be
+	// used (default 2m).
 	SessionTTL time.Duration
 	LoginTTL   time.Duration
+	// EpochTTL is how long a process trusts an operator's session epoch it
+	// read (default 10s): "sign out everywhere" ends the operator's sessions
+	// in this process at once and in the others within EpochTTL.
+	EpochTTL time.Duration
 }
+
+// noKeys stands for a missing key source: every page fails with an error
+// saying so, and nothing is signed with anything else.
+type noKeys struct{}
+
+func (noKeys) SigningKeys(context.Context, string) (signing.Ring, error) {
+	return signing.Ring{}, errors.New("the API has no console signing key")
+}
+
+// MaxSessionTTL bounds every session, whatever its token says.
+const MaxSessionTTL = 12 * time.Hour
 
 // Route is one method and path the console serves.
 type Route struct {
@@ -62,6 +102,10 @@ const (
 	PathJob       = "/console/jobs/{job_id}"
 	PathJobCancel = "/console/jobs/{job_id}/cancel"
 	PathJobRetry  = "/console/jobs/{job_id}/retry"
+	// PathSignOut ends this session; PathSignOutEverywhere every session
+	// of its operator.
+	PathSignOut           = "/console/sign-out"
+	PathSignOutEverywhere = "/console/sign-out-everywhere"
 	// CookieName is the session cookie.
 	CookieName = "fleetq_console"
 )
@@ -70,9 +114,18 @@ const (
 type Console struct {
 	Options
 	mux *http.ServeMux
+
+	mu     sync.Mutex
+	epochs map[string]epochRead // by operator
 }
 
-type page func(*Console, http.ResponseWriter, *http.Request, claims)
+// epochRead is an operator's session epoch as read at a time.
+type epochRead struct {
+	epoch int64
+	at    time.Time
+}
+
+type page func(*Console, http.ResponseWriter, *http.Request, session)
 
 var routes = []struct {
 	Route
@@ -86,6 +139,8 @@ var routes = []struct {
 	{Route{http.MethodGet, PathJob}, (*Console).job},
 	{Route{http.MethodPost, PathJobCancel}, (*Console).cancel},
 	{Route{http.MethodPost, PathJobRetry}, (*Console).retry},
+	{Route{http.MethodPost, PathSignOut}, (*Console).signOut},
+	{Route{http.MethodPost, PathSignOutEverywhere}, (*Console).signOutEverywhere},
 }
 
 // Routes lists every route the console serves (the login included).
@@ -105,7 +160,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"short":      short,
 }).ParseFS(templateFS, "templates/*.html"))
 
-// New returns the console.
+// New returns the console. Keys and Sessions are required.
 func New(o Options) *Console {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -116,10 +171,17 @@ func New(o Options) *Console {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = time.Hour
 	}
+	o.SessionTTL = min(o.SessionTTL, MaxSessionTTL)
 	if o.LoginTTL <= 0 {
 		o.LoginTTL = 2 * time.Minute
 	}
-	c := &Console{Options: o, mux: http.NewServeMux()}
+	if o.EpochTTL <= 0 {
+		o.EpochTTL = 10 * time.Second
+	}
+	if o.Keys == nil {
+		o.Keys = noKeys{}
+	}
+	c := &Console{Options: o, mux: http.NewServeMux(), epochs: map[string]epochRead{}}
 	c.mux.HandleFunc(http.MethodGet+" "+PathLogin, c.login)
 	for _, r := range routes {
 		c.mux.HandleFunc(r.Method+" "+r.Pattern, c.authed(r.Method, r.page))
@@ -140,44 +202,109 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // NewLogin signs a login for operator: the path (with its one-time token)
 // a browser opens to start a session, and when it stops being accepted.
 func (c *Console) NewLogin(ctx context.Context, operator string) (string, time.Time, error) {
-	key, err := c.key(ctx)
+	ring, err := c.Keys.SigningKeys(ctx, "")
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("console signing key: %w", err)
+	}
+	epoch, err := c.freshEpoch(ctx, operator)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	exp := c.Clock.Now().Add(c.LoginTTL)
-	tok := sign(key, claims{Kind: kindLogin, Operator: operator, Expires: exp.Unix(), Nonce: nonce()})
+	now := c.Clock.Now()
+	exp := now.Add(c.LoginTTL)
+	tok := sign(ring.Current, claims{Kind: kindLogin, Operator: operator, Issued: now.Unix(), Expires: exp.Unix(), Nonce: nonce(), Epoch: epoch})
 	return PathLogin + "?token=" + url.QueryEscape(tok), exp, nil
 }
 
-func (c *Console) key(ctx context.Context) ([]byte, error) {
-	s, err := c.Secret(ctx)
+// check verifies a token of kind against the signing keys; a key id the
+// ring does not know makes the source read its keys again.
+func (c *Console) check(ctx context.Context, token, kind string, maxTTL time.Duration) (session, error) {
+	ring, err := c.Keys.SigningKeys(ctx, keyIDOf(token))
 	if err != nil {
-		return nil, err
+		return session{}, fmt.Errorf("console signing key: %w", err)
 	}
-	return deriveKey(s), nil
+	s, err := verify(ring, token, kind, c.Clock.Now(), maxTTL)
+	if err != nil {
+		return session{}, err
+	}
+	epoch, err := c.epoch(ctx, s.Operator)
+	if err != nil {
+		return session{}, err
+	}
+	if s.Epoch < epoch {
+		return session{}, errBadToken // signed out everywhere since
+	}
+	return s, nil
 }
 
-// login exchanges a login token for the session cookie.
+// login exchanges a login token, once, for the session cookie.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	key, err := c.key(r.Context())
+	ctx := r.Context()
+	lc, err := c.check(ctx, r.URL.Query().Get("token"), kindLogin, c.LoginTTL)
+	if errors.Is(err, errBadToken) {
+		c.unauthenticated(w, "This console link is missing, forged or expired: run fleetq console again for a new one.")
+		return
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	now := c.Clock.Now()
-	lc, err := verify(key, r.URL.Query().Get("token"), kindLogin, now)
-	if err != nil {
-		c.unauthenticated(w, "This console link is missing, forged or expired: run fleetq console again for a new one.")
+	err = c.Sessions.UseConsoleLogin(ctx, lc.Nonce, time.Unix(lc.Expires, 0))
+	if errors.Is(err, store.ErrLoginUsed) {
+		c.Logger.WarnContext(ctx, "console login used again", "operator", lc.Operator)
+		c.unauthenticated(w, "This console link was used already: each works once. Run fleetq console again for a new one.")
 		return
 	}
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	ring, err := c.Keys.SigningKeys(ctx, "")
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("console signing key: %w", err))
+		return
+	}
+	now := c.Clock.Now()
 	exp := now.Add(c.SessionTTL)
-	sc := claims{Kind: kindSession, Operator: lc.Operator, Expires: exp.Unix(), Nonce: nonce()}
+	sc := claims{Kind: kindSession, Operator: lc.Operator, Issued: now.Unix(), Expires: exp.Unix(), Nonce: nonce(), Epoch: lc.Epoch}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: sign(key, sc), Path: PathRoot, Expires: exp, MaxAge: int(c.SessionTTL.Seconds()),
+		Name: CookieName, Value: sign(ring.Current, sc), Path: PathRoot, Expires: exp, MaxAge: int(c.SessionTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
 	})
-	c.Logger.InfoContext(r.Context(), "console session", "operator", lc.Operator, "expires", exp.UTC().Format(time.RFC3339))
+	c.Logger.InfoContext(ctx, "console session", "operator", lc.Operator, "expires", exp.UTC().Format(time.RFC3339))
 	http.Redirect(w, r, PathFleets, http.StatusSeeOther)
+}
+
+// epoch is an operator's session epoch, read again when older than
+// EpochTTL.
+func (c *Console) epoch(ctx context.Context, operator string) (int64, error) {
+	now := c.Clock.Now()
+	c.mu.Lock()
+	e, ok := c.epochs[operator]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.EpochTTL && !now.Before(e.at) {
+		return e.epoch, nil
+	}
+	return c.freshEpoch(ctx, operator)
+}
+
+// freshEpoch reads an operator's session epoch from the store.
+func (c *Console) freshEpoch(ctx context.Context, operator string) (int64, error) {
+	n, err := c.Sessions.ConsoleEpoch(ctx, operator)
+	if err != nil {
+		return 0, err
+	}
+	c.remember(operator, n)
+	return n, nil
+}
+
+func (c *Console) remember(operator string, epoch int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.epochs) > 1000 {
+		clear(c.epochs) // operators are few; this only bounds a flood of forged names
+	}
+	c.epochs[operator] = epochRead{epoch: epoch, at: c.Clock.Now()}
 }
 
 // secure says the browser reached the API over TLS (directly or through
@@ -186,22 +313,29 @@ func secure(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// authed checks the session cookie, and on forms the CSRF token, before a page.
+// authed checks the session cookie (its signature, that it was not signed
+// out, alone or everywhere), and on forms the CSRF token, before a page.
 func (c *Console) authed(method string, p page) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, err := c.key(r.Context())
-		if err != nil {
-			c.fail(w, r, err)
-			return
-		}
 		ck, err := r.Cookie(CookieName)
 		if err != nil {
 			c.unauthenticated(w, "Open the console with fleetq console: it signs you in with your operator credential.")
 			return
 		}
-		sc, err := verify(key, ck.Value, kindSession, c.Clock.Now())
+		sc, err := c.check(r.Context(), ck.Value, kindSession, c.SessionTTL)
+		if err == nil {
+			var ended bool
+			if ended, err = c.Sessions.ConsoleSessionEnded(r.Context(), sc.Nonce); err == nil && ended {
+				err = errBadToken
+			}
+		}
+		if errors.Is(err, errBadToken) {
+			clearCookie(w, r)
+			c.unauthenticated(w, "Your console session ended, expired or is not valid: run fleetq console again.")
+			return
+		}
 		if err != nil {
-			c.unauthenticated(w, "Your console session expired or is not valid: run fleetq console again.")
+			c.fail(w, r, err)
 			return
 		}
 		if method == http.MethodPost {
@@ -210,13 +344,55 @@ func (c *Console) authed(method string, p page) http.HandlerFunc {
 				c.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Error: "the form could not be read"})
 				return
 			}
-			if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(csrfToken(key, sc))) {
+			if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(csrfToken(sc))) {
 				c.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Error: "the form's CSRF token is missing or not this session's: reload the page and try again"})
 				return
 			}
 		}
 		p(c, w, r, sc)
 	}
+}
+
+// clearCookie tells the browser to drop the session cookie.
+func clearCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: PathRoot, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+}
+
+// signOut ends this session: the store refuses its id from now on, in every
+// API process.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, sc session) {
+	if err := c.Sessions.EndConsoleSession(r.Context(), sc.Nonce, time.Unix(sc.Expires, 0)); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	clearCookie(w, r)
+	c.Logger.InfoContext(r.Context(), "console sign-out", "operator", sc.Operator)
+	c.render(w, http.StatusOK, "signed-out", view{Title: "Signed out"})
+}
+
+// signOutEverywhere ends every session of this session's operator.
+func (c *Console) signOutEverywhere(w http.ResponseWriter, r *http.Request, sc session) {
+	if _, err := c.EndSessions(r.Context(), sc.Operator); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	clearCookie(w, r)
+	c.render(w, http.StatusOK, "signed-out", view{Title: "Signed out everywhere",
+		Data: "Every console session of " + sc.Operator + " has ended."})
+}
+
+// EndSessions ends every console session of operator ("sign out
+// everywhere"): at once in this process, within EpochTTL in the others. It
+// answers the operator's new session epoch.
+func (c *Console) EndSessions(ctx context.Context, operator string) (int64, error) {
+	n, err := c.Sessions.EndConsoleSessions(ctx, operator)
+	if err != nil {
+		return 0, err
+	}
+	c.remember(operator, n)
+	c.Logger.InfoContext(ctx, "console sessions ended", "operator", operator, "epoch", n)
+	return n, nil
 }
 
 // view is what every template gets.
@@ -229,12 +405,8 @@ type view struct {
 	Data     any
 }
 
-func (c *Console) newView(r *http.Request, sc claims, title, nav string) (view, error) {
-	key, err := c.key(r.Context())
-	if err != nil {
-		return view{}, err
-	}
-	return view{Title: title, Nav: nav, Operator: sc.Operator, CSRF: csrfToken(key, sc)}, nil
+func (c *Console) newView(_ *http.Request, sc session, title, nav string) (view, error) {
+	return view{Title: title, Nav: nav, Operator: sc.Operator, CSRF: csrfToken(sc)}, nil
 }
 
 func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
@@ -264,7 +436,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	c.render(w, we.Status, "error", view{Title: http.StatusText(we.Status), Error: we.Message})
 }
 
-func (c *Console) root(w http.ResponseWriter, r *http.Request, _ claims) {
+func (c *Console) root(w http.ResponseWriter, r *http.Request, _ session) {
 	http.Redirect(w, r, PathFleets, http.StatusSeeOther)
 }
 
@@ -274,7 +446,7 @@ type fleetView struct {
 	Chart chart
 }
 
-func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc session) {
 	v, err := c.newView(r, sc, "Fleets", "fleets")
 	if err != nil {
 		c.fail(w, r, err)
@@ -293,7 +465,7 @@ func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc claims) {
 	c.render(w, http.StatusOK, "fleets", v)
 }
 
-func (c *Console) workers(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) workers(w http.ResponseWriter, r *http.Request, sc session) {
 	v, err := c.newView(r, sc, "Workers", "workers")
 	if err != nil {
 		c.fail(w, r, err)
@@ -338,7 +510,7 @@ func gpusOf(caps json.RawMessage) []gpu {
 	return c.GPUs
 }
 
-func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc session) {
 	if _, err := c.Ops.Drain(r.Context(), sc.Operator, r.PathValue("worker_id")); err != nil {
 		c.fail(w, r, err)
 		return
@@ -361,7 +533,7 @@ type jobsView struct {
 // jobsLimit is how many jobs of each status and fleet the page reads.
 const jobsLimit = 200
 
-func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc session) {
 	v, err := c.newView(r, sc, "Jobs", "jobs")
 	if err != nil {
 		c.fail(w, r, err)
@@ -401,7 +573,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc claims) {
 	c.render(w, http.StatusOK, "jobs", v)
 }
 
-func (c *Console) job(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) job(w http.ResponseWriter, r *http.Request, sc session) {
 	j, err := c.Ops.Job(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		c.fail(w, r, err)
@@ -416,7 +588,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, sc claims) {
 	c.render(w, http.StatusOK, "job", v)
 }
 
-func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc session) {
 	id := r.PathValue("job_id")
 	if _, err := c.Ops.Cancel(r.Context(), sc.Operator, id); err != nil {
 		c.fail(w, r, err)
@@ -425,7 +597,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc claims) {
 	c.back(w, r, "/console/jobs/"+url.PathEscape(id))
 }
 
-func (c *Console) retry(w http.ResponseWriter, r *http.Request, sc claims) {
+func (c *Console) retry(w http.ResponseWriter, r *http.Request, sc session) {
 	id := r.PathValue("job_id")
 	if _, err := c.Ops.Retry(r.Context(), sc.Operator, id); err != nil {
 		c.fail(w, r, err)

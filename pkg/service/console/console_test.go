@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/console"
 )
 
@@ -54,25 +58,51 @@ type env struct {
 	t     *testing.T
 	ops   *recordingOps
 	clk   *clock.Fake
+	st    *store.Store
 	c     *console.Console
 	srv   *httptest.Server
 	http  *http.Client
 	login string
 }
 
-func newEnv(t *testing.T, secret string) *env {
+const operator = "arn:aws:iam::1:user/ops"
+
+// newEnv is one API process's console, signing with key, on a fresh table.
+func newEnv(t *testing.T, key string) *env {
 	t.Helper()
-	e := &env{t: t, ops: &recordingOps{}, clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
-	e.c = console.New(console.Options{Ops: e.ops, Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Secret: func(context.Context) (string, error) { return secret, nil }})
-	e.srv = httptest.NewServer(e.c)
-	t.Cleanup(e.srv.Close)
-	e.http = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	path, _, err := e.c.NewLogin(context.Background(), "arn:aws:iam::1:user/ops")
+	client, table := testenv.DynamoDB(t)
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	return newProcess(t, store.New(client, store.Options{Table: table, Config: fleetconfig.Default(), Clock: clk}), clk, keyRing(t, key))
+}
+
+func keyRing(t *testing.T, key string) signing.Static {
+	t.Helper()
+	ring, err := signing.NewStatic(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.login = path
+	return ring
+}
+
+// newProcess is another API process's console on the same store and clock.
+func newProcess(t *testing.T, st *store.Store, clk *clock.Fake, keys console.Keys) *env {
+	t.Helper()
+	e := &env{t: t, ops: &recordingOps{}, clk: clk, st: st}
+	e.c = console.New(console.Options{Ops: e.ops, Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Keys: keys, Sessions: st})
+	e.srv = httptest.NewServer(e.c)
+	t.Cleanup(e.srv.Close)
+	e.http = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	e.login = e.newLogin()
 	return e
+}
+
+func (e *env) newLogin() string {
+	e.t.Helper()
+	path, _, err := e.c.NewLogin(context.Background(), operator)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return path
 }
 
 func (e *env) get(path string, cookie *http.Cookie) (*http.Response, string) {
@@ -104,10 +134,16 @@ func (e *env) do(req *http.Request) (*http.Response, string) {
 	return res, string(b)
 }
 
-// session logs in and returns the session cookie.
+// session logs in with a new login and returns the session cookie.
 func (e *env) session() *http.Cookie {
 	e.t.Helper()
-	res, _ := e.get(e.login, nil)
+	return e.sessionFrom(e.newLogin())
+}
+
+// sessionFrom exchanges a login for the session cookie.
+func (e *env) sessionFrom(login string) *http.Cookie {
+	e.t.Helper()
+	res, _ := e.get(login, nil)
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != console.PathFleets {
 		e.t.Fatalf("login = %d to %q, want 303 to the fleets page", res.StatusCode, res.Header.Get("Location"))
 	}
@@ -123,14 +159,32 @@ func (e *env) session() *http.Cookie {
 	return nil
 }
 
+// status is the status of the fleets page with a cookie.
+func (e *env) status(ck *http.Cookie) int {
+	e.t.Helper()
+	res, _ := e.get(console.PathFleets, ck)
+	return res.StatusCode
+}
+
+// csrf is the CSRF token of a session's pages.
+func (e *env) csrf(ck *http.Cookie) string {
+	e.t.Helper()
+	_, body := e.get(console.PathFleets, ck)
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		e.t.Fatalf("the fleets page has no CSRF field: %.300s", body)
+	}
+	return m[1]
+}
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func TestSessionLifecycle(t *testing.T) {
-	e := newEnv(t, "fleet-secret")
+	e := newEnv(t, "console-key")
 	if res, body := e.get(console.PathFleets, nil); res.StatusCode != 401 || !strings.Contains(body, "fleetq console") {
 		t.Errorf("fleets without a session = %d %q, want 401 saying how to sign in", res.StatusCode, body)
 	}
-	ck := e.session()
+	ck := e.sessionFrom(e.login)
 	res, body := e.get(console.PathFleets, ck)
 	if res.StatusCode != 200 || !strings.Contains(body, "arn:aws:iam::1:user/ops") {
 		t.Fatalf("fleets with the session = %d, want 200 naming the operator: %.200s", res.StatusCode, body)
@@ -157,22 +211,23 @@ func TestSessionLifecycle(t *testing.T) {
 	if res, _ := e.get(console.PathFleets, &forged); res.StatusCode != 401 {
 		t.Errorf("a forged session = %d, want 401", res.StatusCode)
 	}
-	other := newEnv(t, "another-secret")
+	other := newProcess(t, e.st, e.clk, keyRing(t, "another-key"))
 	if res, _ := other.get(console.PathFleets, ck); res.StatusCode != 401 {
-		t.Errorf("a session of another secret = %d, want 401", res.StatusCode)
+		t.Errorf("a session of another key = %d, want 401", res.StatusCode)
 	}
 	// The session ends after an hour; the login link after two minutes.
+	unused := e.newLogin()
 	e.clk.Advance(time.Hour)
 	if res, _ := e.get(console.PathFleets, ck); res.StatusCode != 401 {
 		t.Errorf("a session an hour old = %d, want 401", res.StatusCode)
 	}
-	if res, _ := e.get(e.login, nil); res.StatusCode != 401 {
+	if res, _ := e.get(unused, nil); res.StatusCode != 401 {
 		t.Errorf("a login an hour old = %d, want 401", res.StatusCode)
 	}
 }
 
 func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
-	e := newEnv(t, "fleet-secret")
+	e := newEnv(t, "console-key")
 	ck := e.session()
 	_, body := e.get("/console/jobs/j-1", ck)
 	m := csrfField.FindStringSubmatch(body)
@@ -215,7 +270,7 @@ func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
 }
 
 func TestErrorsArePagesWithTheContractsStatus(t *testing.T) {
-	e := newEnv(t, "fleet-secret")
+	e := newEnv(t, "console-key")
 	ck := e.session()
 	res, body := e.get("/console/jobs?status=bogus", ck)
 	if res.StatusCode != 400 || !strings.Contains(body, "must be queued, leased") || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {

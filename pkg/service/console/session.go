@@ -9,6 +9,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 )
 
 // Token kinds: a login token travels once in the URL fleetq console opens;
@@ -22,25 +24,33 @@ const (
 type claims struct {
 	Kind     string `json:"k"`
 	Operator string `json:"op"`
+	Issued   int64  `json:"iat"`
 	Expires  int64  `json:"exp"`
-	// Nonce makes every session distinct; its CSRF token is derived from it.
+	// Nonce is the login's one-time id, or the session's id; a session's
+	// CSRF token is derived from it.
 	Nonce string `json:"n"`
+	// Epoch is the operator's session epoch when the token was signed:
+	// "sign out everywhere" raises it, ending every token signed before.
+	Epoch int64 `json:"ep"`
+}
+
+// session is a verified session token and the key that signed it.
+type session struct {
+	claims
+	key signing.Key
 }
 
 var errBadToken = errors.New("the console session is missing, forged or expired")
 
-// deriveKey turns the stage's secret into the console's signing key, so a
-// session signature can never be mistaken for anything else signed with it.
-func deriveKey(secret string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("fleetq console session v1"))
-	return m.Sum(nil)
-}
+// macLabel separates console signatures from anything else a key might
+// ever sign.
+const macLabel = "fleetq console v2|"
 
-func sign(key []byte, c claims) string {
+// sign returns "<key id>.<payload>.<signature>": the signature names its key.
+func sign(key signing.Key, c claims) string {
 	payload, _ := json.Marshal(c)
-	p := base64.RawURLEncoding.EncodeToString(payload)
-	return p + "." + base64.RawURLEncoding.EncodeToString(mac(key, p))
+	p := key.ID + "." + base64.RawURLEncoding.EncodeToString(payload)
+	return p + "." + base64.RawURLEncoding.EncodeToString(mac(key.Secret, macLabel+p))
 }
 
 func mac(key []byte, s string) []byte {
@@ -49,31 +59,50 @@ func mac(key []byte, s string) []byte {
 	return m.Sum(nil)
 }
 
-// verify checks a token's signature, kind and expiry.
-func verify(key []byte, token, kind string, now time.Time) (claims, error) {
-	p, sig, ok := strings.Cut(token, ".")
+// keyIDOf is the key id a token names ("" for no token).
+func keyIDOf(token string) string {
+	id, _, _ := strings.Cut(token, ".")
+	return id
+}
+
+// clockSkew is how far ahead of this process's clock another API process
+// may have issued a token (seconds).
+const clockSkew = 60
+
+// verify checks a token's key, signature, kind and times: a token is valid
+// from when it was issued until it expires, and never for longer than
+// maxTTL, whatever it says.
+func verify(ring signing.Ring, token, kind string, now time.Time, maxTTL time.Duration) (session, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return session{}, errBadToken
+	}
+	key, ok := ring.Find(parts[0], now)
 	if !ok {
-		return claims{}, errBadToken
+		return session{}, errBadToken
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac(key, p)) {
-		return claims{}, errBadToken
+	got, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !hmac.Equal(got, mac(key.Secret, macLabel+parts[0]+"."+parts[1])) {
+		return session{}, errBadToken
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(p)
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return claims{}, errBadToken
+		return session{}, errBadToken
 	}
 	var c claims
-	if err := json.Unmarshal(payload, &c); err != nil || c.Kind != kind || c.Operator == "" || now.Unix() >= c.Expires {
-		return claims{}, errBadToken
+	if err := json.Unmarshal(payload, &c); err != nil || c.Kind != kind || c.Operator == "" || c.Nonce == "" {
+		return session{}, errBadToken
 	}
-	return c, nil
+	if n := now.Unix(); n >= c.Expires || n < c.Issued-clockSkew || c.Expires-c.Issued > int64(maxTTL/time.Second) {
+		return session{}, errBadToken
+	}
+	return session{claims: c, key: key}, nil
 }
 
 // csrfToken is the form token of a session: only pages served to that
 // session carry it.
-func csrfToken(key []byte, c claims) string {
-	return base64.RawURLEncoding.EncodeToString(mac(key, "csrf|"+c.Nonce))
+func csrfToken(s session) string {
+	return base64.RawURLEncoding.EncodeToString(mac(s.key.Secret, macLabel+"csrf|"+s.Nonce))
 }
 
 func nonce() string {

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/console"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
@@ -175,6 +176,21 @@ func (e *Lambda) FleetSecret() (api.SecretSource, error) {
 	return nil, fmt.Errorf("neither %s nor %s is set: the API cannot check the fleet secret", awsenv.EnvFleetSecretARN, awsenv.EnvFleetSecretParam)
 }
 
+// rotationWindow is how long a signing key's previous version still
+// verifies after a rotation: the longest a console session lasts, so a
+// rotation signs nobody out (rotate twice to end every session at once).
+const rotationWindow = console.MaxSessionTTL
+
+// ConsoleKeys are the keys console sessions are signed with: the Secrets
+// Manager secret FLEETQ_CONSOLE_KEY_ARN (the stack generates it).
+func (e *Lambda) ConsoleKeys() (console.Keys, error) {
+	arn, err := e.Require(awsenv.EnvConsoleKeyARN)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the API cannot sign console sessions", err)
+	}
+	return &auth.SecretsManagerKeys{Client: e.SecretsManager(), ID: arn, Window: rotationWindow}, nil
+}
+
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Lambda) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) {
@@ -269,11 +285,15 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 	if err != nil {
 		return nil, err
 	}
+	consoleKeys, err := e.ConsoleKeys()
+	if err != nil {
+		return nil, err
+	}
 	var files api.Assets
 	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
 		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
 	}
-	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, secret,
+	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, secret, consoleKeys,
 		auth.IAMOperator{}, files)
 	return httpadapter.NewV2(h).ProxyWithContext, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/console"
 	"github.com/fleetq/fleetq/pkg/service/dispatch"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
@@ -89,11 +90,12 @@ func RegisterLimit(n int) APIOption { return func(o *api.Options) { o.RegisterLi
 func NoAnnounce() APIOption { return func(o *api.Options) { o.Events = nil } }
 
 // NewAPI returns the worker, producer and operator HTTP API. queue takes
-// submissions, secret is the fleet secret workers register with, operator
-// authenticates operators, files presigns job input and output URLs (nil: a
-// stage without a bucket).
-func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
-	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, FleetSecret: secret, Operator: operator,
+// submissions, secret is the fleet secret workers register with,
+// consoleKeys sign operator console sessions, operator authenticates
+// operators, files presigns job input and output URLs (nil: a stage without
+// a bucket).
+func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, consoleKeys console.Keys, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
+	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, FleetSecret: secret, ConsoleKeys: consoleKeys, Operator: operator,
 		Assets: files, Clock: e.Clock, Logger: e.Logger}
 	if e.Relay != nil {
 		o.Events = e.Relay

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -189,6 +191,9 @@ func TestLambdaWiring(t *testing.T) {
 	// The stack's Secrets Manager secret, by ARN, as the API function reads it.
 	const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-AbCdEf"
 	jsonAPI.PutSecretValue(secretARN, "sample-fleet-secret")
+	// The console key, a secret of its own.
+	const consoleKeyARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ConsoleKey-AbCdEf"
+	jsonAPI.PutSecretValue(consoleKeyARN, "sample-console-key")
 	// EC2's Spot price history, which the scaler reads for the cost of jobs.
 	acct, err := localaws.StartAccount("")
 	if err != nil {
@@ -202,7 +207,8 @@ func TestLambdaWiring(t *testing.T) {
 		awsenv.EnvDynamoDBEndpoint: testenv.DynamoDBEndpoint(t), awsenv.EnvSQSEndpoint: sqsSrv.URL,
 		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSecretsManagerEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
 		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretARN: secretARN,
-		awsenv.EnvEventBus: "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+		awsenv.EnvConsoleKeyARN: consoleKeyARN,
+		awsenv.EnvEventBus:      "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
 		awsenv.EnvEC2Endpoint: acct.URL,
 	}
 	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)
@@ -261,6 +267,7 @@ func TestLambdaWiring(t *testing.T) {
 		desired:   func(*testing.T) int { return asg.Desired("fleetq-dev-demo") },
 		metrics:   &metrics,
 	})
+	consoleLoginOnce(t, apiH, signing.KeyID("sample-console-key"))
 	// The scenario's ticks read the demo fleet's Spot prices.
 	spot, err := l.Store.SpotPrices(ctx, "demo")
 	if err != nil || spot.USD["g5.xlarge/us-east-1a"] != 0.4521 {
@@ -327,4 +334,53 @@ func TestDevStackWiring(t *testing.T) {
 		},
 		metrics: &metrics,
 	})
+}
+
+// consoleLoginOnce signs in to the console through the API function as an
+// IAM operator: the login is signed with the console key (named by its id),
+// works once, and its session opens the fleets page.
+func consoleLoginOnce(t *testing.T, apiH func(context.Context, awsevents.APIGatewayV2HTTPRequest) (awsevents.APIGatewayV2HTTPResponse, error), keyID string) {
+	t.Helper()
+	ctx := context.Background()
+	req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-submit-job-iam.json")
+	req.RawPath, req.RequestContext.HTTP.Path = "/api/admin/console-session", "/api/admin/console-session"
+	req.RouteKey, req.RequestContext.RouteKey = "POST /api/admin/console-session", "POST /api/admin/console-session"
+	req.Body, req.IsBase64Encoded = "{}", false
+	resp, err := apiH(ctx, req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("console-session = %d %s, %v", resp.StatusCode, resp.Body, err)
+	}
+	var login struct{ Path string }
+	if err := json.Unmarshal([]byte(resp.Body), &login); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(login.Path)
+	if err != nil || !strings.HasPrefix(u.Query().Get("token"), keyID+".") {
+		t.Fatalf("login %q is not signed with the console key %s", login.Path, keyID)
+	}
+	get := func(path, rawQuery, cookie string) awsevents.APIGatewayV2HTTPResponse {
+		t.Helper()
+		r := awsevents.APIGatewayV2HTTPRequest{Version: "2.0", RouteKey: "GET " + path, RawPath: path, RawQueryString: rawQuery,
+			Headers: map[string]string{"host": "api.example.com"}, RequestContext: awsevents.APIGatewayV2HTTPRequestContext{
+				HTTP: awsevents.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: path, SourceIP: "203.0.113.9"}}}
+		if cookie != "" {
+			r.Cookies = []string{cookie}
+		}
+		resp, err := apiH(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := get(u.Path, u.RawQuery, "")
+	if first.StatusCode != 303 || len(first.Cookies) != 1 {
+		t.Fatalf("login = %d with cookies %v", first.StatusCode, first.Cookies)
+	}
+	if again := get(u.Path, u.RawQuery, ""); again.StatusCode != 401 {
+		t.Fatalf("the login again = %d, want 401", again.StatusCode)
+	}
+	cookie, _, _ := strings.Cut(first.Cookies[0], ";")
+	if page := get("/console/fleets", "", cookie); page.StatusCode != 200 {
+		t.Fatalf("fleets with the session = %d", page.StatusCode)
+	}
 }

@@ -1,0 +1,89 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+
+	"github.com/fleetq/fleetq/pkg/domain/signing"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+)
+
+// SecretsManagerKeys reads a signing key ring from a Secrets Manager secret
+// the stack generated (one secret per purpose: console sessions, webhook
+// deliveries). Its AWSCURRENT version is the current key; its AWSPREVIOUS
+// version, which Secrets Manager keeps when put-secret-value stores a new
+// one, still verifies for Window after the current version was created.
+// The ring is kept for TTL; a key id the ring does not know makes it read
+// again, at most once per MinRefresh, so a key rotated a moment ago is
+// learned at once without letting unknown ids flood Secrets Manager.
+type SecretsManagerKeys struct {
+	Client SecretsManagerGetter
+	ID     string
+	// Window is how long the previous key verifies after a rotation.
+	Window time.Duration
+	// TTL is how long the ring is kept (default 5m); MinRefresh the least
+	// time between reads for an unknown key id (default 10s).
+	TTL        time.Duration
+	MinRefresh time.Duration
+	Clock      clock.Clock
+
+	mu     sync.Mutex
+	ring   signing.Ring
+	readAt time.Time
+}
+
+// SigningKeys returns the ring, read again when stale or when kid is a key
+// id it does not hold.
+func (s *SecretsManagerKeys) SigningKeys(ctx context.Context, kid string) (signing.Ring, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := clockOr(s.Clock).Now()
+	age := now.Sub(s.readAt)
+	if s.ring.Current.ID != "" && age >= 0 && age < ttlOr(s.TTL) {
+		_, known := s.ring.Find(kid, now)
+		minRefresh := s.MinRefresh
+		if minRefresh <= 0 {
+			minRefresh = 10 * time.Second
+		}
+		if kid == "" || known || age < minRefresh {
+			return s.ring, nil
+		}
+	}
+	ring, err := s.read(ctx)
+	if err != nil {
+		return signing.Ring{}, err
+	}
+	s.ring, s.readAt = ring, now
+	return ring, nil
+}
+
+// read reads the current and previous versions.
+func (s *SecretsManagerKeys) read(ctx context.Context) (signing.Ring, error) {
+	cur, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.ID)})
+	if err != nil {
+		return signing.Ring{}, fmt.Errorf("read signing key %s: %w", s.ID, err)
+	}
+	var ring signing.Ring
+	if ring.Current, err = signing.NewKey(aws.ToString(cur.SecretString)); err != nil {
+		return signing.Ring{}, fmt.Errorf("signing key %s: %w", s.ID, err)
+	}
+	prev, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.ID), VersionStage: aws.String("AWSPREVIOUS")})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &notFound):
+		return ring, nil // never rotated
+	case err != nil:
+		return signing.Ring{}, fmt.Errorf("read previous signing key %s: %w", s.ID, err)
+	}
+	if k, err := signing.NewKey(aws.ToString(prev.SecretString)); err == nil && cur.CreatedDate != nil {
+		ring.Previous, ring.PreviousUntil = k, cur.CreatedDate.Add(s.Window)
+	}
+	return ring, nil
+}
