@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
@@ -41,8 +42,12 @@ func (b *countingBody) Close() error { return nil }
 // constructor), called without a network in between so that what a request
 // allocates and reads can be measured around it.
 func directAPI(h *harness) http.Handler {
+	keys, err := signing.NewStatic(h.stack.ConsoleKey)
+	if err != nil {
+		panic(err)
+	}
 	return system.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
-		auth.StaticSecret(fleetSecret), auth.OperatorToken(operatorToken), h.stack.Assets)
+		auth.StaticSecret(fleetSecret), keys, auth.OperatorToken(operatorToken), h.stack.Assets)
 }
 
 type measured struct {
