@@ -22,11 +22,14 @@ import (
 // the version they were read from). A prompt moves pending → running →
 // finished one step per /history or /queue read, so tests are paced by the
 // runner's own polls; a held prompt stays running until finish is called.
+// Like ComfyUI, it queues a prompt id it has run before and keeps that
+// run's history entry until the new run ends.
 type comfyServer struct {
 	t  *testing.T
 	mu sync.Mutex
 
 	models     []string       // ckpt_name values CheckpointLoaderSimple accepts
+	cached     []string       // node ids reported as cached (execution_cached)
 	outcome    string         // how the next prompts end (see execute)
 	oldBuild   bool           // ignores a client's prompt_id; history without status
 	hold       bool           // a running prompt waits for finish
@@ -336,14 +339,39 @@ func (c *comfyServer) step() {
 	c.running = p
 	ts := time.Now().UnixMilli()
 	c.send(p, "execution_start", map[string]any{"prompt_id": p.id, "timestamp": ts})
-	c.send(p, "execution_cached", map[string]any{"nodes": []string{}, "prompt_id": p.id, "timestamp": ts})
+	c.send(p, "execution_cached", map[string]any{"nodes": c.cachedOf(p), "prompt_id": p.id, "timestamp": ts})
+	first := c.order(p)[0]
+	c.send(p, "executing", map[string]any{"node": first, "display_node": first, "prompt_id": p.id})
+	c.send(p, "progress", map[string]any{"value": 10, "max": 20, "prompt_id": p.id, "node": first})
+}
+
+// cachedOf is the prompt's nodes the server reports as cached: those of
+// the cached list that the prompt has.
+func (c *comfyServer) cachedOf(p *comfyPrompt) []string {
+	out := []string{}
+	for _, id := range c.cached {
+		if _, ok := p.prompt[id]; ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// order is the order the server executes a prompt's uncached nodes in
+// (by id, as strings: the tests need some fixed order, not ComfyUI's).
+func (c *comfyServer) order(p *comfyPrompt) []string {
+	cached := map[string]bool{}
+	for _, id := range c.cachedOf(p) {
+		cached[id] = true
+	}
 	ids := make([]string, 0, len(p.prompt))
 	for id := range p.prompt {
-		ids = append(ids, id)
+		if !cached[id] {
+			ids = append(ids, id)
+		}
 	}
 	sort.Strings(ids)
-	c.send(p, "executing", map[string]any{"node": ids[0], "display_node": ids[0], "prompt_id": p.id})
-	c.send(p, "progress", map[string]any{"value": 10, "max": 20, "prompt_id": p.id, "node": ids[0]})
+	return ids
 }
 
 // execute ends a running prompt as the outcome says and writes its history
@@ -425,13 +453,26 @@ func (c *comfyServer) execute(p *comfyPrompt) {
 	}
 	p.result = entry
 	c.history[p.id] = p
-	for id, o := range outputs {
-		c.send(p, "executed", map[string]any{"node": id, "display_node": id, "output": o, "prompt_id": p.id})
+	// The socket hears what execution.py sends as it goes: each further
+	// node as it starts, an output node's files once it ran, then the end
+	// (the first node's executing went out when the prompt started).
+	last := msgs[len(msgs)-1].([]any)
+	switch last[0] {
+	case "execution_error", "execution_interrupted":
+		c.send(p, last[0].(string), last[1].(map[string]any))
+		return
 	}
-	if outcome == "success" {
-		c.send(p, "executing", map[string]any{"node": nil, "prompt_id": p.id})
-		c.send(p, "execution_success", map[string]any{"prompt_id": p.id, "timestamp": ts})
+	for _, id := range c.order(p)[1:] {
+		c.send(p, "executing", map[string]any{"node": id, "display_node": id, "prompt_id": p.id})
+		if o, ok := outputs[id]; ok {
+			c.send(p, "executed", map[string]any{"node": id, "display_node": id, "output": o, "prompt_id": p.id})
+		}
 	}
+	if first := c.order(p)[0]; outputs[first] != nil {
+		c.send(p, "executed", map[string]any{"node": first, "display_node": first, "output": outputs[first], "prompt_id": p.id})
+	}
+	c.send(p, "executing", map[string]any{"node": nil, "prompt_id": p.id})
+	c.send(p, "execution_success", map[string]any{"prompt_id": p.id, "timestamp": ts})
 }
 
 // websocket is /ws?clientId=: a status message first, then the events of

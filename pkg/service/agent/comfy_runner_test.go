@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func (p *progressLog) report(v float64) {
 
 func comfyJob(id string, input json.RawMessage, out, named string, blobURL string) (*agent.Job, *progressLog) {
 	pl := &progressLog{ch: make(chan float64, 16)}
-	j := &agent.Job{Lease: agent.Lease{JobID: id, Attempt: 1, Input: input}, Progress: pl.report}
+	j := &agent.Job{Lease: agent.Lease{JobID: id, Attempt: 1, LeaseToken: "lease-" + id, Input: input}, Progress: pl.report}
 	if out != "" {
 		j.OutputURL = blobURL + out
 	}
@@ -79,7 +80,7 @@ func TestComfyUIRunnerDeliversEveryOutputInNodeOrderWithProgress(t *testing.T) {
 	}
 	j, pl := comfyJob("c1", comfyWorkflow("sdxl.safetensors", "", 1), "/out/output", "/out/second", blobSrv.URL)
 	j.InputURLs = map[string]string{"init": blobSrv.URL + "/in/init.png"}
-	id := agent.PromptID("c1", 1)
+	id := agent.PromptID("c1", "lease-c1")
 	type outcome struct {
 		res json.RawMessage
 		err error
@@ -127,8 +128,8 @@ func TestComfyUIRunnerDeliversEveryOutputInNodeOrderWithProgress(t *testing.T) {
 	if sent.PromptID != id || sent.ClientID == "" || sent.ExtraData["api_key_comfy_org"] != "k-1" {
 		t.Fatalf("posted %s", raw)
 	}
-	if agent.PromptID("c1", 2) == id {
-		t.Fatal("a new attempt must get a new prompt id")
+	if agent.PromptID("c1", "another-lease") == id || agent.PromptID("c1", "lease-c1") != id {
+		t.Fatal("a prompt id is the same for one lease and new for every lease")
 	}
 }
 
@@ -169,7 +170,7 @@ func TestComfyUIRunnerOutcomeClasses(t *testing.T) {
 			}
 			if c.name == "partial node errors" {
 				_, deleted, _, pending, _ := comfy.snapshot()
-				if len(deleted) != 1 || deleted[0] != agent.PromptID(j.JobID, 1) || pending != 0 {
+				if len(deleted) != 1 || deleted[0] != agent.PromptID(j.JobID, j.LeaseToken) || pending != 0 {
 					t.Fatalf("the partly valid prompt was not taken back: deleted %v, pending %d", deleted, pending)
 				}
 			}
@@ -188,7 +189,7 @@ func TestComfyUIRunnerOlderBuildAndPollingOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(res), agent.PromptID("old", 1)) || !strings.HasPrefix(store.get("/out/output"), "bytes of nine_") {
+	if strings.Contains(string(res), agent.PromptID("old", "lease-old")) || !strings.HasPrefix(store.get("/out/output"), "bytes of nine_") {
 		t.Fatalf("result %s, output %q", res, store.get("/out/output"))
 	}
 }
@@ -257,7 +258,7 @@ func TestComfyUIRunnerCancelTakesBackOnlyItsOwnPrompt(t *testing.T) {
 		t.Fatalf("canceled: %v", err)
 	}
 	_, deleted, interrupts, _, _ := comfy.snapshot()
-	if fmt.Sprint(deleted) != fmt.Sprint([]string{agent.PromptID("mine", 1)}) || len(interrupts) != 0 {
+	if fmt.Sprint(deleted) != fmt.Sprint([]string{agent.PromptID("mine", "lease-mine")}) || len(interrupts) != 0 {
 		t.Fatalf("deleted %v, interrupts %v", deleted, interrupts)
 	}
 	_ = pl
@@ -267,7 +268,7 @@ func TestComfyUIRunnerCancelTakesBackOnlyItsOwnPrompt(t *testing.T) {
 		t.Fatalf("other: %v", err)
 	}
 	_, _, interrupts, _, _ = comfy.snapshot()
-	if fmt.Sprint(interrupts) != fmt.Sprint([]string{agent.PromptID("other", 1)}) {
+	if fmt.Sprint(interrupts) != fmt.Sprint([]string{agent.PromptID("other", "lease-other")}) {
 		t.Fatalf("interrupts %v", interrupts)
 	}
 }
@@ -332,9 +333,52 @@ func TestComfyUIProgressReachesTheJob(t *testing.T) {
 		p := e.job("cj").Progress
 		return p != nil && *p > 0 && *p < 1
 	})
-	comfy.finish(agent.PromptID("cj", 1))
+	comfy.finish(agent.PromptID("cj", e.job("cj").LeaseToken))
 	e.waitFor("cj to end", func() bool { return e.job("cj").Status != job.Leased })
 	if j := e.job("cj"); j.Status != job.Succeeded {
 		t.Fatalf("cj %s: %+v", j.Status, j.Error)
+	}
+}
+
+// ComfyUI accepts a prompt id it has seen and keeps the earlier run's
+// history entry until the new run ends. Should two runs ever share an id,
+// the second does not take the first's entry for its own outcome: the
+// entry's queue number is the first run's, not the one ComfyUI answered
+// the second post with.
+func TestComfyUIRunnerNeverAdoptsAnEarlierRunsHistory(t *testing.T) {
+	comfy, srv := newComfyServer(t)
+	posted := make(chan string, 8)
+	comfy.set(func(c *comfyServer) { c.hold, c.posted = true, posted })
+	store, blobSrv := newBlobs(t)
+	r := agent.ComfyUIRunner{URL: srv.URL, PollEvery: 10 * time.Millisecond}
+	first, _ := comfyJob("same", comfyWorkflow("sdxl.safetensors", "", 1), "/out/a", "/out/a2", blobSrv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(ctx, first); done <- err }()
+	id := <-posted
+	for {
+		if _, _, _, _, running := comfy.snapshot(); running {
+			break
+		}
+		res, err := http.Get(srv.URL + "/queue") // each read moves the fake's queue a step
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	comfy.set(func(c *comfyServer) { c.hold = false })
+	second, _ := comfyJob("same", comfyWorkflow("sdxl.safetensors", "", 1), "/out/b", "/out/b2", blobSrv.URL)
+	if _, err := runComfy(t, r, second); err != nil {
+		t.Fatalf("the second run took the first's interrupted entry: %v", err)
+	}
+	if again := <-posted; again != id {
+		t.Fatalf("the runs did not share a prompt id (%s, %s): the test proves nothing", id, again)
+	}
+	if !strings.HasPrefix(store.get("/out/b"), "bytes of nine_") {
+		t.Fatalf("second output %q", store.get("/out/b"))
 	}
 }

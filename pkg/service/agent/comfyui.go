@@ -31,13 +31,18 @@ import (
 //  1. each input_urls file is uploaded with /upload/image under its name;
 //  2. /ws?clientId= is followed for progress and completion;
 //  3. the workflow is queued with POST /prompt under a prompt_id derived
-//     from the job and attempt, so a re-sent prompt is found, not queued
-//     twice;
+//     from the job and its lease token: the same for a re-sent post, so a
+//     post whose answer was lost is found, not queued twice; new for every
+//     lease, so no run is taken for another's;
 //  4. GET /history/{prompt_id} is the source of truth for the outcome
 //     (read when the websocket says the prompt ended, and polled as a
 //     fallback); /queue tells a queued or running prompt from a lost one;
 //  5. every output file is fetched with /view and PUT to the job's output
 //     URLs in numeric node order.
+//
+// What ComfyUI did goes to the job's log (comfyLog): the prompt id, each
+// node as it starts and finishes, ComfyUI's error and traceback, and the
+// files delivered.
 type ComfyUIRunner struct {
 	URL string // default http://127.0.0.1:8188
 	// HTTP talks to ComfyUI (default: a client with a 60s timeout).
@@ -109,18 +114,36 @@ type comfyRun struct {
 	r        ComfyUIRunner
 	j        *Job
 	clk      clock.Clock
+	log      *comfyLog
 	id       string // the prompt id ComfyUI runs the prompt under
 	clientID string
-	nodes    map[string]comfyNode
-	progress float64
-	done     map[string]bool // nodes executed or cached (for progress)
-	current  string
+	// number is the queue number ComfyUI answered the post with (when
+	// known): its history entry carries it, so an entry left by an
+	// earlier prompt under the same id is never taken for this one's.
+	number    json.Number
+	nodes     map[string]comfyNode
+	progress  float64
+	done      map[string]bool // nodes executed or cached (for progress)
+	current   string          // the node executing now
+	currentAt time.Time       // when it started
+	// failedNode ran for failedIn when the websocket said the prompt
+	// failed; the history says which node failed and why.
+	failedNode string
+	failedIn   time.Duration
+	ended      bool // the websocket said the prompt ended
 }
 
-// PromptID is the prompt id a job's attempt is queued under: the same for
-// a re-sent prompt of one attempt, new for every attempt.
-func PromptID(jobID string, attempt int) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("fleetq:job:"+jobID+"#"+strconv.Itoa(attempt))).String()
+// PromptID is the prompt id a lease of a job is queued under: the same for
+// every post within one lease (a post whose answer was lost is found, not
+// queued twice), new for every lease — a requeue that spends no attempt,
+// an operator's retry that resets attempts, a lease that expired — so no
+// run is ever taken for an earlier one, on the same ComfyUI or on one
+// restarted since. The lease token is a fresh random value per lease.
+func PromptID(jobID, leaseToken string) string {
+	if leaseToken == "" {
+		return uuid.NewString() // outside a lease: a run of its own
+	}
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("fleetq:lease:"+jobID+"#"+leaseToken)).String()
 }
 
 // Run runs one job's workflow on ComfyUI and delivers its output files.
@@ -131,11 +154,12 @@ func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error)
 	if err := json.Unmarshal(j.Input, &in); err != nil || len(in.Prompt) == 0 || in.Prompt[0] != '{' {
 		return nil, Permanent("bad_input", "comfyui: input.prompt must be a workflow in ComfyUI's API format (a JSON object)")
 	}
-	run := &comfyRun{r: r, j: j, clk: j.clock(), id: PromptID(j.JobID, j.Attempt), done: map[string]bool{}}
+	run := &comfyRun{r: r, j: j, clk: j.clock(), id: PromptID(j.JobID, j.LeaseToken), done: map[string]bool{}}
 	run.clientID = "fleetq-" + run.id
 	if err := json.Unmarshal(in.Prompt, &run.nodes); err != nil {
 		return nil, Permanent("bad_input", "comfyui: input.prompt is not a workflow in ComfyUI's API format: %v", err)
 	}
+	run.log = newComfyLog(j.logWriter(), run.clk, run.nodes)
 	if len(j.InputURLs) > 0 {
 		dir, err := os.MkdirTemp("", "fleetq-comfy-")
 		if err != nil {
@@ -161,23 +185,28 @@ func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error)
 	if err := run.queue(ctx, in.Prompt); err != nil {
 		if ctx.Err() != nil {
 			run.cancel()
+			run.log.printf("stopped by fleetq before the prompt was queued: the prompt is taken back")
 			return nil, ctx.Err()
 		}
+		run.log.printf("%v", err)
 		return nil, err
 	}
 	hist, err := run.follow(ctx, events)
 	if err != nil {
 		if ctx.Err() != nil {
 			run.cancel()
+			run.log.printf("stopped by fleetq (canceled, lease lost or shutting down): prompt %s taken back", run.id)
 			return nil, ctx.Err()
 		}
+		run.log.printf("%v", err)
 		return nil, err
 	}
+	run.log.finished(hist)
 	outputs, err := run.judge(ctx, hist)
 	if err != nil {
 		return nil, err
 	}
-	return r.deliver(ctx, j, run.id, outputs)
+	return run.deliver(ctx, outputs)
 }
 
 func (r ComfyUIRunner) uploadImage(ctx context.Context, name, path string) error {
@@ -316,17 +345,18 @@ func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
 	}
 	var out struct {
 		PromptID   string          `json:"prompt_id"`
+		Number     json.Number     `json:"number"`
 		Error      json.RawMessage `json:"error"`
 		NodeErrors json.RawMessage `json:"node_errors"`
 	}
 	var status int
-	tried := false
+	tried, found := false, false
 	err := c.retry(ctx, "queue prompt", func() error {
 		if tried {
 			if known, err := c.known(ctx); err != nil {
 				return err
 			} else if known {
-				status, out.PromptID = http.StatusOK, c.id
+				status, out.PromptID, found = http.StatusOK, c.id, true
 				return nil
 			}
 		}
@@ -352,6 +382,8 @@ func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
 		return Retryable("comfyui_error", "comfyui /prompt answered no prompt_id")
 	}
 	c.id = out.PromptID // a ComfyUI that predates client prompt ids picks its own
+	c.number = out.Number
+	c.log.queuedOn(c.id, c.r.base(), found)
 	if len(nodeErrs) > 0 {
 		// ComfyUI dropped the invalid outputs and runs the rest: take the
 		// prompt back and fail, rather than deliver part of the workflow.
@@ -472,6 +504,9 @@ func (c *comfyRun) outputNodes(ctx context.Context) []string {
 }
 
 type comfyHistory struct {
+	// Prompt is the queue item: [number, prompt_id, prompt, extra_data,
+	// outputs_to_execute, …].
+	Prompt  []json.RawMessage                     `json:"prompt"`
 	Outputs map[string]map[string]json.RawMessage `json:"outputs"`
 	Status  *struct {
 		StatusStr string            `json:"status_str"`
@@ -491,6 +526,12 @@ func (c *comfyRun) history(ctx context.Context) (comfyHistory, bool, error) {
 		return comfyHistory{}, false, Retryable("comfyui_error", "comfyui /history answered %d", status)
 	}
 	h, ok := hist[c.id]
+	if ok && c.number != "" && len(h.Prompt) > 0 && string(h.Prompt[0]) != string(c.number) {
+		// An earlier prompt's entry under this id (ComfyUI accepts a
+		// prompt id twice and keeps the old entry until the new run
+		// ends): not this run's outcome.
+		return comfyHistory{}, false, nil
+	}
 	return h, ok, nil
 }
 
@@ -559,7 +600,12 @@ func (c *comfyRun) follow(ctx context.Context, events <-chan comfyEvent) (comfyH
 			return comfyHistory{}, err
 		}
 		if found && (h.Status == nil || h.Status.Completed || h.Status.StatusStr == "success" || h.Status.StatusStr == "error") {
-			return h, nil // an entry without status is an older ComfyUI's finished prompt
+			// An entry without status is an older ComfyUI's finished
+			// prompt. The socket's last messages (the last nodes, the
+			// end) may still be on their way: the log waits for them,
+			// one poll interval at most.
+			c.awaitEnd(ctx, events)
+			return h, nil
 		}
 		if !found && missing >= 2 {
 			return comfyHistory{}, Retryable("comfyui_prompt_lost", "comfyui lost prompt %s: it is neither queued nor in the history (did ComfyUI restart?)", c.id)
@@ -587,6 +633,29 @@ func (c *comfyRun) follow(ctx context.Context, events <-chan comfyEvent) (comfyH
 	}
 }
 
+// awaitEnd reads the websocket until it says the prompt ended, for one
+// poll interval at most.
+func (c *comfyRun) awaitEnd(ctx context.Context, events <-chan comfyEvent) {
+	if events == nil || c.ended {
+		return
+	}
+	wait := c.clk.NewTimer(c.r.pollEvery())
+	defer wait.Stop()
+	for !c.ended {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.Chan():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			c.onEvent(ev)
+		}
+	}
+}
+
 // comfyEvent is one JSON message of ComfyUI's websocket.
 type comfyEvent struct {
 	Type string `json:"type"`
@@ -607,19 +676,27 @@ func (c *comfyRun) onEvent(ev comfyEvent) bool {
 	}
 	total := float64(max(len(c.nodes), 1))
 	step := 0.0
+	now := c.clk.Now()
 	switch ev.Type {
+	case "execution_start":
+		c.log.printf("prompt started")
 	case "execution_cached":
 		for _, n := range ev.Data.Nodes {
 			c.done[n] = true
+			c.log.printf("%s cached", c.log.node(n))
 		}
 	case "executing":
 		if c.current != "" {
 			c.done[c.current] = true
+			c.log.printf("%s finished in %s", c.log.node(c.current), seconds(now.Sub(c.currentAt)))
+			c.current = ""
 		}
 		if ev.Data.Node == nil {
+			c.ended = true
 			return true // the prompt ended
 		}
-		c.current = *ev.Data.Node
+		c.current, c.currentAt = *ev.Data.Node, now
+		c.log.printf("%s started", c.log.node(c.current))
 	case "progress":
 		if ev.Data.Max > 0 {
 			step = min(ev.Data.Value/ev.Data.Max, 1)
@@ -628,7 +705,19 @@ func (c *comfyRun) onEvent(ev comfyEvent) bool {
 		if ev.Data.Node != nil {
 			c.done[*ev.Data.Node] = true
 		}
-	case "execution_success", "execution_error", "execution_interrupted":
+	case "execution_error", "execution_interrupted":
+		if c.current != "" {
+			// The history's messages say which node and why (judge).
+			c.failedNode, c.failedIn, c.current = c.current, now.Sub(c.currentAt), ""
+		}
+		c.ended = true
+		return true
+	case "execution_success":
+		if c.current != "" {
+			c.log.printf("%s finished in %s", c.log.node(c.current), seconds(now.Sub(c.currentAt)))
+			c.current = ""
+		}
+		c.ended = true
 		return true
 	default:
 		return false
@@ -705,24 +794,36 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 			var kind string
 			_ = json.Unmarshal(pair[0], &kind)
 			var e struct {
-				NodeID    string `json:"node_id"`
-				NodeType  string `json:"node_type"`
-				Exception string `json:"exception_message"`
-				Type      string `json:"exception_type"`
+				NodeID    string   `json:"node_id"`
+				NodeType  string   `json:"node_type"`
+				Exception string   `json:"exception_message"`
+				Type      string   `json:"exception_type"`
+				Traceback []string `json:"traceback"`
 			}
 			_ = json.Unmarshal(pair[1], &e)
 			switch kind {
 			case "execution_error":
+				ran := time.Duration(0)
+				if e.NodeID == c.failedNode {
+					ran = c.failedIn
+				}
+				c.log.failure(e.NodeID, e.NodeType, ran, e.Type, e.Exception, e.Traceback)
 				where := fmt.Sprintf("node %s (%s): %s", e.NodeID, e.NodeType, strings.TrimSpace(e.Exception))
 				if isOOM(e.Type, e.Exception) {
 					return nil, Retryable("comfyui_oom", "comfyui ran out of GPU memory: %s", where)
 				}
 				return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow: %s", where)
 			case "execution_interrupted":
+				// This run's own prompt (its id is this lease's, and the
+				// entry carries its queue number), and fleetq interrupts
+				// only a prompt it has stopped following: someone else
+				// interrupted it.
+				c.log.printf("node %s (%s) interrupted: not by fleetq (another client's /interrupt, or ComfyUI's own)", e.NodeID, e.NodeType)
 				return nil, Retryable("comfyui_interrupted", "comfyui interrupted the prompt at node %s (%s); fleetq did not ask for it", e.NodeID, e.NodeType)
 			}
 		}
 		if h.Status.StatusStr == "error" {
+			c.log.printf("comfyui recorded an error without a message (see the ComfyUI server's own log)")
 			return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow (no error message in its history; see the ComfyUI log)")
 		}
 	}
@@ -733,7 +834,9 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 		}
 	}
 	if len(missing) > 0 {
-		return nil, Permanent("comfyui_missing_outputs", "comfyui finished but output nodes produced nothing: %s", strings.Join(missing, ", "))
+		err := Permanent("comfyui_missing_outputs", "comfyui finished but output nodes produced nothing: %s", strings.Join(missing, ", "))
+		c.log.printf("%v", err)
+		return nil, err
 	}
 	files := map[string][]comfyFile{}
 	n := 0
@@ -752,7 +855,9 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 		}
 	}
 	if n == 0 {
-		return nil, Permanent("comfyui_no_outputs", "comfyui finished but saved no output file (a workflow needs a save node, such as SaveImage)")
+		err := Permanent("comfyui_no_outputs", "comfyui finished but saved no output file (a workflow needs a save node, such as SaveImage)")
+		c.log.printf("%v", err)
+		return nil, err
 	}
 	return files, nil
 }
@@ -766,31 +871,44 @@ func isOOM(typ, msg string) bool {
 // files in numeric node order, the first to output_url, the rest to the
 // named output_urls in name order. A job with output URLs gets every file
 // or a clear failure.
-func (r ComfyUIRunner) deliver(ctx context.Context, j *Job, id string, outputs map[string][]comfyFile) (json.RawMessage, error) {
-	var ordered []comfyFile
-	for _, n := range sortedNodeIDs(keysOf(outputs)) {
-		ordered = append(ordered, outputs[n]...)
+func (c *comfyRun) deliver(ctx context.Context, outputs map[string][]comfyFile) (json.RawMessage, error) {
+	type file struct {
+		comfyFile
+		node string
 	}
-	main, named := j.Outputs()
-	targets := []string{}
+	var ordered []file
+	for _, n := range sortedNodeIDs(keysOf(outputs)) {
+		for _, f := range outputs[n] {
+			ordered = append(ordered, file{f, n})
+		}
+	}
+	main, named := c.j.Outputs()
+	// targets and names: the URLs in delivery order, and how the log
+	// names each (never the URL: it is presigned).
+	var targets, names []string
 	if main != "" {
-		targets = append(targets, main)
+		targets, names = append(targets, main), append(names, "output_url")
 	}
 	for _, name := range sortedKeys(named) {
-		targets = append(targets, named[name])
+		targets, names = append(targets, named[name]), append(names, "output_urls["+name+"]")
 	}
 	if len(targets) > 0 && len(ordered) > len(targets) {
-		return nil, Permanent("comfyui_too_many_outputs", "comfyui saved %d files but the job has %d output URLs; name one output per extra file in input.outputs", len(ordered), len(targets))
+		err := Permanent("comfyui_too_many_outputs", "comfyui saved %d files but the job has %d output URLs; name one output per extra file in input.outputs", len(ordered), len(targets))
+		c.log.printf("%v", err)
+		return nil, err
 	}
 	for i, f := range ordered {
 		if i >= len(targets) {
-			break
+			c.log.printf("output %s of %s kept on ComfyUI only (the job has no output URL for it)", f.Filename, c.log.node(f.node))
+			continue
 		}
-		if err := r.copyOut(ctx, j.HTTP, f, targets[i]); err != nil {
+		if err := c.r.copyOut(ctx, c.j.HTTP, f.comfyFile, targets[i]); err != nil {
+			c.log.printf("output %s of %s not delivered: %v", f.Filename, c.log.node(f.node), err)
 			return nil, err
 		}
+		c.log.printf("output %s of %s delivered to %s", f.Filename, c.log.node(f.node), names[i])
 	}
-	return json.Marshal(map[string]any{"prompt_id": id, "outputs": outputs, "uploaded": min(len(ordered), len(targets))})
+	return json.Marshal(map[string]any{"prompt_id": c.id, "outputs": outputs, "uploaded": min(len(ordered), len(targets))})
 }
 
 func (r ComfyUIRunner) copyOut(ctx context.Context, hc *http.Client, f comfyFile, target string) error {
