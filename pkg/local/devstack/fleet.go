@@ -36,6 +36,9 @@ type FleetOptions struct {
 	// BootDelay is how long a local instance takes to start its worker
 	// (default 20s).
 	BootDelay time.Duration
+	// PoolStart is the fraction of BootDelay an instance of a fleet's
+	// bridge pool takes to start (default 0.25).
+	PoolStart float64
 	// SpotRate interrupts local instances at random, per instance-hour,
 	// through the interruption handler's path (a Spot warning event).
 	SpotRate float64
@@ -85,15 +88,18 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 	var capacity scaler.Capacity
 	var lifecycle interruption.Lifecycle = interruption.NoAutoScaling
 	if !fo.NoLocalFleet {
-		max, onDemand := map[string]int{}, map[string]bool{}
+		max, onDemand, pool := map[string]int{}, map[string]bool{}, map[string]int{}
 		for _, f := range o.Config.Fleets {
 			max[f.Slug] = f.MaxInstances
 			// A fleet with an On-Demand rung gets its On-Demand group, as
-			// the CDK app builds one beside the Spot group.
+			// the CDK app builds one beside the Spot group; a fleet with a
+			// bridge gets one with a warm pool of stopped instances.
 			onDemand[f.Slug] = f.OnDemand.Enabled()
+			pool[f.Slug] = f.Bridge.Pool
 		}
 		s.Fleet = localfleet.New(ctx, localfleet.Options{
 			Clock: o.Clock, BootDelay: fo.BootDelay, Launch: fo.Launch, MaxInstances: max, OnDemand: onDemand,
+			Pool: pool, PoolStart: fo.PoolStart,
 			SpotRate: fo.SpotRate, Notice: fo.SpotNotice, Seed: fo.Seed, Interrupt: s.interruptLocal,
 		})
 		capacity, lifecycle = s.Fleet, s.Fleet

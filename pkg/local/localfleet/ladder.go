@@ -22,16 +22,22 @@ func onDemandKey(fleet string) string { return fleet + "/on-demand" }
 
 // onDemandGroup is the fleet's On-Demand group. The caller holds f.mu.
 func (f *Fleet) onDemandGroup(fleet string) (*group, error) {
-	if !f.o.OnDemand[fleet] {
+	if !f.HasOnDemand(fleet) {
 		return nil, fmt.Errorf("fleet %s has no On-Demand group", fleet)
 	}
-	g := f.group(onDemandKey(fleet))
-	g.fleet, g.onDemand = fleet, true
+	key := onDemandKey(fleet)
+	g, ok := f.groups[key]
+	if !ok {
+		g = f.group(key)
+		g.fleet, g.onDemand = fleet, true
+		f.fillPool(g)
+	}
 	return g, nil
 }
 
-// HasOnDemand reports whether the fleet has an On-Demand group.
-func (f *Fleet) HasOnDemand(fleet string) bool { return f.o.OnDemand[fleet] }
+// HasOnDemand reports whether the fleet has an On-Demand group: it has an
+// On-Demand rung or a bridge pool.
+func (f *Fleet) HasOnDemand(fleet string) bool { return f.o.OnDemand[fleet] || f.o.Pool[fleet] > 0 }
 
 // DescribeOnDemand reports the fleet's On-Demand group.
 func (f *Fleet) DescribeOnDemand(_ context.Context, fleet string) (scaler.Group, error) {

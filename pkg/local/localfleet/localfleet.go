@@ -52,13 +52,23 @@ type Options struct {
 	// OnDemand lists the fleets that have an On-Demand group beside their
 	// Spot group (the fallback ladder, ladder.go).
 	OnDemand map[string]bool
+	// Pool gives a fleet's On-Demand group a warm pool of that many stopped
+	// instances (its bridge, pool.go); the fleet gets the group even
+	// without an On-Demand rung.
+	Pool map[string]int
+	// PoolStart is the fraction of BootDelay a pooled instance takes to
+	// start (default 0.25).
+	PoolStart float64
 }
 
 type instance struct {
 	id         string
 	launchedAt time.Time
-	inService  bool
-	machine    Machine
+	// boot is how long it takes from launch to running its worker: the
+	// boot delay, or a pooled instance's start.
+	boot      time.Duration
+	inService bool
+	machine   Machine
 	// reclaimAt is when a warned instance disappears (zero: not warned).
 	reclaimAt time.Time
 }
@@ -72,6 +82,9 @@ type group struct {
 	// capacity (SetSpotShort); shortSince is when its first launch failed.
 	short      bool
 	shortSince time.Time
+	// pool holds the stopped instances of an On-Demand group's warm pool,
+	// oldest stopped first (pool.go).
+	pool []string
 }
 
 // Fleet is the local fleets of a dev stack.
@@ -84,6 +97,7 @@ type Fleet struct {
 	ctx    context.Context
 
 	launched, terminated, interrupted, killedBusy int
+	pooled, stopped, stoppedBusy                  int
 	peak                                          map[string]int
 }
 
@@ -249,17 +263,25 @@ func (f *Fleet) reconcile(g *group) {
 	} else {
 		g.shortSince = time.Time{}
 		for len(g.instances) < g.desired {
+			if len(g.pool) > 0 {
+				// The group draws on its warm pool first.
+				id := g.pool[0]
+				g.pool = g.pool[1:]
+				g.instances[id] = &instance{id: id, launchedAt: now, boot: f.poolStart()}
+				f.pooled++
+				continue
+			}
 			f.seq++
 			id := fmt.Sprintf("i-local-%s-%04d", g.fleet, f.seq)
 			if g.onDemand {
 				id = fmt.Sprintf("i-local-%s-od-%04d", g.fleet, f.seq)
 			}
-			g.instances[id] = &instance{id: id, launchedAt: now}
+			g.instances[id] = &instance{id: id, launchedAt: now, boot: f.o.BootDelay}
 			f.launched++
 		}
 	}
 	for _, in := range g.instances {
-		if !in.inService && now.Sub(in.launchedAt) >= f.o.BootDelay {
+		if !in.inService && now.Sub(in.launchedAt) >= in.boot {
 			in.inService = true
 			if f.o.Launch != nil {
 				ctx := context.WithValue(f.ctx, purchaseKey{}, purchaseOf(g))
@@ -289,6 +311,10 @@ type Stats struct {
 	// KilledBusy counts instances terminated (by the scaler) while their
 	// worker was running a job: fleetq's scale-in must keep it at zero.
 	KilledBusy int
+	// Started counts instances started from a warm pool, Stopped those
+	// stopped back into one, and StoppedBusy those stopped while their
+	// worker was running a job (the bridge must keep it at zero).
+	Started, Stopped, StoppedBusy int
 	// Peak is the most instances each fleet had at once.
 	Peak map[string]int
 }
@@ -301,7 +327,8 @@ func (f *Fleet) Stats() Stats {
 	for k, v := range f.peak {
 		peak[k] = v
 	}
-	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, KilledBusy: f.killedBusy, Peak: peak}
+	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, KilledBusy: f.killedBusy,
+		Started: f.pooled, Stopped: f.stopped, StoppedBusy: f.stoppedBusy, Peak: peak}
 }
 
 // Close stops every worker.

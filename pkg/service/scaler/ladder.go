@@ -41,10 +41,15 @@ type LadderReport struct {
 	// left on each group.
 	SpotDesired, OnDemandDesired int
 	// Drained are the busy On-Demand workers' instances told to take no new
-	// work once Spot was back.
+	// work once Spot was back, or (with a bridge) past their life.
 	Drained []string
+	// BridgeStart, Bridges and BridgeLeased are, for a tick decided by the
+	// fleet's bridge, the bridges it started, those running or starting
+	// after it, and the jobs they held.
+	BridgeStart, Bridges, BridgeLeased int
 
 	shortFor time.Duration
+	bridge   bool
 }
 
 func (l *LadderReport) addInputs(in map[string]int) {
@@ -56,6 +61,9 @@ func (l *LadderReport) addInputs(in map[string]int) {
 	in["spot_desired"], in["on_demand_desired"] = l.SpotDesired, l.OnDemandDesired
 	in["on_demand_instances"] = len(l.OnDemand.Instances)
 	in["drained_on_demand"] = len(l.Drained)
+	if l.bridge {
+		in["bridge_start"], in["bridges"], in["bridge_leased"] = l.BridgeStart, l.Bridges, l.BridgeLeased
+	}
 }
 
 // ladderSnapshot is the On-Demand side of a fleet's snapshot.
@@ -71,7 +79,7 @@ type ladderSnapshot struct {
 // the fleet no longer wants say nothing about the next one.
 func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Group) (*ladderSnapshot, error) {
 	l, ok := s.Capacity.(Ladder)
-	if !f.OnDemand.Enabled() || !ok || !l.HasOnDemand(f.Slug) {
+	if !(f.OnDemand.Enabled() || f.Bridge.Enabled()) || !ok || !l.HasOnDemand(f.Slug) {
 		return nil, nil
 	}
 	od, err := l.DescribeOnDemand(ctx, f.Slug)
@@ -79,7 +87,7 @@ func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Grou
 		return nil, err
 	}
 	snap := &ladderSnapshot{onDemand: od}
-	if spot.Desired > len(spot.Instances) {
+	if f.OnDemand.Enabled() && spot.Desired > len(spot.Instances) {
 		if snap.spotShortSince, err = l.SpotShortSince(ctx, f.Slug); err != nil {
 			return nil, err
 		}

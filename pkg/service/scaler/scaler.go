@@ -151,7 +151,9 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	}
 	p := plan(f, snap)
 	var reason string
-	if snap.ladder != nil {
+	if useBridge(f, snap) {
+		reason, err = s.tickBridge(ctx, f, snap, &p, &r)
+	} else if snap.ladder != nil {
 		reason, err = s.tickLadder(ctx, f, snap, &p, &r)
 	} else {
 		r.Decision = scaling.Decide(p.input)
@@ -375,7 +377,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 				continue
 			}
 		}
-		if err := s.Capacity.Terminate(ctx, f.Slug, v.InstanceID); err != nil {
+		if err := s.end(ctx, f, v); err != nil {
 			// The worker stays drained; the next tick sees it as a drained
 			// victim and tries again.
 			s.log().Warn("terminate failed", "fleet", f.Slug, "instance_id", v.InstanceID, "error", err.Error())

@@ -113,7 +113,7 @@ func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, consoleKeys con
 func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
 	h := &dispatch.Handler{Config: e.Config, Store: e.Store, Logger: e.Logger}
 	if capacity != nil {
-		h.Waker = &scaler.Waker{Config: e.Config, Store: e.Store, Capacity: capacity, Logger: e.Logger}
+		h.Waker = &scaler.Waker{Config: e.Config, Store: e.Store, Bridge: e.Store, Capacity: capacity, Logger: e.Logger}
 	}
 	return h
 }

@@ -1,0 +1,104 @@
+package devstack_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/devstack"
+)
+
+// An empty fleet with a stopped pool of one: the first job is leased by the
+// bridge instance started from the pool in a quarter of the boot, the next
+// job by the Spot instance launched beside it, and once the bridge's job
+// is done it is stopped back into the pool; no busy instance is ever
+// stopped or killed.
+func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
+	ctx := context.Background()
+	cfg := fleetconfig.Default()
+	cfg.Fleets[0].SlotsPerInstance = 1
+	cfg.Fleets[0].Bridge = fleetconfig.Bridge{Pool: 1}
+	clk := clock.NewFake(time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC))
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), Clock: clk,
+		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: bootDelay, PoolStart: 0.25, LocalAgents: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Close() })
+	pooled := stack.Fleet.Pooled("demo")
+	if len(pooled) != 1 {
+		t.Fatalf("pool %v, want one stopped instance", pooled)
+	}
+	bridge := pooled[0]
+	checkNothingBusyStopped := func() {
+		t.Helper()
+		if st := stack.Fleet.Stats(); st.StoppedBusy != 0 || st.KilledBusy != 0 {
+			t.Fatalf("stopped %d and killed %d busy instances", st.StoppedBusy, st.KilledBusy)
+		}
+	}
+
+	// The first job wakes the fleet: the Spot group for it, and the bridge.
+	submit(t, stack, map[string]any{"job_id": "b-1", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 60}})
+	eventually(t, "the wake raised Spot and started the bridge", func() bool {
+		spot, _ := stack.Fleet.Describe(ctx, "demo")
+		od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo")
+		return spot.Desired == 1 && od.Desired == 1
+	})
+	clk.Advance(bootDelay / 4)
+	stack.Fleet.Step(ctx, 0)
+	eventually(t, "the bridge leased the first job", func() bool {
+		j := jobOf(stack, "b-1")
+		return j.Status == job.Leased && j.WorkerID == bridge
+	})
+
+	// The next job finds no free slot and the pool in use: it waits for Spot.
+	submit(t, stack, map[string]any{"job_id": "b-2", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 300}})
+	eventually(t, "the second job queued", func() bool { return jobOf(stack, "b-2").Status == job.Queued })
+	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 1 {
+		t.Fatalf("On-Demand desired %d with a pool of one", od.Desired)
+	}
+	clk.Advance(bootDelay - bootDelay/4)
+	stack.Fleet.Step(ctx, 0)
+	eventually(t, "a Spot instance leased the second job", func() bool {
+		j := jobOf(stack, "b-2")
+		return j.Status == job.Leased && j.WorkerID != bridge && !strings.Contains(j.WorkerID, "-od-")
+	})
+
+	// Both busy: the tick stops nothing and counts the bridge's job.
+	r := tickDemo(t, stack)
+	if len(r.Decision.Victims) != 0 || r.Ladder == nil || r.Ladder.Bridges != 1 || r.Ladder.BridgeLeased != 1 {
+		t.Fatalf("victims %v, ladder %+v; %s", r.Decision.Victims, r.Ladder, r.Decision.Reason)
+	}
+	checkNothingBusyStopped()
+
+	// The bridge's job ends: the next tick stops it back into the pool
+	// while the Spot instance runs on.
+	pump(t, clk, 10*time.Second, "the bridge's job succeeded", func() bool { return jobOf(stack, "b-1").Status == job.Succeeded })
+	r = tickDemo(t, stack)
+	if !slices.ContainsFunc(r.Decision.Victims, func(v scaling.Victim) bool { return v.InstanceID == bridge && v.Why == scaling.WhyBridge }) ||
+		!strings.Contains(r.Decision.Reason, "stop 1 idle bridge into the pool") {
+		t.Fatalf("victims %v; %s: want the idle bridge stopped into the pool", r.Decision.Victims, r.Decision.Reason)
+	}
+	if got := stack.Fleet.Pooled("demo"); !slices.Equal(got, []string{bridge}) {
+		t.Fatalf("pool %v, want %s back in it", got, bridge)
+	}
+	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 0 || len(od.Instances) != 0 {
+		t.Fatalf("On-Demand group %+v after the bridge stopped", od)
+	}
+	if j := jobOf(stack, "b-2"); j.Status != job.Leased {
+		t.Fatalf("the Spot instance's job is %s", j.Status)
+	}
+	checkNothingBusyStopped()
+	if st := stack.Fleet.Stats(); st.Started != 1 || st.Stopped != 1 {
+		t.Fatalf("stats %+v: want one start from the pool and one stop into it", st)
+	}
+}

@@ -1,0 +1,120 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
+
+// Pool is capacity whose On-Demand group keeps a warm pool that takes its
+// instances back on scale-in (a fleet's bridge, docs/scaling.md "Cold
+// start").
+type Pool interface {
+	// StopIntoPool scales the fleet's On-Demand group in by the named
+	// instance, lowering its desired capacity by one: the instance goes
+	// back into the warm pool stopped instead of being terminated.
+	StopIntoPool(ctx context.Context, fleet, instanceID string) error
+}
+
+// useBridge reports whether a tick of the fleet is decided by the bridge:
+// the fleet has one, and its On-Demand rung (if any) does not need the
+// On-Demand group now (Spot short, or jobs pinned to On-Demand).
+func useBridge(f *fleetconfig.Fleet, snap snapshot) bool {
+	if !f.Bridge.Enabled() || snap.ladder == nil {
+		return false
+	}
+	rungNeeds := !snap.ladder.spotShortSince.IsZero() || snap.backlog.OnDemandOnlyReady+snap.backlog.OnDemandOnlyLeased > 0
+	return !(f.OnDemand.Enabled() && rungNeeds)
+}
+
+// tickBridge decides with scaling.DecideBridge over the Spot group and the
+// bridge instances of the On-Demand group, and applies the decision: idle
+// bridges stopped back into the pool and other victims terminated (each
+// claimed idle first, as apply does), busy bridges past their life
+// drained, then each group's desired capacity set.
+func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
+	lad := snap.ladder
+	bridges := map[string]bool{}
+	for _, inst := range lad.onDemand.Instances {
+		bridges[inst.ID] = true
+		seen, ok := snap.state.FirstSeen[inst.ID]
+		if !ok {
+			seen = snap.now
+		}
+		p.firstSeen[inst.ID] = seen
+		inst.FirstSeen = seen
+		p.input.Instances = append(p.input.Instances, inst)
+	}
+	d := scaling.DecideBridge(scaling.BridgeInput{Input: p.input, Bridges: bridges,
+		SpotDesired: snap.group.Desired, BridgeDesired: lad.onDemand.Desired})
+	r.Decision = d.Decision
+	rep := &LadderReport{Rung: scaling.RungSpot, OnDemand: lad.onDemand, bridge: true,
+		BridgeStart: d.Start, Bridges: d.Bridges, BridgeLeased: d.BridgeLeased}
+	r.Ladder = rep
+
+	gone, err := s.retire(ctx, f, *p, d.Victims, r)
+	if err != nil {
+		return "", err
+	}
+	spotNow, odNow := snap.group.Desired, lad.onDemand.Desired
+	for _, id := range gone {
+		if bridges[id] {
+			odNow--
+		} else {
+			spotNow--
+		}
+	}
+	keptSpot, keptOD := 0, 0
+	for _, id := range r.Kept {
+		if bridges[id] {
+			keptOD++
+		} else {
+			keptSpot++
+		}
+	}
+	workers := map[string]string{}
+	for _, w := range snap.workers {
+		if w.Status == worker.Active {
+			workers[w.InstanceID] = w.ID
+		}
+	}
+	for _, id := range d.Drain {
+		if wid, ok := workers[id]; ok {
+			if _, err := s.Store.DrainWorker(ctx, wid); err != nil {
+				return "", fmt.Errorf("drain bridge worker %s: %w", wid, err)
+			}
+			rep.Drained = append(rep.Drained, id)
+		}
+	}
+	l := s.Capacity.(Ladder)
+	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
+	rep.OnDemandDesired = d.BridgeDesired + keptOD
+	if rep.OnDemandDesired != odNow {
+		if err := l.SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
+			return "", err
+		}
+	}
+	if rep.SpotDesired != spotNow {
+		if err := s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired); err != nil {
+			return "", err
+		}
+	}
+	r.Desired = rep.SpotDesired + rep.OnDemandDesired
+	reason := d.Reason
+	if len(r.Kept) > 0 {
+		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
+	}
+	return reason, nil
+}
+
+// end takes a victim out of its group: an idle bridge back into its pool
+// stopped (capacity with a Pool), anything else terminated.
+func (s *Scaler) end(ctx context.Context, f *fleetconfig.Fleet, v scaling.Victim) error {
+	if pool, ok := s.Capacity.(Pool); ok && v.Why == scaling.WhyBridge {
+		return pool.StopIntoPool(ctx, f.Slug, v.InstanceID)
+	}
+	return s.Capacity.Terminate(ctx, f.Slug, v.InstanceID)
+}
