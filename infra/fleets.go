@@ -172,7 +172,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 				SpotAllocationStrategy:              jsii.String("capacity-optimized-prioritized"),
 			},
 		})
-		if f.OnDemand.Enabled() {
+		if hasOnDemandGroup(f) {
 			s.onDemandGroup(cfg, f, id, lt, data, overrides, subnets)
 		}
 	}

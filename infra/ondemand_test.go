@@ -209,3 +209,53 @@ func TestOnDemandWarmPool(t *testing.T) {
 		t.Errorf("%d warm pools without on_demand.warm_pool", n)
 	}
 }
+
+// A fleet with a bridge and no On-Demand rung gets an On-Demand group for
+// the bridge alone, with a warm pool that holds the pool's size less the
+// bridges running and takes scaled-in instances back (ReuseOnScaleIn); the
+// scaler may set instance protection, and dispatch knows the group.
+func TestBridgeWarmPool(t *testing.T) {
+	_, raw, err := infra.LoadConfig("prod", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    bridge:\n      pool: 3\n", 1)
+	file := filepath.Join(t.TempDir(), "prod.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, raw2, err := infra.LoadConfig("prod", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Fleets[0].OnDemand.Enabled() || !cfg.Fleets[0].Bridge.Enabled() {
+		t.Fatalf("fleet %s: want a bridge and no rung", cfg.Fleets[0].Slug)
+	}
+	s := synthConfig(t, "prod-bridge", cfg, raw2)
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::WarmPool"), jsii.Number(1))
+	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::WarmPool"), obj(map[string]any{
+		"MinSize": 0, "MaxGroupPreparedCapacity": 3, "PoolState": "Stopped",
+		"InstanceReusePolicy": map[string]any{"ReuseOnScaleIn": true},
+	}))
+	found := false
+	for _, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
+		found = found || g["AutoScalingGroupName"] == "fleetq-prod-video-a10g-on-demand"
+	}
+	if !found {
+		t.Fatal("no On-Demand group for the bridge")
+	}
+	policies, _ := json.Marshal(s.resources("AWS::IAM::Policy"))
+	if !strings.Contains(string(policies), "autoscaling:SetInstanceProtection") || strings.Contains(string(policies), "DescribeScalingActivities") {
+		t.Error("want the grant to set instance protection, and no rung's grant to read activities")
+	}
+	dispatchEnv := false
+	for _, fn := range s.resources("AWS::Lambda::Function") {
+		b, _ := json.Marshal(fn)
+		if strings.Contains(string(b), "dispatch") && strings.Contains(string(b), "FLEETQ_FLEET_ON_DEMAND_GROUPS") {
+			dispatchEnv = true
+		}
+	}
+	if !dispatchEnv {
+		t.Error("the dispatch function does not know the On-Demand group its wake starts bridges on")
+	}
+}

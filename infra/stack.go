@@ -422,9 +422,14 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		awsenv.EnvEventBus:       bus.EventBusName(),
 		awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
 	}
+	dispatchEnv := map[string]*string{awsenv.EnvFleetGroups: jsii.String(string(groupsJSON))}
 	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
 		odJSON, _ := json.Marshal(od)
 		scalerEnv[awsenv.EnvFleetOnDemandGroups] = jsii.String(string(odJSON))
+		if bridges(b.cfg) {
+			// The wake on enqueue starts bridges (docs/scaling.md, "Cold start").
+			dispatchEnv[awsenv.EnvFleetOnDemandGroups] = jsii.String(string(odJSON))
+		}
 	}
 	return functions{
 		// api: one request at a time, a few DynamoDB calls each; 256 MB
@@ -437,9 +442,7 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 			awsenv.EnvEventBus:       bus.EventBusName(),
 		}),
 		// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
-		dispatch: b.function("dispatch", 256, 30, table, map[string]*string{
-			awsenv.EnvFleetGroups: jsii.String(string(groupsJSON)),
-		}),
+		dispatch: b.function("dispatch", 256, 30, table, dispatchEnv),
 		// scaler: every fleet in turn, each a handful of reads and writes
 		// and Auto Scaling calls with retries; well inside its one-minute
 		// period. A failed tick is not retried: the next one, a minute
@@ -519,7 +522,7 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	// narrowest resource AWS accepts for them.
 	describe := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("autoscaling:DescribeAutoScalingGroups"), Resources: jsii.Strings("*")})
 	fns.scaler.AddToRolePolicy(describe)
-	if len(onDemandGroupNames(b.cfg)) > 0 {
+	if rungs(b.cfg) {
 		// The fallback ladder reads the Spot groups' launch failures.
 		fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions: jsii.Strings("autoscaling:DescribeScalingActivities"), Resources: jsii.Strings("*")}))
@@ -534,6 +537,13 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 		Actions:   jsii.Strings("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup", "autoscaling:UpdateAutoScalingGroup"),
 		Resources: &[]*string{groupARN}, Conditions: tagged,
 	}))
+	if bridges(b.cfg) {
+		// A bridge stopped into its pool: the group scales in the one
+		// instance left unprotected (asg.Adapter.StopIntoPool).
+		fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings("autoscaling:SetInstanceProtection"), Resources: &[]*string{groupARN}, Conditions: tagged,
+		}))
+	}
 	fns.dispatch.AddToRolePolicy(describe)
 	fns.dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("autoscaling:SetDesiredCapacity"), Resources: &[]*string{groupARN}, Conditions: tagged,
@@ -680,7 +690,7 @@ func groupNames(cfg *fleetconfig.Config) []string {
 	var out []string
 	for _, f := range cfg.Fleets {
 		out = append(out, GroupName(cfg.Stage, f.Slug))
-		if f.OnDemand.Enabled() {
+		if hasOnDemandGroup(f) {
 			out = append(out, OnDemandGroupName(cfg.Stage, f.Slug))
 		}
 	}

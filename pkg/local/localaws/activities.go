@@ -131,8 +131,11 @@ func (a *AutoScaling) fill(g *ASGGroup) {
 		return
 	}
 	for range g.Desired - have {
-		a.instanceSeq++
-		id := fmt.Sprintf("i-%017x", a.instanceSeq)
+		id := fromWarmPool(g)
+		if id == "" {
+			a.instanceSeq++
+			id = fmt.Sprintf("i-%017x", a.instanceSeq)
+		}
 		g.Instances = append(g.Instances, ASGInstance{ID: id, LifecycleState: "InService", HealthStatus: "Healthy",
 			ProtectedFromScaleIn: g.NewInstancesProtected})
 		a.addActivity(g, ASGActivity{Description: "Launching a new EC2 instance: " + id, Cause: cause,

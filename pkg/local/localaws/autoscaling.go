@@ -52,6 +52,8 @@ type ASGGroup struct {
 	InstanceTypes []string
 	// Subnets are the group's subnets (VPCZoneIdentifier), in order.
 	Subnets []string
+	// WarmPool is the group's warm pool (warmpool.go); nil: none.
+	WarmPool *ASGWarmPool
 }
 
 // ASGCall is one request the fake Auto Scaling server received.
@@ -80,11 +82,12 @@ type ASGError struct {
 
 // AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
 // API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
-// the seven actions fleetq uses: DescribeAutoScalingGroups,
+// the eight actions fleetq uses: DescribeAutoScalingGroups,
 // UpdateAutoScalingGroup (the overrides' instance types and the subnets
 // only), SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
-// CompleteLifecycleAction, RecordLifecycleActionHeartbeat and
-// DescribeScalingActivities (activities.go). Everything else answers
+// CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
+// DescribeScalingActivities (activities.go) and SetInstanceProtection
+// (warmpool.go, with a group's warm pool). Everything else answers
 // InvalidAction.
 //
 // It keeps groups and instances as the tests set them; it launches nothing
@@ -146,6 +149,11 @@ func (a *AutoScaling) PutGroup(g ASGGroup) {
 	g.LifecycleHooks = slices.Clone(g.LifecycleHooks)
 	g.Activities = slices.Clone(g.Activities)
 	g.InstanceTypes, g.Subnets = slices.Clone(g.InstanceTypes), slices.Clone(g.Subnets)
+	if g.WarmPool != nil {
+		wp := *g.WarmPool
+		wp.Stopped = slices.Clone(wp.Stopped)
+		g.WarmPool = &wp
+	}
 	if _, ok := a.groups[g.Name]; !ok {
 		a.order = append(a.order, g.Name)
 	}
@@ -318,6 +326,8 @@ func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, e = a.completeLifecycle(p)
 	case "RecordLifecycleActionHeartbeat":
 		body, e = a.heartbeatLifecycle(p)
+	case "SetInstanceProtection":
+		body, e = a.setProtection(p)
 	default:
 		e = &ASGError{Status: http.StatusBadRequest, Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", action)}
 	}
@@ -515,6 +525,7 @@ func (a *AutoScaling) setDesired(p url.Values) (any, *ASGError) {
 	}
 	g.Desired = n
 	a.fill(g)
+	a.scaleIn(g)
 	return nil, nil
 }
 

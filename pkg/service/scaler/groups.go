@@ -33,6 +33,7 @@ type Subnet struct {
 var (
 	_ Ladder  = Groups{}
 	_ Weigher = Groups{}
+	_ Pool    = Groups{}
 )
 
 // ParseSubnets reads FLEETQ_SUBNETS: a JSON list of {"subnet", "zone"}.
@@ -100,6 +101,16 @@ func (g Groups) SetOnDemandDesired(ctx context.Context, fleet string, n int) err
 		return fmt.Errorf("fleet %s has no On-Demand Auto Scaling Group", fleet)
 	}
 	return g.Adapter.SetDesired(ctx, name, n)
+}
+
+// StopIntoPool scales the On-Demand group in by one bridge instance, which
+// its warm pool takes back stopped (asg.Adapter.StopIntoPool).
+func (g Groups) StopIntoPool(ctx context.Context, fleet, instanceID string) error {
+	name := g.OnDemandNames[fleet]
+	if name == "" {
+		return fmt.Errorf("fleet %s has no On-Demand Auto Scaling Group", fleet)
+	}
+	return g.Adapter.StopIntoPool(ctx, name, instanceID)
 }
 
 // SpotShortSince reads the Spot group's scaling activities (asg.ShortSince).

@@ -254,7 +254,9 @@ func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 }
 
 // onDemandGroups reads FLEETQ_FLEET_ON_DEMAND_GROUPS: every fleet whose
-// config turns the On-Demand rung on must have its group there.
+// config turns the On-Demand rung on must have its group there (a fleet
+// with a bridge has it too; the dispatch function gets it only when some
+// fleet has a bridge).
 func (e *Lambda) onDemandGroups() (map[string]string, error) {
 	raw := e.Lookup(awsenv.EnvFleetOnDemandGroups)
 	names := map[string]string{}
