@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,6 +264,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.waitReady(ctx); err != nil {
 		return nil
 	}
+	if err := a.waitInService(ctx); err != nil {
+		return nil
+	}
 	if err := a.register(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -355,6 +359,38 @@ func (a *Agent) waitReady(ctx context.Context) error {
 		case reason := <-a.stop:
 			a.signal(reason)
 			return errors.New("stopped before the runner was ready")
+		case <-a.cfg.Clock.After(a.cfg.ReadyPoll):
+		}
+	}
+}
+
+// waitInService holds the registration while Auto Scaling prepares the
+// instance for a warm pool (its target lifecycle state is Warmed:Stopped,
+// Warmed:Hibernated or Warmed:Running): such an instance is about to be
+// stopped, and a worker registered on it could lease a job the stop would
+// take away. Once the instance is started from the pool its target state is
+// InService and the agent (started again by systemd) registers. Without the
+// metadata, or when it does not answer, the agent goes on.
+func (a *Agent) waitInService(ctx context.Context) error {
+	if a.cfg.Metadata == nil {
+		return nil
+	}
+	logged := false
+	for {
+		state, ok, err := a.cfg.Metadata.TargetLifecycleState(ctx)
+		if err != nil || !ok || !strings.HasPrefix(state, "Warmed:") {
+			return nil
+		}
+		if !logged {
+			a.log.Info("instance is being prepared for a warm pool; not registering", "target_lifecycle_state", state)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case reason := <-a.stop:
+			a.signal(reason)
+			return errors.New("stopped while the instance was prepared for a warm pool")
 		case <-a.cfg.Clock.After(a.cfg.ReadyPoll):
 		}
 	}

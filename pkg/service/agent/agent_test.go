@@ -217,6 +217,8 @@ type fakeIMDS struct {
 	mu        sync.Mutex
 	notice    bool
 	rebalance bool
+	target    string       // autoscaling/target-lifecycle-state ("": absent)
+	targets   atomic.Int32 // reads of it
 	v1        atomic.Int32 // requests without a token
 }
 
@@ -252,6 +254,13 @@ func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"action":"terminate","time":"2026-11-23T10:00:00Z"}`))
+	case "autoscaling/target-lifecycle-state":
+		f.targets.Add(1)
+		if f.target == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(f.target))
 	case "events/recommendations/rebalance":
 		if !f.rebalance {
 			http.NotFound(w, r)
@@ -508,5 +517,41 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		if _, err := agent.New(c); err == nil {
 			t.Fatalf("accepted %+v", c)
 		}
+	}
+}
+
+// An instance being prepared for a warm pool is about to be stopped: its
+// agent does not register (so it can lease nothing) until the instance is
+// started from the pool and its target lifecycle state is InService. The
+// agent runs on a fake clock, so each look at the metadata happens when
+// the test moves it.
+func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
+	e := newStack(t, false)
+	imds := &fakeIMDS{target: "Warmed:Stopped"}
+	srv := httptest.NewServer(imds)
+	defer srv.Close()
+	clk := clock.NewFake(time.Now())
+	e.create("j1", `{"seconds": 0}`)
+	e.start("pooled", agent.SleepRunner{}, func(c *agent.Config) {
+		c.Metadata, c.Clock, c.ReadyPoll = agent.NewMetadata(srv.URL), clk, time.Second
+	})
+	for range 3 {
+		blockUntil(t, clk, 1) // the agent waits for its next look
+		clk.Advance(time.Second)
+	}
+	blockUntil(t, clk, 1)
+	if n, looks := e.calls("/api/worker/register"), imds.targets.Load(); n != 0 || looks < 4 {
+		t.Fatalf("%d registrations after %d looks at a Warmed:Stopped instance", n, looks)
+	}
+	if !e.logged("instance is being prepared for a warm pool") {
+		t.Fatal("the wait was not logged")
+	}
+	imds.mu.Lock()
+	imds.target = "InService"
+	imds.mu.Unlock()
+	clk.Advance(time.Second)
+	e.waitFor("j1 leased once the instance is in service", func() bool { return e.job("j1").Status != job.Queued })
+	if n := e.calls("/api/worker/register"); n != 1 {
+		t.Fatalf("%d registrations once in service", n)
 	}
 }

@@ -83,6 +83,14 @@ func (m *Metadata) Identity(ctx context.Context) (Identity, error) {
 	return id, nil
 }
 
+// TargetLifecycleState answers the lifecycle state Auto Scaling is moving
+// the instance to (autoscaling/target-lifecycle-state): InService, or one
+// of the Warmed: states while the instance is being prepared for a warm
+// pool; ok is false when the metadata does not say (not in a group).
+func (m *Metadata) TargetLifecycleState(ctx context.Context) (state string, ok bool, err error) {
+	return m.get(ctx, "autoscaling/target-lifecycle-state")
+}
+
 // SpotNotice answers whether a Spot interruption is scheduled
 // (spot/instance-action exists: terminate, stop or hibernate).
 func (m *Metadata) SpotNotice(ctx context.Context) (bool, error) {
