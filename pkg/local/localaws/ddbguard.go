@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,31 +127,55 @@ func numberSize(s string) int {
 	return (digits+1)/2 + 1
 }
 
-// guard sits in front of the embedded DynamoDB server and closes two of its
-// gaps where fleetq's correctness depends on the service's behaviour. The
-// emulator stores items of any size; the guard refuses, as DynamoDB does, every write that would leave an item
-// over MaxItemBytes: a PutItem (ValidationException "Item size has exceeded
-// the maximum allowed size"), an UpdateItem (ValidationException "Item size
-// to update has exceeded the maximum allowed size") and a TransactWriteItems
-// member (TransactionCanceledException with a ValidationError reason at that
-// member). An update's result is only known after it ran, so writes are
-// serialized here, the items they touch are read first, and an oversize
-// result is undone before the error is answered.
+// guard sits in front of the embedded DynamoDB server and closes gaps
+// where fleetq's tests depend on the service's behaviour.
 //
-// It also honours TransactWriteItems' ClientRequestToken, which the emulator
-// ignores: a transaction repeated with the token of one that succeeded in the
-// last 10 minutes answers success again without being applied twice (the
-// SDK keeps the token across its retries, so a retry after a lost answer
-// meets its own write as success, as in DynamoDB), and the same token with
-// other parameters answers IdempotentParameterMismatchException. A token of
-// a transaction that failed is not remembered.
+// The emulator stores items of any size; the guard refuses, as DynamoDB
+// does, every write that would leave an item over MaxItemBytes: a PutItem
+// (ValidationException "Item size has exceeded the maximum allowed size"),
+// an UpdateItem (ValidationException "Item size to update has exceeded the
+// maximum allowed size") and a TransactWriteItems member
+// (TransactionCanceledException with a ValidationError reason at that
+// member). An update's result is only known after it ran, so the items a
+// write touches are read first, and an oversize result is undone before
+// the error is answered.
+//
+// It honours TransactWriteItems' ClientRequestToken, which the emulator
+// ignores: a transaction repeated with the token of one that succeeded in
+// the last 10 minutes answers success again without being applied twice
+// (the SDK keeps the token across its retries, so a retry after a lost
+// answer meets its own write as success, as in DynamoDB), and the same
+// token with other parameters answers IdempotentParameterMismatchException.
+// A token of a transaction that failed is not remembered.
+//
+// Writes lock the items they touch, one lock per item (taken in key order,
+// so two writes never wait on each other in a cycle): a write's read
+// before, the write, its read after and any undo are one step for those
+// items, and writes of other items run beside it. The emulator applies each
+// request, a transaction included, under its own lock, so transactions
+// stay atomic and isolated; the guard adds no ordering of its own between
+// writes of different items, and so does not queue every poller behind one
+// lock as a single write lock did.
+//
+// With a capacity model (DynamoDBOptions.Capacity) it accounts every
+// request's read and write units per partition key per second (capacity.go).
+// With an index lag (DynamoDBOptions.IndexLag), queries of a global
+// secondary index see the table as it was that long ago.
 type guard struct {
-	next http.Handler
+	next  http.Handler
+	now   func() time.Time
+	model *Capacity
+	lag   time.Duration
 
-	mu     sync.Mutex // serializes writes
-	keys   map[string][]string
+	locks keyLocks
+
+	tokMu  sync.Mutex
 	tokens map[string]tokenUse
-	now    func() time.Time
+
+	schemaMu sync.Mutex
+	schemas  map[string]*tableSchema
+	mirrors  map[string]*mirror
+	created  map[string][]byte // CreateTable requests by table
 }
 
 // tokenUse is a ClientRequestToken of a transaction that succeeded.
@@ -167,62 +193,36 @@ func (l *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), ddbTarget)
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem":
-	default:
-		l.next.ServeHTTP(w, r)
+		l.write(w, r, op)
+		return
+	case "GetItem", "Query":
+		if l.model != nil || l.lag > 0 {
+			l.read(w, r, op)
+			return
+		}
+	case "CreateTable":
+		// Remembered to make the table's mirror alike (DescribeTable
+		// answers no attribute definitions).
+		body, _ := io.ReadAll(r.Body)
+		var in struct{ TableName string }
+		_ = json.Unmarshal(body, &in)
+		l.schemaMu.Lock()
+		if l.created == nil {
+			l.created = map[string][]byte{}
+		}
+		l.created[in.TableName] = body
+		l.schemaMu.Unlock()
+		l.forward(w, r, body)
+		return
+	case "DeleteTable":
+		body, _ := io.ReadAll(r.Body)
+		var in struct{ TableName string }
+		_ = json.Unmarshal(body, &in)
+		l.forget(r, in.TableName)
+		l.forward(w, r, body)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		ddbError(w, "SerializationException", "could not read the request")
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch op {
-	case "PutItem":
-		var in struct{ Item map[string]json.RawMessage }
-		if json.Unmarshal(body, &in) == nil {
-			if n, err := ItemSize(in.Item); err == nil && n > MaxItemBytes {
-				ddbError(w, "ValidationException", "Item size has exceeded the maximum allowed size")
-				return
-			}
-		}
-	case "UpdateItem":
-		var in struct {
-			TableName string
-			Key       map[string]json.RawMessage
-		}
-		if json.Unmarshal(body, &in) == nil {
-			l.guardUpdates(w, r, body, []member{{table: in.TableName, key: in.Key, update: true}}, false)
-			return
-		}
-	case "TransactWriteItems":
-		token, digest := requestToken(body)
-		if token != "" {
-			if use, ok := l.tokens[token]; ok && l.clock().Sub(use.at) < tokenWindow {
-				if use.digest != digest {
-					ddbError(w, "IdempotentParameterMismatchException", "Request parameters do not match the parameters of the original request with the same client request token")
-					return
-				}
-				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-				_, _ = w.Write([]byte("{}"))
-				return
-			}
-			rec := httptest.NewRecorder()
-			if !l.transact(rec, r, body) {
-				l.forward(rec, r, body)
-			}
-			if rec.Code == http.StatusOK {
-				l.remember(token, digest)
-			}
-			copyResponse(w, rec)
-			return
-		}
-		if l.transact(w, r, body) {
-			return
-		}
-	}
-	l.forward(w, r, body)
+	l.next.ServeHTTP(w, r)
 }
 
 func (l *guard) forward(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -237,77 +237,186 @@ type member struct {
 	table  string
 	key    map[string]json.RawMessage
 	update bool // its size is only known after the write
+	check  bool // a ConditionCheck: it writes nothing
+	put    map[string]json.RawMessage
 }
 
-func (l *guard) transact(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	var in struct {
-		TransactItems []struct {
-			Put *struct {
-				TableName string
-				Item      map[string]json.RawMessage
-			}
-			Update, Delete, ConditionCheck *struct {
-				TableName string
-				Key       map[string]json.RawMessage
+// members lists the items a write touches, in the order of the request.
+func (l *guard) members(r *http.Request, op string, body []byte) ([]member, bool) {
+	switch op {
+	case "PutItem":
+		var in struct {
+			TableName string
+			Item      map[string]json.RawMessage
+		}
+		if json.Unmarshal(body, &in) != nil {
+			return nil, false
+		}
+		return []member{{table: in.TableName, key: l.keyOf(r, in.TableName, in.Item), put: in.Item}}, true
+	case "UpdateItem", "DeleteItem":
+		var in struct {
+			TableName string
+			Key       map[string]json.RawMessage
+		}
+		if json.Unmarshal(body, &in) != nil {
+			return nil, false
+		}
+		return []member{{table: in.TableName, key: in.Key, update: op == "UpdateItem"}}, true
+	case "TransactWriteItems":
+		var in struct {
+			TransactItems []struct {
+				Put *struct {
+					TableName string
+					Item      map[string]json.RawMessage
+				}
+				Update, Delete, ConditionCheck *struct {
+					TableName string
+					Key       map[string]json.RawMessage
+				}
 			}
 		}
-	}
-	if json.Unmarshal(body, &in) != nil {
-		return false
-	}
-	members := make([]member, len(in.TransactItems))
-	reasons := make([]string, len(in.TransactItems))
-	oversizePut := false
-	for i, it := range in.TransactItems {
-		switch {
-		case it.Put != nil:
-			if n, err := ItemSize(it.Put.Item); err == nil && n > MaxItemBytes {
-				reasons[i] = "ValidationError"
-				oversizePut = true
-			}
-			members[i] = member{table: it.Put.TableName, key: l.keyOf(r, it.Put.TableName, it.Put.Item)}
-		case it.Update != nil:
-			members[i] = member{table: it.Update.TableName, key: it.Update.Key, update: true}
-		case it.Delete != nil:
-			members[i] = member{table: it.Delete.TableName, key: it.Delete.Key}
-		case it.ConditionCheck != nil:
-			members[i] = member{table: it.ConditionCheck.TableName} // writes nothing
+		if json.Unmarshal(body, &in) != nil {
+			return nil, false
 		}
+		ms := make([]member, len(in.TransactItems))
+		for i, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				ms[i] = member{table: it.Put.TableName, key: l.keyOf(r, it.Put.TableName, it.Put.Item), put: it.Put.Item}
+			case it.Update != nil:
+				ms[i] = member{table: it.Update.TableName, key: it.Update.Key, update: true}
+			case it.Delete != nil:
+				ms[i] = member{table: it.Delete.TableName, key: it.Delete.Key}
+			case it.ConditionCheck != nil:
+				ms[i] = member{table: it.ConditionCheck.TableName, key: it.ConditionCheck.Key, check: true}
+			}
+		}
+		return ms, true
+	case "BatchWriteItem":
+		var in struct {
+			RequestItems map[string][]struct {
+				PutRequest    *struct{ Item map[string]json.RawMessage }
+				DeleteRequest *struct{ Key map[string]json.RawMessage }
+			}
+		}
+		if json.Unmarshal(body, &in) != nil {
+			return nil, false
+		}
+		var ms []member
+		for table, reqs := range in.RequestItems {
+			for _, q := range reqs {
+				switch {
+				case q.PutRequest != nil:
+					ms = append(ms, member{table: table, key: l.keyOf(r, table, q.PutRequest.Item), put: q.PutRequest.Item})
+				case q.DeleteRequest != nil:
+					ms = append(ms, member{table: table, key: q.DeleteRequest.Key})
+				}
+			}
+		}
+		return ms, true
 	}
-	if oversizePut {
-		canceled(w, reasons, "Item size has exceeded the maximum allowed size")
-		return true
-	}
-	l.guardUpdates(w, r, body, members, true)
-	return true
+	return nil, false
 }
 
-// guardUpdates runs a write whose members may include updates: it reads each
-// member's item, forwards the write, and when an updated item came out over
-// the limit, puts every member back as it was and answers the service's error.
-func (l *guard) guardUpdates(w http.ResponseWriter, r *http.Request, body []byte, members []member, tx bool) {
-	before := make([]map[string]json.RawMessage, len(members))
+// write runs one write request with the items it touches locked.
+func (l *guard) write(w http.ResponseWriter, r *http.Request, op string) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		ddbError(w, "SerializationException", "could not read the request")
+		return
+	}
+	members, ok := l.members(r, op, body)
+	if !ok {
+		l.forward(w, r, body) // the emulator answers the malformed request
+		return
+	}
+	locks := make([]string, len(members))
 	for i, m := range members {
-		if m.key != nil {
-			before[i] = l.get(r, m.table, m.key)
+		locks[i] = l.lockName(r, m)
+	}
+	defer l.locks.lock(locks)()
+
+	tx := op == "TransactWriteItems"
+	var token string
+	var digest [sha256.Size]byte
+	if tx {
+		token, digest = requestToken(body)
+		if token != "" {
+			if use, ok := l.usedToken(token); ok {
+				if use.digest != digest {
+					ddbError(w, "IdempotentParameterMismatchException", "Request parameters do not match the parameters of the original request with the same client request token")
+					return
+				}
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				_, _ = w.Write([]byte("{}"))
+				return
+			}
+		}
+	}
+	if op == "PutItem" || tx {
+		reasons := make([]string, len(members))
+		over := false
+		for i, m := range members {
+			if n, err := ItemSize(m.put); m.put != nil && err == nil && n > MaxItemBytes {
+				reasons[i], over = "ValidationError", true
+			}
+		}
+		if over && tx {
+			canceled(w, reasons, "Item size has exceeded the maximum allowed size")
+			return
+		}
+		if over {
+			ddbError(w, "ValidationException", "Item size has exceeded the maximum allowed size")
+			return
+		}
+	}
+
+	updates := slices.ContainsFunc(members, func(m member) bool { return m.update })
+	images := updates || l.model != nil || l.lag > 0
+	before := make([]map[string]json.RawMessage, len(members))
+	if images {
+		for i, m := range members {
+			if m.key != nil {
+				before[i] = l.get(r, m.table, m.key)
+			}
 		}
 	}
 	rec := httptest.NewRecorder()
 	l.forward(rec, r, body)
-	if rec.Code == http.StatusOK {
+	now := l.clock()
+	if rec.Code != http.StatusOK {
+		if l.model != nil && refusedByCondition(rec.Body.Bytes()) {
+			for i, m := range members {
+				if s := l.schema(r, m.table); s != nil && m.key != nil {
+					l.model.chargeRefused(now, s, write{table: m.table, key: m.key, before: before[i], tx: tx})
+				}
+			}
+		}
+		copyResponse(w, rec)
+		return
+	}
+	after := make([]map[string]json.RawMessage, len(members))
+	if images {
+		for i, m := range members {
+			switch {
+			case m.check:
+				after[i] = before[i]
+			case m.key != nil:
+				after[i] = l.get(r, m.table, m.key)
+			}
+		}
+	}
+	if updates {
 		reasons := make([]string, len(members))
 		over := false
 		for i, m := range members {
-			if !m.update {
-				continue
-			}
-			if n, err := ItemSize(l.get(r, m.table, m.key)); err == nil && n > MaxItemBytes {
+			if n, err := ItemSize(after[i]); m.update && err == nil && n > MaxItemBytes {
 				reasons[i], over = "ValidationError", true
 			}
 		}
 		if over {
 			for i, m := range members {
-				if m.key != nil {
+				if m.key != nil && !m.check {
 					l.restore(r, m.table, m.key, before[i])
 				}
 			}
@@ -319,7 +428,144 @@ func (l *guard) guardUpdates(w http.ResponseWriter, r *http.Request, body []byte
 			return
 		}
 	}
+	if token != "" {
+		l.remember(token, digest)
+	}
+	for i, m := range members {
+		s := l.schema(r, m.table)
+		if s == nil || m.key == nil {
+			continue
+		}
+		if l.model != nil {
+			l.model.chargeWrite(now, s, write{table: m.table, key: m.key, before: before[i], after: after[i], tx: tx, check: m.check})
+		}
+		if l.lag > 0 && !m.check {
+			l.mirrorOf(r, m.table).record(now, m.key, after[i])
+		}
+	}
 	copyResponse(w, rec)
+}
+
+// refusedByCondition reports whether an error answer is a write refused by
+// its condition (alone or in a transaction), which DynamoDB still charges.
+func refusedByCondition(body []byte) bool {
+	var e struct {
+		Type string `json:"__type"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return strings.HasSuffix(e.Type, "ConditionalCheckFailedException") || strings.HasSuffix(e.Type, "TransactionCanceledException")
+}
+
+// read runs a GetItem or Query, charging it to the capacity model and
+// answering index queries from the lagged mirror.
+func (l *guard) read(w http.ResponseWriter, r *http.Request, op string) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		ddbError(w, "SerializationException", "could not read the request")
+		return
+	}
+	if op == "GetItem" {
+		var in struct {
+			TableName      string
+			Key            map[string]json.RawMessage
+			ConsistentRead bool
+		}
+		rec := httptest.NewRecorder()
+		l.forward(rec, r, body)
+		if s := l.schemaOf(r, body, &in); s != nil && rec.Code == http.StatusOK && l.model != nil {
+			var out struct{ Item map[string]json.RawMessage }
+			_ = json.Unmarshal(rec.Body.Bytes(), &out)
+			l.model.chargeRead(l.clock(), s, in.TableName, "", scalar(in.Key[s.hash]), []map[string]json.RawMessage{out.Item}, in.ConsistentRead)
+		}
+		copyResponse(w, rec)
+		return
+	}
+	var in map[string]json.RawMessage
+	var q struct {
+		TableName, IndexName, KeyConditionExpression, FilterExpression, Select string
+		ExpressionAttributeNames                                               map[string]string
+		ExpressionAttributeValues                                              map[string]json.RawMessage
+		ConsistentRead                                                         bool
+	}
+	s := l.schemaOf(r, body, &q)
+	if s == nil || json.Unmarshal(body, &in) != nil {
+		l.forward(w, r, body)
+		return
+	}
+	if q.IndexName != "" && l.lag > 0 {
+		m := l.mirrorOf(r, q.TableName)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		l.catchUp(r, m)
+		in["TableName"], _ = json.Marshal(m.name)
+		body, _ = json.Marshal(in)
+	}
+	rec := httptest.NewRecorder()
+	l.forward(rec, r, body)
+	if rec.Code == http.StatusOK && l.model != nil {
+		var out struct{ Items []map[string]json.RawMessage }
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		hash := s.hash
+		if q.IndexName != "" {
+			if i := slices.IndexFunc(s.indexes, func(x indexSchema) bool { return x.name == q.IndexName }); i >= 0 {
+				hash = s.indexes[i].hash
+			}
+		}
+		items := out.Items
+		if q.FilterExpression != "" || q.Select == "COUNT" {
+			items = l.evaluated(r, in, q.KeyConditionExpression)
+		}
+		key := keyConditionValue(q.KeyConditionExpression, hash, q.ExpressionAttributeNames, q.ExpressionAttributeValues)
+		l.model.chargeRead(l.clock(), s, q.TableName, q.IndexName, key, items, q.ConsistentRead && q.IndexName == "")
+	}
+	copyResponse(w, rec)
+}
+
+// evaluated answers the items a Query evaluated before its filter: the
+// same read with its key condition only.
+func (l *guard) evaluated(r *http.Request, in map[string]json.RawMessage, keyCond string) []map[string]json.RawMessage {
+	shadow := map[string]json.RawMessage{}
+	for _, k := range []string{"TableName", "IndexName", "KeyConditionExpression", "Limit", "ExclusiveStartKey", "ScanIndexForward", "ConsistentRead"} {
+		if v, ok := in[k]; ok {
+			shadow[k] = v
+		}
+	}
+	used := placeholder.FindAllString(keyCond, -1)
+	for _, k := range []string{"ExpressionAttributeNames", "ExpressionAttributeValues"} {
+		var all map[string]json.RawMessage
+		if json.Unmarshal(in[k], &all) != nil {
+			continue
+		}
+		kept := map[string]json.RawMessage{}
+		for name, v := range all {
+			if slices.Contains(used, name) {
+				kept[name] = v
+			}
+		}
+		shadow[k], _ = json.Marshal(kept)
+	}
+	var out struct{ Items []map[string]json.RawMessage }
+	l.call(r, "Query", shadow, &out)
+	return out.Items
+}
+
+var placeholder = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
+
+// keyConditionValue finds the partition key's value in a key condition.
+func keyConditionValue(cond, hash string, names map[string]string, values map[string]json.RawMessage) string {
+	refs := []string{hash}
+	for alias, name := range names {
+		if name == hash {
+			refs = append(refs, alias)
+		}
+	}
+	for _, ref := range refs {
+		re := regexp.MustCompile(`(?:^|[\s(])` + regexp.QuoteMeta(ref) + `\s*=\s*(:[A-Za-z0-9_]+)`)
+		if m := re.FindStringSubmatch(cond); m != nil {
+			return scalar(values[m[1]])
+		}
+	}
+	return ""
 }
 
 func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
@@ -337,10 +583,19 @@ func (l *guard) clock() time.Time {
 	return time.Now()
 }
 
+func (l *guard) usedToken(token string) (tokenUse, bool) {
+	l.tokMu.Lock()
+	defer l.tokMu.Unlock()
+	use, ok := l.tokens[token]
+	return use, ok && l.clock().Sub(use.at) < tokenWindow
+}
+
 // remember records a succeeded transaction's token and forgets the ones
 // past the window.
 func (l *guard) remember(token string, digest [sha256.Size]byte) {
 	now := l.clock()
+	l.tokMu.Lock()
+	defer l.tokMu.Unlock()
 	if l.tokens == nil {
 		l.tokens = map[string]tokenUse{}
 	}
@@ -394,31 +649,196 @@ func (l *guard) restore(r *http.Request, table string, key, item map[string]json
 	l.call(r, "PutItem", map[string]any{"TableName": table, "Item": item}, nil)
 }
 
+// schema answers a table's key and indexes, read once (nil when the table
+// is unknown).
+func (l *guard) schema(r *http.Request, table string) *tableSchema {
+	l.schemaMu.Lock()
+	s, ok := l.schemas[table]
+	l.schemaMu.Unlock()
+	if ok {
+		return s
+	}
+	data, _ := json.Marshal(map[string]any{"TableName": table})
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(data)).WithContext(r.Context())
+	req.Header = r.Header.Clone()
+	req.Header.Set("X-Amz-Target", ddbTarget+"DescribeTable")
+	rec := httptest.NewRecorder()
+	l.next.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return nil
+	}
+	s, err := parseSchema(rec.Body.Bytes())
+	if err != nil {
+		return nil
+	}
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	if l.schemas == nil {
+		l.schemas = map[string]*tableSchema{}
+	}
+	if prev, ok := l.schemas[table]; ok {
+		return prev
+	}
+	l.schemas[table] = s
+	return s
+}
+
+// schemaOf decodes a request naming a table into in and answers the
+// table's schema.
+func (l *guard) schemaOf(r *http.Request, body []byte, in any) *tableSchema {
+	if json.Unmarshal(body, in) != nil {
+		return nil
+	}
+	var t struct{ TableName string }
+	_ = json.Unmarshal(body, &t)
+	return l.schema(r, t.TableName)
+}
+
+// forget drops what the guard knows of a table being deleted, and its mirror.
+func (l *guard) forget(r *http.Request, table string) {
+	l.schemaMu.Lock()
+	delete(l.schemas, table)
+	m := l.mirrors[table]
+	delete(l.mirrors, table)
+	delete(l.created, table)
+	l.schemaMu.Unlock()
+	if m != nil {
+		l.call(r, "DeleteTable", map[string]any{"TableName": m.name}, nil)
+	}
+}
+
 // keyOf picks the table's key attributes out of an item.
 func (l *guard) keyOf(r *http.Request, table string, item map[string]json.RawMessage) map[string]json.RawMessage {
-	names, ok := l.keys[table]
-	if !ok {
-		var out struct {
-			Table struct {
-				KeySchema []struct{ AttributeName string }
-			}
-		}
-		if l.call(r, "DescribeTable", map[string]any{"TableName": table}, &out) != http.StatusOK {
-			return nil
-		}
-		for _, k := range out.Table.KeySchema {
-			names = append(names, k.AttributeName)
-		}
-		if l.keys == nil {
-			l.keys = map[string][]string{}
-		}
-		l.keys[table] = names
+	s := l.schema(r, table)
+	if s == nil {
+		return nil
 	}
 	key := map[string]json.RawMessage{}
-	for _, n := range names {
+	for _, n := range s.keyNames() {
 		key[n] = item[n]
 	}
 	return key
+}
+
+// lockName names the item a member touches, for its lock.
+func (l *guard) lockName(r *http.Request, m member) string {
+	s := l.schema(r, m.table)
+	if s == nil || m.key == nil {
+		return m.table + "\x00?"
+	}
+	name := m.table
+	for _, n := range s.keyNames() {
+		name += "\x00" + canonical(m.key[n])
+	}
+	return name
+}
+
+// keyLocks is one mutex per item being written.
+type keyLocks struct {
+	mu   sync.Mutex
+	held map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock takes the locks of the named items in name order and answers the
+// function that releases them.
+func (k *keyLocks) lock(names []string) func() {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	taken := make([]*keyLock, len(names))
+	for i, n := range names {
+		k.mu.Lock()
+		if k.held == nil {
+			k.held = map[string]*keyLock{}
+		}
+		kl := k.held[n]
+		if kl == nil {
+			kl = &keyLock{}
+			k.held[n] = kl
+		}
+		kl.refs++
+		k.mu.Unlock()
+		kl.mu.Lock()
+		taken[i] = kl
+	}
+	return func() {
+		for i := len(taken) - 1; i >= 0; i-- {
+			taken[i].mu.Unlock()
+			k.mu.Lock()
+			if taken[i].refs--; taken[i].refs == 0 {
+				delete(k.held, names[i])
+			}
+			k.mu.Unlock()
+		}
+	}
+}
+
+// mirror is a table's copy that index queries read when indexes lag: the
+// writes reach it once they are IndexLag old.
+type mirror struct {
+	mu      sync.Mutex
+	name    string
+	pending []pendingWrite
+}
+
+type pendingWrite struct {
+	at        time.Time
+	key, item map[string]json.RawMessage // item nil: deleted
+}
+
+func (m *mirror) record(at time.Time, key, item map[string]json.RawMessage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = append(m.pending, pendingWrite{at: at, key: key, item: item})
+}
+
+// mirrorOf answers a table's mirror, made on first use with the table's
+// key and indexes.
+func (l *guard) mirrorOf(r *http.Request, table string) *mirror {
+	l.schemaMu.Lock()
+	m, ok := l.mirrors[table]
+	l.schemaMu.Unlock()
+	if ok {
+		return m
+	}
+	m = &mirror{name: table + ".lagged"}
+	l.schemaMu.Lock()
+	create := l.created[table]
+	l.schemaMu.Unlock()
+	var in map[string]any
+	if json.Unmarshal(create, &in) == nil {
+		in["TableName"] = m.name
+		l.call(r, "CreateTable", in, nil)
+	}
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	if l.mirrors == nil {
+		l.mirrors = map[string]*mirror{}
+	}
+	if prev, ok := l.mirrors[table]; ok {
+		return prev
+	}
+	l.mirrors[table] = m
+	return m
+}
+
+// catchUp applies to the mirror the writes at least IndexLag old (m.mu held).
+func (l *guard) catchUp(r *http.Request, m *mirror) {
+	due := l.clock().Add(-l.lag)
+	n := 0
+	for n < len(m.pending) && !m.pending[n].at.After(due) {
+		p := m.pending[n]
+		if p.item == nil {
+			l.call(r, "DeleteItem", map[string]any{"TableName": m.name, "Key": p.key}, nil)
+		} else {
+			l.call(r, "PutItem", map[string]any{"TableName": m.name, "Item": p.item}, nil)
+		}
+		n++
+	}
+	m.pending = m.pending[n:]
 }
 
 func ddbError(w http.ResponseWriter, code, message string) {

@@ -64,7 +64,30 @@ func serve(addr string, h http.Handler) (*Server, error) {
 // TransactWriteItems' ClientRequestToken as the service does, which the
 // emulator alone does not.
 func StartDynamoDB(addr string) (*Server, error) {
-	return serve(addr, &guard{next: minidyn.NewServer()})
+	return StartDynamoDBWith(addr, DynamoDBOptions{})
+}
+
+// DynamoDBOptions make an embedded DynamoDB-API server model DynamoDB's
+// capacity and index propagation, for benchmarks and tests of the key
+// design.
+type DynamoDBOptions struct {
+	// Capacity, when set, accounts every request's read and write units
+	// per partition key per second (see Capacity).
+	Capacity *Capacity
+	// IndexLag delays what queries of a global secondary index see: they
+	// answer from the table as it was IndexLag ago, as a DynamoDB index
+	// that has not caught up yet does. Reads of the table itself are
+	// current.
+	IndexLag time.Duration
+	// Now is the clock of the capacity model's seconds, the index lag and
+	// the transaction tokens' window (default: the wall clock).
+	Now func() time.Time
+}
+
+// StartDynamoDBWith starts an embedded DynamoDB-API server as StartDynamoDB
+// does, with a capacity model and an index lag.
+func StartDynamoDBWith(addr string, o DynamoDBOptions) (*Server, error) {
+	return serve(addr, &guard{next: minidyn.NewServer(), model: o.Capacity, lag: o.IndexLag, now: o.Now})
 }
 
 // StartS3 starts an embedded S3-API server (in memory) on addr. Presigned

@@ -120,3 +120,32 @@ func TableName(tb testing.TB) string {
 func Counter(n *atomic.Int64) func(*dynamodb.Options) {
 	return func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, awsenv.CountRequests(n)) }
 }
+
+// ModeledDynamoDB starts an embedded DynamoDB-API server of the test's own
+// with the options' capacity model and index lag (localaws.DynamoDBOptions),
+// and returns a real SDK client and a fresh fleetq table on it. The model
+// is reset once the table exists, so it counts only what the test does.
+// The capacity model is the embedded server's, so the test is skipped when
+// the tests run against another endpoint.
+func ModeledDynamoDB(tb testing.TB, o localaws.DynamoDBOptions, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, string) {
+	tb.Helper()
+	if os.Getenv(EnvDynamoDBEndpoint) != "" || OnDynalite() {
+		tb.Skip("the capacity model is the embedded DynamoDB server's")
+	}
+	srv, err := localaws.StartDynamoDBWith("", o)
+	if err != nil {
+		tb.Fatalf("start the modeled DynamoDB: %v", err)
+	}
+	tb.Cleanup(func() { _ = srv.Close() })
+	client := localaws.DynamoDBClient(srv.URL, optFns...)
+	table := TableName(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.CreateTable(ctx, client, table); err != nil {
+		tb.Fatalf("create table %s: %v", table, err)
+	}
+	if o.Capacity != nil {
+		o.Capacity.Reset()
+	}
+	return client, table
+}
