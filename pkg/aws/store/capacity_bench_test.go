@@ -1,0 +1,266 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+)
+
+// The key design's goals under DynamoDB's capacity model (docs/benchmarks.md,
+// "The key design under DynamoDB's limits"). Each benchmark runs a scaled-down
+// load inside one second of the fake clock and scales the hottest partition's
+// units up to the rate of the goal: every operation's units on the shared
+// partitions (a fleet's index partitions) are the same whatever the rate, so
+// the load there grows linearly with it.
+
+// List prices, us-east-1, on-demand, as published on 2026-11-25:
+// DynamoDB https://aws.amazon.com/dynamodb/pricing/on-demand/ ($0.625 per
+// million write request units, $0.125 per million read request units);
+// API Gateway HTTP APIs https://aws.amazon.com/api-gateway/pricing/ ($1.00
+// per million requests, first 300 million a month); Lambda
+// https://aws.amazon.com/lambda/pricing/ ($0.20 per million requests,
+// $0.0000133334 per GB-second on Arm); SQS https://aws.amazon.com/sqs/pricing/
+// ($0.40 per million standard-queue requests); EventBridge
+// https://aws.amazon.com/eventbridge/pricing/ ($1.00 per million custom
+// events).
+const (
+	usdPerMillionWriteUnits = 0.625
+	usdPerMillionReadUnits  = 0.125
+	usdPerMillionAPICalls   = 1.00
+	usdPerMillionLambdaRuns = 0.20
+	usdPerLambdaGBSecond    = 0.0000133334
+	usdPerMillionSQSCalls   = 0.40
+	usdPerMillionEvents     = 1.00
+)
+
+// What a one-heartbeat job costs outside DynamoDB, per job: API Gateway
+// calls (submit, the poll that leases, heartbeat, complete), Lambda
+// invocations (those four on the api function, one dispatch batch per job
+// at worst) at 256 MB and an assumed 25 ms each, SQS calls (send, and the
+// event source mapping's receive and delete, one each at worst), and the
+// Job Succeeded event.
+const (
+	apiCallsPerJob      = 4
+	lambdaRunsPerJob    = 5
+	lambdaGBSecondsPerJ = lambdaRunsPerJob * 0.25 * 0.025
+	sqsCallsPerJob      = 3
+	eventsPerJob        = 1
+)
+
+func otherUSDPerMillionJobs() float64 {
+	return apiCallsPerJob*usdPerMillionAPICalls + lambdaRunsPerJob*usdPerMillionLambdaRuns +
+		lambdaGBSecondsPerJ*usdPerLambdaGBSecond*1e6 + sqsCallsPerJob*usdPerMillionSQSCalls + eventsPerJob*usdPerMillionEvents
+}
+
+// reportHottest reports the hottest partition's load scaled by scale, as a
+// percentage of its limit, and logs which partition it is.
+func reportHottest(b *testing.B, m *modeledEnv, scale float64) {
+	hot := m.model.Hottest()
+	b.ReportMetric(100*hot.Share()*scale, "hottest-partition-%")
+	where := hot.Index
+	if where == "" {
+		where = "table"
+	}
+	b.Logf("hottest partition at the goal's rate: %s %q, %.0f write units/s, %.0f read units/s",
+		where, hot.Key, hot.Units.Write*scale, hot.Units.Read*scale)
+}
+
+// BenchmarkCapacityLeaseAndComplete is one fleet at 1,000 leases and 1,000
+// completions a second (and the 1,000 creations a second that feed them),
+// with a backlog of 150 queued jobs, run at a tenth of the rate: goal,
+// the hottest partition under 80% of its limit.
+func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
+	const rate, scale = 1000, 10
+	for range b.N {
+		b.StopTimer()
+		m := newModeledEnv(b, capacityConfig, 0)
+		m.createJobs(b, "backlog", 150)
+		workers := m.registerWorkers(b, 10, fleetconfig.MaxSlots)
+		m.nextSecond()
+		b.StartTimer()
+		n := rate / scale
+		step := time.Second / time.Duration(n)
+		for i := range n {
+			if _, _, err := m.st.CreateJob(m.ctx, job.Spec{ID: fmt.Sprintf("new-%05d", i), TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120}`)}); err != nil {
+				b.Fatal(err)
+			}
+			w := workers[i%len(workers)]
+			j, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.st.Complete(m.ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+				b.Fatal(err)
+			}
+			m.clock.Advance(step)
+		}
+		b.StopTimer()
+		reportHottest(b, m, scale)
+		t := m.model.Total()
+		b.ReportMetric(t.Write/float64(n), "write-units/job")
+		b.ReportMetric(t.Read/float64(n), "read-units/job")
+	}
+}
+
+// BenchmarkCapacityIdleWorkers is 10,000 connected idle workers of one
+// fleet polling at the default interval (poll_seconds 5: 2,000 empty polls
+// a second), run with 200 workers polling once in one second: goal, the
+// hottest partition under 80% of its limit.
+func BenchmarkCapacityIdleWorkers(b *testing.B) {
+	const workers, interval, sample = 10000, fleetconfig.DefaultPollSeconds, 200
+	scale := float64(workers) / interval / sample
+	for range b.N {
+		b.StopTimer()
+		m := newModeledEnv(b, capacityConfig, 0)
+		auths := m.registerWorkers(b, sample, 1)
+		m.nextSecond()
+		b.StartTimer()
+		for _, a := range auths {
+			if _, err := m.st.LeaseNext(m.ctx, a, []string{"wf-a"}); !errors.Is(err, store.ErrNoJob) {
+				b.Fatalf("an idle poll = %v, want ErrNoJob", err)
+			}
+			m.clock.Advance(time.Second / sample)
+		}
+		b.StopTimer()
+		reportHottest(b, m, scale)
+		t := m.model.Total()
+		b.ReportMetric(t.Write/sample, "write-units/empty-poll")
+		b.ReportMetric(t.Read/sample, "read-units/empty-poll")
+		b.ReportMetric(float64(m.requests.Load())/sample, "requests/empty-poll")
+	}
+}
+
+// BenchmarkCapacityLostClaims is a burst of 200 polls a second, from 200
+// workers through 8 warm API instances (each its own Store), on a backlog of
+// 500 jobs, with index queries 500 ms behind the table, as a DynamoDB index
+// can be: a claimed job stays among the candidates until the index catches
+// up. Goal: at most 0.5 lost claims per lease.
+func BenchmarkCapacityLostClaims(b *testing.B) {
+	const polls, backlog, instances = 200, 500, 8
+	var lost, leases, requests int64
+	for range b.N {
+		b.StopTimer()
+		m := newModeledEnv(b, capacityConfig, 500*time.Millisecond)
+		m.createJobs(b, "job", backlog)
+		auths := m.registerWorkers(b, polls, 1)
+		stores := make([]*store.Store, instances)
+		for i := range stores {
+			stores[i] = m.newStore()
+		}
+		m.nextSecond() // the index has caught up with the backlog
+		b.StartTimer()
+		for i, a := range auths {
+			_, err := stores[i%instances].LeaseNext(m.ctx, a, []string{"wf-a"})
+			if err != nil && !errors.Is(err, store.ErrNoJob) {
+				b.Fatal(err)
+			}
+			m.clock.Advance(time.Second / polls)
+		}
+		b.StopTimer()
+		for _, s := range stores {
+			st := s.LeaseStats()
+			lost += st.Conflicts
+			leases += st.Claims
+		}
+		requests += m.requests.Load()
+	}
+	b.ReportMetric(float64(lost)/float64(max(leases, 1)), "lost-claims/lease")
+	b.ReportMetric(float64(leases)/float64(b.N*polls), "leases/poll")
+	b.ReportMetric(float64(requests)/float64(max(leases, 1)), "requests/lease")
+}
+
+// BenchmarkCapacityHeartbeat is a leased job's heartbeats, 30 s apart: goal,
+// at most 2 write units per heartbeat.
+func BenchmarkCapacityHeartbeat(b *testing.B) {
+	const beats = 20
+	for range b.N {
+		b.StopTimer()
+		m := newModeledEnv(b, capacityConfig, 0)
+		m.createJobs(b, "job", 1)
+		w := m.registerWorkers(b, 1, 1)[0]
+		j, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.nextSecond()
+		b.StartTimer()
+		for range beats {
+			m.clock.Advance(30 * time.Second)
+			if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		t := m.model.Total()
+		b.ReportMetric(t.Write/beats, "write-units/heartbeat")
+		b.ReportMetric(m.model.ByIndex()[store.IndexByState].Write/beats, "index-write-units/heartbeat")
+		b.ReportMetric(float64(m.requests.Load())/beats, "requests/heartbeat")
+	}
+}
+
+// BenchmarkCapacityJobLifecycle is one job's way through the store with one
+// heartbeat, as the functions drive it: dispatch creates it and reads the
+// fleet state (wake-on-enqueue), a poll leases it, the worker heartbeats
+// and completes it, and the relay announces the outcome. It reports the
+// DynamoDB requests and units per job and the control plane's price per
+// million such jobs at list prices. Goals: at most 8 requests per
+// lifecycle (announcement apart), at most $15 per million jobs.
+func BenchmarkCapacityJobLifecycle(b *testing.B) {
+	const jobs = 10
+	for range b.N {
+		b.StopTimer()
+		m := newModeledEnv(b, capacityConfig, 0)
+		w := m.registerWorkers(b, 1, 1)[0]
+		m.nextSecond()
+		b.StartTimer()
+		var lifecycle int64
+		for i := range jobs {
+			id := fmt.Sprintf("job-%05d", i)
+			start := m.requests.Load()
+			if _, _, err := m.st.CreateJob(m.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`)}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.st.GetFleetState(m.ctx, "gpu"); err != nil {
+				b.Fatal(err)
+			}
+			j, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.clock.Advance(30 * time.Second)
+			if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
+				b.Fatal(err)
+			}
+			m.clock.Advance(10 * time.Second)
+			if err := m.st.Complete(m.ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+				b.Fatal(err)
+			}
+			lifecycle += m.requests.Load() - start
+			if _, err := m.st.RelayJob(m.ctx, discard{}, j.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		t := m.model.Total()
+		wu, ru := t.Write/jobs, t.Read/jobs
+		ddb := wu*usdPerMillionWriteUnits + ru*usdPerMillionReadUnits
+		b.ReportMetric(float64(lifecycle)/jobs, "ddb-requests/job")
+		b.ReportMetric(float64(m.requests.Load())/jobs, "ddb-requests/job-announced")
+		b.ReportMetric(wu, "write-units/job")
+		b.ReportMetric(ru, "read-units/job")
+		b.ReportMetric(ddb, "ddb-usd/million-jobs")
+		b.ReportMetric(ddb+otherUSDPerMillionJobs(), "usd/million-jobs")
+	}
+}
+
+// discard is a Publisher that publishes nowhere.
+type discard struct{}
+
+func (discard) Publish(context.Context, []store.JobEvent) error { return nil }

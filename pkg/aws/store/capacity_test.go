@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
+)
+
+// Today's key design under DynamoDB's capacity model (docs/benchmarks.md,
+// "The key design under DynamoDB's limits"). The embedded server accounts
+// every request's units per partition key per second of the test's clock,
+// and can make index queries see the table as it was a while ago.
+
+const capacityConfig = `
+stage: test
+fleets:
+  - slug: gpu
+    workflows: [wf-a]
+    instance_types: [g5.xlarge]
+    worker_cap: 10000
+    lease_seconds: 600
+`
+
+// modeledEnv is a store on its own embedded server with a capacity model
+// (and an index lag), on a fake clock that also drives the model.
+type modeledEnv struct {
+	*env
+	model    *localaws.Capacity
+	requests *atomic.Int64
+	client   *dynamodb.Client
+	table    string
+}
+
+func newModeledEnv(tb testing.TB, config string, lag time.Duration) *modeledEnv {
+	tb.Helper()
+	cfg, err := fleetconfig.Parse("capacity.yaml", []byte(config))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	model := localaws.NewCapacity()
+	n := new(atomic.Int64)
+	client, table := testenv.ModeledDynamoDB(tb, localaws.DynamoDBOptions{Capacity: model, IndexLag: lag, Now: clk.Now}, testenv.Counter(n))
+	e := &env{ctx: context.Background(), clock: clk, cfg: cfg}
+	if t, ok := tb.(*testing.T); ok {
+		e.t = t
+	}
+	e.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	return &modeledEnv{env: e, model: model, requests: n, client: client, table: table}
+}
+
+// newStore is another process's store (a warm API instance) on the same table.
+func (m *modeledEnv) newStore() *store.Store {
+	return store.New(m.client, store.Options{Table: m.table, Config: m.cfg, Clock: m.clock, Logger: slog.New(slog.DiscardHandler)})
+}
+
+func (m *modeledEnv) createJobs(tb testing.TB, prefix string, n int) {
+	tb.Helper()
+	for i := range n {
+		_, _, err := m.st.CreateJob(m.ctx, job.Spec{ID: fmt.Sprintf("%s-%05d", prefix, i), TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func (m *modeledEnv) registerWorkers(tb testing.TB, n, slots int) []store.WorkerAuth {
+	tb.Helper()
+	auths := make([]store.WorkerAuth, n)
+	for i := range auths {
+		a := store.WorkerAuth{WorkerID: fmt.Sprintf("w%05d", i), Fleet: "gpu", TokenHash: fmt.Sprintf("hash-%d", i)}
+		_, err := m.st.RegisterWorker(m.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
+			InstanceID: "i-" + a.WorkerID, InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: slots, TokenHash: a.TokenHash})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		auths[i] = a
+	}
+	return auths
+}
+
+// nextSecond moves the clock to the start of the next whole second and
+// forgets what the model counted so far.
+func (m *modeledEnv) nextSecond() {
+	now := m.clock.Now()
+	m.clock.Advance(now.Truncate(time.Second).Add(time.Second).Sub(now))
+	m.model.Reset()
+	m.requests.Store(0)
+}
+
+// Heartbeats move a leased job's index entry (its sort key is the lease
+// expiry), so every heartbeat is a delete and a put on the fleet's one
+// leased partition: 501 heartbeats in a second put it past DynamoDB's
+// 1,000 write units per partition (520 here). The model fails it.
+func TestCapacityModelFailsTodaysLeasedPartitionUnderHeartbeats(t *testing.T) {
+	m := newModeledEnv(t, capacityConfig, 0)
+	m.createJobs(t, "job", 10)
+	w := m.registerWorkers(t, 1, 10)[0]
+	var leases []job.Job
+	for range 10 {
+		leases = append(leases, m.lease(w))
+	}
+	m.nextSecond()
+	for i := range 520 {
+		m.clock.Advance(time.Millisecond) // each heartbeat a new expiry
+		j := leases[i%len(leases)]
+		if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := m.model.Err()
+	if err == nil {
+		t.Fatal("520 heartbeats in one second of one fleet: the model found every partition within its limit")
+	}
+	if !strings.Contains(err.Error(), `by-state key "L#gpu"`) {
+		t.Fatalf("Err() = %v, want the fleet's leased partition named", err)
+	}
+	hot := m.model.Hottest()
+	if hot.Index != store.IndexByState || hot.Key != "L#gpu" || hot.Units.Write < 1040 {
+		t.Fatalf("hottest = %v, want by-state L#gpu with at least 1,040 write units (a delete and a put per heartbeat)", hot)
+	}
+}
+
+// A lease, a heartbeat and a completion run end to end on the modeled
+// server with an index lag, so the lag cannot break the lease path: a poll
+// that finds nothing in the lagging index leases once the index caught up.
+func TestLeasePathWorksWithLaggingIndexes(t *testing.T) {
+	m := newModeledEnv(t, capacityConfig, 500*time.Millisecond)
+	m.createJobs(t, "job", 1)
+	w := m.registerWorkers(t, 1, 1)[0]
+	if _, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"}); !errors.Is(err, store.ErrNoJob) {
+		t.Fatalf("a poll before the index caught up = %v, want ErrNoJob", err)
+	}
+	m.clock.Advance(500 * time.Millisecond)
+	j := m.lease(w)
+	if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.st.Complete(m.ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	m.wantStatus(j.ID, job.Succeeded)
+}
