@@ -221,6 +221,14 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 		m.nextSecond()
 		b.StartTimer()
 		var lifecycle int64
+		phases := []string{"create", "lease", "heartbeat", "complete", "announce"}
+		phase := map[string]float64{}
+		mark := m.model.Total()
+		done := func(name string) {
+			now := m.model.Total()
+			phase[name] += now.Write - mark.Write
+			mark = now
+		}
 		for i := range jobs {
 			id := fmt.Sprintf("job-%05d", i)
 			start := m.requests.Load()
@@ -230,22 +238,30 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 			if _, err := m.st.GetFleetState(m.ctx, "gpu"); err != nil {
 				b.Fatal(err)
 			}
+			done("create")
 			j, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
 			if err != nil {
 				b.Fatal(err)
 			}
+			done("lease")
 			m.clock.Advance(30 * time.Second)
 			if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
 				b.Fatal(err)
 			}
+			done("heartbeat")
 			m.clock.Advance(10 * time.Second)
 			if err := m.st.Complete(m.ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
 				b.Fatal(err)
 			}
+			done("complete")
 			lifecycle += m.requests.Load() - start
 			if _, err := m.st.RelayJob(m.ctx, discard{}, j.ID); err != nil {
 				b.Fatal(err)
 			}
+			done("announce")
+		}
+		for _, p := range phases {
+			b.ReportMetric(phase[p]/jobs, p+"-write-units/job")
 		}
 		b.StopTimer()
 		t := m.model.Total()
