@@ -115,11 +115,11 @@ func costRecord(j *jobItem, e *eventItem, usd float64, priced bool) (jobSet, tot
 // rides on its removal: the job's cost and hour total, and its tenant slot.
 // Only the relay whose removal succeeds writes them.
 func (s *Store) finishOutcome(ctx context.Context, j *jobItem, e *eventItem, usd float64, priced bool) error {
-	del := txItem{delete: &update{pk: e.PK, sk: e.SK, cond: expression.AttributeExists(expression.Name(AttrPK))}}
+	del := txItem{name: memberEvent, delete: &update{pk: e.PK, sk: e.SK, cond: expression.AttributeExists(expression.Name(AttrPK))}}
 	jobSet, total := costRecord(j, e, usd, priced)
-	items := []txItem{del, {update: jobSet}, {update: total}}
+	items := []txItem{del, {name: memberJob, update: jobSet}, {name: memberCostTotal, update: total}}
 	if slot := slotAfterTerminal(e.EventType, j); slot != nil {
-		items = append(items, txItem{update: slot})
+		items = append(items, txItem{name: memberTenantCount, update: slot})
 	}
 	err := s.transact(ctx, items...)
 	var tf *txFailed
@@ -129,9 +129,9 @@ func (s *Store) finishOutcome(ctx context.Context, j *jobItem, e *eventItem, usd
 			s.emitCost(j, e, usd)
 		}
 		return nil
-	case errors.As(err, &tf) && tf.failedAt(0):
+	case errors.As(err, &tf) && tf.failed(memberEvent):
 		return nil // another relay removed it, and wrote the rest
-	case errors.As(err, &tf) && tf.failedAt(1):
+	case errors.As(err, &tf) && tf.failed(memberJob):
 		// The job moved on (an operator retry): the event still goes, and
 		// the slot with it; the job's next outcome is priced then.
 		items = append(items[:1], items[3:]...)

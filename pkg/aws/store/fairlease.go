@@ -9,15 +9,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-
-	"github.com/fleetq/fleetq/pkg/domain/fairshare"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
 // Fair share on the lease path (docs/scaling.md, "Fair share"). When the
-// stage lists tenants, a poll first chooses whose job it takes, by the
-// fair-share rule over the tenants with work at the top priority, and then
-// spreads over that tenant's oldest jobs as usual. Its inputs are read
+// stage lists tenants, the lease rule (lease.Order) merges the top
+// priority's jobs tenant by tenant as the fair-share rule would lease them,
+// and the poll spreads over the head of that order. Its inputs are read
 // cheaply: each tenant's leased jobs come from a census of the fleet's
 // leased partition, read at most once per censusTTL per process and kept
 // up to date with this process's own claims in between; the tenants
@@ -56,99 +53,6 @@ func (s *Store) fairShare() bool { return s.cfg != nil && len(s.cfg.Tenants) > 0
 func (s *Store) fairFor(fleet string) *fairState {
 	st, _ := s.fair.LoadOrStore(fleet, &fairState{})
 	return st.(*fairState)
-}
-
-// fairOrder puts the candidates (in priority-then-age order) in the order
-// the fair-share rule would lease them: the top priority's jobs merged
-// tenant by tenant as fairshare.Pick names them lease after lease, then
-// the lower priorities as they were. Concurrent pollers spread over the
-// head of this order as they would over the oldest jobs, so under
-// contention they still take jobs in the tenants' proportions. Without
-// fair share, or with one tenant waiting, the order is unchanged.
-func (s *Store) fairOrder(ctx context.Context, fleet string, cands []jobItem, workflows []string, full bool, now time.Time) ([]jobItem, error) {
-	if !s.fairShare() || len(cands) == 0 {
-		return cands, nil
-	}
-	fs := s.fairFor(fleet)
-	top := cands[0].Priority
-	n := 1
-	for n < len(cands) && cands[n].Priority == top {
-		n++
-	}
-	head, lower := cands[:n], cands[n:]
-	if full && n == len(cands) && singleTenant(head) {
-		// The read held only one tenant's jobs and may have stopped short
-		// of everyone else's: look past that tenant's backlog.
-		more, err := s.othersAtTop(ctx, fs, fleet, top, head[0].TenantID, now)
-		if err != nil {
-			return nil, err
-		}
-		head = append(slices.Clone(head), servable(more, workflows)...)
-	}
-	if singleTenant(head) {
-		return cands, nil
-	}
-	leased, err := s.leasedByTenant(ctx, fs, fleet, now)
-	if err != nil {
-		return nil, err
-	}
-	return append(fairMerge(head, leased, s.cfg.Tenant), lower...), nil
-}
-
-// fairMerge orders jobs of one priority (each tenant's in age order) as
-// successive fair-share picks would lease them, given each tenant's leased
-// jobs. Jobs of tenants at their max_leased (as far as the census knows)
-// come last, oldest first: other tenants' jobs are tried before them, and
-// the claim's own check of the tenant's leased counter holds them back
-// while the tenant is at its cap (leasecap.go, docs/scaling.md).
-func fairMerge(head []jobItem, leased map[string]int, settings func(string) fleetconfig.Tenant) []jobItem {
-	var ts []fairshare.Tenant
-	var queues [][]jobItem
-	at := map[string]int{}
-	for _, c := range head {
-		i, ok := at[c.TenantID]
-		if !ok {
-			t := settings(c.TenantID)
-			i = len(ts)
-			at[c.TenantID] = i
-			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: t.Weight, MaxLeased: t.MaxLeased, Leased: leased[c.TenantID], OldestReady: fromMS(c.CreatedMS)})
-			queues = append(queues, nil)
-		}
-		ts[i].Ready++
-		queues[i] = append(queues[i], c)
-	}
-	out := make([]jobItem, 0, len(head))
-	taken := map[string]bool{}
-	for {
-		i := fairshare.Pick(ts)
-		if i < 0 {
-			break
-		}
-		c := queues[i][0]
-		out = append(out, c)
-		taken[c.JobID] = true
-		queues[i] = queues[i][1:]
-		ts[i].Leased++
-		ts[i].Ready--
-		if len(queues[i]) > 0 {
-			ts[i].OldestReady = fromMS(queues[i][0].CreatedMS)
-		}
-	}
-	for _, c := range head {
-		if !taken[c.JobID] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func singleTenant(cands []jobItem) bool {
-	for _, c := range cands[1:] {
-		if c.TenantID != cands[0].TenantID {
-			return false
-		}
-	}
-	return true
 }
 
 // leasedByTenant answers the fleet's leased jobs per tenant: the census,

@@ -34,13 +34,13 @@ func (s *Store) RecordInterruption(ctx context.Context, in fleetstate.Interrupti
 	}
 	bucket := interruptionBucket(in.At, in.Kind, in.InstanceType, in.AZ)
 	err = s.transact(ctx,
-		txItem{put: marker, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
-		txItem{update: &update{pk: pk, sk: bucket,
+		txItem{name: memberMarker, put: marker, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
+		txItem{name: memberBucket, update: &update{pk: pk, sk: bucket,
 			set: expression.Add(expression.Name(attrCount), expression.Value(1)).
 				Set(expression.Name(AttrTTL), expression.Value(expires))}},
 	)
 	var tf *txFailed
-	if errors.As(err, &tf) && tf.failedAt(0) {
+	if errors.As(err, &tf) && tf.failed(memberMarker) {
 		return false, nil
 	}
 	if err != nil {

@@ -203,14 +203,14 @@ func releaseFromWorker(workerID string, now time.Time, cond expression.Condition
 // move together; when the holder no longer exists, the job moves alone.
 func (s *Store) releaseBySystem(ctx context.Context, u update, holder string, now time.Time) error {
 	if holder != "" {
-		err := s.transact(ctx, txItem{update: &u}, txItem{update: releaseFromWorker(holder, now, expression.AttributeExists(expression.Name(AttrPK)))})
+		err := s.transact(ctx, txItem{name: memberJob, update: &u}, txItem{name: memberWorker, update: releaseFromWorker(holder, now, expression.AttributeExists(expression.Name(AttrPK)))})
 		var tf *txFailed
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &tf) && tf.failedAt(0):
+		case errors.As(err, &tf) && tf.failed(memberJob):
 			return errConditionFailed
-		case errors.As(err, &tf) && tf.failedAt(1):
+		case errors.As(err, &tf) && tf.failed(memberWorker):
 			// holder deleted: fall through to the job-only write
 		default:
 			return err

@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
@@ -59,22 +61,14 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
 			return job.Job{}, err
 		}
-		cands, onDemand, err := s.leasableBy(ctx, a, cands)
+		ready, err := s.leaseOrder(ctx, a, f.Slug, workflows, cands, full, s.leaseWindow()<<round, now)
 		if err != nil {
 			return job.Job{}, err
-		}
-		ordered, err := s.fairOrder(ctx, f.Slug, servable(cands, workflows), workflows, full, now)
-		if err != nil {
-			return job.Job{}, err
-		}
-		ready := spreadOrder(ordered, s.leaseWindow()<<round)
-		if onDemand {
-			ready = pinnedFirst(ready)
 		}
 		// One claim per read: a lost claim says the read is stale, and the
 		// jobs next to the lost one are the likeliest to be gone too, so
 		// read again rather than spend failed transactions on them.
-		j, lost, err := s.claimFirst(ctx, a, workflows, ready, f.LeaseDuration(), now, round < leaseRereads)
+		j, lost, err := s.claimFirst(ctx, a, ready, f.LeaseDuration(), now, round < leaseRereads)
 		if lost {
 			s.widenLeaseWindow()
 		} else if err == nil {
@@ -91,11 +85,11 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if err != nil {
 			return job.Job{}, err
 		}
-		if back, _, err = s.leasableBy(ctx, a, back); err != nil {
+		if back, err = s.leasable(ctx, a, workflows, back); err != nil {
 			return job.Job{}, err
 		}
 		if len(back) > 0 {
-			j, _, err := s.claimFirst(ctx, a, workflows, servable(back, workflows), f.LeaseDuration(), now, false)
+			j, _, err := s.claimFirst(ctx, a, back, f.LeaseDuration(), now, false)
 			if err == nil || !errors.Is(err, ErrNoJob) {
 				return j, err
 			}
@@ -106,17 +100,6 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		return job.Job{}, err
 	}
 	return job.Job{}, ErrNoJob
-}
-
-// servable keeps the candidates whose workflow the worker serves.
-func servable(cands []jobItem, workflows []string) []jobItem {
-	out := cands[:0:0]
-	for _, c := range cands {
-		if slices.Contains(workflows, c.WorkflowID) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // The lease window is how many of the oldest top-priority candidates a poll
@@ -141,22 +124,81 @@ func (s *Store) narrowLeaseWindow() {
 	}
 }
 
-// spreadOrder shuffles the first `spread` candidates of the top priority and
-// keeps the rest in order, so that concurrent pollers reading the same head
-// of the queue mostly try different jobs, and a poller that loses one claim
-// moves to a random other job rather than to the one its rivals try next.
-// Priority order is kept: only jobs of the highest priority present are
-// shuffled, and only the oldest `spread` of them.
-func spreadOrder(cands []jobItem, spread int) []jobItem {
-	if len(cands) < 2 || spread < 2 {
-		return cands
+// leaseOrder puts the candidates read from the ready queue in the order
+// the lease rule (lease.Order) says to try them, having read first what the
+// rule needs: the worker's purchase option when a pinned job is among them
+// (ondemand.go), and with fair share the other tenants' jobs past one
+// tenant's backlog and the tenants' census (fairlease.go).
+func (s *Store) leaseOrder(ctx context.Context, a WorkerAuth, fleet string, workflows []string, items []jobItem, full bool, spread int, now time.Time) ([]jobItem, error) {
+	byID := make(map[string]jobItem, len(items))
+	cands := candidates(items, byID)
+	w, err := s.pollWorker(ctx, a, workflows, cands)
+	if err != nil {
+		return nil, err
 	}
-	top := 1
-	for top < len(cands) && top < spread && cands[top].Priority == cands[0].Priority {
-		top++
+	t := lease.Tenants{FairShare: s.fairShare()}
+	if t.FairShare {
+		t.Settings = s.cfg.Tenant
+		fs := s.fairFor(fleet)
+		if tenant, priority, one := lease.OneTenantAtTop(lease.Leasable(cands, w)); full && one {
+			// The read may have stopped short of everyone else's jobs.
+			more, err := s.othersAtTop(ctx, fs, fleet, priority, tenant, now)
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, candidates(more, byID)...)
+		}
+		if lease.NeedsCensus(lease.Leasable(cands, w), t) {
+			if t.Leased, err = s.leasedByTenant(ctx, fs, fleet, now); err != nil {
+				return nil, err
+			}
+		}
 	}
-	out := slices.Clone(cands)
-	mrand.Shuffle(top, func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return itemsInOrder(lease.Order(cands, w, t, spread, mrand.Shuffle), byID), nil
+}
+
+// leasable keeps the jobs the worker may lease, in their order.
+func (s *Store) leasable(ctx context.Context, a WorkerAuth, workflows []string, items []jobItem) ([]jobItem, error) {
+	byID := make(map[string]jobItem, len(items))
+	cands := candidates(items, byID)
+	w, err := s.pollWorker(ctx, a, workflows, cands)
+	if err != nil {
+		return nil, err
+	}
+	return itemsInOrder(lease.Leasable(cands, w), byID), nil
+}
+
+// pollWorker is the polling worker as the lease rule sees it. Its
+// purchase option is read only when a pinned job is among the candidates.
+func (s *Store) pollWorker(ctx context.Context, a WorkerAuth, workflows []string, cands []lease.Candidate) (lease.Worker, error) {
+	w := lease.Worker{Workflows: workflows}
+	if lease.Pinned(cands) {
+		p, err := s.purchaseOf(ctx, a.WorkerID)
+		if err != nil {
+			return w, err
+		}
+		w.OnDemand = p == cost.OnDemand
+	}
+	return w, nil
+}
+
+// candidates are the jobs as the lease rule sees them; byID keeps the
+// items to map the rule's order back.
+func candidates(items []jobItem, byID map[string]jobItem) []lease.Candidate {
+	out := make([]lease.Candidate, len(items))
+	for i, it := range items {
+		byID[it.JobID] = it
+		out[i] = lease.Candidate{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Priority: it.Priority,
+			Created: fromMS(it.CreatedMS), OnDemandOnly: it.OnDemandOnly}
+	}
+	return out
+}
+
+func itemsInOrder(order []lease.Candidate, byID map[string]jobItem) []jobItem {
+	out := make([]jobItem, len(order))
+	for i, c := range order {
+		out[i] = byID[c.JobID]
+	}
 	return out
 }
 
@@ -164,7 +206,7 @@ func spreadOrder(cands []jobItem, spread int) []jobItem {
 // the first claim lost to another poller. lost reports whether any were
 // taken by another poller first. The jobs of a tenant found at its
 // max_leased cap are passed over (leasecap.go).
-func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, workflows []string, cands []jobItem, leaseFor time.Duration, now time.Time, stopAtLost bool) (job.Job, bool, error) {
+func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, cands []jobItem, leaseFor time.Duration, now time.Time, stopAtLost bool) (job.Job, bool, error) {
 	lost := false
 	var full []string
 	for i := range cands {
@@ -239,8 +281,8 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		And(expression.Name(attrLeases).LessThan(expression.Name(attrMaxConcurrency)))
 	wcond = onDemandCond(c, wcond)
 	items := []txItem{
-		{update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
-		{update: &update{pk: wpk, sk: wsk,
+		{name: memberJob, update: &update{pk: c.PK, sk: c.SK, set: set, cond: cond}},
+		{name: memberWorker, update: &update{pk: wpk, sk: wsk,
 			set: expression.Set(expression.Name(attrLeases), expression.Plus(expression.Name(attrLeases), expression.Value(1))).
 				Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
 				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))),
@@ -248,16 +290,16 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		}},
 	}
 	if limit > 0 {
-		items = append(items, txItem{update: takeLeaseSlot(c.TenantID, limit, now)})
+		items = append(items, txItem{name: memberLeaseSlot, update: takeLeaseSlot(c.TenantID, limit, now)})
 	}
 	err := s.transact(ctx, items...)
 	var tf *txFailed
 	var unsure error
 	switch {
 	case err == nil:
-	case errors.As(err, &tf) && tf.failedAt(2) && !tf.failedAt(0) && !tf.failedAt(1):
+	case errors.As(err, &tf) && tf.only(memberLeaseSlot):
 		return job.Job{}, errTenantFull
-	case errors.As(err, &tf) && tf.failedAt(1):
+	case errors.As(err, &tf) && tf.failed(memberWorker):
 		// The worker may not lease: find out whether its token is bad or it
 		// is just draining, unapproved or full.
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -21,52 +20,14 @@ import (
 //     worker item: it is read once per worker per process and remembered
 //     (a worker's purchase option is its instance's and does not change), so
 //     a poll pays one GetItem more at most once per worker;
-//   - a worker not registered as on-demand (Spot, or no purchase option)
-//     drops the pinned candidates, so it never tries them;
-//   - an On-Demand worker tries pinned candidates first within their
-//     priority (pinnedFirst): the On-Demand capacity the scaler launched for
-//     them is theirs before anyone else's, and Spot workers can take the rest.
+//   - the lease rule (lease.Order) drops the pinned candidates for a worker
+//     not registered as on-demand (Spot, or no purchase option), so it never
+//     tries them, and puts them first within their priority for an
+//     On-Demand worker: the On-Demand capacity the scaler launched for them
+//     is theirs before anyone else's, and Spot workers can take the rest.
 //
 // The claim transaction checks it again (onDemandCond), so a stale answer
 // can never let a Spot worker hold a pinned job.
-
-// leasableBy keeps the candidates the worker may lease by purchase option,
-// and answers whether the worker is On-Demand (so its pinned candidates go
-// first). It reads the worker only when a pinned candidate is present.
-func (s *Store) leasableBy(ctx context.Context, a WorkerAuth, cands []jobItem) ([]jobItem, bool, error) {
-	if !slices.ContainsFunc(cands, func(c jobItem) bool { return c.OnDemandOnly }) {
-		return cands, false, nil
-	}
-	p, err := s.purchaseOf(ctx, a.WorkerID)
-	if err != nil {
-		return nil, false, err
-	}
-	if p == cost.OnDemand {
-		return cands, true, nil
-	}
-	return slices.DeleteFunc(slices.Clone(cands), func(c jobItem) bool { return c.OnDemandOnly }), false, nil
-}
-
-// pinnedFirst moves the pinned candidates ahead of the others of the same
-// priority, keeping the order otherwise (candidates come highest priority
-// first, so the priority order holds).
-func pinnedFirst(cands []jobItem) []jobItem {
-	out := slices.Clone(cands)
-	slices.SortStableFunc(out, func(a, b jobItem) int {
-		if a.Priority != b.Priority {
-			return b.Priority - a.Priority
-		}
-		switch {
-		case a.OnDemandOnly == b.OnDemandOnly:
-			return 0
-		case a.OnDemandOnly:
-			return -1
-		default:
-			return 1
-		}
-	})
-	return out
-}
 
 // onDemandCond is the claim's condition on the worker for a pinned job.
 func onDemandCond(c *jobItem, cond expression.ConditionBuilder) expression.ConditionBuilder {

@@ -47,8 +47,8 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 	}
 	wpk, wsk := workerKey(a.WorkerID)
 	err = s.transact(ctx,
-		txItem{update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))}},
-		txItem{update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))), cond: authCond(a)}},
+		txItem{name: memberJob, update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))}},
+		txItem{name: memberWorker, update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))), cond: authCond(a)}},
 	)
 	if err == nil {
 		return HeartbeatResult{LeaseExpiresAt: exp}, nil
@@ -107,7 +107,7 @@ func (s *Store) Complete(ctx context.Context, a WorkerAuth, jobID, token string,
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
 	w := releaseFromWorker(a.WorkerID, now, authCond(a))
 	w.set = w.set.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now)))
-	err := s.transact(ctx, txItem{update: &u}, txItem{update: w})
+	err := s.transact(ctx, txItem{name: memberJob, update: &u}, txItem{name: memberWorker, update: w})
 	if err == nil {
 		s.log.Info("job succeeded", "job_id", jobID, "worker_id", a.WorkerID, "fleet", a.Fleet)
 		return nil
@@ -192,13 +192,13 @@ func (s *Store) workerRelease(ctx context.Context, a WorkerAuth, jobID, token st
 	u := s.jobUpdate(c, leaseHeldBy(token, a.WorkerID), now)
 	w := releaseFromWorker(a.WorkerID, now, authCond(a))
 	w.set = w.set.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now)))
-	err = s.transact(ctx, txItem{update: &u}, txItem{update: w})
+	err = s.transact(ctx, txItem{name: memberJob, update: &u}, txItem{name: memberWorker, update: w})
 	var tf *txFailed
 	switch {
 	case err == nil:
 		s.log.Info("lease released", "job_id", jobID, "worker_id", a.WorkerID, "fleet", a.Fleet, "to", o.Status, "reason", c.reason, "attempts", o.Attempts, "preemptions", o.Preemptions)
 		return o, nil
-	case errors.As(err, &tf) && tf.failedAt(1):
+	case errors.As(err, &tf) && tf.failed(memberWorker):
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {
 			return job.Outcome{}, aerr
 		}

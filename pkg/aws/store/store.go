@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +181,7 @@ func (u update) build() (expression.Expression, error) {
 func (s *Store) updateItem(ctx context.Context, u update) error {
 	if u.event != nil || u.tally != nil {
 		// The transition and its announcement (and its tenant count) are one write.
-		err := s.transact(ctx, txItem{update: &u})
+		err := s.transact(ctx, txItem{name: memberJob, update: &u})
 		var tf *txFailed
 		if errors.As(err, &tf) {
 			return errConditionFailed
@@ -210,8 +212,11 @@ func (s *Store) updateItem(ctx context.Context, u update) error {
 	return nil
 }
 
-// txItem is one member of a write transaction.
+// txItem is one member of a write transaction. Its name says what its
+// condition stands for, so that a canceled transaction says which named
+// conditions failed (txFailed) rather than at which positions.
 type txItem struct {
+	name   string
 	update *update
 	put    map[string]types.AttributeValue
 	putIf  expression.ConditionBuilder
@@ -219,14 +224,35 @@ type txItem struct {
 	check  *update // pk/sk and cond only: a ConditionCheck
 }
 
-// txFailed reports which members of a canceled transaction failed their condition.
-type txFailed struct{ failed []bool }
+// Names of transaction members, by what their condition stands for.
+const (
+	memberJob         = "job"               // the job's state: status, lease token, partition
+	memberJobAbsent   = "job absent"        // no job of that id yet
+	memberWorker      = "worker"            // the worker may act: token, status, approval, capacity
+	memberLeaseSlot   = "tenant lease slot" // the tenant is under its max_leased
+	memberTenantCount = "tenant open count" // the tenant is under its max_queued
+	memberReservation = "reservation"       // a submission's slot reservation
+	memberFleet       = "fleet state"       // the fleet's worker count
+	memberEvent       = "outbox event"      // an announced transition
+	memberCostTotal   = "cost total"        // an hour's cost total
+	memberMarker      = "interruption seen" // an interruption event counted once
+	memberBucket      = "interruption count"
+)
 
-// Error describes the cancellation.
-func (e *txFailed) Error() string { return "transaction canceled by a failed condition" }
+// txFailed names the members of a canceled transaction that failed their
+// condition.
+type txFailed struct{ names []string }
 
-// failedAt reports whether member i failed its condition.
-func (e *txFailed) failedAt(i int) bool { return i < len(e.failed) && e.failed[i] }
+// Error names the conditions that failed.
+func (e *txFailed) Error() string {
+	return "transaction canceled: the condition on " + strings.Join(e.names, ", ") + " failed"
+}
+
+// failed reports whether the named member failed its condition.
+func (e *txFailed) failed(name string) bool { return slices.Contains(e.names, name) }
+
+// only reports whether the named member alone failed its condition.
+func (e *txFailed) only(name string) bool { return len(e.names) == 1 && e.names[0] == name }
 
 // transact runs one write transaction. Its ClientRequestToken is set here,
 // once, and the SDK sends it with every retry: when an answer is lost after
@@ -237,7 +263,12 @@ func (e *txFailed) failedAt(i int) bool { return i < len(e.failed) && e.failed[i
 // for 10 minutes, far longer than the SDK's retries last.
 func (s *Store) transact(ctx context.Context, items ...txItem) error {
 	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String(newToken())}
-	for _, it := range items {
+	var names []string
+	for i, it := range items {
+		if it.name == "" {
+			it.name = fmt.Sprintf("member %d", i)
+		}
+		names = append(names, it.name)
 		var tw types.TransactWriteItem
 		switch {
 		case it.update != nil:
@@ -289,9 +320,9 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 		}
 		in.TransactItems = append(in.TransactItems, tw)
 	}
-	// Outbox items go last, so members keep the indexes callers test with failedAt.
 	for _, it := range items {
 		if it.update != nil && it.update.event != nil {
+			names = append(names, memberEvent)
 			in.TransactItems = append(in.TransactItems, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it.update.event}})
 		}
 	}
@@ -301,6 +332,7 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 			if err != nil {
 				return fmt.Errorf("build tenant count: %w", err)
 			}
+			names = append(names, "tenant count")
 			in.TransactItems = append(in.TransactItems, types.TransactWriteItem{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(it.update.tally.pk, it.update.tally.sk),
 				UpdateExpression: e.Update(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
@@ -313,18 +345,16 @@ func (s *Store) transact(ctx context.Context, items ...txItem) error {
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
-		f := &txFailed{failed: make([]bool, len(items))}
-		conditional := false
+		f := &txFailed{}
 		for i, r := range tce.CancellationReasons {
 			if tooLarge(r) {
 				return fmt.Errorf("%w: %s", ErrItemTooLarge, aws.ToString(r.Message))
 			}
-			if i < len(f.failed) && aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				f.failed[i] = true
-				conditional = true
+			if i < len(names) && aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				f.names = append(f.names, names[i])
 			}
 		}
-		if conditional {
+		if len(f.names) > 0 {
 			return f
 		}
 		// Canceled for another reason (a concurrent transaction on the same

@@ -101,15 +101,15 @@ func (s *Store) reserveTenantSlot(ctx context.Context, tenant, jobID string, lim
 	absent := expression.AttributeNotExists(expression.Name(AttrPK))
 	// The repeat checks come first: a repeat is a repeat even at the cap.
 	err = s.transact(ctx,
-		txItem{put: res, putIf: absent},
-		txItem{check: &update{pk: jpk, sk: jsk, cond: absent}},
-		txItem{update: count},
+		txItem{name: memberReservation, put: res, putIf: absent},
+		txItem{name: memberJobAbsent, check: &update{pk: jpk, sk: jsk, cond: absent}},
+		txItem{name: memberTenantCount, update: count},
 	)
 	var tf *txFailed
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &tf) && (tf.failedAt(0) || tf.failedAt(1)):
+	case errors.As(err, &tf) && (tf.failed(memberReservation) || tf.failed(memberJobAbsent)):
 		return false, nil
 	case errors.As(err, &tf):
 		n, rerr := s.TenantOpenJobs(ctx, tenant)
@@ -128,8 +128,8 @@ func (s *Store) reserveTenantSlot(ctx context.Context, tenant, jobID string, lim
 func (s *Store) ReleaseTenantSlot(ctx context.Context, tenant, jobID string) error {
 	rpk, rsk := reservationKey(jobID)
 	err := s.transact(ctx,
-		txItem{delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
-		txItem{update: tenantCount(tenant, -1)},
+		txItem{name: memberReservation, delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
+		txItem{name: memberTenantCount, update: tenantCount(tenant, -1)},
 	)
 	var tf *txFailed
 	if errors.As(err, &tf) {
@@ -171,18 +171,18 @@ func (s *Store) createCounted(ctx context.Context, it *jobItem) (created bool, e
 	absent := expression.AttributeNotExists(expression.Name(AttrPK))
 	rpk, rsk := reservationKey(it.JobID)
 	err = s.transact(ctx,
-		txItem{put: av, putIf: absent},
-		txItem{delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
+		txItem{name: memberJobAbsent, put: av, putIf: absent},
+		txItem{name: memberReservation, delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
 	)
 	var tf *txFailed
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &tf) && tf.failedAt(0):
+	case errors.As(err, &tf) && tf.failed(memberJobAbsent):
 		return false, nil
 	case errors.As(err, &tf):
 		// No reservation: count the job as it is created.
-		err = s.transact(ctx, txItem{put: av, putIf: absent}, txItem{update: tenantCount(it.TenantID, 1)})
+		err = s.transact(ctx, txItem{name: memberJobAbsent, put: av, putIf: absent}, txItem{name: memberTenantCount, update: tenantCount(it.TenantID, 1)})
 		if errors.As(err, &tf) {
 			return false, nil
 		}

@@ -98,8 +98,8 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	fpk, fsk := fleetKey(r.Fleet)
 	count := expression.Name(attrWorkers)
 	err = s.transact(ctx,
-		txItem{put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
-		txItem{update: &update{
+		txItem{name: memberWorker, put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
+		txItem{name: memberFleet, update: &update{
 			pk: fpk, sk: fsk,
 			set:  expression.Add(count, expression.Value(1)).Set(expression.Name(attrFleet), expression.Value(r.Fleet)),
 			cond: expression.Or(count.AttributeNotExists(), count.LessThan(expression.Value(workerCap))),
@@ -109,9 +109,9 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	switch {
 	case err == nil:
 		return it.toWorker(), nil
-	case errors.As(err, &tf) && tf.failedAt(0):
+	case errors.As(err, &tf) && tf.failed(memberWorker):
 		return worker.Worker{}, errExists
-	case errors.As(err, &tf) && tf.failedAt(1):
+	case errors.As(err, &tf) && tf.failed(memberFleet):
 		return worker.Worker{}, fmt.Errorf("fleet %s has %d workers: %w", r.Fleet, workerCap, ErrFleetFull)
 	default:
 		return worker.Worker{}, fmt.Errorf("create worker %s: %w", r.WorkerID, err)
@@ -362,8 +362,8 @@ func (s *Store) deleteWorker(ctx context.Context, w worker.Worker, cond expressi
 	pk, sk := workerKey(w.ID)
 	fpk, fsk := fleetKey(w.Fleet)
 	err := s.transact(ctx,
-		txItem{delete: &update{pk: pk, sk: sk, cond: cond}},
-		txItem{update: &update{pk: fpk, sk: fsk,
+		txItem{name: memberWorker, delete: &update{pk: pk, sk: sk, cond: cond}},
+		txItem{name: memberFleet, update: &update{pk: fpk, sk: fsk,
 			set:  expression.Add(expression.Name(attrWorkers), expression.Value(-1)),
 			cond: expression.Name(attrWorkers).GreaterThan(expression.Value(0)),
 		}},
@@ -372,13 +372,13 @@ func (s *Store) deleteWorker(ctx context.Context, w worker.Worker, cond expressi
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &tf) && tf.failedAt(0):
+	case errors.As(err, &tf) && tf.failed(memberWorker):
 		_, aerr := s.GetWorker(ctx, w.ID)
 		if errors.Is(aerr, ErrNotFound) {
 			return nil // already gone
 		}
 		return ErrUnauthenticated
-	case errors.As(err, &tf) && tf.failedAt(1):
+	case errors.As(err, &tf) && tf.failed(memberFleet):
 		// The fleet counter is already zero (it drifted); delete the worker alone.
 		_, derr := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk)})
 		return derr

@@ -3,14 +3,17 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 )
 
 // Options configure the simulated fleet and world.
@@ -429,15 +432,7 @@ func (e *engine) dispatch() {
 	sort.SliceStable(free, func(a, b int) bool { return free[a].idleSince < free[b].idleSince })
 	for _, in := range free {
 		for len(in.jobs) < e.opt.Slots && len(e.waiting) > 0 {
-			// The oldest job this instance may run (pinned jobs only on
-			// On-Demand), of the tenant fair share picks when it is on.
-			may := func(j *jobState) bool { return in.onDemand || !j.pinned }
-			k := -1
-			if e.opt.FairShare {
-				k = e.pickFair(may)
-			} else {
-				k = slices.IndexFunc(e.waiting, may)
-			}
+			k := e.nextFor(in)
 			if k < 0 {
 				break
 			}
@@ -475,43 +470,50 @@ func (e *engine) runnable() int {
 	return fairshare.Demand(ts)
 }
 
-// pickFair is the index in the queue of the oldest job of the tenant
-// fairshare.Pick chooses among the jobs may allows, -1 if none.
-func (e *engine) pickFair(may func(*jobState) bool) int {
-	idx := map[string]int{}
-	var ts []fairshare.Tenant
-	first := map[string]int{}
+// nextFor is the index in the queue of the job a poll of the instance
+// leases, by the store's lease rule (lease.Order): the queue's order, jobs
+// pinned to On-Demand only on On-Demand instances, and with fair share the
+// tenants' picks; a tenant at its max_leased is passed over, as the store's
+// claim passes it over. -1 if none.
+func (e *engine) nextFor(in *instance) int {
+	cands := make([]lease.Candidate, len(e.waiting))
+	workflows := map[string]bool{}
 	for k, j := range e.waiting {
-		if !may(j) {
+		cands[k] = lease.Candidate{JobID: strconv.Itoa(k), TenantID: j.spec.Tenant, WorkflowID: j.spec.Workflow,
+			Created: epoch.Add(j.spec.Arrival), OnDemandOnly: j.pinned}
+		workflows[j.spec.Workflow] = true
+	}
+	// The simulated fleet serves every workflow of its workload.
+	w := lease.Worker{Workflows: slices.Collect(maps.Keys(workflows)), OnDemand: in.onDemand}
+	t := lease.Tenants{FairShare: e.opt.FairShare, Settings: func(id string) fleetconfig.Tenant {
+		return fleetconfig.Tenant{ID: id, MaxLeased: e.opt.TenantMaxLeased}
+	}}
+	capped := t.FairShare && e.opt.TenantMaxLeased > 0
+	if capped || lease.NeedsCensus(lease.Leasable(cands, w), t) {
+		t.Leased = e.leasedByTenant()
+	}
+	for _, c := range lease.Order(cands, w, t, 1, nil) {
+		if capped && t.Leased[c.TenantID] >= e.opt.TenantMaxLeased {
 			continue
 		}
-		i, ok := idx[j.spec.Tenant]
-		if !ok {
-			i = len(ts)
-			idx[j.spec.Tenant] = i
-			ts = append(ts, fairshare.Tenant{ID: j.spec.Tenant, MaxLeased: e.opt.TenantMaxLeased, OldestReady: epoch.Add(j.spec.Arrival)})
-			first[j.spec.Tenant] = k
-		}
-		ts[i].Ready++
+		k, _ := strconv.Atoi(c.JobID)
+		return k
 	}
-	if len(ts) == 0 {
-		return -1
-	}
+	return -1
+}
+
+// leasedByTenant is the census of the jobs running per tenant.
+func (e *engine) leasedByTenant() map[string]int {
+	leased := map[string]int{}
 	for _, in := range e.insts {
 		if in.gone {
 			continue
 		}
 		for _, j := range in.jobs {
-			if i, ok := idx[j.spec.Tenant]; ok {
-				ts[i].Leased++
-			}
+			leased[j.spec.Tenant]++
 		}
 	}
-	p := fairshare.Pick(ts)
-	if p < 0 {
-		return -1
-	}
-	return first[ts[p].ID]
+	return leased
 }
 
 func (e *engine) start(in *instance, j *jobState) {
