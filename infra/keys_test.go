@@ -64,6 +64,7 @@ func TestSigningKeysAreSecretsOfTheirOwn(t *testing.T) {
 		purpose, env, reader string
 	}{
 		{"operator console sessions", "FLEETQ_CONSOLE_KEY_ARN", "fleetq-dev-api"},
+		{"job callbacks (webhooks)", "FLEETQ_WEBHOOK_KEY_ARN", "fleetq-dev-scaler"},
 	} {
 		secrets := s.secretsFor(k.purpose)
 		if len(secrets) != 1 {

@@ -83,9 +83,11 @@ type Stack struct {
 	Agents map[string]*AgentAsset
 	// Secret is the fleet secret the stack creates.
 	Secret awssecretsmanager.Secret
-	// ConsoleKey signs operator console sessions (the API reads it): a
-	// generated secret of its own, rotated by put-secret-value.
+	// ConsoleKey signs operator console sessions (the API reads it), and
+	// WebhookKey job callbacks (the scaler, which delivers them, reads it):
+	// generated secrets of their own, rotated by put-secret-value.
 	ConsoleKey awssecretsmanager.Secret
+	WebhookKey awssecretsmanager.Secret
 	// AlarmTopic is the SNS topic every alarm of the stage notifies, with
 	// the groups' launch and terminate errors.
 	AlarmTopic awssns.Topic
@@ -136,6 +138,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	})
 	suppress(b.s.Secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "the fleet secret only gates worker registration; it is rotated by put-secret-value as docs/deploy.md describes, without a rotation function"})
 	b.s.ConsoleKey = b.signingKey("ConsoleKey", "the key operator console sessions are signed with")
+	b.s.WebhookKey = b.signingKey("WebhookKey", "the key job callbacks (webhooks) are signed with")
 	fns, err := b.functions(table, queue, bus, bucket)
 	if err != nil {
 		return nil, err
@@ -161,6 +164,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	out("BucketName", bucket.BucketName())
 	out("FleetSecretArn", b.s.Secret.SecretArn())
 	out("ConsoleKeyArn", b.s.ConsoleKey.SecretArn())
+	out("WebhookKeyArn", b.s.WebhookKey.SecretArn())
 	out("AlarmTopicArn", b.s.AlarmTopic.TopicArn())
 	for _, a := range b.s.Agents {
 		id := "Agent" + strings.ToUpper(a.Arch[:1]) + a.Arch[1:]
@@ -418,9 +422,9 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 	}
 	groupsJSON, _ := json.Marshal(groups)
 	scalerEnv := map[string]*string{
-		awsenv.EnvFleetGroups:    jsii.String(string(groupsJSON)),
-		awsenv.EnvEventBus:       bus.EventBusName(),
-		awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
+		awsenv.EnvFleetGroups:   jsii.String(string(groupsJSON)),
+		awsenv.EnvEventBus:      bus.EventBusName(),
+		awsenv.EnvWebhookKeyARN: b.s.WebhookKey.SecretArn(),
 	}
 	dispatchEnv := map[string]*string{awsenv.EnvFleetGroups: jsii.String(string(groupsJSON))}
 	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
@@ -448,7 +452,7 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		// period. A failed tick is not retried: the next one, a minute
 		// later, decides from fresh state.
 		// It also delivers job callbacks (webhooks.allowed_hosts), signed
-		// with a key derived from the fleet secret.
+		// with the webhook key.
 		scaler: b.function("scaler", 256, 50, table, scalerEnv),
 		// interruption: one event, a few writes and one Auto Scaling call.
 		interruption: b.function("interruption", 128, 30, table, nil),
@@ -505,8 +509,8 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	bus.GrantPutEventsTo(fns.api, nil)
 	bus.GrantPutEventsTo(fns.scaler, nil)
 	b.s.Secret.GrantRead(fns.api, nil)
-	b.s.Secret.GrantRead(fns.scaler, nil)
 	b.s.ConsoleKey.GrantRead(fns.api, nil)
+	b.s.WebhookKey.GrantRead(fns.scaler, nil)
 	// The asynchronous functions keep what they could not handle.
 	for _, f := range []awslambda.Function{fns.scaler, fns.interruption} {
 		f.Node().DefaultChild().(awslambda.CfnFunction).SetDeadLetterConfig(&awslambda.CfnFunction_DeadLetterConfigProperty{TargetArn: b.s.FailedEvents.QueueArn()})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
@@ -105,6 +106,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "fleetq dev ready at %s  stage=%s  fleet-secret=%s  operator-token=%s\n", stack.URL, cfg.Stage, stack.FleetSecret, stack.OperatorToken)
 	fmt.Fprintf(stdout, "operator console: fleetq console --api %s --operator-token %s --open\n", stack.URL, stack.OperatorToken)
+	if len(cfg.Webhooks.AllowedHosts) > 0 {
+		fmt.Fprintf(stdout, "job callbacks signed with webhook-key=%s (Fleetq-Key-Id %s)\n", stack.WebhookKey, signing.KeyID(stack.WebhookKey))
+	}
 	if *demo {
 		return runDemo(ctx, stack, *jobs, stdout, stderr)
 	}

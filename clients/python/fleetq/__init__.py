@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import email.utils
+import hashlib
+import hmac
 import os
 import random
 import time
@@ -29,7 +31,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES"]
+__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES",
+           "WebhookError", "verify_webhook", "key_id"]
 
 #: The statuses a job never leaves.
 FINAL_STATUSES = frozenset({"succeeded", "dead", "canceled"})
@@ -326,3 +329,45 @@ def _retry_after(value: Optional[str]) -> Optional[int]:
     if when is None or when.tzinfo is None:
         return None
     return max(0, int(when.timestamp() - time.time() + 0.999))
+
+
+class WebhookError(Exception):
+    """A job callback whose timestamp, key id or signature does not verify."""
+
+
+def key_id(key: str) -> str:
+    """The id fleetq names a signing key by: the first 16 hex digits of the
+    SHA-256 of the key."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def verify_webhook(headers: Any, body: bytes, key: str, previous_key: Optional[str] = None,
+                   previous_until: Optional[float] = None, now: Optional[float] = None,
+                   tolerance: float = 300.0) -> Dict[str, Any]:
+    """Verify a job callback (docs/api.md, "Webhooks") and return its body.
+
+    ``headers`` is any mapping with ``get`` (case-insensitive ones such as
+    ``http.server``'s or ``email.message.Message`` work as they are), ``body``
+    the raw bytes received. ``key`` is the webhook key; during a rotation,
+    ``previous_key`` is the key before it, accepted until ``previous_until``
+    (Unix seconds: the end of the rotation window), never after.
+    ``Fleetq-Timestamp`` must be within ``tolerance`` seconds of ``now``.
+    Raises WebhookError; deduplicate what it returns by its ``id``."""
+    now = time.time() if now is None else now
+    try:
+        ts = int(headers.get("Fleetq-Timestamp") or "")
+    except ValueError:
+        raise WebhookError("no Fleetq-Timestamp") from None
+    if abs(now - ts) > tolerance:
+        raise WebhookError(f"Fleetq-Timestamp {ts} is more than {tolerance:.0f}s from now")
+    kid = headers.get("Fleetq-Key-Id") or ""
+    keys = {key_id(key): key}
+    if previous_key and previous_until is not None and now < previous_until:
+        keys.setdefault(key_id(previous_key), previous_key)
+    signing_key = keys.get(kid)
+    if signing_key is None:
+        raise WebhookError(f"Fleetq-Key-Id {kid!r} names neither the current key nor the previous one within its window")
+    mac = hmac.new(signing_key.encode(), str(ts).encode() + b"." + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest("v1=" + mac, headers.get("Fleetq-Signature") or ""):
+        raise WebhookError("Fleetq-Signature does not match")
+    return json.loads(body)

@@ -87,6 +87,10 @@ const (
 	// EnvConsoleKeyARN is the Secrets Manager secret operator console
 	// sessions are signed with (the stack generates it; the API reads it).
 	EnvConsoleKeyARN = "FLEETQ_CONSOLE_KEY_ARN"
+	// EnvWebhookKeyARN is the Secrets Manager secret job callbacks are
+	// signed with (the stack generates it; the scaler, which delivers
+	// them, reads it).
+	EnvWebhookKeyARN = "FLEETQ_WEBHOOK_KEY_ARN"
 	// EnvBucket is the S3 bucket for job inputs and outputs.
 	EnvBucket = "FLEETQ_BUCKET"
 	// EnvEventBus is the EventBridge bus job lifecycle events go to.

@@ -12,8 +12,9 @@ import (
 
 // Webhooks is the stage's job-outcome callbacks: which hosts a producer's
 // callback_url may name, and how hard a delivery is tried. With no
-// allowed host the stage accepts no callback_url. The signing key is
-// derived from the stage's fleet secret (docs/api.md, "Webhooks").
+// allowed host the stage accepts no callback_url. Deliveries are signed
+// with the stage's webhook key, a secret of its own (docs/api.md,
+// "Webhooks").
 type Webhooks struct {
 	// AllowedHosts are the hosts a callback_url may name: a host name, an
 	// IPv4 address, or "*.example.com" (any DNS name under example.com; a

@@ -52,6 +52,8 @@ type Options struct {
 	// (signing.Generate), as the stack generates it in AWS. It is no other
 	// key.
 	ConsoleKey string
+	// WebhookKey signs job callbacks; generated when empty, likewise.
+	WebhookKey string
 	// RegisterLimit is registrations per minute per source address (default: the config's).
 	RegisterLimit int
 	// Clock is what the functions, the local fleet and the local agents
@@ -96,6 +98,7 @@ type Stack struct {
 	FleetSecret   string
 	OperatorToken string
 	ConsoleKey    string
+	WebhookKey    string
 	Config        *fleetconfig.Config
 	// Env is what the stack's functions are built from (pkg/service/system, as in
 	// AWS); Store and Relay are its.
@@ -157,9 +160,16 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.ConsoleKey == "" {
 		o.ConsoleKey = signing.Generate()
 	}
+	if o.WebhookKey == "" {
+		o.WebhookKey = signing.Generate()
+	}
 	consoleKeys, err := signing.NewStatic(o.ConsoleKey)
 	if err != nil {
 		return nil, fmt.Errorf("console key: %w", err)
+	}
+	webhookKeys, err := signing.NewStatic(o.WebhookKey)
+	if err != nil {
+		return nil, fmt.Errorf("webhook key: %w", err)
 	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
@@ -170,7 +180,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
 	}
-	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
+	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, WebhookKey: o.WebhookKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
 	if err := s.startBackends(ctx, o); err != nil {
 		s.Close()
 		return nil, err
@@ -184,7 +194,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.Store, s.Relay = s.Env.Store, s.Env.Relay
 	// The dev stack's receivers run on this machine: its deliveries may
 	// reach loopback (never in AWS, where the guard admits public addresses only).
-	if err := system.EnableWebhooks(s.Env, auth.StaticSecret(o.FleetSecret), webhook.Guard{AllowLoopback: true}); err != nil {
+	if err := system.EnableWebhooks(s.Env, webhookKeys, webhook.Guard{AllowLoopback: true}); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
@@ -67,8 +68,19 @@ func TestCallbackURLOverHTTP(t *testing.T) {
 	}
 	r, body := got[0], bodies[0]
 	mu.Unlock()
-	if err := webhook.Verify(webhook.SigningKey(fleetSecret), r.Header, body, time.Now(), 5*time.Minute); err != nil {
+	// The receiver holds the stack's webhook key, no other.
+	receiver, err := signing.NewStatic(h.stack.WebhookKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.Verify(signing.Ring(receiver), r.Header, body, time.Now(), 5*time.Minute); err != nil {
 		t.Fatalf("the receiver cannot verify the delivery: %v", err)
+	}
+	for _, other := range []string{fleetSecret, h.stack.ConsoleKey} {
+		wrong, _ := signing.NewStatic(other)
+		if err := webhook.Verify(signing.Ring(wrong), r.Header, body, time.Now(), 5*time.Minute); err == nil {
+			t.Fatal("the delivery verifies under another key of the stack")
+		}
 	}
 	var d webhook.Delivery
 	if err := json.Unmarshal(body, &d); err != nil {

@@ -191,6 +191,16 @@ func (e *Lambda) ConsoleKeys() (console.Keys, error) {
 	return &auth.SecretsManagerKeys{Client: e.SecretsManager(), ID: arn, Window: rotationWindow}, nil
 }
 
+// WebhookKeys are the keys job callbacks are signed with: the Secrets
+// Manager secret FLEETQ_WEBHOOK_KEY_ARN (the stack generates it).
+func (e *Lambda) WebhookKeys() (webhook.Keys, error) {
+	arn, err := e.Require(awsenv.EnvWebhookKeyARN)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the scaler cannot sign job callbacks", err)
+	}
+	return &auth.SecretsManagerKeys{Client: e.SecretsManager(), ID: arn, Window: rotationWindow}, nil
+}
+
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Lambda) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) {
@@ -321,11 +331,11 @@ func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.
 	}
 	if len(e.Config.Webhooks.AllowedHosts) > 0 {
 		// The scaler's tick drains the relay, which delivers the callbacks.
-		secret, err := e.FleetSecret()
+		keys, err := e.WebhookKeys()
 		if err != nil {
 			return nil, fmt.Errorf("webhooks: %w", err)
 		}
-		if err := EnableWebhooks(e.Env, secret, webhook.Guard{}); err != nil {
+		if err := EnableWebhooks(e.Env, keys, webhook.Guard{}); err != nil {
 			return nil, err
 		}
 	}

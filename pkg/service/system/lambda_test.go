@@ -167,3 +167,42 @@ func TestFleetGroupsSubnets(t *testing.T) {
 		})
 	}
 }
+
+// Each function asks for the key it signs with, by its own variable: the
+// API for console sessions, the scaler (which delivers job callbacks) for
+// webhooks when the stage allows any. Neither takes the fleet secret for it.
+func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	dir := t.TempDir()
+	data, _ := os.ReadFile("../../../config/dev.yaml")
+	hooks := filepath.Join(dir, "hooks.yaml")
+	if err := os.WriteFile(hooks, append(data, []byte("\nwebhooks:\n  allowed_hosts: [hooks.example.com]\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{
+		awsenv.EnvStage: "dev", awsenv.EnvConfigFile: hooks, awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
+		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+		awsenv.EnvEventBus: "fleetq-dev-jobs",
+	}
+	e, err := LoadLambda(context.Background(), env(base), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvConsoleKeyARN) {
+		t.Errorf("the API without its console key: %v, want an error naming %s", err, awsenv.EnvConsoleKeyARN)
+	}
+	if _, err := e.ScalerHandler(io.Discard); err == nil || !strings.Contains(err.Error(), awsenv.EnvWebhookKeyARN) {
+		t.Errorf("the scaler of a stage with webhooks, without its webhook key: %v, want an error naming %s", err, awsenv.EnvWebhookKeyARN)
+	}
+	base[awsenv.EnvConsoleKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey"
+	base[awsenv.EnvWebhookKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:WebhookKey"
+	if e, err = LoadLambda(context.Background(), env(base), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.APIHandler(); err != nil {
+		t.Errorf("the API with its key: %v", err)
+	}
+	if _, err := e.ScalerHandler(io.Discard); err != nil {
+		t.Errorf("the scaler with its key: %v", err)
+	}
+}

@@ -61,19 +61,19 @@ func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.C
 }
 
 // EnableWebhooks makes the relay deliver jobs' outcomes to their callback
-// URLs, signed with the key derived from the fleet secret, through guard
+// URLs, signed with the webhook key (keys' current one), through guard
 // (Guard{} in AWS: public addresses only; the dev stack admits loopback,
 // where its receivers run). A stage without webhooks.allowed_hosts accepts
 // no callback URL and gets no deliverer. Webhooks ride the relay: a stage
 // without one cannot deliver them.
-func EnableWebhooks(e *Env, secret webhook.SecretSource, guard webhook.Guard) error {
+func EnableWebhooks(e *Env, keys webhook.Keys, guard webhook.Guard) error {
 	if len(e.Config.Webhooks.AllowedHosts) == 0 {
 		return nil
 	}
 	if e.Relay == nil {
 		return fmt.Errorf("webhooks.allowed_hosts is set but the stage relays no job events: callbacks ride the relay")
 	}
-	e.Relay.Callbacks = webhook.NewDeliverer(e.Config.Webhooks, e.Store, secret, guard, e.Clock, e.Logger)
+	e.Relay.Callbacks = webhook.NewDeliverer(e.Config.Webhooks, e.Store, keys, guard, e.Clock, e.Logger)
 	return nil
 }
 

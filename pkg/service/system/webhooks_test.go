@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
@@ -25,19 +25,23 @@ func TestEnableWebhooksGivesTheRelayADelivererOnlyWithAllowedHosts(t *testing.T)
 		}
 		return system.New(cfg, db, table, clock.Real{}, log, nil)
 	}
+	keys, err := signing.NewStatic("webhook-key")
+	if err != nil {
+		t.Fatal(err)
+	}
 	none := env(nil, true)
-	if err := system.EnableWebhooks(none, auth.StaticSecret("s"), webhook.Guard{}); err != nil || none.Relay.Callbacks != nil {
+	if err := system.EnableWebhooks(none, keys, webhook.Guard{}); err != nil || none.Relay.Callbacks != nil {
 		t.Fatalf("no allowed hosts: %v, callbacks %v", err, none.Relay.Callbacks)
 	}
 	some := env([]string{"hooks.example.com"}, true)
-	if err := system.EnableWebhooks(some, auth.StaticSecret("s"), webhook.Guard{}); err != nil {
+	if err := system.EnableWebhooks(some, keys, webhook.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	d, ok := some.Relay.Callbacks.(*webhook.Deliverer)
 	if !ok || d.MaxAttempts != fleetconfig.DefaultWebhookAttempts || d.Client.Timeout != fleetconfig.DefaultWebhookTimeout {
 		t.Fatalf("deliverer %+v", some.Relay.Callbacks)
 	}
-	if err := system.EnableWebhooks(env([]string{"hooks.example.com"}, false), auth.StaticSecret("s"), webhook.Guard{}); err == nil || !strings.Contains(err.Error(), "ride the relay") {
+	if err := system.EnableWebhooks(env([]string{"hooks.example.com"}, false), keys, webhook.Guard{}); err == nil || !strings.Contains(err.Error(), "ride the relay") {
 		t.Fatalf("without a relay: %v", err)
 	}
 }

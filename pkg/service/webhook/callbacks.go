@@ -2,9 +2,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,21 +12,9 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
-
-// SigningKeyLabel is what the signing key of job callbacks is derived
-// with: the key is the hex HMAC-SHA256 of this label under the stage's
-// fleet secret, so a receiver holds a key that verifies deliveries but
-// cannot register workers.
-const SigningKeyLabel = "fleetq-webhook-signing-v1"
-
-// SigningKey derives the callback signing key from the fleet secret.
-func SigningKey(fleetSecret string) string {
-	m := hmac.New(sha256.New, []byte(fleetSecret))
-	m.Write([]byte(SigningKeyLabel))
-	return hex.EncodeToString(m.Sum(nil))
-}
 
 // CallbackStore is the part of the store the deliverer uses.
 type CallbackStore interface {
@@ -37,9 +22,11 @@ type CallbackStore interface {
 	RecordCallback(ctx context.Context, c store.Callback, r store.CallbackResult) error
 }
 
-// SecretSource answers the stage's fleet secret.
-type SecretSource interface {
-	FleetSecret(ctx context.Context) (string, error)
+// Keys answers the webhook signing keys: deliveries are signed with the
+// current one (the webhook key, a secret of its own: never the fleet
+// secret or the console key).
+type Keys interface {
+	SigningKeys(ctx context.Context, kid string) (signing.Ring, error)
 }
 
 // Deliverer POSTs jobs' outcomes to their callback URLs, outside any
@@ -48,8 +35,8 @@ type SecretSource interface {
 // on the job; a failed one is tried again after Backoff, until the
 // stage's webhooks.max_attempts.
 type Deliverer struct {
-	Store  CallbackStore
-	Secret SecretSource
+	Store CallbackStore
+	Keys  Keys
 	// Client sends the deliveries: NewClient with the guard and the
 	// stage's webhooks.timeout.
 	Client *http.Client
@@ -64,8 +51,8 @@ type Deliverer struct {
 
 // NewDeliverer builds the deliverer of a stage's callbacks from its
 // webhooks config; guard decides which addresses deliveries may reach.
-func NewDeliverer(w fleetconfig.Webhooks, st CallbackStore, secret SecretSource, guard Guard, clk clock.Clock, log *slog.Logger) *Deliverer {
-	return &Deliverer{Store: st, Secret: secret, Client: NewClient(guard, w.Timeout.Std()), MaxAttempts: w.MaxAttempts,
+func NewDeliverer(w fleetconfig.Webhooks, st CallbackStore, keys Keys, guard Guard, clk clock.Clock, log *slog.Logger) *Deliverer {
+	return &Deliverer{Store: st, Keys: keys, Client: NewClient(guard, w.Timeout.Std()), MaxAttempts: w.MaxAttempts,
 		Backoff: DefaultBackoff, Clock: clk, Logger: log}
 }
 
@@ -93,19 +80,19 @@ const (
 // failure is only recorded.
 func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 	start := d.clock().Now()
-	var key string
+	var key signing.Key
 	total := 0
 	for {
 		due, err := d.Store.DueCallbacks(ctx, deliverBatch)
 		if err != nil || len(due) == 0 {
 			return total, err
 		}
-		if key == "" {
-			secret, err := d.Secret.FleetSecret(ctx)
+		if key.ID == "" {
+			ring, err := d.Keys.SigningKeys(ctx, "")
 			if err != nil {
 				return total, fmt.Errorf("webhook signing key: %w", err)
 			}
-			key = SigningKey(secret)
+			key = ring.Current
 		}
 		n, err := d.batch(ctx, key, due)
 		total += n
@@ -116,7 +103,7 @@ func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 }
 
 // batch delivers callbacks concurrently.
-func (d *Deliverer) batch(ctx context.Context, key string, due []store.Callback) (int, error) {
+func (d *Deliverer) batch(ctx context.Context, key signing.Key, due []store.Callback) (int, error) {
 	var (
 		mu        sync.Mutex
 		delivered int
@@ -143,7 +130,7 @@ func (d *Deliverer) batch(ctx context.Context, key string, due []store.Callback)
 }
 
 // attempt delivers one callback and records how it went.
-func (d *Deliverer) attempt(ctx context.Context, key string, c store.Callback) (bool, error) {
+func (d *Deliverer) attempt(ctx context.Context, key signing.Key, c store.Callback) (bool, error) {
 	e := c.Event
 	body, err := json.Marshal(Delivery{ID: e.ID, Type: e.DetailType, Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), Detail: e.Detail})
 	if err != nil {

@@ -2,7 +2,11 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,25 +18,58 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
-const fleetSecret = "fleet-secret-for-tests"
+const (
+	fleetSecret = "fleet-secret-for-tests"
+	webhookKey  = "webhook-key-for-tests"
+)
+
+// keySource is a webhook key ring a test can rotate.
+type keySource struct {
+	mu   sync.Mutex
+	ring signing.Ring
+}
+
+func (k *keySource) SigningKeys(context.Context, string) (signing.Ring, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ring, nil
+}
+
+func (k *keySource) use(secret string) {
+	key, _ := signing.NewKey(secret)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ring = signing.Ring{Current: key}
+}
+
+// receiverKeys is what a receiver holds: the webhook key alone.
+func receiverKeys(t *testing.T) signing.Ring {
+	t.Helper()
+	ring, err := signing.NewStatic(webhookKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing.Ring(ring)
+}
 
 // hookEnv is a store on the embedded DynamoDB, a fake clock and a
 // deliverer of the store's callbacks.
 type hookEnv struct {
-	t   *testing.T
-	ctx context.Context
-	clk *clock.Fake
-	st  *store.Store
-	d   *webhook.Deliverer
+	t    *testing.T
+	ctx  context.Context
+	clk  *clock.Fake
+	st   *store.Store
+	d    *webhook.Deliverer
+	keys *keySource
 }
 
 func newHookEnv(t *testing.T, guard webhook.Guard, timeout time.Duration, maxAttempts int) *hookEnv {
@@ -55,8 +92,10 @@ fleets:
 	clk := clock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
 	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
-	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st,
-		d: webhook.NewDeliverer(cfg.Webhooks, st, auth.StaticSecret(fleetSecret), guard, clk, log)}
+	keys := &keySource{}
+	keys.use(webhookKey)
+	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st, keys: keys,
+		d: webhook.NewDeliverer(cfg.Webhooks, st, keys, guard, clk, log)}
 }
 
 type discard struct{}
@@ -137,13 +176,12 @@ func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
 	if len(r) != 1 || r[0].path != "/hooks/fleetq" {
 		t.Fatalf("received %+v", r)
 	}
-	// The receiver verifies with the key derived from the fleet secret.
-	key := webhook.SigningKey(fleetSecret)
-	if err := webhook.Verify(key, r[0].header, r[0].body, e.clk.Now(), 5*time.Minute); err != nil {
+	// The receiver verifies with the webhook key, which the delivery names.
+	if err := webhook.Verify(receiverKeys(t), r[0].header, r[0].body, e.clk.Now(), 5*time.Minute); err != nil {
 		t.Fatalf("the receiver cannot verify the delivery: %v", err)
 	}
-	if err := webhook.Verify(fleetSecret, r[0].header, r[0].body, e.clk.Now(), 5*time.Minute); err == nil {
-		t.Fatal("signed with the fleet secret itself: receivers would hold it")
+	if got := r[0].header.Get(webhook.HeaderKeyID); got != signing.KeyID(webhookKey) {
+		t.Fatalf("key id %q, want the webhook key's %q", got, signing.KeyID(webhookKey))
 	}
 	var d webhook.Delivery
 	if err := json.Unmarshal(r[0].body, &d); err != nil {
@@ -185,7 +223,7 @@ func TestFailingReceiverIsRetriedAfterBackoff(t *testing.T) {
 	if len(r) != 2 || r[0].header.Get(webhook.HeaderEventID) != r[1].header.Get(webhook.HeaderEventID) {
 		t.Fatalf("requests %d; the event id must stay the same across attempts", len(r))
 	}
-	if err := webhook.Verify(webhook.SigningKey(fleetSecret), r[1].header, r[1].body, e.clk.Now(), time.Minute); err != nil {
+	if err := webhook.Verify(receiverKeys(t), r[1].header, r[1].body, e.clk.Now(), time.Minute); err != nil {
 		t.Fatalf("retry signature: %v", err)
 	}
 	if c := e.callback("j1"); c.State != job.CallbackDelivered || c.Attempts != 2 || c.LastError != "" {
@@ -362,4 +400,61 @@ func serveTCP(t *testing.T, handle func(net.Conn)) string {
 		wg.Wait()
 	})
 	return ln.Addr().String()
+}
+
+// A receiver holding the current and the previous webhook key accepts a
+// delivery signed with the previous one (a function that has not yet read
+// the new key) only until the rotation window ends, and one signed with
+// any other key never: the fleet secret, a key derived from it, the
+// console key.
+func TestOldKeyVerifiesOnlyDuringTheRotationWindow(t *testing.T) {
+	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
+	srv, got := scripted(t, http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK)
+	oldKey, _ := signing.NewKey(webhookKey)
+	newKey, _ := signing.NewKey("webhook-key-after-rotation")
+	rotatedAt := e.clk.Now()
+	receiver := signing.Ring{Current: newKey, Previous: oldKey, PreviousUntil: rotatedAt.Add(time.Hour)}
+
+	deliver := func(id, secret string) received {
+		t.Helper()
+		e.keys.use(secret)
+		e.finish(id, srv.URL+"/h")
+		if n := e.deliver(); n != 1 {
+			t.Fatalf("%s: delivered %d", id, n)
+		}
+		r := got()
+		return r[len(r)-1]
+	}
+	// Within the window: both keys verify.
+	e.clk.Advance(59 * time.Minute)
+	for _, secret := range []string{webhookKey, "webhook-key-after-rotation"} {
+		r := deliver("in-"+secret, secret)
+		if err := webhook.Verify(receiver, r.header, r.body, e.clk.Now(), 5*time.Minute); err != nil {
+			t.Errorf("signed with %s within the window: %v", secret, err)
+		}
+	}
+	// After it: only the current key, though the timestamp is fresh.
+	e.clk.Advance(time.Minute)
+	old := deliver("after-old", webhookKey)
+	if err := webhook.Verify(receiver, old.header, old.body, e.clk.Now(), 5*time.Minute); !errors.Is(err, webhook.ErrBadSignature) {
+		t.Errorf("signed with the old key after the window: %v, want ErrBadSignature", err)
+	}
+	cur := deliver("after-new", "webhook-key-after-rotation")
+	if err := webhook.Verify(receiver, cur.header, cur.body, e.clk.Now(), 5*time.Minute); err != nil {
+		t.Errorf("signed with the current key after the window: %v", err)
+	}
+	// No other key verifies, whatever key id it names.
+	m := hmac.New(sha256.New, []byte(fleetSecret))
+	m.Write([]byte("fleetq-webhook-signing-v1"))
+	derived := hex.EncodeToString(m.Sum(nil)) // how the key was once derived from the fleet secret
+	for name, forged := range map[string]string{"the fleet secret": fleetSecret, "a key derived from the fleet secret": derived, "the console key": "console-key-for-tests"} {
+		r := deliver("forged-"+strings.ReplaceAll(name, " ", "-"), forged)
+		for _, kid := range []string{r.header.Get(webhook.HeaderKeyID), newKey.ID, oldKey.ID} {
+			h := r.header.Clone()
+			h.Set(webhook.HeaderKeyID, kid)
+			if err := webhook.Verify(receiver, h, r.body, e.clk.Now(), 5*time.Minute); err == nil {
+				t.Errorf("a delivery signed with %s naming key %s verified", name, kid)
+			}
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
@@ -30,21 +31,25 @@ const (
 	// HeaderTimestamp is the delivery's Unix time in seconds.
 	HeaderTimestamp = "Fleetq-Timestamp"
 	// HeaderSignature is "v1=" and the hex HMAC-SHA256 of
-	// "<timestamp>.<body>" under the subscription's secret.
+	// "<timestamp>.<body>" under the webhook key.
 	HeaderSignature = "Fleetq-Signature"
+	// HeaderKeyID names the key that signed: the first 16 hex digits of
+	// the SHA-256 of the key (signing.KeyID), so a receiver holding the
+	// current and the previous key knows which one to check.
+	HeaderKeyID = "Fleetq-Key-Id"
 )
 
-// Subscription is one endpoint and its secret. An empty TenantID receives
-// every tenant's jobs.
+// Subscription is one endpoint and the key its deliveries are signed
+// with. An empty TenantID receives every tenant's jobs.
 type Subscription struct {
 	URL      string
-	Secret   string
+	Key      signing.Key
 	TenantID string
 }
 
 // Sign is the signature header's value for a body sent at timestamp.
-func Sign(secret string, timestamp int64, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
+func Sign(key []byte, timestamp int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(strconv.FormatInt(timestamp, 10)))
 	m.Write([]byte("."))
 	m.Write(body)
@@ -54,10 +59,12 @@ func Sign(secret string, timestamp int64, body []byte) string {
 // ErrBadSignature is a delivery whose signature or timestamp does not verify.
 var ErrBadSignature = errors.New("webhook signature does not verify")
 
-// Verify checks a delivery as a receiver does: the signature over the
-// timestamp and body, and a timestamp within tolerance of now (against
-// replays).
-func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+// Verify checks a delivery as a receiver does: a timestamp within
+// tolerance of now (against replays), a key id naming a key the receiver
+// holds — the current key, or the previous one until its rotation window
+// ends (keys.PreviousUntil) — and that key's signature over the timestamp
+// and body.
+func Verify(keys signing.Ring, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: no timestamp", ErrBadSignature)
@@ -65,7 +72,11 @@ func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance 
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
 		return fmt.Errorf("%w: timestamp %s off by %s", ErrBadSignature, h.Get(HeaderTimestamp), d)
 	}
-	if !hmac.Equal([]byte(h.Get(HeaderSignature)), []byte(Sign(secret, ts, body))) {
+	key, ok := keys.Find(h.Get(HeaderKeyID), now)
+	if !ok {
+		return fmt.Errorf("%w: key id %q is neither the current key's nor the previous key's within its window", ErrBadSignature, h.Get(HeaderKeyID))
+	}
+	if !hmac.Equal([]byte(h.Get(HeaderSignature)), []byte(Sign(key.Secret, ts, body))) {
 		return ErrBadSignature
 	}
 	return nil
@@ -131,11 +142,11 @@ func (p *Publisher) deliver(ctx context.Context, s Subscription, id string, body
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return send(ctx, c, clk, s.URL, s.Secret, id, body)
+	return send(ctx, c, clk, s.URL, s.Key, id, body)
 }
 
 // send POSTs one signed delivery; a 2xx answer is a delivery.
-func send(ctx context.Context, c *http.Client, clk clock.Clock, target, secret, id string, body []byte) error {
+func send(ctx context.Context, c *http.Client, clk clock.Clock, target string, key signing.Key, id string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -144,7 +155,8 @@ func send(ctx context.Context, c *http.Client, clk clock.Clock, target, secret, 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEventID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
+	req.Header.Set(HeaderKeyID, key.ID)
+	req.Header.Set(HeaderSignature, Sign(key.Secret, ts, body))
 	res, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error

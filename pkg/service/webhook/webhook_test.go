@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
@@ -48,7 +49,7 @@ func receiver(t *testing.T, status int) (*httptest.Server, func() []received) {
 func TestFinishedJobsAreDeliveredSignedToTheirTenantsSubscriptions(t *testing.T) {
 	srv, got := receiver(t, http.StatusNoContent)
 	p := &webhook.Publisher{
-		Subscriptions: []webhook.Subscription{{URL: srv.URL + "/hook/a", Secret: "secret-a", TenantID: "a"}, {URL: srv.URL + "/hook/all", Secret: "secret-all"}},
+		Subscriptions: []webhook.Subscription{{URL: srv.URL + "/hook/a", Key: key("secret-a"), TenantID: "a"}, {URL: srv.URL + "/hook/all", Key: key("secret-all")}},
 		Client:        webhook.NewClient(webhook.Guard{AllowLoopback: true}, 5*time.Second),
 		Clock:         clock.NewFake(t0.Add(30 * time.Second)),
 	}
@@ -70,10 +71,10 @@ func TestFinishedJobsAreDeliveredSignedToTheirTenantsSubscriptions(t *testing.T)
 			t.Fatalf("headers %v for %s", d.header, d.body)
 		}
 		secret := map[string]string{"/hook/a": "secret-a", "/hook/all": "secret-all"}[d.path]
-		if err := webhook.Verify(secret, d.header, d.body, t0.Add(31*time.Second), 5*time.Minute); err != nil {
+		if err := webhook.Verify(ring(secret), d.header, d.body, t0.Add(31*time.Second), 5*time.Minute); err != nil {
 			t.Fatalf("%s to %s: %v", body.ID, d.path, err)
 		}
-		if err := webhook.Verify("secret-other", d.header, d.body, t0.Add(31*time.Second), 5*time.Minute); err == nil {
+		if err := webhook.Verify(ring("secret-other"), d.header, d.body, t0.Add(31*time.Second), 5*time.Minute); err == nil {
 			t.Fatalf("%s verifies under another secret", body.ID)
 		}
 		seen = append(seen, d.path+" "+body.ID)
@@ -90,22 +91,25 @@ func TestVerifyRefusesTamperingAndReplays(t *testing.T) {
 	body := []byte(`{"id":"e1"}`)
 	h := http.Header{}
 	h.Set(webhook.HeaderTimestamp, "1735787045")
-	h.Set(webhook.HeaderSignature, webhook.Sign("s", 1735787045, body))
+	h.Set(webhook.HeaderSignature, webhook.Sign([]byte("s"), 1735787045, body))
+	h.Set(webhook.HeaderKeyID, signing.KeyID("s"))
 	now := time.Unix(1735787045, 0).Add(time.Minute)
-	if err := webhook.Verify("s", h, body, now, 5*time.Minute); err != nil {
+	if err := webhook.Verify(ring("s"), h, body, now, 5*time.Minute); err != nil {
 		t.Fatalf("a good delivery: %v", err)
 	}
 	for name, check := range map[string]error{
-		"other body":   webhook.Verify("s", h, []byte(`{"id":"e2"}`), now, 5*time.Minute),
-		"other secret": webhook.Verify("t", h, body, now, 5*time.Minute),
-		"replayed":     webhook.Verify("s", h, body, now.Add(time.Hour), 5*time.Minute),
+		"other body":   webhook.Verify(ring("s"), h, []byte(`{"id":"e2"}`), now, 5*time.Minute),
+		"other secret": webhook.Verify(ring("t"), h, body, now, 5*time.Minute),
+		"replayed":     webhook.Verify(ring("s"), h, body, now.Add(time.Hour), 5*time.Minute),
+		"no key id":    webhook.Verify(ring("s"), withHeader(h, webhook.HeaderKeyID, ""), body, now, 5*time.Minute),
+		"other key id": webhook.Verify(ring("s"), withHeader(h, webhook.HeaderKeyID, signing.KeyID("t")), body, now, 5*time.Minute),
 	} {
 		if !errors.Is(check, webhook.ErrBadSignature) {
 			t.Errorf("%s: %v, want ErrBadSignature", name, check)
 		}
 	}
 	h.Set(webhook.HeaderTimestamp, "1735787046") // signature of another time
-	if err := webhook.Verify("s", h, body, now, 5*time.Minute); !errors.Is(err, webhook.ErrBadSignature) {
+	if err := webhook.Verify(ring("s"), h, body, now, 5*time.Minute); !errors.Is(err, webhook.ErrBadSignature) {
 		t.Errorf("moved timestamp: %v", err)
 	}
 }
@@ -132,7 +136,7 @@ func TestFailedDeliveriesFailThePublish(t *testing.T) {
 		"slow":        {slow.URL, "Client.Timeout"},
 		"redirecting": {redirecting.URL, "follow no redirect"},
 	} {
-		p := &webhook.Publisher{Subscriptions: []webhook.Subscription{{URL: c.url + "/?token=receiver-secret", Secret: "s"}},
+		p := &webhook.Publisher{Subscriptions: []webhook.Subscription{{URL: c.url + "/?token=receiver-secret", Key: key("s")}},
 			Client: webhook.NewClient(webhook.Guard{AllowLoopback: true}, 200*time.Millisecond)}
 		err := p.Publish(context.Background(), []store.JobEvent{event("e1", "a", "succeeded")})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -215,7 +219,7 @@ func TestGuardRefusesInternalAddresses(t *testing.T) {
 	// "localhost", is refused without AllowLoopback, and nothing is sent.
 	srv, got := receiver(t, http.StatusOK)
 	for _, u := range []string{srv.URL, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)} {
-		p := &webhook.Publisher{Subscriptions: []webhook.Subscription{{URL: u, Secret: "s"}}, Client: webhook.NewClient(webhook.Guard{}, time.Second)}
+		p := &webhook.Publisher{Subscriptions: []webhook.Subscription{{URL: u, Key: key("s")}}, Client: webhook.NewClient(webhook.Guard{}, time.Second)}
 		err := p.Publish(context.Background(), []store.JobEvent{event("e1", "a", "succeeded")})
 		if !errors.Is(err, webhook.ErrForbiddenAddress) {
 			t.Errorf("%s: %v, want ErrForbiddenAddress", u, err)
@@ -224,4 +228,21 @@ func TestGuardRefusesInternalAddresses(t *testing.T) {
 	if n := len(got()); n != 0 {
 		t.Fatalf("%d deliveries reached a loopback receiver", n)
 	}
+}
+
+func key(secret string) signing.Key {
+	k, err := signing.NewKey(secret)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// ring is a receiver's keys: secret's key alone.
+func ring(secret string) signing.Ring { return signing.Ring{Current: key(secret)} }
+
+func withHeader(h http.Header, name, value string) http.Header {
+	c := h.Clone()
+	c.Set(name, value)
+	return c
 }
