@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -161,6 +162,12 @@ func printTimeline(w io.Writer, j wire.Job) {
 	if ok && !firstLease.IsZero() && !end.IsZero() {
 		fmt.Fprintf(w, "waited %.1fs for a worker, ran %.1fs, %.1fs in all\n",
 			firstLease.Sub(start).Seconds(), end.Sub(firstLease).Seconds(), end.Sub(start).Seconds())
+	}
+	if r := strings.TrimSpace(string(j.Result)); r != "" && r != "null" {
+		if len(r) > 512 {
+			r = r[:512] + "…"
+		}
+		fmt.Fprintf(w, "result: %s\n", r)
 	}
 	if j.Error != nil {
 		fmt.Fprintf(w, "error: %s %s\n", j.Error.Code, j.Error.Message)

@@ -47,11 +47,15 @@ type ExecRunner struct {
 	HealthCommand string
 }
 
-// Ready answers nil when there is a command and the health command (if
-// any) exits 0 within 30 seconds.
+// Ready answers nil when there is a command, the program it starts exists
+// on this machine and is executable (see CommandProblem), and the health
+// command (if any) exits 0 within 30 seconds.
 func (r ExecRunner) Ready(ctx context.Context) error {
 	if strings.TrimSpace(r.Command) == "" {
 		return errors.New("exec runner: no command")
+	}
+	if err := CommandProblem(r.Command); err != nil {
+		return err
 	}
 	if strings.TrimSpace(r.HealthCommand) == "" {
 		return nil
@@ -61,6 +65,56 @@ func (r ExecRunner) Ready(ctx context.Context) error {
 	out, err := exec.CommandContext(ctx, "/bin/sh", "-c", r.HealthCommand).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("health command failed (%v): %s", err, tailOf(out, 512))
+	}
+	return nil
+}
+
+// ErrRunnerMissing marks a runner that cannot run on this machine at all
+// (its program is not installed): waiting does not make it ready, the
+// machine's image lacks it.
+var ErrRunnerMissing = errors.New("runner missing from this machine")
+
+// shellWords start a command line without naming a program to look up:
+// shell keywords, builtins and grouping. A command starting with one is
+// run by /bin/sh itself.
+var shellWords = map[string]bool{
+	"if": true, "for": true, "while": true, "until": true, "case": true, "{": true, "(": true, "!": true,
+	"exec": true, "cd": true, ".": true, "source": true, "set": true, "export": true, "eval": true,
+	"echo": true, "printf": true, "true": true, "false": true, ":": true, "test": true, "[": true,
+	"command": true, "read": true, "trap": true, "umask": true, "ulimit": true,
+}
+
+// CommandProblem says why the program an exec command line starts cannot
+// run here (wrapping ErrRunnerMissing), or nil. The program is the line's
+// first word after any NAME=value assignments: a path must be an
+// executable file, a bare name must be found on PATH. A line that starts
+// with a shell keyword or builtin is not checked (the shell runs it).
+func CommandProblem(command string) error {
+	prog := ""
+	for _, w := range strings.Fields(command) {
+		if name, _, ok := strings.Cut(w, "="); ok && name != "" && !strings.ContainsAny(name, "/'\"$") {
+			continue // an assignment: FOO=bar cmd
+		}
+		prog = strings.Trim(w, `'"`)
+		break
+	}
+	if prog == "" || shellWords[prog] || strings.ContainsAny(prog, "$`;|&<>(){}") {
+		return nil
+	}
+	if !strings.Contains(prog, "/") {
+		if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Errorf("%w: exec runner: %s is not on this machine's PATH (%s): install it in the image", ErrRunnerMissing, prog, os.Getenv("PATH"))
+		}
+		return nil
+	}
+	st, err := os.Stat(prog)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: exec runner: %s does not exist on this machine: install it in the image", ErrRunnerMissing, prog)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%w: exec runner: %s is not a file", ErrRunnerMissing, prog)
+	case st.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%w: exec runner: %s is not executable (mode %s)", ErrRunnerMissing, prog, st.Mode().Perm())
 	}
 	return nil
 }

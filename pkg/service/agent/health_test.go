@@ -223,3 +223,26 @@ func TestCUDAVersionFromTheHeader(t *testing.T) {
 		t.Fatalf("capabilities %s", w.Capabilities)
 	}
 }
+
+// A worker whose exec command is not on the machine never registers: the
+// agent keeps asking its runner and says why, and registers once the
+// program appears (an image fixed in place, or a slow mount).
+func TestMissingExecProgramNeverRegisters(t *testing.T) {
+	e := newStack(t, true)
+	prog := filepath.Join(t.TempDir(), "run-scene")
+	e.start("m1", agent.ExecRunner{Command: prog}, func(c *agent.Config) { c.Clock = e.clock })
+	for range 3 {
+		e.waitFor("the agent to say its runner is not ready", func() bool { return e.logged("runner not ready") })
+		blockUntil(t, e.clock, 1)
+		e.clock.Advance(time.Minute)
+	}
+	if n := e.calls("/api/worker/register"); n != 0 {
+		t.Fatalf("%d registrations with the runner missing", n)
+	}
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho '{}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	blockUntil(t, e.clock, 1)
+	e.clock.Advance(time.Minute)
+	e.waitFor("a registration", func() bool { return e.calls("/api/worker/register") == 1 })
+}

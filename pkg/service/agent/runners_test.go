@@ -159,3 +159,43 @@ func TestExecRunnerHealthCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The exec runner is ready only when the program its command starts is
+// on the machine and executable: a missing one says so, and says it is
+// missing from the machine rather than down for now.
+func TestExecRunnerReadyNeedsItsProgram(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "run-scene")
+	plain := filepath.Join(dir, "notes.txt")
+	for path, mode := range map[string]os.FileMode{prog: 0o755, plain: 0o644} {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\necho '{}'\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		command string
+		problem string // "" when ready
+	}{
+		{prog, ""},
+		{prog + " --fast", ""},
+		{"MODE=fast " + prog, ""},
+		{"cat", ""},
+		{"/bin/cat", ""},
+		{`echo '{"ok":true}'`, ""},
+		{"cat; echo done", ""},
+		{`"$HOME/bin/x"`, ""}, // the shell expands it: not checked here
+		{filepath.Join(dir, "absent"), "does not exist"},
+		{plain, "is not executable"},
+		{dir, "is not a file"},
+		{"fleetq-no-such-program --x", "is not on this machine's PATH"},
+		{"FOO=1 fleetq-no-such-program", "is not on this machine's PATH"},
+	} {
+		err := agent.ExecRunner{Command: tc.command}.Ready(context.Background())
+		switch {
+		case tc.problem == "" && err != nil:
+			t.Errorf("%q: %v", tc.command, err)
+		case tc.problem != "" && (err == nil || !strings.Contains(err.Error(), tc.problem) || !errors.Is(err, agent.ErrRunnerMissing)):
+			t.Errorf("%q: %v, want %q (ErrRunnerMissing)", tc.command, err, tc.problem)
+		}
+	}
+}
