@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // nagDir holds the Node project that runs cdk-nag (scripts/nag).
@@ -22,7 +24,7 @@ type nagFinding struct {
 func ensureNag(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed: cdk-nag's rule packs run on Node (22+); install Node to check the templates")
+		testenv.Unavailable(t, "npm is not installed: cdk-nag's rule packs run on Node (22+); install Node to check the templates")
 	}
 	lock, err := os.Stat(filepath.Join(nagDir, "package-lock.json"))
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // The README sections whose indented shell lines TestReadmeExamples runs:
@@ -472,7 +473,13 @@ func pythonExample(path string) (string, error) {
 func runPythonReadme(ctx context.Context, t *testing.T, stack *devstack.Stack, api string) func() {
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		return func() { t.Log("python3 is not installed: the Python client README's example is not run") }
+		return func() {
+			if testenv.OnCI() {
+				t.Error("python3 is not installed: under CI the Python client README's example must run")
+				return
+			}
+			t.Log("python3 is not installed: the Python client README's example is not run")
+		}
 	}
 	code, err := pythonExample("../../clients/python/README.md")
 	if err != nil {

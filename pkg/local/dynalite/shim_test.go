@@ -17,6 +17,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/dynalite"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // server is the dynalite the package's tests share; nil when it is not
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 func shimClient(t *testing.T, c clock.Clock) (*dynamodb.Client, string) {
 	t.Helper()
 	if server == nil {
-		t.Skip(dynalite.ErrNotInstalled.Error())
+		testenv.Unavailable(t, dynalite.ErrNotInstalled.Error())
 	}
 	shim, err := dynalite.NewShim(server.Dynalite, c)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // TestPythonClient runs the Python client's tests (clients/python) against
@@ -16,7 +18,7 @@ import (
 func TestPythonClient(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 is not installed: the Python client (clients/python) is not tested")
+		testenv.Unavailable(t, "python3 is not installed: the Python client (clients/python) is not tested")
 	}
 	h := newHarness(t)
 	target, err := url.Parse(h.stack.URL)

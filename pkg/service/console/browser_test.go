@@ -23,6 +23,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // EnvTestOut names the folder the browser tests write their screenshots to
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // browser returns the shared browser, or skips the test saying why there is
-// none (in CI, where make test installs Chromium, a missing browser fails).
+// none (under CI, where make test installs Chromium, a missing browser fails).
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	browserOnce.Do(func() {
@@ -79,10 +80,7 @@ func browser(t *testing.T) context.Context {
 		browserStop = func() { cancel(); cancelAlloc() }
 	})
 	if browserCtx == nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the browser test must run in CI: %s", browserReason)
-		}
-		t.Skip(browserReason)
+		testenv.Unavailable(t, browserReason)
 	}
 	return browserCtx
 }
