@@ -65,7 +65,7 @@ var (
 	// A CLI command line: fleetq (or a path to it, or go run ./cmd/fleetq)
 	// at the start of a command, the command, and the rest of the line (a
 	// subcommand of jobs, flags).
-	citedCLI = regexp.MustCompile(`(?:^\s*|[;&|(]\s*|\$ |go run \./cmd/)(?:[A-Z_]+=\S*\s+)*(?:\S*/)?fleetq ([a-z][a-z-]*)([^|;&)]*)`)
+	citedCLI = regexp.MustCompile(`(?:^\s*|[;&|(]\s*|\$ |go run \./cmd/)(?:[A-Z_]+=\S*\s+)*(?:\S*/)?fleetq ([a-z][a-z-]*)(\s[^|;&)]*|$)`)
 	cliFlag  = regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)
 )
 
