@@ -66,7 +66,7 @@ func cli(t *testing.T, stack *devstack.Stack, args ...string) (int, string, stri
 func leaseNext(t *testing.T, stack *devstack.Stack) (string, wire.LeasedJob) {
 	t.Helper()
 	var reg wire.RegisterResponse
-	post(t, stack.URL+wire.PathRegister, map[string]string{wire.HeaderFleetSecret: stack.FleetSecret},
+	post(t, stack.URL+wire.PathRegister, map[string]string{wire.HeaderFleetSecret: stack.FleetSecrets["demo"]},
 		wire.RegisterRequest{WorkerID: "w1", FleetSlug: "demo", Stage: stack.Config.Stage}, http.StatusCreated, &reg)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -188,7 +188,7 @@ func TestReadmeExamples(t *testing.T) {
 	go func() { python <- runPythonReadme(ctx, t, stack, api) }()
 
 	_, noCurl := exec.LookPath("curl")
-	vars := map[string]string{"API": api, "SECRET": stack.FleetSecret, "OP": stack.OperatorToken}
+	vars := map[string]string{"API": api, "SECRET": stack.FleetSecrets["demo"], "OP": stack.OperatorToken}
 	env := func() []string {
 		e := os.Environ()
 		for k, v := range vars {

@@ -85,6 +85,7 @@ type API interface {
 	RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
 	DescribeScalingActivities(context.Context, *autoscaling.DescribeScalingActivitiesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error)
 	SetInstanceProtection(context.Context, *autoscaling.SetInstanceProtectionInput, ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error)
+	DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 }
 
 // WithoutSDKRetries is a client option that turns off the SDK's own retries,
@@ -210,6 +211,27 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 		})
 	}
 	return g, nil
+}
+
+// InstanceGroup answers the group an instance belongs to and its lifecycle
+// state there (DescribeAutoScalingInstances); group "" when no group has
+// it. Attested registration checks a worker's instance with it.
+func (a *Adapter) InstanceGroup(ctx context.Context, instanceID string) (group, state string, err error) {
+	var out *autoscaling.DescribeAutoScalingInstancesOutput
+	err = a.retry(ctx, func() error {
+		var err error
+		out, err = a.api.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{instanceID}})
+		return err
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("describe auto scaling instance %s: %w", instanceID, err)
+	}
+	for _, in := range out.AutoScalingInstances {
+		if aws.ToString(in.InstanceId) == instanceID {
+			return aws.ToString(in.AutoScalingGroupName), aws.ToString(in.LifecycleState), nil
+		}
+	}
+	return "", "", nil
 }
 
 // SetDesired sets the group's desired capacity to n, ignoring any cooldown:

@@ -531,3 +531,26 @@ func TestBrokenConnectionsAreRetried(t *testing.T) {
 		})
 	}
 }
+
+// InstanceGroup finds an instance's group and state among every group
+// (DescribeAutoScalingInstances), answers "" for an instance in none, and
+// retries throttling.
+func TestInstanceGroup(t *testing.T) {
+	h := newHarness(t, asg.Options{})
+	h.fake.PutGroup(gpuGroup())
+	h.fake.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-gpu-od", Max: 2, Instances: []localaws.ASGInstance{{ID: "i-od", LifecycleState: "InService"}}})
+	ctx := context.Background()
+	for id, want := range map[string][2]string{
+		"i-a": {"fleetq-dev-gpu", "InService"}, "i-d": {"fleetq-dev-gpu", "Pending:Wait"},
+		"i-f": {"fleetq-dev-gpu", "Terminating:Wait"}, "i-od": {"fleetq-dev-gpu-od", "InService"}, "i-none": {"", ""},
+	} {
+		g, s, err := h.ad.InstanceGroup(ctx, id)
+		if err != nil || g != want[0] || s != want[1] {
+			t.Errorf("InstanceGroup(%s) = %q, %q, %v; want %v", id, g, s, err, want)
+		}
+	}
+	h.fake.Throttle("DescribeAutoScalingInstances", 2)
+	if g, _, err := h.ad.InstanceGroup(ctx, "i-a"); err != nil || g != "fleetq-dev-gpu" {
+		t.Fatalf("after throttling: %q, %v", g, err)
+	}
+}

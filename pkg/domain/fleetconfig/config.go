@@ -108,6 +108,11 @@ type Fleet struct {
 	// RequireApproval registers new workers unapproved: they may poll but
 	// get no job until an operator approves them.
 	RequireApproval bool `yaml:"require_approval"`
+	// AcceptSecret lets workers register with the fleet's own secret
+	// instead of an attested AWS identity: for workers outside AWS and
+	// workers started by hand on the dev stack. The stack then keeps one
+	// secret for this fleet alone; its instances in AWS never read it.
+	AcceptSecret bool `yaml:"accept_secret"`
 
 	// LeaseSeconds is how long a lease lasts without a heartbeat before the
 	// job is given to another worker.

@@ -30,5 +30,11 @@ const (
 // session of the operator (DELETE, fleetq console --sign-out-everywhere).
 const PathAdminConsoleSession = "/api/admin/console-session"
 
-// HeaderFleetSecret carries the stage's fleet secret on registration.
+// HeaderFleetSecret carries a fleet's secret on a registration by secret
+// (fleets whose config accepts one: the dev stack, workers outside AWS).
 const HeaderFleetSecret = "X-Fleet-Secret"
+
+// HeaderServerID is signed into an attested registration's identity
+// request and names the stage it is for, so a request signed for one stage
+// is refused by every other.
+const HeaderServerID = "X-Fleetq-Server-Id"

@@ -26,6 +26,21 @@ type RegisterRequest struct {
 	// AgentVersion is the agent's build (`fleetq version`). A version other
 	// than the API's is accepted, logged and shown in the worker listing.
 	AgentVersion string `json:"agent_version,omitempty"`
+	// AWSIdentity proves the worker's instance (attested registration): an
+	// sts:GetCallerIdentity request signed with the instance profile's
+	// credentials, which the API forwards to STS. Without it the fleet's
+	// secret must be sent in the X-Fleet-Secret header.
+	AWSIdentity *AWSIdentity `json:"aws_identity,omitempty"`
+}
+
+// AWSIdentity is a signed sts:GetCallerIdentity request, as the agent
+// would send it to STS: never the credentials that signed it. Its headers
+// must sign X-Fleetq-Server-Id (the stage) and X-Amz-Date.
+type AWSIdentity struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
 }
 
 // RegisterResponse is the 201 answer of register. The token is shown only

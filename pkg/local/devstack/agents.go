@@ -5,8 +5,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/service/agent"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 // agents tracks the in-process workers of the local fleet.
@@ -39,7 +44,7 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 		slots = f.SlotsPerInstance
 	}
 	cfg := agent.Config{
-		API: s.URL, FleetSecret: s.FleetSecret, Fleet: fleet, Stage: s.Config.Stage,
+		API: s.URL, Attest: s.instanceCredentials(fleet, instanceID), Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
 		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Clock: s.Env.Clock,
 		PurchaseOption: localfleet.PurchaseOption(ctx),
@@ -77,4 +82,50 @@ func (s *Stack) closeAgents() {
 	s.agents.closed = true
 	s.agents.mu.Unlock()
 	s.agents.wg.Wait()
+}
+
+// The local fleet registers as a fleet in AWS does: each fleet has its own
+// worker role, each booted instance gets credentials of that role whose
+// session is the instance id (issued by the embedded STS, as EC2 hands out
+// an instance profile's), and its agent attests with them.
+
+// stsRegion is the region of the embedded STS's signatures.
+const stsRegion = "us-east-1"
+
+// WorkerRole is the name of a fleet's worker role on the dev stack.
+func WorkerRole(stage, fleet string) string { return "fleetq-" + stage + "-" + fleet + "-worker" }
+
+// registration starts the embedded STS and answers how the API checks
+// registrations: attested against the local fleet's groups, and by the
+// fleets' own secrets.
+func (s *Stack) registration(o Options) (system.APIOption, error) {
+	secrets := auth.StaticFleetSecrets{}
+	for slug, secret := range s.FleetSecrets {
+		secrets[slug] = []string{secret}
+	}
+	if s.Fleet == nil {
+		// No local instances: nothing to attest.
+		return system.Registration(nil, secrets), nil
+	}
+	sts, err := localaws.StartSTS("", o.Clock.Now)
+	if err != nil {
+		return nil, err
+	}
+	s.STS = sts
+	roles, groups := map[string]string{}, map[string][]string{}
+	for _, f := range o.Config.Fleets {
+		roles[f.Slug] = localaws.RoleARN(WorkerRole(o.Config.Stage, f.Slug))
+		groups[f.Slug] = []string{localfleet.GroupName(f.Slug, false), localfleet.GroupName(f.Slug, true)}
+	}
+	v, err := system.NewAttestor(s.Env, sts.URL, s.Fleet, roles, groups)
+	if err != nil {
+		return nil, err
+	}
+	return system.Registration(v, secrets), nil
+}
+
+// instanceCredentials are the credentials of a local instance's profile.
+func (s *Stack) instanceCredentials(fleet, instanceID string) *agent.Attestation {
+	creds := s.STS.Issue(localaws.STSCaller{Role: WorkerRole(s.Config.Stage, fleet), Session: instanceID})
+	return &agent.Attestation{Credentials: credentials.StaticCredentialsProvider{Value: creds}, STSEndpoint: s.STS.URL, Region: stsRegion}
 }

@@ -54,6 +54,10 @@ type Options struct {
 	ConsoleKey string
 	// WebhookKey signs job callbacks; generated when empty, likewise.
 	WebhookKey string
+	// FleetSecrets are the secrets of the fleets whose config accepts
+	// one (accept_secret), by slug; one is generated for each such fleet
+	// not given here. Workers of other fleets register by attestation only.
+	FleetSecrets map[string]string
 	// RegisterLimit is registrations per minute per source address (default: the config's).
 	RegisterLimit int
 	// Clock is what the functions, the local fleet and the local agents
@@ -99,7 +103,12 @@ type Stack struct {
 	OperatorToken string
 	ConsoleKey    string
 	WebhookKey    string
-	Config        *fleetconfig.Config
+	// FleetSecrets are the fleets' own secrets (fleets that accept one).
+	FleetSecrets map[string]string
+	// STS is the embedded STS that attested registrations are forwarded
+	// to; it issues each local instance its credentials.
+	STS    *localaws.STS
+	Config *fleetconfig.Config
 	// Env is what the stack's functions are built from (pkg/service/system, as in
 	// AWS); Store and Relay are its.
 	Env      *system.Env
@@ -180,7 +189,16 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
 	}
-	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, WebhookKey: o.WebhookKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{}}
+	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, WebhookKey: o.WebhookKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{},
+		FleetSecrets: map[string]string{}}
+	for _, f := range o.Config.Fleets {
+		if f.AcceptSecret {
+			s.FleetSecrets[f.Slug] = o.FleetSecrets[f.Slug]
+			if s.FleetSecrets[f.Slug] == "" {
+				s.FleetSecrets[f.Slug] = auth.RandomSecret(24)
+			}
+		}
+	}
 	if err := s.startBackends(ctx, o); err != nil {
 		s.Close()
 		return nil, err
@@ -223,7 +241,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.RelayInterval > 0 {
 		s.Go(func() { s.Relay.Run(runCtx, o.RelayInterval) })
 	}
-	apiOpts := []system.APIOption{system.RegisterLimit(o.RegisterLimit)}
+	registration, err := s.registration(o)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	apiOpts := []system.APIOption{system.RegisterLimit(o.RegisterLimit), registration}
 	if o.NoAnnounce {
 		apiOpts = append(apiOpts, system.NoAnnounce())
 	}
@@ -422,6 +445,9 @@ func (s *Stack) Close() error {
 	}
 	if s.ddb != nil {
 		errs = append(errs, s.ddb.Close())
+	}
+	if s.STS != nil {
+		errs = append(errs, s.STS.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -82,7 +82,8 @@ type ASGError struct {
 
 // AutoScaling is an in-process server speaking the EC2 Auto Scaling Query
 // API (form-encoded POST, Action and Version=2011-01-01, XML answers) for
-// the eight actions fleetq uses: DescribeAutoScalingGroups,
+// the actions fleetq uses: DescribeAutoScalingGroups,
+// DescribeAutoScalingInstances,
 // UpdateAutoScalingGroup (the overrides' instance types and the subnets
 // only), SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
 // CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
@@ -320,6 +321,8 @@ func (a *AutoScaling) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, e = a.updateGroup(p)
 	case "DescribeScalingActivities":
 		body, e = a.describeActivities(p)
+	case "DescribeAutoScalingInstances":
+		body, e = a.describeInstances(p)
 	case "TerminateInstanceInAutoScalingGroup":
 		body, e = a.terminate(p)
 	case "CompleteLifecycleAction":
@@ -502,6 +505,30 @@ func (a *AutoScaling) updateGroup(p url.Values) (any, *ASGError) {
 		g.Subnets = subnets
 	}
 	return nil, nil
+}
+
+// describeInstances serves DescribeAutoScalingInstances for the instances
+// named (an instance in no group is left out of the answer, as the service
+// does); without names it answers every instance, in one page.
+func (a *AutoScaling) describeInstances(p url.Values) (any, *ASGError) {
+	ids := memberList(p, "InstanceIds")
+	if len(ids) > 50 {
+		return nil, validation("The number of instance ids that may be passed in is limited to 50")
+	}
+	res := xmlDescribeInstancesResult{}
+	for _, name := range a.order {
+		g := a.groups[name]
+		for _, in := range g.Instances {
+			if len(ids) > 0 && !slices.Contains(ids, in.ID) {
+				continue
+			}
+			res.Instances = append(res.Instances, xmlGroupInstance{
+				ID: in.ID, Group: g.Name, Type: in.InstanceType, AZ: in.AZ, State: in.LifecycleState,
+				Health: strings.ToUpper(in.HealthStatus), Protected: in.ProtectedFromScaleIn,
+			})
+		}
+	}
+	return res, nil
 }
 
 func (a *AutoScaling) setDesired(p url.Values) (any, *ASGError) {
@@ -705,6 +732,21 @@ type xmlDescribeGroupsResult struct {
 	XMLName   xml.Name   `xml:"DescribeAutoScalingGroupsResult"`
 	Groups    []xmlGroup `xml:"AutoScalingGroups>member"`
 	NextToken string     `xml:"NextToken,omitempty"`
+}
+
+type xmlGroupInstance struct {
+	ID        string `xml:"InstanceId"`
+	Group     string `xml:"AutoScalingGroupName"`
+	Type      string `xml:"InstanceType,omitempty"`
+	AZ        string `xml:"AvailabilityZone"`
+	State     string `xml:"LifecycleState"`
+	Health    string `xml:"HealthStatus"`
+	Protected bool   `xml:"ProtectedFromScaleIn"`
+}
+
+type xmlDescribeInstancesResult struct {
+	XMLName   xml.Name           `xml:"DescribeAutoScalingInstancesResult"`
+	Instances []xmlGroupInstance `xml:"AutoScalingInstances>member"`
 }
 
 type xmlActivity struct {

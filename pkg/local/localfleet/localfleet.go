@@ -143,6 +143,34 @@ func (f *Fleet) describe(g *group) scaler.Group {
 	return out
 }
 
+// GroupName is the name of a fleet's local group: its Spot group, or its
+// On-Demand group.
+func GroupName(fleet string, onDemand bool) string {
+	if onDemand {
+		return "local-" + fleet + "-on-demand"
+	}
+	return "local-" + fleet
+}
+
+// InstanceGroup answers the group an instance is in and its lifecycle
+// state (InService, or Pending while it boots), as Auto Scaling's
+// DescribeAutoScalingInstances does; "" when no group has it. Attested
+// registration on the dev stack checks instances with it.
+func (f *Fleet) InstanceGroup(_ context.Context, instanceID string) (group, state string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		if in, ok := g.instances[instanceID]; ok {
+			state = scaling.StatePending
+			if in.inService {
+				state = scaling.StateInService
+			}
+			return GroupName(g.fleet, g.onDemand), state, nil
+		}
+	}
+	return "", "", nil
+}
+
 // SetDesired sets a fleet's desired capacity; instances are launched at
 // once (and removed only by Terminate: the group never picks a victim).
 func (f *Fleet) SetDesired(_ context.Context, fleet string, n int) error {

@@ -79,6 +79,7 @@ fleets:
   - slug: gpu
     workflows: [wf]
     instance_types: [g5.xlarge]
+    accept_secret: true
     max_instances: 10
     worker_cap: 1000
     lease_seconds: 30
@@ -427,7 +428,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
-		FleetSecret: fleetSecret, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
+		FleetSecret: fleetSecret, FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
 		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {

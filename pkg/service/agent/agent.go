@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/version"
@@ -28,9 +31,12 @@ const (
 
 // Config configures an agent.
 type Config struct {
-	// API is the fleetq API's base URL; FleetSecret registers the worker.
+	// API is the fleetq API's base URL. The worker registers by Attest
+	// when set (on EC2: no secret on the instance), else with FleetSecret,
+	// its fleet's own secret.
 	API         string
 	FleetSecret string
+	Attest      *Attestation
 	Fleet       string
 	Stage       string
 	WorkerID    string
@@ -87,6 +93,16 @@ type Config struct {
 	// tells the time presigned URLs are checked against (default: the wall
 	// clock).
 	Clock clock.Clock
+}
+
+// Attestation registers the worker by proving its instance: an
+// sts:GetCallerIdentity request signed with the instance profile's
+// credentials and sent to the API, which asks STS who signed it.
+type Attestation struct {
+	Credentials aws.CredentialsProvider
+	// STSEndpoint is the STS endpoint the API forwards to (the region's:
+	// attest.RegionalEndpoint), and Region the signature's region.
+	STSEndpoint, Region string
 }
 
 // Agent is one worker.
@@ -165,8 +181,10 @@ func New(c Config) (*Agent, error) {
 	switch {
 	case c.API == "":
 		return nil, errors.New("agent: no API URL")
-	case c.FleetSecret == "":
-		return nil, errors.New("agent: no fleet secret")
+	case c.FleetSecret == "" && c.Attest == nil:
+		return nil, errors.New("agent: neither attestation nor a fleet secret to register with")
+	case c.Attest != nil && (c.Attest.Credentials == nil || c.Attest.STSEndpoint == "" || c.Attest.Region == ""):
+		return nil, errors.New("agent: attestation needs credentials, the STS endpoint and the region")
 	case c.Fleet == "" || c.Stage == "" || c.WorkerID == "":
 		return nil, errors.New("agent: fleet, stage and worker id are required")
 	case c.Runner == nil:
@@ -411,7 +429,16 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	r.Capabilities = a.capabilities()
 	for attempt := 1; ; attempt++ {
-		reg, err := a.client.Register(ctx, a.cfg.FleetSecret, r)
+		secret := a.cfg.FleetSecret
+		if at := a.cfg.Attest; at != nil {
+			// A fresh signature per attempt: the API refuses old ones.
+			id, err := attest.Sign(ctx, at.Credentials, at.STSEndpoint, at.Region, a.cfg.Stage, a.cfg.Clock.Now())
+			if err != nil {
+				return fmt.Errorf("register: %w", err)
+			}
+			r.AWSIdentity, secret = id, ""
+		}
+		reg, err := a.client.Register(ctx, secret, r)
 		if err == nil {
 			if reg.PollSeconds <= 0 {
 				reg.PollSeconds = 5

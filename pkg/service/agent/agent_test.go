@@ -30,6 +30,7 @@ fleets:
   - slug: gpu
     workflows: [render]
     instance_types: [g5.xlarge]
+    accept_secret: true
     slots_per_instance: 2
     lease_seconds: 10
     heartbeat_seconds: 1
@@ -182,7 +183,7 @@ type running struct {
 
 func (e *stackEnv) start(id string, r agent.Runner, mutate ...func(*agent.Config)) *running {
 	e.t.Helper()
-	c := agent.Config{API: e.stack.URL, FleetSecret: e.stack.FleetSecret, Fleet: "gpu", Stage: "test", WorkerID: id,
+	c := agent.Config{API: e.stack.URL, FleetSecret: e.stack.FleetSecrets["gpu"], Fleet: "gpu", Stage: "test", WorkerID: id,
 		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Logger: slog.New(logNotes{e}),
 		HTTP:        &http.Client{Timeout: 30 * time.Second, Transport: observed{e, http.DefaultTransport}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}

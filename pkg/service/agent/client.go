@@ -41,10 +41,15 @@ type Client struct {
 // Lease is a leased job as the poll answers it.
 type Lease = wire.LeasedJob
 
-// Register registers the worker with the fleet secret and keeps its token.
+// Register registers the worker and keeps its token: with the fleet's
+// secret, or ("" secret) with the attested identity in r.
 func (c *Client) Register(ctx context.Context, secret string, r wire.RegisterRequest) (wire.RegisterResponse, error) {
 	var out wire.RegisterResponse
-	err := c.call(ctx, wire.PathRegister, map[string]string{wire.HeaderFleetSecret: secret}, r, &out)
+	headers := map[string]string{}
+	if secret != "" {
+		headers[wire.HeaderFleetSecret] = secret
+	}
+	err := c.call(ctx, wire.PathRegister, headers, r, &out)
 	if err == nil {
 		c.mu.Lock()
 		c.token = out.Token

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
@@ -83,6 +84,19 @@ type SecretSource interface {
 	FleetSecret(ctx context.Context) (string, error)
 }
 
+// Attestor checks an attested registration's signed identity request for a
+// fleet (*attest.Verifier).
+type Attestor interface {
+	Verify(ctx context.Context, fleet string, id *wire.AWSIdentity) (attest.Identity, error)
+}
+
+// FleetSecrets supplies the secrets a fleet accepts for registration by
+// secret: the current one first, and the previous one during a rotation;
+// none when the fleet takes no secret.
+type FleetSecrets interface {
+	FleetSecrets(ctx context.Context, fleet string) ([]string, error)
+}
+
 // OperatorAuthenticator says who the operator behind a request is.
 type OperatorAuthenticator interface {
 	AuthenticateOperator(r *http.Request) (string, error)
@@ -112,8 +126,13 @@ type Options struct {
 	// ConsoleKeys sign operator console logins and sessions: the console's
 	// own key, never the fleet secret.
 	ConsoleKeys console.Keys
-	Operator    OperatorAuthenticator
-	Assets      Assets
+	// Attestor admits attested registrations (nil: none, every fleet
+	// registers by secret); FleetSecrets admits registrations by a fleet's
+	// secret (nil: none).
+	Attestor     Attestor
+	FleetSecrets FleetSecrets
+	Operator     OperatorAuthenticator
+	Assets       Assets
 	// Events announces job outcomes at once (nil: only the relay does).
 	Events Announcer
 	Clock  clock.Clock

@@ -50,7 +50,7 @@ func TestBodiesMustBeDeclaredJSON(t *testing.T) {
 		case "op":
 			req.Header.Set("Authorization", "Bearer "+operatorToken)
 		case "secret":
-			req.Header.Set("X-Fleet-Secret", fleetSecret)
+			req.Header.Set("X-Fleet-Secret", secretOf("gpu"))
 		}
 		res, err := plain.Do(req)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
@@ -53,6 +54,13 @@ func toError(err error) *wire.Error {
 		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the worker token is missing, malformed or replaced; register again"}
 	case errors.Is(err, auth.ErrOperatorUnauthenticated):
 		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"}
+	case errors.Is(err, attest.ErrUnauthenticated):
+		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "attested registration: " + err.Error()}
+	case errors.Is(err, attest.ErrDenied):
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied, Message: "attested registration: " + err.Error()}
+	case errors.Is(err, attest.ErrUnavailable):
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, RetryAfter: awsenv.TransientRetryAfter,
+			Message: "attested registration: STS or Auto Scaling could not be asked; retry after the Retry-After seconds"}
 	case errors.Is(err, store.ErrRevoked):
 		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied, Message: "this worker was revoked by an operator"}
 	case errors.Is(err, store.ErrContention):

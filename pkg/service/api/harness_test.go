@@ -31,6 +31,7 @@ fleets:
   - slug: gpu
     workflows: [wf-a, wf-b]
     instance_types: [g5.xlarge]
+    accept_secret: true
     max_instances: 3
     worker_cap: 3
     lease_seconds: 60
@@ -42,9 +43,11 @@ fleets:
   - slug: approval
     workflows: [wf-c]
     instance_types: [g5.xlarge]
+    accept_secret: true
     require_approval: true
   - slug: empty
     instance_types: [g5.xlarge]
+    accept_secret: true
 `
 
 const (
@@ -97,7 +100,11 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecret: fleetSecret, OperatorToken: operatorToken,
+	secrets := map[string]string{}
+	for _, f := range cfg.Fleets {
+		secrets[f.Slug] = secretOf(f.Slug)
+	}
+	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecret: fleetSecret, FleetSecrets: secrets, OperatorToken: operatorToken,
 		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second,
 		// The scaler runs only when a test posts the schedule event.
 		Fleet: devstack.FleetOptions{Tick: -1}}
@@ -139,9 +146,30 @@ type reply struct {
 	body   map[string]any
 }
 
+// secretOf is a fleet's own secret in the tests' stack.
+func secretOf(fleet string) string { return fleetSecret + "-" + fleet }
+
 // do sends a request; auth is "" (none), "op" (operator token), "secret"
-// (fleet secret) or a worker token.
+// (the secret of the body's fleet_slug) or a worker token.
 func (h *harness) do(method, path, auth string, body any) reply {
+	h.t.Helper()
+	headers := map[string]string{}
+	switch auth {
+	case "":
+	case "op":
+		headers["Authorization"] = "Bearer " + operatorToken
+	case "secret":
+		m, _ := body.(map[string]any)
+		fleet, _ := m["fleet_slug"].(string)
+		headers["X-Fleet-Secret"] = secretOf(fleet)
+	default:
+		headers["Authorization"] = "Bearer " + auth
+	}
+	return h.send(method, path, headers, body)
+}
+
+// send sends a request with headers.
+func (h *harness) send(method, path string, headers map[string]string, body any) reply {
 	h.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -162,14 +190,8 @@ func (h *harness) do(method, path, auth string, body any) reply {
 		h.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	switch auth {
-	case "":
-	case "op":
-		req.Header.Set("Authorization", "Bearer "+operatorToken)
-	case "secret":
-		req.Header.Set("X-Fleet-Secret", fleetSecret)
-	default:
-		req.Header.Set("Authorization", "Bearer "+auth)
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := h.http.Do(req)
 	if err != nil {

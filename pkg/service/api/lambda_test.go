@@ -39,12 +39,13 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := api.New(api.Options{
-		Config:      cfg,
-		Store:       store.New(db, store.Options{Table: table, Config: cfg}),
-		Queue:       sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)},
-		FleetSecret: auth.StaticSecret("sample-fleet-secret"),
-		Operator:    auth.IAMOperator{},
-		Logger:      slog.New(slog.DiscardHandler),
+		Config:       cfg,
+		Store:        store.New(db, store.Options{Table: table, Config: cfg}),
+		Queue:        sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)},
+		FleetSecret:  auth.StaticSecret("sample-fleet-secret"),
+		FleetSecrets: auth.StaticFleetSecrets{"demo": {"sample-fleet-secret"}},
+		Operator:     auth.IAMOperator{},
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 	proxy := httpadapter.NewV2(h)
 	invoke := func(name string) (int, map[string]any) {

@@ -40,7 +40,7 @@ func TestPythonClient(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 		"FLEETQ_API="+checked.URL,
 		"FLEETQ_OPERATOR_TOKEN="+operatorToken,
-		"FLEETQ_FLEET_SECRET="+fleetSecret,
+		"FLEETQ_FLEET_SECRET="+secretOf("gpu"),
 		"FLEETQ_STAGE=test",
 		"FLEETQ_FLEET=gpu",
 		"FLEETQ_WORKFLOW=wf-a",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -25,9 +26,10 @@ func decode(data []byte, v any, allowEmpty bool) error {
 	return strictjson.Decode(data, v, allowEmpty)
 }
 
-// register checks, in order: the source's rate (every attempt counts, so the
-// fleet secret cannot be guessed at speed), the fleet secret, the body, the
-// stage and fleet, the fleet's workflows, and its worker cap.
+// register checks, in order: the source's rate (every attempt counts, so a
+// fleet secret cannot be guessed at speed), the body, the stage and fleet,
+// the worker's proof of membership (an attested AWS identity, or the
+// fleet's own secret), the fleet's workflows, and its worker cap.
 func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
@@ -40,23 +42,28 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	secret, err := s.FleetSecret.FleetSecret(ctx)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if !auth.Equal(r.Header.Get(wire.HeaderFleetSecret), secret) {
-		s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is missing or wrong"})
-		return
-	}
 	var req wire.RegisterRequest
 	if err := readBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	if req.AWSIdentity == nil && r.Header.Get(wire.HeaderFleetSecret) == "" {
+		s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated,
+			Message: "send an attested identity (aws_identity) or the fleet's secret (X-Fleet-Secret)"})
+		return
+	}
 	f, err := s.validateRegistration(&req)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	attested, err := s.proveMembership(r, f, &req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(f.Workflows) == 0 {
+		s.writeError(w, r, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"})
 		return
 	}
 	token, parsed := auth.NewWorkerToken(f.Slug, req.WorkerID)
@@ -73,7 +80,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	s.checked.remember(store.WorkerAuth{WorkerID: wk.ID, Fleet: f.Slug, TokenHash: parsed.Hash})
 	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved,
-		"agent_version", req.AgentVersion)
+		"agent_version", req.AgentVersion, "attested", attested)
 	if req.AgentVersion != version.Get() {
 		// Accepted: the worker routes change only additively, and refusing
 		// would leave a paid instance unable to work until replaced.
@@ -140,10 +147,53 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 	if !ok {
 		return nil, notFound("fleet %q does not exist in stage %s", req.FleetSlug, s.Config.Stage)
 	}
-	if len(f.Workflows) == 0 {
-		return nil, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"}
-	}
 	return f, nil
+}
+
+// proveMembership checks that the caller is one of fleet f's workers: by an
+// attested AWS identity when the body carries one (the instance it proves
+// must be the registration's, and the worker id that instance's), else by
+// one of the fleet's own secrets. It answers whether the worker attested.
+func (s *server) proveMembership(r *http.Request, f *fleetconfig.Fleet, req *wire.RegisterRequest) (bool, error) {
+	ctx := r.Context()
+	if req.AWSIdentity != nil {
+		if s.Attestor == nil {
+			return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this stage accepts no attested registration; register with the fleet's secret"}
+		}
+		id, err := s.Attestor.Verify(ctx, f.Slug, req.AWSIdentity)
+		if err != nil {
+			s.log.WarnContext(ctx, "attested registration refused", "worker_id", req.WorkerID, "fleet", f.Slug, "error", err.Error())
+			return false, err
+		}
+		if req.InstanceID == "" {
+			req.InstanceID = id.InstanceID
+		}
+		if req.InstanceID != id.InstanceID {
+			return false, &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
+				Message: fmt.Sprintf("field \"instance_id\": %q, but the identity proves instance %s", req.InstanceID, id.InstanceID)}
+		}
+		if req.WorkerID != id.InstanceID && !strings.HasPrefix(req.WorkerID, id.InstanceID+"-") {
+			return false, &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
+				Message: fmt.Sprintf("field \"worker_id\": an instance's workers are named after it: %s or %s-<slot>", id.InstanceID, id.InstanceID)}
+		}
+		return true, nil
+	}
+	var accepted []string
+	if s.FleetSecrets != nil && f.AcceptSecret {
+		var err error
+		if accepted, err = s.FleetSecrets.FleetSecrets(ctx, f.Slug); err != nil {
+			return false, err
+		}
+	}
+	presented := r.Header.Get(wire.HeaderFleetSecret)
+	switch {
+	case len(accepted) == 0:
+		return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated,
+			Message: "fleet " + f.Slug + " registers workers by attestation only: send aws_identity (fleetq worker does on EC2)"}
+	case !auth.EqualAny(presented, accepted):
+		return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is missing or not fleet " + f.Slug + "'s secret"}
+	}
+	return false, nil
 }
 
 type workerCtxKey struct{}

@@ -104,6 +104,7 @@ fleets:
   - slug: render
     workflows: [render-frame]
     instance_types: [g5.xlarge]
+    accept_secret: true
     max_instances: 4
     retry:
       max_attempts: 3
@@ -129,7 +130,7 @@ func (s *consoleStack) call(method, path, auth string, body, out any) int {
 	case auth == "op":
 		req.Header.Set("Authorization", "Bearer "+s.stack.OperatorToken)
 	case auth == "secret":
-		req.Header.Set(wire.HeaderFleetSecret, s.stack.FleetSecret)
+		req.Header.Set(wire.HeaderFleetSecret, s.stack.FleetSecrets["render"])
 	case auth != "":
 		req.Header.Set("Authorization", "Bearer "+auth)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -88,6 +89,29 @@ func RegisterLimit(n int) APIOption { return func(o *api.Options) { o.RegisterLi
 // right after the transition (benchmarks count the lifecycle's requests
 // apart from the announcement's).
 func NoAnnounce() APIOption { return func(o *api.Options) { o.Events = nil } }
+
+// Registration sets how workers prove they belong to a fleet: attested
+// (nil: no attested registration) and by the fleets' own secrets (nil: no
+// fleet takes a secret).
+func Registration(attested api.Attestor, secrets api.FleetSecrets) APIOption {
+	return func(o *api.Options) { o.Attestor, o.FleetSecrets = attested, secrets }
+}
+
+// NewAttestor returns the verifier of attested registrations: identity
+// requests are forwarded to the STS endpoint only, and a fleet's workers
+// must be its role (roles, by slug) on an instance of its groups (groups,
+// by slug). The server id is the stage. A fleet without a role is not
+// attested.
+func NewAttestor(e *Env, stsEndpoint string, instances attest.Instances, roles map[string]string, groups map[string][]string) (*attest.Verifier, error) {
+	fleets := map[string]attest.Fleet{}
+	for _, f := range e.Config.Fleets {
+		if roles[f.Slug] == "" {
+			continue
+		}
+		fleets[f.Slug] = attest.Fleet{RoleARN: roles[f.Slug], Groups: groups[f.Slug]}
+	}
+	return attest.NewVerifier(stsEndpoint, instances, attest.Config{ServerID: e.Config.Stage, Fleets: fleets, Clock: e.Clock})
+}
 
 // NewAPI returns the worker, producer and operator HTTP API. queue takes
 // submissions, secret is the fleet secret workers register with,

@@ -293,7 +293,7 @@ func TestDevStackWiring(t *testing.T) {
 	scenario(t, wiring{
 		register: func(t *testing.T, body string) int {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/worker/register", strings.NewReader(body))
-			req.Header.Set("X-Fleet-Secret", stack.FleetSecret)
+			req.Header.Set("X-Fleet-Secret", stack.FleetSecrets["demo"])
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
