@@ -22,7 +22,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fleetq dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "address the API listens on")
-	secret := fs.String("fleet-secret", "", "fleet secret workers register with (random and printed when empty)")
+	secret := fs.String("fleet-secret", "", "the secret workers started by hand register with, for each fleet whose config sets accept_secret (random per fleet and printed when empty); local instances attest instead")
 	operator := fs.String("operator-token", "", "operator bearer token for producer and admin routes (random and printed when empty)")
 	configFile := fs.String("config", "", "fleet config file (default: the built-in config/dev.yaml)")
 	registerLimit := fs.Int("register-limit", 10, "worker registrations allowed per minute per source address")
@@ -97,14 +97,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fo := devstack.FleetOptions{Tick: *tick, NoLocalFleet: *noLocalFleet, LocalAgents: !*noLocalFleet, BootDelay: *bootDelay, SpotRate: *spotRate}
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: *addr, Config: cfg, FleetSecret: *secret, OperatorToken: *operator, RegisterLimit: *registerLimit, Logger: log,
+		Addr: *addr, Config: cfg, FleetSecrets: sameSecret(cfg, *secret), OperatorToken: *operator, RegisterLimit: *registerLimit, Logger: log,
 		Fleet: fo, Chaos: *chaos,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq dev:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "fleetq dev ready at %s  stage=%s  fleet-secret=%s  operator-token=%s\n", stack.URL, cfg.Stage, stack.FleetSecret, stack.OperatorToken)
+	fmt.Fprintf(stdout, "fleetq dev ready at %s  stage=%s  operator-token=%s\n", stack.URL, cfg.Stage, stack.OperatorToken)
+	for _, f := range cfg.Fleets {
+		if s, ok := stack.FleetSecrets[f.Slug]; ok {
+			fmt.Fprintf(stdout, "  fleet %s: fleet-secret=%s\n", f.Slug, s)
+		}
+	}
 	fmt.Fprintf(stdout, "operator console: fleetq console --api %s --operator-token %s --open\n", stack.URL, stack.OperatorToken)
 	if len(cfg.Webhooks.AllowedHosts) > 0 {
 		fmt.Fprintf(stdout, "job callbacks signed with webhook-key=%s (Fleetq-Key-Id %s)\n", stack.WebhookKey, signing.KeyID(stack.WebhookKey))
@@ -144,4 +149,19 @@ func runDemo(ctx context.Context, stack *devstack.Stack, jobs int, stdout, stder
 		return 1
 	}
 	return 0
+}
+
+// sameSecret gives secret to every fleet that accepts one (nil when empty:
+// the dev stack generates one per fleet).
+func sameSecret(cfg *fleetconfig.Config, secret string) map[string]string {
+	if secret == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, f := range cfg.Fleets {
+		if f.AcceptSecret {
+			out[f.Slug] = secret
+		}
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
@@ -39,6 +40,7 @@ func env(name, def string) string {
 // workerFlags are fleetq worker's settings.
 type workerFlags struct {
 	api, secret, secretFile, secretSSM *string
+	stsEndpoint                        *string
 	fleet, stage, workerID             *string
 	concurrency                        *int
 	runner, execCmd, execHealth, comfy *string
@@ -57,8 +59,10 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	fs := flag.NewFlagSet("fleetq worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := &workerFlags{
-		api:        fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)"),
-		secret:     fs.String("fleet-secret", env("FLEET_SECRET", ""), "fleet secret (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file or --fleet-secret-ssm"),
+		api:    fs.String("api", env("API", ""), "fleetq API URL (env FLEETQ_API)"),
+		secret: fs.String("fleet-secret", env("FLEET_SECRET", ""), "the fleet's own secret, for workers outside AWS (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file. Without one the worker attests with the instance's AWS credentials"),
+		stsEndpoint: fs.String("sts-endpoint", env("STS_ENDPOINT", ""),
+			"STS endpoint an attested registration's identity request is signed for; the stage's API must forward to the same (env FLEETQ_STS_ENDPOINT; default the region's, https://sts.<region>.amazonaws.com/)"),
 		secretFile: fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
 		secretSSM:  fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
 		fleet:      fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
@@ -92,7 +96,8 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Runs jobs of one fleet on this machine: waits for the runner, registers with the fleet secret,")
+		fmt.Fprintln(stderr, "Runs jobs of one fleet on this machine: waits for the runner, registers (attested by the EC2")
+		fmt.Fprintln(stderr, "instance's own credentials, or with the fleet's secret outside AWS),")
 		fmt.Fprintln(stderr, "leases up to --max-concurrency jobs, heartbeats them, and reports each outcome. A Spot")
 		fmt.Fprintln(stderr, "interruption notice requeues running jobs (no attempt spent) and exits; SIGTERM drains.")
 		fmt.Fprintln(stderr, "Every flag can be set with the FLEETQ_* variable named in its help. See docs/worker.md.")
@@ -169,8 +174,14 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail("%v", err)
 	}
+	var attestation *agent.Attestation
+	if fleetSecret == "" {
+		if attestation, err = instanceAttestation(ctx, *f.stsEndpoint); err != nil {
+			return fail("%v", err)
+		}
+	}
 	cfg := agent.Config{
-		API: *f.api, FleetSecret: fleetSecret, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
+		API: *f.api, FleetSecret: fleetSecret, Attest: attestation, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
 		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Logger: log,
 		HealthEvery: *f.healthEvery, UnhealthyAfter: *f.unhealthyAfter,
 	}
@@ -294,7 +305,25 @@ func runDraining(ctx context.Context, a *agent.Agent, log *slog.Logger) error {
 	return a.Run(runCtx)
 }
 
-// readSecret takes the fleet secret from exactly one place.
+// instanceAttestation is attested registration with the credentials the
+// AWS SDK finds (on EC2: the instance profile's), signed for the region's
+// STS endpoint unless endpoint names another.
+func instanceAttestation(ctx context.Context, endpoint string) (*agent.Attestation, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("attested registration: AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("attested registration needs the AWS region (AWS_REGION); outside AWS give the fleet's secret (--fleet-secret-file)")
+	}
+	if endpoint == "" {
+		endpoint = attest.RegionalEndpoint(cfg.Region)
+	}
+	return &agent.Attestation{Credentials: cfg.Credentials, STSEndpoint: endpoint, Region: cfg.Region}, nil
+}
+
+// readSecret takes the fleet's secret from at most one place; none means
+// the worker attests instead.
 func readSecret(ctx context.Context, value, file, param string) (string, error) {
 	n := 0
 	for _, s := range []string{value, file, param} {
@@ -302,8 +331,12 @@ func readSecret(ctx context.Context, value, file, param string) (string, error) 
 			n++
 		}
 	}
-	if n != 1 {
-		return "", fmt.Errorf("give the fleet secret once: --fleet-secret, --fleet-secret-file or --fleet-secret-ssm")
+	switch n {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", fmt.Errorf("give the fleet's secret once: --fleet-secret, --fleet-secret-file or --fleet-secret-ssm")
 	}
 	switch {
 	case file != "":

@@ -175,16 +175,18 @@ func TestVerifyRefusesMalformedRequestsWithoutForwarding(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
 	defer other.Close()
 	cases := map[string]func(id *wire.AWSIdentity){
-		"another URL":     func(id *wire.AWSIdentity) { id.URL = other.URL },
-		"a path":          func(id *wire.AWSIdentity) { id.URL = h.sts.URL + "/x" },
-		"a query":         func(id *wire.AWSIdentity) { id.URL = h.sts.URL + "/?Action=AssumeRole" },
-		"GET":             func(id *wire.AWSIdentity) { id.Method = "GET" },
-		"another action":  func(id *wire.AWSIdentity) { id.Body = "Action=AssumeRole&Version=2011-06-15" },
-		"an extra param":  func(id *wire.AWSIdentity) { id.Body += "&RoleArn=x" },
-		"no date":         func(id *wire.AWSIdentity) { delete(id.Headers, "X-Amz-Date") },
-		"no server id":    func(id *wire.AWSIdentity) { delete(id.Headers, wire.HeaderServerID) },
-		"no signature":    func(id *wire.AWSIdentity) { delete(id.Headers, "Authorization") },
-		"unsigned server": func(id *wire.AWSIdentity) { id.Headers["Authorization"] = strings.Replace(id.Headers["Authorization"], ";x-fleetq-server-id", "", 1) },
+		"another URL":    func(id *wire.AWSIdentity) { id.URL = other.URL },
+		"a path":         func(id *wire.AWSIdentity) { id.URL = h.sts.URL + "/x" },
+		"a query":        func(id *wire.AWSIdentity) { id.URL = h.sts.URL + "/?Action=AssumeRole" },
+		"GET":            func(id *wire.AWSIdentity) { id.Method = "GET" },
+		"another action": func(id *wire.AWSIdentity) { id.Body = "Action=AssumeRole&Version=2011-06-15" },
+		"an extra param": func(id *wire.AWSIdentity) { id.Body += "&RoleArn=x" },
+		"no date":        func(id *wire.AWSIdentity) { delete(id.Headers, "X-Amz-Date") },
+		"no server id":   func(id *wire.AWSIdentity) { delete(id.Headers, wire.HeaderServerID) },
+		"no signature":   func(id *wire.AWSIdentity) { delete(id.Headers, "Authorization") },
+		"unsigned server": func(id *wire.AWSIdentity) {
+			id.Headers["Authorization"] = strings.Replace(id.Headers["Authorization"], ";x-fleetq-server-id", "", 1)
+		},
 	}
 	for name, mutate := range cases {
 		id := h.sign(t, "fleetq-dev-video-worker", "i-0aaa", "dev")

@@ -16,14 +16,14 @@ import (
 
 func TestParseFleetSecret(t *testing.T) {
 	for in, want := range map[string][]string{
-		"s3cret":                                  {"s3cret"},
-		" s3cret\n":                               {"s3cret"},
-		`{"current":"new","previous":"old"}`:      {"new", "old"},
-		`{"current":"new"}`:                       {"new"},
-		`{"current":"same","previous":"same"}`:    {"same"},
-		"":                                        nil,
-		`{"previous":"old"}`:                      nil,
-		`{"current":"new","next":"x"}`:            nil,
+		"s3cret":                               {"s3cret"},
+		" s3cret\n":                            {"s3cret"},
+		`{"current":"new","previous":"old"}`:   {"new", "old"},
+		`{"current":"new"}`:                    {"new"},
+		`{"current":"same","previous":"same"}`: {"same"},
+		"":                                     nil,
+		`{"previous":"old"}`:                   nil,
+		`{"current":"new","next":"x"}`:         nil,
 		`{"current":"new","previous":"old"} junk`: {"new", "old"},
 	} {
 		got, err := ParseFleetSecret(in)

@@ -91,6 +91,17 @@ const (
 	// signed with (the stack generates it; the scaler, which delivers
 	// them, reads it).
 	EnvWebhookKeyARN = "FLEETQ_WEBHOOK_KEY_ARN"
+	// EnvFleetSecrets maps each fleet that accepts a secret (accept_secret)
+	// to its Secrets Manager secret's ARN, as a JSON object (the API reads it).
+	EnvFleetSecrets = "FLEETQ_FLEET_SECRETS"
+	// EnvWorkerRoles maps each fleet's slug to its worker role's ARN, as a
+	// JSON object: the API admits attested registrations into a fleet from
+	// its role only (unset: no attested registration).
+	EnvWorkerRoles = "FLEETQ_WORKER_ROLES"
+	// EnvSTSEndpoint is where the API forwards attested registrations'
+	// identity requests (default the region's STS endpoint); workers sign
+	// for the same endpoint.
+	EnvSTSEndpoint = "FLEETQ_STS_ENDPOINT"
 	// EnvBucket is the S3 bucket for job inputs and outputs.
 	EnvBucket = "FLEETQ_BUCKET"
 	// EnvEventBus is the EventBridge bus job lifecycle events go to.

@@ -15,13 +15,17 @@ import (
 
 // The local fleet end to end, with the real agent on every local instance:
 // a burst from zero scales the fleet up, every job succeeds, no busy worker
-// is killed, and the fleet is back to zero after the idle window.
+// is killed, and the fleet is back to zero after the idle window. The
+// fleet takes no secret: every local instance registers through the
+// attested path, its agent signing with the credentials the embedded STS
+// issued to that instance.
 func TestDemoScalesFromZeroAndBack(t *testing.T) {
 	testenv.StackDynamoDB(t)
 	cfg := fleetconfig.Default()
 	for i := range cfg.Fleets {
 		cfg.Fleets[i].IdleWindow = fleetconfig.Duration(3 * time.Second)
 		cfg.Fleets[i].ScaleInGrace = fleetconfig.Duration(time.Second)
+		cfg.Fleets[i].AcceptSecret = false
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{
 		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
@@ -38,6 +42,9 @@ func TestDemoScalesFromZeroAndBack(t *testing.T) {
 	}
 	if sum.Succeeded != 8 || sum.Lost != 0 || sum.KilledBusy != 0 || sum.PeakInstances < 2 || sum.FirstLease <= 0 {
 		t.Fatalf("summary %s\n%s", sum, out.String())
+	}
+	if len(stack.FleetSecrets) != 0 || stack.STS.Calls() < sum.PeakInstances {
+		t.Fatalf("fleet secrets %v, %d identity requests for %d instances: want attested registrations only", stack.FleetSecrets, stack.STS.Calls(), sum.PeakInstances)
 	}
 	if !strings.Contains(out.String(), "8/8") {
 		t.Fatalf("table:\n%s", out.String())

@@ -12,8 +12,10 @@ type Auth string
 
 // The credentials of the API's routes.
 const (
-	// AuthFleetSecret is the stage's fleet secret in the X-Fleet-Secret header.
-	AuthFleetSecret Auth = "fleet secret"
+	// AuthFleetSecret is registration's proof of membership: an attested
+	// AWS identity in the body (aws_identity), or the fleet's own secret in
+	// the X-Fleet-Secret header (fleets with accept_secret).
+	AuthFleetSecret Auth = "attested identity or fleet secret"
 	// AuthWorker is a worker token as Authorization: Bearer <token>.
 	AuthWorker Auth = "worker token"
 	// AuthOperator is the operator credential: IAM (SigV4) in AWS, a bearer

@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/assets"
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
@@ -301,13 +303,70 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 	if err != nil {
 		return nil, err
 	}
+	registration, err := e.Registration()
+	if err != nil {
+		return nil, err
+	}
 	var files api.Assets
 	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
 		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
 	}
 	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, secret, consoleKeys,
-		auth.IAMOperator{}, files)
+		auth.IAMOperator{}, files, registration)
 	return httpadapter.NewV2(h).ProxyWithContext, nil
+}
+
+// Registration is how the API function checks registrations. Attested:
+// each fleet's worker role from FLEETQ_WORKER_ROLES, its groups from
+// FLEETQ_FLEET_GROUPS and FLEETQ_FLEET_ON_DEMAND_GROUPS, identity requests
+// forwarded to FLEETQ_STS_ENDPOINT (default the region's STS) and
+// instances looked up through Auto Scaling. By secret: the Secrets Manager
+// secret of each fleet with accept_secret, from FLEETQ_FLEET_SECRETS.
+func (e *Lambda) Registration() (APIOption, error) {
+	arns := map[string]string{}
+	if raw := e.Lookup(awsenv.EnvFleetSecrets); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &arns); err != nil {
+			return nil, fmt.Errorf("%s: a JSON object of fleet slug to secret ARN: %w", awsenv.EnvFleetSecrets, err)
+		}
+	}
+	for _, f := range e.Config.Fleets {
+		if f.AcceptSecret && arns[f.Slug] == "" {
+			return nil, fmt.Errorf("%s: fleet %s accepts a secret but has none", awsenv.EnvFleetSecrets, f.Slug)
+		}
+	}
+	var secrets api.FleetSecrets
+	if len(arns) > 0 {
+		secrets = &auth.SecretsManagerFleetSecrets{Client: e.SecretsManager(), ARNs: arns, Clock: e.Clock}
+	}
+	raw := e.Lookup(awsenv.EnvWorkerRoles)
+	if raw == "" {
+		return Registration(nil, secrets), nil
+	}
+	roles := map[string]string{}
+	if err := json.Unmarshal([]byte(raw), &roles); err != nil {
+		return nil, fmt.Errorf("%s: a JSON object of fleet slug to role ARN: %w", awsenv.EnvWorkerRoles, err)
+	}
+	groups := map[string][]string{}
+	for _, name := range []string{awsenv.EnvFleetGroups, awsenv.EnvFleetOnDemandGroups} {
+		if v := e.Lookup(name); v != "" {
+			names, err := scaler.ParseGroupNames(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			for slug, g := range names {
+				groups[slug] = append(groups[slug], g)
+			}
+		}
+	}
+	endpoint := e.Lookup(awsenv.EnvSTSEndpoint)
+	if endpoint == "" {
+		endpoint = attest.RegionalEndpoint(e.AWS.Region)
+	}
+	v, err := NewAttestor(e.Env, endpoint, asg.New(e.AutoScaling(), asg.Options{}), roles, groups)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", awsenv.EnvWorkerRoles, err)
+	}
+	return Registration(v, secrets), nil
 }
 
 // DispatchHandler returns the dispatch function's handler, waking the

@@ -15,13 +15,16 @@ import (
 
 	awsevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	samples "github.com/fleetq/fleetq/events"
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -183,6 +186,15 @@ func TestLambdaWiring(t *testing.T) {
 	}
 	defer asg.Close()
 	asg.PutGroup(localaws.ASGGroup{Name: "fleetq-dev-demo", Max: 4})
+	// The worker's instance, launching in the fleet's group, attests with
+	// credentials of the fleet's worker role that STS issued it.
+	asg.AddInstance("fleetq-dev-demo", localaws.ASGInstance{ID: spotInstance, LifecycleState: "Pending"})
+	sts, err := localaws.StartSTS("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sts.Close()
+	instanceCreds := sts.Issue(localaws.STSCaller{Role: "fleetq-dev-demo-worker", Session: spotInstance})
 	jsonAPI, err := localaws.StartJSONAPI("")
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +221,9 @@ func TestLambdaWiring(t *testing.T) {
 		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretARN: secretARN,
 		awsenv.EnvConsoleKeyARN: consoleKeyARN,
 		awsenv.EnvEventBus:      "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
-		awsenv.EnvEC2Endpoint: acct.URL,
+		awsenv.EnvEC2Endpoint:  acct.URL,
+		awsenv.EnvFleetSecrets: `{"demo":"` + secretARN + `"}`,
+		awsenv.EnvWorkerRoles:  `{"demo":"` + localaws.RoleARN("fleetq-dev-demo-worker") + `"}`, awsenv.EnvSTSEndpoint: sts.URL,
 	}
 	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)
 	if err != nil {
@@ -232,8 +246,22 @@ func TestLambdaWiring(t *testing.T) {
 
 	scenario(t, wiring{
 		register: func(t *testing.T, body string) int {
+			// As an agent on EC2 registers: attested, no secret.
 			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
-			req.Body = body
+			for k := range req.Headers {
+				if strings.EqualFold(k, wire.HeaderFleetSecret) {
+					delete(req.Headers, k)
+				}
+			}
+			id, err := attest.Sign(ctx, credentials.StaticCredentialsProvider{Value: instanceCreds}, sts.URL, "us-east-1", "dev", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b map[string]any
+			_ = json.Unmarshal([]byte(body), &b)
+			b["aws_identity"] = id
+			data, _ := json.Marshal(b)
+			req.Body = string(data)
 			resp, err := apiH(ctx, req)
 			if err != nil {
 				t.Fatal(err)
