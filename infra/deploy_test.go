@@ -70,6 +70,10 @@ func jsonText(t *testing.T, v any) string {
 // asset's object.
 func TestAgentShipsWithTheStack(t *testing.T) {
 	s := synth(t, "prod")
+	cfg, _, err := infra.LoadConfig("prod", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(s.stack.Agents) != 1 || s.stack.Agents["amd64"] == nil {
 		t.Fatalf("agents %v, want amd64 only (g5 and g6 are x86_64)", s.stack.Agents)
 	}
@@ -111,12 +115,23 @@ func TestAgentShipsWithTheStack(t *testing.T) {
 			workerGets = append(workerGets, r)
 		}
 	}
-	if len(workerGets) != 1 || !strings.Contains(workerGets[0], *a.Asset.S3ObjectKey()) || strings.Contains(workerGets[0], "*") {
-		t.Fatalf("read grants on the asset bucket %v, want exactly the object %s", workerGets, *a.Asset.S3ObjectKey())
+	// One grant per fleet's worker role (prod has two fleets).
+	if len(workerGets) != len(cfg.Fleets) {
+		t.Fatalf("read grants on the asset bucket %v, want one per fleet's worker role", workerGets)
+	}
+	for _, g := range workerGets {
+		if !strings.Contains(g, *a.Asset.S3ObjectKey()) || strings.Contains(g, "*") {
+			t.Fatalf("read grants on the asset bucket %v, want exactly the object %s", workerGets, *a.Asset.S3ObjectKey())
+		}
 	}
 	health := s.statements("autoscaling:SetInstanceHealth")
-	if len(health) != 1 || !strings.Contains(jsonText(t, health[0]), `"aws:ResourceTag/fleetq:stage":"prod"`) {
-		t.Fatalf("SetInstanceHealth grants %v, want one scoped to the stage's groups", health)
+	if len(health) != len(cfg.Fleets) {
+		t.Fatalf("SetInstanceHealth grants %v, want one per fleet's worker role", health)
+	}
+	for _, h := range health {
+		if !strings.Contains(jsonText(t, h), `"aws:ResourceTag/fleetq:stage":"prod"`) {
+			t.Fatalf("SetInstanceHealth grants %v, want them scoped to the stage's groups", health)
+		}
 	}
 }
 
@@ -201,18 +216,31 @@ func TestSynthesisRefusesWhatCannotWork(t *testing.T) {
 	}
 }
 
-// The stack creates the fleet secret (a generated value, no fixed name);
-// the API function and the workers read it through their roles, and
-// nothing reads an SSM parameter any more.
-func TestFleetSecretCreatedAndRead(t *testing.T) {
+// Workers attest: no worker role may read any secret and no user data
+// fetches one. A fleet whose config accepts a secret gets one of its own
+// (generated, no fixed name) that only the API reads, and the API is told
+// where each fleet's secret is.
+func TestNoSecretOnInstancesAndFleetSecretsPerFleet(t *testing.T) {
 	s := synth(t, "dev")
-	secrets := s.secretsFor("the fleet secret")
-	if len(secrets) != 1 {
-		t.Fatalf("%d fleet secrets, want 1", len(secrets))
+	for id := range s.resources("AWS::SecretsManager::Secret") {
+		for _, reader := range s.readersOf(t, id) {
+			if strings.Contains(reader, "WorkerRole") {
+				t.Errorf("worker role %s may read secret %s", reader, id)
+			}
+		}
 	}
-	var secretID string
+	for id, ud := range s.userData(t) {
+		for _, banned := range []string{"secretsmanager", "get-secret-value", "fetch-secret", "FLEET_SECRET", "SecretArn"} {
+			if strings.Contains(ud, banned) {
+				t.Errorf("%s: user data mentions %q: no secret is on an instance:\n%s", id, banned, ud)
+			}
+		}
+	}
+	secrets := s.secretsFor("register into fleet demo")
+	if len(secrets) != 1 {
+		t.Fatalf("%d secrets of fleet demo, want 1", len(secrets))
+	}
 	for id, p := range secrets {
-		secretID = id
 		gen, _ := p["GenerateSecretString"].(map[string]any)
 		if gen == nil || gen["PasswordLength"] != float64(48) || gen["ExcludePunctuation"] != true {
 			t.Errorf("secret %s is not generated: %v", id, p)
@@ -220,37 +248,106 @@ func TestFleetSecretCreatedAndRead(t *testing.T) {
 		if _, named := p["Name"]; named {
 			t.Errorf("secret %s has a fixed name: a failed first deploy could not be redeployed", id)
 		}
-	}
-	ref := map[string]any{"Ref": secretID}
-	for _, f := range s.resources("AWS::Lambda::Function") {
-		// Only the API checks it; the scaler signs job callbacks with a
-		// key of their own.
-		env := map[string]any{}
-		if e, ok := f["Environment"].(map[string]any); ok {
-			env = e["Variables"].(map[string]any)
+		if got, want := s.readersOf(t, id), []string{s.roleOf(t, "fleetq-dev-api")}; !slices.Equal(got, want) {
+			t.Errorf("secret %s is read by %v, want only the API's role %v", id, got, want)
 		}
-		if has := jsonText(t, env["FLEETQ_FLEET_SECRET_ARN"]) == jsonText(t, ref); has != (f["FunctionName"] == "fleetq-dev-api") {
-			t.Errorf("%s's FLEETQ_FLEET_SECRET_ARN = %v", f["FunctionName"], env["FLEETQ_FLEET_SECRET_ARN"])
+		env := s.functionEnv(t, "fleetq-dev-api")
+		if !strings.Contains(jsonText(t, env["FLEETQ_FLEET_SECRETS"]), `{"Ref":"`+id+`"}`) {
+			t.Errorf("the API's FLEETQ_FLEET_SECRETS = %s, want fleet demo's secret %s", jsonText(t, env["FLEETQ_FLEET_SECRETS"]), id)
 		}
-	}
-	reads := 0
-	for _, st := range s.statements("secretsmanager:GetSecretValue") {
-		if jsonText(t, st["Resource"]) == jsonText(t, ref) {
-			reads++
-		}
-	}
-	if reads != 2 {
-		t.Fatalf("%d statements read the secret, want 2 (the API's and the workers')", reads)
 	}
 	if ssm := s.statements("ssm:GetParameter"); len(ssm) != 0 {
 		t.Errorf("something still reads an SSM parameter: %v", ssm)
 	}
-	for id, ud := range s.userData(t) {
-		if !strings.Contains(ud, "get-secret-value --region ${Region} --secret-id '${SecretArn}'") || !strings.Contains(ud, `"SecretArn":{"Ref":"`+secretID+`"}`) ||
-			!strings.Contains(ud, "ExecStartPre=/etc/fleetq/fetch-secret") {
-			t.Errorf("%s: user data does not read the stack's secret before each start:\n%s", id, ud)
+	// prod's fleets accept no secret: none is created, none is read.
+	prod := synth(t, "prod")
+	if got := prod.secretsFor("register into fleet"); len(got) != 0 {
+		t.Errorf("prod has fleet secrets %v; its fleets attest only", got)
+	}
+	if _, ok := prod.functionEnv(t, "fleetq-prod-api")["FLEETQ_FLEET_SECRETS"]; ok {
+		t.Error("prod's API is given fleet secrets")
+	}
+}
+
+// Each fleet has a worker role of its own, used by the instance profile
+// of its launch templates; the API is told each fleet's role and groups,
+// and may find an instance's group.
+func TestOneWorkerRolePerFleet(t *testing.T) {
+	s := synth(t, "prod")
+	cfg, _, err := infra.LoadConfig("prod", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := s.resources("AWS::IAM::Role")
+	profiles := s.resources("AWS::IAM::InstanceProfile")
+	env := s.functionEnv(t, "fleetq-prod-api")
+	for _, f := range cfg.Fleets {
+		id := ""
+		for rid := range roles {
+			if strings.HasPrefix(rid, camelSlug(f.Slug)+"WorkerRole") {
+				id = rid
+			}
+		}
+		if id == "" {
+			t.Fatalf("fleet %s has no worker role of its own (roles %v)", f.Slug, keys(roles))
+		}
+		profile := ""
+		for pid, p := range profiles {
+			if jsonText(t, p["Roles"]) == jsonText(t, []any{map[string]any{"Ref": id}}) {
+				profile = pid
+			}
+		}
+		if profile == "" {
+			t.Fatalf("no instance profile of fleet %s's role %s", f.Slug, id)
+		}
+		for ltID, lt := range s.resources("AWS::EC2::LaunchTemplate") {
+			if !strings.HasPrefix(ltID, camelSlug(f.Slug)) {
+				continue
+			}
+			got := jsonText(t, lt["LaunchTemplateData"].(map[string]any)["IamInstanceProfile"])
+			if !strings.Contains(got, `"`+profile+`"`) {
+				t.Errorf("launch template %s of fleet %s runs as %s, want profile %s", ltID, f.Slug, got, profile)
+			}
+		}
+		if roleEnv := jsonText(t, env["FLEETQ_WORKER_ROLES"]); !strings.Contains(roleEnv, `"`+id+`"`) || !strings.Contains(roleEnv, f.Slug) {
+			t.Errorf("the API's FLEETQ_WORKER_ROLES %s does not name fleet %s's role %s", roleEnv, f.Slug, id)
+		}
+		if groups := jsonText(t, env["FLEETQ_FLEET_GROUPS"]); !strings.Contains(groups, infra.GroupName("prod", f.Slug)) {
+			t.Errorf("the API's FLEETQ_FLEET_GROUPS %s lacks fleet %s's group", groups, f.Slug)
 		}
 	}
+	if len(s.statements("autoscaling:DescribeAutoScalingInstances")) == 0 {
+		t.Error("the API may not find an instance's group")
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// camelSlug is a fleet slug as the stack's construct ids spell it.
+func camelSlug(slug string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(slug, func(r rune) bool { return r == '-' || r == '_' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// functionEnv is a function's environment variables.
+func (s synthesized) functionEnv(t *testing.T, function string) map[string]any {
+	t.Helper()
+	for _, f := range s.resources("AWS::Lambda::Function") {
+		if f["FunctionName"] == function {
+			return f["Environment"].(map[string]any)["Variables"].(map[string]any)
+		}
+	}
+	t.Fatalf("no function %s", function)
+	return nil
 }
 
 // Every alarm notifies the stage's topic, when it fires and when it

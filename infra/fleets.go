@@ -78,30 +78,46 @@ type subnetZone struct {
 // group, by stream suffix: the boot script's output and the agent's.
 var WorkerLogFiles = map[string]string{"boot": "/var/log/fleetq/boot.log", "worker": "/var/log/fleetq/worker.log"}
 
-// fleets builds the workers' role and, per fleet, a log group, a launch
-// template (IMDSv2 required, the agent fetched, verified and started by
-// user data) and an all-Spot Auto Scaling Group that never picks its own
-// scale-in victims.
+// fleets builds, per fleet, the workers' role and instance profile, a log
+// group, a launch template (IMDSv2 required, the agent fetched, verified
+// and started by user data) and an all-Spot Auto Scaling Group that never
+// picks its own scale-in victims.
 //
-// The role may read the fleet secret and exactly the agent objects of the
-// stage, write the fleets' log groups, mark an instance of the stage's
-// groups unhealthy (the boot script does when the agent cannot be fetched
-// or verified), and be reached by Session Manager instead of SSH.
+// Each fleet has its own worker role: the API admits an attested
+// registration into a fleet from that fleet's role only, so one fleet's
+// instances can never register into another. A role may read exactly the
+// agent objects of the stage, write its fleet's log group, mark an
+// instance of the stage's groups unhealthy (the boot script does when the
+// agent cannot be fetched or verified), and be reached by Session Manager
+// instead of SSH. No role may read any secret: workers attest.
 func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 	cfg := b.cfg
 	vpc, subnets, zones := s.network(cfg)
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc: vpc, Description: jsii.String("fleetq workers: no inbound, all outbound"), AllowAllOutbound: jsii.Bool(true),
 	})
-	role := awsiam.NewRole(s.Stack, jsii.String("WorkerRole"), &awsiam.RoleProps{
+	s.workerRoles = map[string]awsiam.Role{}
+	for _, f := range cfg.Fleets {
+		id := camel(f.Slug)
+		role := s.workerRole(b, id, f.Slug)
+		s.workerRoles[f.Slug] = role
+		profile := awsiam.NewCfnInstanceProfile(s.Stack, jsii.String(id+"WorkerProfile"), &awsiam.CfnInstanceProfileProps{Roles: &[]*string{role.RoleName()}})
+		s.fleet(b, f, role, profile, sg, subnets, api)
+	}
+	return zones
+}
+
+// workerRole is the role of one fleet's instances.
+func (s *Stack) workerRole(b *build, id, slug string) awsiam.Role {
+	cfg := b.cfg
+	role := awsiam.NewRole(s.Stack, jsii.String(id+"WorkerRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
-		Description: jsii.String("fleetq workers: read the fleet secret and the agent, write worker logs, report their own health, Session Manager"),
+		Description: jsii.String("fleetq " + cfg.Stage + " fleet " + slug + "'s workers: attest, read the agent, write worker logs, report their own health, Session Manager"),
 		// Session Manager (and nothing else of Systems Manager) for shell
 		// access without SSH or an inbound port.
 		ManagedPolicies: &[]awsiam.IManagedPolicy{awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("AmazonSSMManagedInstanceCore"))},
 	})
 	suppress(role, nagRule{ID: "AwsSolutions-IAM4", Reason: "AmazonSSMManagedInstanceCore is the Session Manager policy AWS maintains as the service evolves; it replaces SSH and any inbound port"})
-	s.Secret.GrantRead(role, nil)
 	for _, a := range s.Agents {
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:GetObject"),
@@ -114,10 +130,14 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + cfg.Stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
 		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: cfg.Stage}},
 	}))
-	s.workerRole = role
-	profile := awsiam.NewCfnInstanceProfile(s.Stack, jsii.String("WorkerProfile"), &awsiam.CfnInstanceProfileProps{Roles: &[]*string{role.RoleName()}})
+	return role
+}
 
-	for _, f := range cfg.Fleets {
+// fleet builds one fleet's log group, launch template and groups, its
+// instances running as role.
+func (s *Stack) fleet(b *build, f fleetconfig.Fleet, role awsiam.Role, profile awsiam.CfnInstanceProfile, sg awsec2.SecurityGroup, subnets []*string, api awsapigatewayv2.HttpApi) {
+	cfg := b.cfg
+	{
 		id := camel(f.Slug)
 		logs := awslogs.NewLogGroup(s.Stack, jsii.String(id+"WorkerLogs"), &awslogs.LogGroupProps{
 			Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
@@ -153,7 +173,7 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 				&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("instance"), Tags: launchTags(cfg, f)},
 				&awsec2.CfnLaunchTemplate_TagSpecificationProperty{ResourceType: jsii.String("volume"), Tags: launchTags(cfg, f)},
 			},
-			UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), s.Secret.SecretArn(), logs.LogGroupName())),
+			UserData: awscdk.Fn_Base64(userData(cfg, f, s.Agents[arch], api.ApiEndpoint(), logs.LogGroupName())),
 		}
 		lt := awsec2.NewCfnLaunchTemplate(s.Stack, jsii.String(id+"Template"), &awsec2.CfnLaunchTemplateProps{LaunchTemplateData: &data})
 		s.spotTemplates = append(s.spotTemplates, s.Stack.FormatArn(&awscdk.ArnComponents{
@@ -176,7 +196,6 @@ func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
 			s.onDemandGroup(cfg, f, id, lt, data, overrides, subnets)
 		}
 	}
-	return zones
 }
 
 // groupSpec is what differs between a fleet's groups: the Spot group and
@@ -250,11 +269,12 @@ func (s *Stack) fleetGroup(cfg *fleetconfig.Config, f fleetconfig.Fleet, lt awse
 
 // userData is the instances' boot script (a Fn::Sub template): it ships
 // its own output and the agent's to the fleet's log group, fetches the
-// agent (the stack's asset, else agent_url) and checks its SHA-256, reads
-// the fleet secret, and runs `fleetq worker` as a systemd unit. Any failure
-// before the agent runs marks the instance unhealthy, so the group
+// agent (the stack's asset, else agent_url) and checks its SHA-256, and
+// runs `fleetq worker` as a systemd unit. No secret is written to the
+// instance: the agent attests with the instance profile's credentials. Any
+// failure before the agent runs marks the instance unhealthy, so the group
 // replaces it instead of paying for an instance that never registers.
-func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, apiURL, secretARN, logGroup *string) *string {
+func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, apiURL, logGroup *string) *string {
 	runner := f.Agent.Runner
 	if runner == "" {
 		runner = "exec"
@@ -262,7 +282,6 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 	env := []string{
 		"FLEETQ_FLEET=" + f.Slug,
 		"FLEETQ_STAGE=" + cfg.Stage,
-		"FLEETQ_FLEET_SECRET_FILE=/etc/fleetq/fleet-secret",
 		"FLEETQ_RUNNER=" + runner,
 		fmt.Sprintf("FLEETQ_MAX_CONCURRENCY=%d", max(1, f.SlotsPerInstance)),
 		"FLEETQ_DRAIN_TIMEOUT=" + f.Agent.DrainTimeout.String(),
@@ -285,11 +304,11 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 	// requeued, the worker reported unhealthy): systemd must not restart
 	// it onto the same GPU; the scaler replaces the instance.
 	fmt.Fprintf(&unit, "Environment=\"FLEETQ_API=${ApiUrl}\"\n"+
-		"ExecStartPre=/etc/fleetq/fetch-secret\nExecStart=/usr/local/bin/fleetq worker\n"+
+		"ExecStart=/usr/local/bin/fleetq worker\n"+
 		"StandardOutput=append:%s\nStandardError=inherit\n"+
 		"Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=3\nKillMode=mixed\nTimeoutStopSec=%d\n\n[Install]\nWantedBy=multi-user.target\n", WorkerLogFiles["worker"], stop)
 
-	vars := map[string]*string{"ApiUrl": apiURL, "SecretArn": secretARN, "LogGroup": logGroup, "Region": jsii.String(cfg.Region)}
+	vars := map[string]*string{"ApiUrl": apiURL, "LogGroup": logGroup, "Region": jsii.String(cfg.Region)}
 	var fetch string
 	switch {
 	case cfg.AgentURL != "":
@@ -319,8 +338,9 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 const (
 	bootHead = `#!/bin/bash
 # fleetq worker boot: logs to CloudWatch, the agent fetched and verified,
-# the fleet secret read, the agent started. A failure marks the instance
-# unhealthy so its group replaces it.
+# the agent started (it attests with the instance's own credentials: no
+# secret on this machine). A failure marks the instance unhealthy so its
+# group replaces it.
 set -euo pipefail
 mkdir -p /etc/fleetq /var/log/fleetq
 exec > >(tee -a /var/log/fleetq/boot.log) 2>&1
@@ -353,18 +373,6 @@ else echo "fleetq: no CloudWatch agent on this AMI; logs stay in /var/log/fleetq
 	bootAgent = `install -m 0755 /usr/local/bin/fleetq.new /usr/local/bin/fleetq
 rm -f /usr/local/bin/fleetq.new
 /usr/local/bin/fleetq version || unhealthy "the agent does not run on this instance"
-cat > /etc/fleetq/fetch-secret <<'SH'
-#!/bin/bash
-# Reads the fleet secret before every start of the agent, so a rotated
-# secret is used at the next registration.
-set -euo pipefail
-umask 077
-aws secretsmanager get-secret-value --region ${Region} --secret-id '${SecretArn}' --query SecretString --output text > /etc/fleetq/fleet-secret.new
-[ -s /etc/fleetq/fleet-secret.new ]
-mv /etc/fleetq/fleet-secret.new /etc/fleetq/fleet-secret
-SH
-chmod 0700 /etc/fleetq/fetch-secret
-/etc/fleetq/fetch-secret || unhealthy "could not read the fleet secret ${SecretArn}"
 `
 	bootTail = `systemctl daemon-reload
 systemctl enable --now fleetq-worker || unhealthy "the fleetq-worker unit did not start"

@@ -68,11 +68,13 @@ func eachResource(scope constructs.IConstruct, typ string, fn func(awscdk.CfnRes
 // keeps its findings, so a new policy or function is checked afresh.
 func (b *build) acceptFindings(fns functions) {
 	policyReasons := map[string]string{
-		"Api":          "wildcards only below named resources: the table's indexes (index/*), tenants/* objects of the assets bucket (the API presigns any tenant's job files)",
+		"Api":          "wildcards only below named resources: the table's indexes (index/*), tenants/* objects of the assets bucket (the API presigns any tenant's job files); autoscaling:DescribeAutoScalingInstances (attested registration finds an instance's group) has no resource-level permission",
 		"Dispatch":     "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups has no resource-level permission",
 		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances on * is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), the check Auto Scaling makes when the scaler reorders a Spot group's types",
 		"Interruption": "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage",
-		"WorkerRole":   "wildcards only below named resources: the streams of the fleets' own log groups (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage",
+	}
+	for _, f := range b.cfg.Fleets {
+		policyReasons[camel(f.Slug)+"WorkerRole"] = "wildcards only below named resources: the streams of the fleet's own log group (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage"
 	}
 	for id, reason := range policyReasons {
 		if c := b.st.Node().TryFindChild(jsii.String(id)); c != nil {

@@ -100,10 +100,10 @@ type Stack struct {
 	// logs is the bucket of the assets bucket's access logs and the VPC's
 	// flow logs.
 	logs awss3.Bucket
-	// workerRole is the role of the fleets' instances, and spotTemplates
-	// the ARNs of the Spot groups' launch templates: what Auto Scaling
-	// checks the scaler may use when it updates a Spot group.
-	workerRole    awsiam.Role
+	// workerRoles are the roles of each fleet's instances, by slug, and
+	// spotTemplates the ARNs of the Spot groups' launch templates: what
+	// Auto Scaling checks the scaler may use when it updates a Spot group.
+	workerRoles   map[string]awsiam.Role
 	spotTemplates []*string
 }
 
@@ -150,6 +150,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 
 	subnets := b.s.fleets(b, api)
 	b.grantLaunch(fns)
+	b.registration(fns)
 	// The scaler drops and restores the zones of Spot groups by subnet.
 	fns.scaler.AddEnvironment(jsii.String(awsenv.EnvSubnets), b.st.ToJsonString(subnets, nil), nil)
 	b.acceptFindings(fns)
@@ -561,6 +562,59 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 // interruption handler to the EC2 and Auto Scaling events of the stage's
 // groups and to its own schedule (the sweep of held terminations, which
 // heartbeats their lifecycle actions).
+// workerRoleARNs are the fleets' worker roles, in the config's order.
+func (s *Stack) workerRoleARNs(cfg *fleetconfig.Config) *[]*string {
+	var out []*string
+	for _, f := range cfg.Fleets {
+		out = append(out, s.workerRoles[f.Slug].RoleArn())
+	}
+	return &out
+}
+
+// registration gives the API what it checks registrations against, once
+// the fleets are built: each fleet's worker role and groups (attested
+// registration; Auto Scaling's DescribeAutoScalingInstances finds an
+// instance's group), and a Secrets Manager secret of its own for each
+// fleet whose config accepts one. No worker role may read those secrets.
+func (b *build) registration(fns functions) {
+	roles := map[string]*string{}
+	secrets := map[string]*string{}
+	for _, f := range b.cfg.Fleets {
+		roles[f.Slug] = b.s.workerRoles[f.Slug].RoleArn()
+		if !f.AcceptSecret {
+			continue
+		}
+		secret := awssecretsmanager.NewSecret(b.st, jsii.String(camel(f.Slug)+"FleetSecret"), &awssecretsmanager.SecretProps{
+			Description: jsii.String("fleetq " + b.stage + ": the secret workers outside AWS register into fleet " + f.Slug + " with"),
+			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+				PasswordLength: jsii.Number(48), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
+			},
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		suppress(secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "a fleet secret only gates registration into its fleet from outside AWS; it is rotated with put-secret-value and a rotation window, as docs/security.md describes"})
+		secret.GrantRead(fns.api, nil)
+		secrets[f.Slug] = secret.SecretArn()
+	}
+	fns.api.AddEnvironment(jsii.String(awsenv.EnvWorkerRoles), b.st.ToJsonString(roles, nil), nil)
+	if len(secrets) > 0 {
+		fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetSecrets), b.st.ToJsonString(secrets, nil), nil)
+		awscdk.NewCfnOutput(b.st, jsii.String("FleetSecretArns"), &awscdk.CfnOutputProps{Value: b.st.ToJsonString(secrets, nil)})
+	}
+	groups := map[string]string{}
+	for _, f := range b.cfg.Fleets {
+		groups[f.Slug] = GroupName(b.stage, f.Slug)
+	}
+	groupsJSON, _ := json.Marshal(groups)
+	fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetGroups), jsii.String(string(groupsJSON)), nil)
+	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
+		odJSON, _ := json.Marshal(od)
+		fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetOnDemandGroups), jsii.String(string(odJSON)), nil)
+	}
+	// Describe* actions support no resource-level permissions.
+	fns.api.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("autoscaling:DescribeAutoScalingInstances"), Resources: jsii.Strings("*")}))
+}
+
 // grantLaunch lets the scaler launch from the Spot groups' templates, once
 // the fleets are built: Auto Scaling checks that whoever updates a group
 // with a launch template may launch from it (ec2:RunInstances, and
@@ -575,7 +629,7 @@ func (b *build) grantLaunch(fns functions) {
 		Conditions: &map[string]interface{}{"ArnEquals": map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}},
 	}))
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("iam:PassRole"), Resources: &[]*string{b.s.workerRole.RoleArn()},
+		Actions: jsii.Strings("iam:PassRole"), Resources: b.s.workerRoleARNs(b.cfg),
 		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"}},
 	}))
 }

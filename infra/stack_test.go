@@ -158,10 +158,10 @@ func TestSpotGroupPerFleet(t *testing.T) {
 			"MetadataOptions": assertions.Match_ObjectLike(&map[string]any{"HttpTokens": "required"}),
 		}),
 	}))
-	// The user data starts the agent for the fleet with the secret's parameter.
+	// The user data starts the agent for the fleet; it attests (no secret).
 	for _, lt := range s.resources("AWS::EC2::LaunchTemplate") {
 		ud, _ := json.Marshal(lt["LaunchTemplateData"].(map[string]any)["UserData"])
-		for _, want := range []string{"fleetq worker", "FLEETQ_FLEET_SECRET_FILE=/etc/fleetq/fleet-secret", "FLEETQ_STAGE=prod", "FLEETQ_API=${ApiUrl}"} {
+		for _, want := range []string{"fleetq worker", "FLEETQ_STAGE=prod", "FLEETQ_API=${ApiUrl}", "AWS_REGION="} {
 			if !strings.Contains(string(ud), want) {
 				t.Errorf("user data lacks %q: %s", want, ud)
 			}
@@ -326,8 +326,11 @@ func TestIAMLeastPrivilege(t *testing.T) {
 					}
 					continue
 				}
-				if a, ok := actions.(string); !ok || (a != "autoscaling:DescribeAutoScalingGroups" && a != "autoscaling:DescribeScalingActivities" && a != "ec2:DescribeSpotPriceHistory") {
+				if a, ok := actions.(string); !ok || (a != "autoscaling:DescribeAutoScalingGroups" && a != "autoscaling:DescribeScalingActivities" && a != "ec2:DescribeSpotPriceHistory" && a != "autoscaling:DescribeAutoScalingInstances") {
 					t.Errorf("%s %s: %v on *", stage, id, actions)
+				}
+				if actions == "autoscaling:DescribeAutoScalingInstances" && !strings.HasPrefix(id, "ApiServiceRoleDefaultPolicy") {
+					t.Errorf("%s %s: only the API finds an instance's group", stage, id)
 				}
 				if actions == "ec2:DescribeSpotPriceHistory" && !strings.HasPrefix(id, "ScalerServiceRoleDefaultPolicy") {
 					t.Errorf("%s %s: only the scaler reads Spot prices", stage, id)

@@ -87,10 +87,16 @@ func NewVerifier(stsEndpoint string, instances Instances, c Config) (*Verifier, 
 	if instances == nil {
 		return nil, errors.New("attest: no instance lookup")
 	}
+	roles := map[string]string{}
 	for slug, f := range c.Fleets {
-		if _, _, err := roleOf(f.RoleARN); err != nil {
+		a, r, err := roleOf(f.RoleARN)
+		if err != nil {
 			return nil, fmt.Errorf("attest: fleet %s: %w", slug, err)
 		}
+		if other, dup := roles[a+"/"+r]; dup {
+			return nil, fmt.Errorf("attest: fleets %s and %s share the worker role %s: each fleet needs its own", other, slug, f.RoleARN)
+		}
+		roles[a+"/"+r] = slug
 		if len(f.Groups) == 0 {
 			return nil, fmt.Errorf("attest: fleet %s has no group", slug)
 		}
@@ -107,14 +113,9 @@ func NewVerifier(stsEndpoint string, instances Instances, c Config) (*Verifier, 
 	return &Verifier{sts: u, instances: instances, c: c}, nil
 }
 
-// Accepts reports whether a fleet accepts attested registration.
-func (v *Verifier) Accepts(fleet string) bool {
-	_, ok := v.c.Fleets[fleet]
-	return ok
-}
-
 // Identity is what a verified identity request proved.
 type Identity struct {
+	Fleet      string // the fleet whose worker role signed
 	Account    string
 	Role       string // the role's name
 	InstanceID string // the role session's name: the instance profile's instance
@@ -133,15 +134,11 @@ func denied(format string, a ...any) error {
 // instanceIDPattern is an instance id as a role session name carries it.
 var instanceIDPattern = regexp.MustCompile(`^i-[0-9A-Za-z-]{1,60}$`)
 
-// Verify checks a signed identity request for a registration into fleet:
-// its shape and server id and date here, its signature by STS, then that
-// STS's caller is the fleet's worker role on an instance in service (or
-// launching) in one of the fleet's groups.
-func (v *Verifier) Verify(ctx context.Context, fleet string, id *wire.AWSIdentity) (Identity, error) {
-	f, ok := v.c.Fleets[fleet]
-	if !ok {
-		return Identity{}, denied("fleet %s does not accept attested registration", fleet)
-	}
+// Verify checks a signed identity request: its shape and server id and
+// date here, its signature by STS, then that STS's caller is a fleet's
+// worker role on an instance in service (or launching) in one of that
+// fleet's groups. The fleet is the role's: one role per fleet.
+func (v *Verifier) Verify(ctx context.Context, id *wire.AWSIdentity) (Identity, error) {
 	req, err := v.forwardable(ctx, id)
 	if err != nil {
 		return Identity{}, err
@@ -154,10 +151,11 @@ func (v *Verifier) Verify(ctx context.Context, fleet string, id *wire.AWSIdentit
 	if err != nil {
 		return Identity{}, err
 	}
-	account, role, _ := roleOf(f.RoleARN)
-	if out.Account != account || out.Role != role {
-		return Identity{}, denied("the identity is role %s of account %s, not fleet %s's worker role", out.Role, out.Account, fleet)
+	fleet, f, ok := v.fleetOf(out.Account, out.Role)
+	if !ok {
+		return Identity{}, denied("the identity is role %s of account %s, no fleet's worker role", out.Role, out.Account)
 	}
+	out.Fleet = fleet
 	group, state, err := v.instances.InstanceGroup(ctx, out.InstanceID)
 	if err != nil {
 		return Identity{}, fmt.Errorf("find the group of instance %s: %v: %w", out.InstanceID, err, ErrUnavailable)
@@ -168,6 +166,16 @@ func (v *Verifier) Verify(ctx context.Context, fleet string, id *wire.AWSIdentit
 	}
 	out.Group, out.State = group, state
 	return out, nil
+}
+
+// fleetOf is the fleet whose worker role is account's role.
+func (v *Verifier) fleetOf(account, role string) (string, Fleet, bool) {
+	for slug, f := range v.c.Fleets {
+		if a, r, _ := roleOf(f.RoleARN); a == account && r == role {
+			return slug, f, true
+		}
+	}
+	return "", Fleet{}, false
 }
 
 // forwardable checks the identity request and builds the request sent to

@@ -75,11 +75,11 @@ func TestVerifyAcceptsTheFleetsOwnInstance(t *testing.T) {
 	h := newHarness(t)
 	for _, c := range []struct{ instance, group string }{{"i-0aaa", "fleetq-dev-video"}, {"i-0ccc", "fleetq-dev-video-od"}} {
 		id := h.sign(t, "fleetq-dev-video-worker", c.instance, "dev")
-		got, err := h.v.Verify(context.Background(), "video", id)
+		got, err := h.v.Verify(context.Background(), id)
 		if err != nil {
 			t.Fatalf("%s: %v", c.instance, err)
 		}
-		if got.InstanceID != c.instance || got.Role != "fleetq-dev-video-worker" || got.Account != localaws.LocalAccount || got.Group != c.group {
+		if got.Fleet != "video" || got.InstanceID != c.instance || got.Role != "fleetq-dev-video-worker" || got.Account != localaws.LocalAccount || got.Group != c.group {
 			t.Fatalf("%s: identity %+v", c.instance, got)
 		}
 		for k := range id.Headers {
@@ -90,27 +90,29 @@ func TestVerifyAcceptsTheFleetsOwnInstance(t *testing.T) {
 	}
 }
 
-// A worker of fleet audio cannot register into fleet video, whatever it
-// claims: its role is audio's.
+// The fleet is the role's: audio's instance proves fleet audio whatever
+// it claims, and a role on an instance of another fleet's group, or a role
+// of no fleet, proves nothing.
 func TestVerifyRefusesAnotherFleetsInstance(t *testing.T) {
 	h := newHarness(t)
 	id := h.sign(t, "fleetq-dev-audio-worker", "i-0bbb", "dev")
-	if _, err := h.v.Verify(context.Background(), "video", id); !errors.Is(err, attest.ErrDenied) {
-		t.Fatalf("audio's instance into video: %v, want ErrDenied", err)
+	if got, err := h.v.Verify(context.Background(), id); err != nil || got.Fleet != "audio" {
+		t.Fatalf("audio's instance: %+v, %v; want fleet audio", got, err)
 	}
 	// The video role on an instance of audio's group (a stolen
 	// credential used elsewhere) is not in video's groups either.
 	id = h.sign(t, "fleetq-dev-video-worker", "i-0bbb", "dev")
-	if _, err := h.v.Verify(context.Background(), "video", id); !errors.Is(err, attest.ErrDenied) {
+	if _, err := h.v.Verify(context.Background(), id); !errors.Is(err, attest.ErrDenied) {
 		t.Fatalf("video's role on audio's instance: %v, want ErrDenied", err)
 	}
-	// Audio's role on an instance of video's group: not video's role.
+	// Audio's role on an instance of video's group.
 	id = h.sign(t, "fleetq-dev-audio-worker", "i-0aaa", "dev")
-	if _, err := h.v.Verify(context.Background(), "video", id); !errors.Is(err, attest.ErrDenied) || !strings.Contains(err.Error(), "worker role") {
-		t.Fatalf("audio's role on video's instance: %v, want ErrDenied for the role", err)
+	if _, err := h.v.Verify(context.Background(), id); !errors.Is(err, attest.ErrDenied) {
+		t.Fatalf("audio's role on video's instance: %v, want ErrDenied", err)
 	}
-	if _, err := h.v.Verify(context.Background(), "nope", id); !errors.Is(err, attest.ErrDenied) {
-		t.Fatalf("a fleet without attestation: %v, want ErrDenied", err)
+	id = h.sign(t, "someone-elses-role", "i-0aaa", "dev")
+	if _, err := h.v.Verify(context.Background(), id); !errors.Is(err, attest.ErrDenied) || !strings.Contains(err.Error(), "no fleet's worker role") {
+		t.Fatalf("a role of no fleet: %v, want ErrDenied for the role", err)
 	}
 }
 
@@ -118,7 +120,7 @@ func TestVerifyRefusesAnInstanceNotInService(t *testing.T) {
 	h := newHarness(t)
 	for _, instance := range []string{"i-0ddd", "i-0eee"} { // terminating; in no group
 		id := h.sign(t, "fleetq-dev-video-worker", instance, "dev")
-		_, err := h.v.Verify(context.Background(), "video", id)
+		_, err := h.v.Verify(context.Background(), id)
 		if !errors.Is(err, attest.ErrDenied) || !strings.Contains(err.Error(), "not in service") {
 			t.Fatalf("%s: %v, want ErrDenied", instance, err)
 		}
@@ -129,17 +131,17 @@ func TestVerifyRefusesAReplayLaterOrForAnotherStage(t *testing.T) {
 	h := newHarness(t)
 	id := h.sign(t, "fleetq-dev-video-worker", "i-0aaa", "dev")
 	h.clock.Advance(5*time.Minute + time.Second)
-	if _, err := h.v.Verify(context.Background(), "video", id); !errors.Is(err, attest.ErrUnauthenticated) {
+	if _, err := h.v.Verify(context.Background(), id); !errors.Is(err, attest.ErrUnauthenticated) {
 		t.Fatalf("replayed after 5m: %v, want ErrUnauthenticated", err)
 	}
 	prod := h.sign(t, "fleetq-dev-video-worker", "i-0aaa", "prod")
-	if _, err := h.v.Verify(context.Background(), "video", prod); !errors.Is(err, attest.ErrUnauthenticated) {
+	if _, err := h.v.Verify(context.Background(), prod); !errors.Is(err, attest.ErrUnauthenticated) {
 		t.Fatalf("signed for prod: %v, want ErrUnauthenticated", err)
 	}
 	// The server id rewritten after signing: STS finds the signature wrong.
 	prod.Headers[wire.HeaderServerID] = "dev"
 	calls := h.sts.Calls()
-	_, err := h.v.Verify(context.Background(), "video", prod)
+	_, err := h.v.Verify(context.Background(), prod)
 	if !errors.Is(err, attest.ErrUnauthenticated) || !strings.Contains(err.Error(), "SignatureDoesNotMatch") || h.sts.Calls() != calls+1 {
 		t.Fatalf("server id rewritten: %v, want STS's SignatureDoesNotMatch", err)
 	}
@@ -155,13 +157,13 @@ func TestVerifyRefusesATamperedSignature(t *testing.T) {
 		flip = "0"
 	}
 	id.Headers["Authorization"] = authz[:len(authz)-1] + flip
-	_, err := h.v.Verify(context.Background(), "video", id)
+	_, err := h.v.Verify(context.Background(), id)
 	if !errors.Is(err, attest.ErrUnauthenticated) || !strings.Contains(err.Error(), "SignatureDoesNotMatch") {
 		t.Fatalf("tampered signature: %v", err)
 	}
 	// Credentials STS never issued.
 	forged, _ := attest.Sign(context.Background(), credentials.NewStaticCredentialsProvider("ASIAFORGED", "secret", "token"), h.sts.URL, "us-east-1", "dev", h.clock.Now())
-	if _, err := h.v.Verify(context.Background(), "video", forged); !errors.Is(err, attest.ErrUnauthenticated) || !strings.Contains(err.Error(), "InvalidClientTokenId") {
+	if _, err := h.v.Verify(context.Background(), forged); !errors.Is(err, attest.ErrUnauthenticated) || !strings.Contains(err.Error(), "InvalidClientTokenId") {
 		t.Fatalf("forged credentials: %v", err)
 	}
 }
@@ -192,7 +194,7 @@ func TestVerifyRefusesMalformedRequestsWithoutForwarding(t *testing.T) {
 		id := h.sign(t, "fleetq-dev-video-worker", "i-0aaa", "dev")
 		mutate(id)
 		calls := h.sts.Calls()
-		if _, err := h.v.Verify(context.Background(), "video", id); !errors.Is(err, attest.ErrUnauthenticated) {
+		if _, err := h.v.Verify(context.Background(), id); !errors.Is(err, attest.ErrUnauthenticated) {
 			t.Errorf("%s: %v, want ErrUnauthenticated", name, err)
 		}
 		if h.sts.Calls() != calls {
@@ -202,7 +204,7 @@ func TestVerifyRefusesMalformedRequestsWithoutForwarding(t *testing.T) {
 	if elsewhere.Load() != 0 {
 		t.Fatal("a request reached a URL the caller chose")
 	}
-	if _, err := h.v.Verify(context.Background(), "video", nil); !errors.Is(err, attest.ErrUnauthenticated) {
+	if _, err := h.v.Verify(context.Background(), nil); !errors.Is(err, attest.ErrUnauthenticated) {
 		t.Fatalf("no identity: %v", err)
 	}
 }
@@ -217,6 +219,8 @@ func TestNewVerifierChecksItsConfig(t *testing.T) {
 		"no server id": {"https://sts.us-east-1.amazonaws.com/", attest.Config{}},
 		"bad role":     {"https://sts.us-east-1.amazonaws.com/", attest.Config{ServerID: "dev", Fleets: map[string]attest.Fleet{"a": {RoleARN: "role", Groups: []string{"g"}}}}},
 		"no group":     {"https://sts.us-east-1.amazonaws.com/", attest.Config{ServerID: "dev", Fleets: map[string]attest.Fleet{"a": {RoleARN: "arn:aws:iam::1:role/r"}}}},
+		"shared role": {"https://sts.us-east-1.amazonaws.com/", attest.Config{ServerID: "dev", Fleets: map[string]attest.Fleet{
+			"a": {RoleARN: "arn:aws:iam::1:role/r", Groups: []string{"g"}}, "b": {RoleARN: "arn:aws:iam::1:role/path/r", Groups: []string{"h"}}}}},
 	} {
 		if _, err := attest.NewVerifier(c.url, g, c.cfg); err == nil {
 			t.Errorf("%s: accepted", name)

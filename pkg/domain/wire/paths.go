@@ -34,6 +34,10 @@ const PathAdminConsoleSession = "/api/admin/console-session"
 // (fleets whose config accepts one: the dev stack, workers outside AWS).
 const HeaderFleetSecret = "X-Fleet-Secret"
 
+// HeaderIdentity carries an attested registration's signed identity
+// request (EncodeIdentity).
+const HeaderIdentity = "X-Fleetq-Identity"
+
 // HeaderServerID is signed into an attested registration's identity
 // request and names the stage it is for, so a request signed for one stage
 // is refused by every other.

@@ -1,6 +1,11 @@
 package wire
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+)
 
 // RegisterRequest is the body of POST /api/worker/register.
 type RegisterRequest struct {
@@ -26,21 +31,47 @@ type RegisterRequest struct {
 	// AgentVersion is the agent's build (`fleetq version`). A version other
 	// than the API's is accepted, logged and shown in the worker listing.
 	AgentVersion string `json:"agent_version,omitempty"`
-	// AWSIdentity proves the worker's instance (attested registration): an
-	// sts:GetCallerIdentity request signed with the instance profile's
-	// credentials, which the API forwards to STS. Without it the fleet's
-	// secret must be sent in the X-Fleet-Secret header.
-	AWSIdentity *AWSIdentity `json:"aws_identity,omitempty"`
 }
 
 // AWSIdentity is a signed sts:GetCallerIdentity request, as the agent
 // would send it to STS: never the credentials that signed it. Its headers
-// must sign X-Fleetq-Server-Id (the stage) and X-Amz-Date.
+// must sign X-Fleetq-Server-Id (the stage) and X-Amz-Date. An attested
+// registration carries it in the X-Fleetq-Identity header (EncodeIdentity),
+// so the API knows the caller before it reads the body.
 type AWSIdentity struct {
 	Method  string            `json:"method"`
 	URL     string            `json:"url"`
 	Headers map[string]string `json:"headers"`
 	Body    string            `json:"body"`
+}
+
+// MaxIdentityHeader bounds the X-Fleetq-Identity header (an instance
+// profile's signed request takes about 3 KB).
+const MaxIdentityHeader = 8 << 10
+
+// EncodeIdentity is the X-Fleetq-Identity header's value: the JSON of the
+// signed request, base64url-encoded without padding.
+func EncodeIdentity(id *AWSIdentity) string {
+	b, _ := json.Marshal(id)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeIdentity reads an X-Fleetq-Identity header's value.
+func DecodeIdentity(v string) (*AWSIdentity, error) {
+	if len(v) > MaxIdentityHeader {
+		return nil, fmt.Errorf("the %s header is longer than %d bytes", HeaderIdentity, MaxIdentityHeader)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, fmt.Errorf("the %s header is not base64url: %v", HeaderIdentity, err)
+	}
+	var id AWSIdentity
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&id); err != nil {
+		return nil, fmt.Errorf("the %s header is not a signed request (method, url, headers, body): %v", HeaderIdentity, err)
+	}
+	return &id, nil
 }
 
 // RegisterResponse is the 201 answer of register. The token is shown only

@@ -429,16 +429,16 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	r.Capabilities = a.capabilities()
 	for attempt := 1; ; attempt++ {
-		secret := a.cfg.FleetSecret
+		headers := map[string]string{wire.HeaderFleetSecret: a.cfg.FleetSecret}
 		if at := a.cfg.Attest; at != nil {
 			// A fresh signature per attempt: the API refuses old ones.
 			id, err := attest.Sign(ctx, at.Credentials, at.STSEndpoint, at.Region, a.cfg.Stage, a.cfg.Clock.Now())
 			if err != nil {
 				return fmt.Errorf("register: %w", err)
 			}
-			r.AWSIdentity, secret = id, ""
+			headers = map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(id)}
 		}
-		reg, err := a.client.Register(ctx, secret, r)
+		reg, err := a.client.Register(ctx, headers, r)
 		if err == nil {
 			if reg.PollSeconds <= 0 {
 				reg.PollSeconds = 5

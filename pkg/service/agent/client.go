@@ -41,14 +41,10 @@ type Client struct {
 // Lease is a leased job as the poll answers it.
 type Lease = wire.LeasedJob
 
-// Register registers the worker and keeps its token: with the fleet's
-// secret, or ("" secret) with the attested identity in r.
-func (c *Client) Register(ctx context.Context, secret string, r wire.RegisterRequest) (wire.RegisterResponse, error) {
+// Register registers the worker and keeps its token; headers carry its
+// credential (X-Fleetq-Identity, or X-Fleet-Secret).
+func (c *Client) Register(ctx context.Context, headers map[string]string, r wire.RegisterRequest) (wire.RegisterResponse, error) {
 	var out wire.RegisterResponse
-	headers := map[string]string{}
-	if secret != "" {
-		headers[wire.HeaderFleetSecret] = secret
-	}
 	err := c.call(ctx, wire.PathRegister, headers, r, &out)
 	if err == nil {
 		c.mu.Lock()

@@ -84,10 +84,10 @@ type SecretSource interface {
 	FleetSecret(ctx context.Context) (string, error)
 }
 
-// Attestor checks an attested registration's signed identity request for a
-// fleet (*attest.Verifier).
+// Attestor checks an attested registration's signed identity request and
+// answers the instance and fleet it proves (*attest.Verifier).
 type Attestor interface {
-	Verify(ctx context.Context, fleet string, id *wire.AWSIdentity) (attest.Identity, error)
+	Verify(ctx context.Context, id *wire.AWSIdentity) (attest.Identity, error)
 }
 
 // FleetSecrets supplies the secrets a fleet accepts for registration by

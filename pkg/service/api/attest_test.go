@@ -53,7 +53,8 @@ func (h *attested) identity(fleet, instance, stage string) *wire.AWSIdentity {
 
 func (h *attested) register(fleet, workerID string, id *wire.AWSIdentity) reply {
 	h.t.Helper()
-	return h.do("POST", wire.PathRegister, "", map[string]any{"worker_id": workerID, "fleet_slug": fleet, "stage": "test", "aws_identity": id})
+	return h.send("POST", wire.PathRegister, map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(id)},
+		map[string]any{"worker_id": workerID, "fleet_slug": fleet, "stage": "test"})
 }
 
 func TestAttestedRegistration(t *testing.T) {
@@ -107,7 +108,8 @@ func TestAttestedRegistrationNeedsAnInstanceInService(t *testing.T) {
 	gpu := h.instances["gpu"]
 	id := h.identity("gpu", gpu, "test")
 	h.want(h.register("gpu", "i-someone-else", id), 403, "permission_denied")
-	r := h.do("POST", wire.PathRegister, "", map[string]any{"worker_id": gpu, "instance_id": "i-other", "fleet_slug": "gpu", "stage": "test", "aws_identity": id})
+	r := h.send("POST", wire.PathRegister, map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(id)},
+		map[string]any{"worker_id": gpu, "instance_id": "i-other", "fleet_slug": "gpu", "stage": "test"})
 	h.want(r, 403, "permission_denied")
 	if err := h.stack.Fleet.Terminate(context.Background(), "gpu", gpu); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 // schemeOf is the OpenAPI security schemes of each credential.
 var schemeOf = map[api.Auth][]string{
-	api.AuthFleetSecret:  {"fleetSecret"},
+	api.AuthFleetSecret:  {"awsIdentity", "fleetSecret"},
 	api.AuthWorker:       {"workerToken"},
 	api.AuthOperator:     {"awsSigV4", "operatorToken"},
 	api.AuthConsole:      {"consoleSession"},

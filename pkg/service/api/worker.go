@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/cost"
@@ -27,9 +29,11 @@ func decode(data []byte, v any, allowEmpty bool) error {
 }
 
 // register checks, in order: the source's rate (every attempt counts, so a
-// fleet secret cannot be guessed at speed), the body, the stage and fleet,
-// the worker's proof of membership (an attested AWS identity, or the
-// fleet's own secret), the fleet's workflows, and its worker cap.
+// fleet secret cannot be guessed at speed), the caller's proof of
+// membership from its headers alone (an attested AWS identity, or a fleet's
+// secret), then the body, the stage and fleet, that the proof is for that
+// fleet, the fleet's workflows, and its worker cap. Nothing of the body is
+// read before the caller is known.
 func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
@@ -42,14 +46,14 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req wire.RegisterRequest
-	if err := readBody(w, r, &req, false); err != nil {
+	proof, err := s.authenticateRegistration(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.AWSIdentity == nil && r.Header.Get(wire.HeaderFleetSecret) == "" {
-		s.writeError(w, r, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated,
-			Message: "send an attested identity (aws_identity) or the fleet's secret (X-Fleet-Secret)"})
+	var req wire.RegisterRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	f, err := s.validateRegistration(&req)
@@ -57,11 +61,11 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	attested, err := s.proveMembership(r, f, &req)
-	if err != nil {
+	if err := proof.admits(f, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	attested := proof.identity != nil
 	if len(f.Workflows) == 0 {
 		s.writeError(w, r, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"})
 		return
@@ -150,50 +154,88 @@ func (s *server) validateRegistration(req *wire.RegisterRequest) (*fleetconfig.F
 	return f, nil
 }
 
-// proveMembership checks that the caller is one of fleet f's workers: by an
-// attested AWS identity when the body carries one (the instance it proves
-// must be the registration's, and the worker id that instance's), else by
-// one of the fleet's own secrets. It answers whether the worker attested.
-func (s *server) proveMembership(r *http.Request, f *fleetconfig.Fleet, req *wire.RegisterRequest) (bool, error) {
+// registrationProof is what a registration's headers proved: an attested
+// instance of one fleet, or a secret of some fleets.
+type registrationProof struct {
+	identity *attest.Identity
+	// secretOf lists the fleets whose secret the caller presented.
+	secretOf []string
+}
+
+// authenticateRegistration checks the registration's credential, from its
+// headers alone: X-Fleetq-Identity (an attested identity, verified by STS
+// and against the fleets' roles and groups) or X-Fleet-Secret (one of the
+// secrets of the fleets that accept one).
+func (s *server) authenticateRegistration(r *http.Request) (registrationProof, error) {
 	ctx := r.Context()
-	if req.AWSIdentity != nil {
+	if h := r.Header.Get(wire.HeaderIdentity); h != "" {
 		if s.Attestor == nil {
-			return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this stage accepts no attested registration; register with the fleet's secret"}
+			return registrationProof{}, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this stage accepts no attested registration; register with the fleet's secret"}
 		}
-		id, err := s.Attestor.Verify(ctx, f.Slug, req.AWSIdentity)
+		id, err := wire.DecodeIdentity(h)
 		if err != nil {
-			s.log.WarnContext(ctx, "attested registration refused", "worker_id", req.WorkerID, "fleet", f.Slug, "error", err.Error())
-			return false, err
+			return registrationProof{}, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: err.Error()}
 		}
-		if req.InstanceID == "" {
-			req.InstanceID = id.InstanceID
+		got, err := s.Attestor.Verify(ctx, id)
+		if err != nil {
+			s.log.WarnContext(ctx, "attested registration refused", "error", err.Error())
+			return registrationProof{}, err
 		}
-		if req.InstanceID != id.InstanceID {
-			return false, &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
-				Message: fmt.Sprintf("field \"instance_id\": %q, but the identity proves instance %s", req.InstanceID, id.InstanceID)}
-		}
-		if req.WorkerID != id.InstanceID && !strings.HasPrefix(req.WorkerID, id.InstanceID+"-") {
-			return false, &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
-				Message: fmt.Sprintf("field \"worker_id\": an instance's workers are named after it: %s or %s-<slot>", id.InstanceID, id.InstanceID)}
-		}
-		return true, nil
-	}
-	var accepted []string
-	if s.FleetSecrets != nil && f.AcceptSecret {
-		var err error
-		if accepted, err = s.FleetSecrets.FleetSecrets(ctx, f.Slug); err != nil {
-			return false, err
-		}
+		return registrationProof{identity: &got}, nil
 	}
 	presented := r.Header.Get(wire.HeaderFleetSecret)
-	switch {
-	case len(accepted) == 0:
-		return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated,
-			Message: "fleet " + f.Slug + " registers workers by attestation only: send aws_identity (fleetq worker does on EC2)"}
-	case !auth.EqualAny(presented, accepted):
-		return false, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is missing or not fleet " + f.Slug + "'s secret"}
+	if presented == "" {
+		return registrationProof{}, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated,
+			Message: "send an attested identity (X-Fleetq-Identity) or the fleet's secret (X-Fleet-Secret)"}
 	}
-	return false, nil
+	var p registrationProof
+	if s.FleetSecrets != nil {
+		for _, f := range s.Config.Fleets {
+			if !f.AcceptSecret {
+				continue
+			}
+			accepted, err := s.FleetSecrets.FleetSecrets(ctx, f.Slug)
+			if err != nil {
+				return registrationProof{}, err
+			}
+			if auth.EqualAny(presented, accepted) {
+				p.secretOf = append(p.secretOf, f.Slug)
+			}
+		}
+	}
+	if len(p.secretOf) == 0 {
+		return registrationProof{}, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is not the secret of a fleet that accepts one"}
+	}
+	return p, nil
+}
+
+// admits checks that the proof is for fleet f: the attested instance is
+// one of f's (and the registration's instance, and the worker id that
+// instance's), or the secret is f's own.
+func (p registrationProof) admits(f *fleetconfig.Fleet, req *wire.RegisterRequest) error {
+	id := p.identity
+	if id == nil {
+		if !slices.Contains(p.secretOf, f.Slug) {
+			return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the X-Fleet-Secret header is not fleet " + f.Slug + "'s secret"}
+		}
+		return nil
+	}
+	if id.Fleet != f.Slug {
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
+			Message: fmt.Sprintf("attested registration: instance %s is fleet %s's, not fleet %s's", id.InstanceID, id.Fleet, f.Slug)}
+	}
+	if req.InstanceID == "" {
+		req.InstanceID = id.InstanceID
+	}
+	if req.InstanceID != id.InstanceID {
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
+			Message: fmt.Sprintf("field \"instance_id\": %q, but the identity proves instance %s", req.InstanceID, id.InstanceID)}
+	}
+	if req.WorkerID != id.InstanceID && !strings.HasPrefix(req.WorkerID, id.InstanceID+"-") {
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
+			Message: fmt.Sprintf("field \"worker_id\": an instance's workers are named after it: %s or %s-<slot>", id.InstanceID, id.InstanceID)}
+	}
+	return nil
 }
 
 type workerCtxKey struct{}

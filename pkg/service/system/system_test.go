@@ -257,11 +257,8 @@ func TestLambdaWiring(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b map[string]any
-			_ = json.Unmarshal([]byte(body), &b)
-			b["aws_identity"] = id
-			data, _ := json.Marshal(b)
-			req.Body = string(data)
+			req.Headers[wire.HeaderIdentity] = wire.EncodeIdentity(id)
+			req.Body = body
 			resp, err := apiH(ctx, req)
 			if err != nil {
 				t.Fatal(err)
