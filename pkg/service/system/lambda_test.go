@@ -182,7 +182,8 @@ func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
 	base := map[string]string{
 		awsenv.EnvStage: "dev", awsenv.EnvConfigFile: hooks, awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
 		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
-		awsenv.EnvEventBus: "fleetq-dev-jobs",
+		awsenv.EnvEventBus:     "fleetq-dev-jobs",
+		awsenv.EnvFleetSecrets: `{"demo":"arn:aws:secretsmanager:us-east-1:1:secret:DemoFleetSecret"}`,
 	}
 	e, err := LoadLambda(context.Background(), env(base), io.Discard)
 	if err != nil {
@@ -204,5 +205,23 @@ func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
 	}
 	if _, err := e.ScalerHandler(io.Discard); err != nil {
 		t.Errorf("the scaler with its key: %v", err)
+	}
+}
+
+// A fleet that accepts a secret must have one: the API does not start
+// without it, and names the variable.
+func TestAPINeedsEachAcceptingFleetsSecret(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	base := map[string]string{
+		awsenv.EnvStage: "dev", awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
+		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvEventBus: "fleetq-dev-jobs",
+		awsenv.EnvConsoleKeyARN: "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey",
+	}
+	e, err := LoadLambda(context.Background(), env(base), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvFleetSecrets) {
+		t.Fatalf("the API without demo's secret: %v, want an error naming %s", err, awsenv.EnvFleetSecrets)
 	}
 }
