@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -220,20 +221,60 @@ func authCond(a WorkerAuth) expression.ConditionBuilder {
 }
 
 // TouchWorker marks a worker seen (an empty poll), checking its token.
+//
+// last_seen_ms is projected into the fleet's workers partition of the
+// by-state index, so each write of it is a write on that one partition key
+// of the fleet, and every idle worker polls every few seconds. An empty poll
+// therefore writes it only when it is at least a heartbeat interval old:
+// the write's condition says so, and a poll that finds the worker seen more
+// recently writes nothing (a refused conditional write costs one write unit
+// on the worker's own item and none in the index). The item as it was comes
+// back with the refusal, so telling "seen recently" from "bad token or
+// revoked" costs no read. The scaler calls a worker unresponsive after
+// three heartbeat intervals unseen (scaling.Settings), which an idle
+// worker's last_seen_ms, at most a heartbeat interval and a poll interval
+// old, stays well within.
 func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
+	f, err := s.fleet(a.Fleet)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
 	pk, sk := workerKey(a.WorkerID)
-	err := s.updateItem(ctx, update{pk: pk, sk: sk,
-		set:  expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(s.clock.Now()))),
-		cond: authCond(a),
+	seen := expression.Name(attrLastSeenMS)
+	stale := expression.Or(expression.AttributeNotExists(seen), seen.LessThanEqual(expression.Value(ms(now.Add(-f.HeartbeatInterval())))))
+	e, err := update{pk: pk, sk: sk, set: expression.Set(seen, expression.Value(ms(now))), cond: authCond(a).And(stale)}.build()
+	if err != nil {
+		return fmt.Errorf("build touch of worker %s: %w", a.WorkerID, err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 key(pk, sk),
+		UpdateExpression:                    e.Update(),
+		ConditionExpression:                 e.Condition(),
+		ExpressionAttributeNames:            e.Names(),
+		ExpressionAttributeValues:           e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if errors.Is(err, errConditionFailed) {
-		_, aerr := s.Authorize(ctx, a)
-		if aerr == nil {
-			return fmt.Errorf("touch worker %s: %w", a.WorkerID, ErrContention)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		if err != nil {
+			return fmt.Errorf("touch worker %s: %w", a.WorkerID, err)
 		}
+		return nil
+	}
+	var it workerItem
+	if len(ccf.Item) > 0 && attributevalue.UnmarshalMap(ccf.Item, &it) == nil {
+		w := it.toWorker()
+		if w.Fleet == a.Fleet && w.Status != worker.Revoked && subtle.ConstantTimeCompare([]byte(w.TokenHash), []byte(a.TokenHash)) == 1 {
+			return nil // seen recently
+		}
+	}
+	// No item came back (or the worker may not poll): the read says why.
+	if _, aerr := s.Authorize(ctx, a); aerr != nil {
 		return aerr
 	}
-	return err
+	return nil
 }
 
 // ListWorkers returns the workers of a fleet.
