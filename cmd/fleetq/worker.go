@@ -238,7 +238,7 @@ func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
 		} else {
 			cfg.Metadata = md
 			cfg.InstanceID, cfg.InstanceType, cfg.AZ = id.InstanceID, id.InstanceType, id.AZ
-			cfg.PurchaseOption = id.PurchaseOption
+			cfg.PurchaseOption, cfg.LaunchedAt = id.PurchaseOption, id.LaunchedAt
 		}
 	}
 	if cfg.WorkerID == "" {

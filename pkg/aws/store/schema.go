@@ -97,6 +97,10 @@ const (
 	attrLastSeenMS     = "last_seen_ms"
 	attrLastReleaseMS  = "last_release_ms"
 	attrLastClaimMS    = "last_claim_ms"
+	attrFirstClaimMS   = "first_claim_ms"
+	attrBootLaunchMS   = "boot_launch_ms"
+	attrBootAgentMS    = "boot_agent_ms"
+	attrBootReadyMS    = "boot_ready_ms"
 	attrSourceIP       = "source_ip"
 	attrAgentVersion   = "agent_version"
 

@@ -49,6 +49,9 @@ type Registration struct {
 	AgentKeyHash string
 	// AgentVersion is the version the agent reported (empty if none).
 	AgentVersion string
+	// Boot is the instance's boot timeline the agent reported (zero times:
+	// not reported).
+	Boot worker.Boot
 }
 
 // RegisterWorker creates the worker, or, when it exists, replaces its token
@@ -88,6 +91,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
 		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash, AgentVersion: r.AgentVersion,
+		BootLaunchMS: msOrZero(r.Boot.LaunchedAt), BootAgentMS: msOrZero(r.Boot.AgentStartedAt), BootReadyMS: msOrZero(r.Boot.RunnerReadyAt),
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -152,6 +156,15 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince,
 	}
 	if r.AgentKeyHash != "" {
 		set = set.Set(expression.Name(attrAgentKeyHash), expression.Value(r.AgentKeyHash))
+	}
+	// A registration again (the same agent restarting) reports its own
+	// boot; the worker's registration time stays its first (it is the idle
+	// clock of a worker that never leased).
+	for _, b := range []struct {
+		name string
+		at   time.Time
+	}{{attrBootLaunchMS, r.Boot.LaunchedAt}, {attrBootAgentMS, r.Boot.AgentStartedAt}, {attrBootReadyMS, r.Boot.RunnerReadyAt}} {
+		set = set.Set(expression.Name(b.name), expression.Value(msOrZero(b.at)))
 	}
 	sameAgent := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
 		Or(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))).
@@ -515,6 +528,26 @@ type workerItem struct {
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
 	AgentKeyHash   string   `dynamodbav:"agent_key_hash,omitempty"`
 	AgentVersion   string   `dynamodbav:"agent_version,omitempty"`
+	FirstClaimMS   int64    `dynamodbav:"first_claim_ms,omitempty"`
+	BootLaunchMS   int64    `dynamodbav:"boot_launch_ms,omitempty"`
+	BootAgentMS    int64    `dynamodbav:"boot_agent_ms,omitempty"`
+	BootReadyMS    int64    `dynamodbav:"boot_ready_ms,omitempty"`
+}
+
+// msOrZero is a time in Unix milliseconds, 0 for the zero time.
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return ms(t)
+}
+
+// timeOrZero is the time of Unix milliseconds, zero for 0.
+func timeOrZero(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return fromMS(v)
 }
 
 func (it *workerItem) toWorker() worker.Worker {
@@ -538,6 +571,9 @@ func (it *workerItem) toWorker() worker.Worker {
 		LastClaimAt:    fromMS(it.LastClaimMS),
 		SourceIP:       it.SourceIP,
 		AgentVersion:   it.AgentVersion,
+		FirstClaimAt:   timeOrZero(it.FirstClaimMS),
+		Boot: worker.Boot{LaunchedAt: timeOrZero(it.BootLaunchMS), AgentStartedAt: timeOrZero(it.BootAgentMS),
+			RunnerReadyAt: timeOrZero(it.BootReadyMS)},
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)
