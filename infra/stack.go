@@ -557,10 +557,6 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	}))
 }
 
-// triggers wire dispatch to the queue, the scaler to its schedule, and the
-// interruption handler to the EC2 and Auto Scaling events of the stage's
-// groups and to its own schedule (the sweep of held terminations, which
-// heartbeats their lifecycle actions).
 // grantLaunch lets the scaler launch from the Spot groups' templates, once
 // the fleets are built: Auto Scaling checks that whoever updates a group
 // with a launch template may launch from it (ec2:RunInstances, and
@@ -580,6 +576,10 @@ func (b *build) grantLaunch(fns functions) {
 	}))
 }
 
+// triggers wire dispatch to the queue, the scaler to its schedule, and the
+// interruption handler to the EC2 and Auto Scaling events of the stage's
+// groups and to its own schedule (the sweep of held terminations, which
+// heartbeats their lifecycle actions).
 func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	st := b.st
 	fns.dispatch.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
