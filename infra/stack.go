@@ -659,11 +659,11 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 	for _, r := range api.Routes() {
 		opts := &awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
 			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration}
-		if r.Auth == api.AuthOperator {
+		if IAMRoute(r) {
 			opts.Authorizer = iam
 		}
 		routes := httpAPI.AddRoutes(opts)
-		if r.Auth != api.AuthOperator {
+		if !IAMRoute(r) {
 			reason := reasonWorkerRoutes
 			if r.Auth == api.AuthConsole || r.Auth == api.AuthConsoleLogin {
 				reason = reasonConsoleRoutes

@@ -185,9 +185,9 @@ func TestRoutesAuthorization(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s is not a route of the HTTP API (routes: %v)", key, auth)
-		case r.Auth == api.AuthOperator && a != "AWS_IAM":
+		case infra.IAMRoute(r) && a != "AWS_IAM":
 			t.Errorf("%s: authorization %q, want AWS_IAM", key, a)
-		case r.Auth != api.AuthOperator && a != "" && a != "NONE":
+		case !infra.IAMRoute(r) && a != "" && a != "NONE":
 			t.Errorf("%s: authorization %q; the handler checks the fleet secret and tokens", key, a)
 		}
 	}

@@ -70,39 +70,40 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(key.startswith("tenants/t1/uploads/"), key)
         job_input = {"prompt": "a cat", "input_keys": {"scene": key}}
         job_id = self.client.submit("t1", self.workflow, input=job_input, job_id="py-1")
-        self.assertEqual(job_id, "py-1")
+        # A job's id is its tenant's: the tenant, a colon and the job_id.
+        self.assertEqual(job_id, "t1:py-1")
         # Submitting the same id again yields the same job.
-        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "py-1")
+        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "t1:py-1")
         with self.assertRaises(TimeoutError):
-            self.client.wait("py-1", timeout=0.2, interval=0.05)
+            self.client.wait("t1:py-1", timeout=0.2, interval=0.05)
 
         worker = Worker("py-w1")
         leased = worker.lease()
-        self.assertEqual((leased["job_id"], leased["input"]), ("py-1", job_input))
+        self.assertEqual((leased["job_id"], leased["input"]), ("t1:py-1", job_input))
         with urllib.request.urlopen(leased["input_urls"]["scene"], timeout=10) as res:
             self.assertEqual(res.read(), b"mesh-bytes")
-        got = self.client.get("py-1")
+        got = self.client.get("t1:py-1")
         self.assertEqual((got.status, got.worker_id, got.finished), ("leased", "py-w1", False))
         with self.assertRaises(fleetq.APIError) as no_log:
-            self.client.logs("py-1")
+            self.client.logs("t1:py-1")
         self.assertEqual(no_log.exception.code, "not_found")
         put = urllib.request.Request(leased["log_url"], data=b"step 1\nstep 2\n", method="PUT")
         with urllib.request.urlopen(put, timeout=10) as res:
             res.read()
-        self.assertEqual(self.client.logs("py-1"), b"step 1\nstep 2\n")
-        self.assertEqual(self.client.logs("py-1", attempt=1), b"step 1\nstep 2\n")
+        self.assertEqual(self.client.logs("t1:py-1"), b"step 1\nstep 2\n")
+        self.assertEqual(self.client.logs("t1:py-1", attempt=1), b"step 1\nstep 2\n")
         worker.report("complete", leased, result={"image": "s3://out/py-1.png"})
 
-        done = self.client.wait("py-1", timeout=20, interval=0.05)
+        done = self.client.wait("t1:py-1", timeout=20, interval=0.05)
         self.assertIsInstance(done, fleetq.Job)
         self.assertEqual((done.status, done.result, done.attempts), ("succeeded", {"image": "s3://out/py-1.png"}, 1))
         self.assertTrue(done.finished)
         self.assertEqual([h["to"] for h in done.history][-1], "succeeded")
-        self.assertIn("py-1", [j.job_id for j in self.client.list(status="succeeded")])
+        self.assertIn("t1:py-1", [j.job_id for j in self.client.list(status="succeeded")])
 
         # A job whose worker says it cannot be retried is dead; an operator retries it.
         generated = self.client.submit("t1", self.workflow)
-        self.assertEqual(len(generated), 36)
+        self.assertTrue(generated.startswith("t1:") and len(generated) == 3 + 36, generated)
         leased = worker.lease()
         self.assertEqual(leased["job_id"], generated)
         self.assertEqual(worker.report("fail", leased, error={"message": "out of memory", "retryable": False, "code": "oom"})["status"], "dead")

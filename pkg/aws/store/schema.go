@@ -126,6 +126,10 @@ const (
 	attrChangedMS  = "changed_ms"
 	attrTenantSlot = "tenant_slot"
 
+	// API keys.
+	attrRevokedMS  = "revoked_ms"
+	attrLastUsedMS = "last_used_ms"
+
 	// Cost per job: the job's price, and the hourly totals.
 	attrCostUSD      = "cost_usd"
 	attrCostJobs     = "jobs"
@@ -208,6 +212,9 @@ const (
 	prefixCost         = "COST#"
 	prefixCallback     = "HOOK#"
 	prefixConsole      = "CONSOLE#"
+	// partitionAPIKeys holds every tenant API key, one item per key id:
+	// a lookup is one GetItem, a listing one Query.
+	partitionAPIKeys = "APIKEY"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -234,10 +241,14 @@ const (
 	typeEvent  = "event"
 	// typeCallback is an outcome waiting for delivery to a callback URL.
 	typeCallback = "callback"
+	typeAPIKey   = "apikey"
 )
 
 // Item keys.
 func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
+
+// apiKeyKey is a tenant API key, by its public id.
+func apiKeyKey(id string) (string, string) { return partitionAPIKeys, id }
 
 func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
 

@@ -87,7 +87,7 @@ func scenario(t *testing.T, w wiring) {
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("dispatch failures %+v", resp.BatchItemFailures)
 	}
-	if _, err := w.store.GetJob(ctx, "render-0001"); err != nil {
+	if _, err := w.store.GetJob(ctx, "acme:render-0001"); err != nil {
 		t.Fatalf("the sample's job was not stored: %v", err)
 	}
 	if d := w.desired(t); d < 1 {
@@ -127,8 +127,9 @@ func scenario(t *testing.T, w wiring) {
 		t.Fatalf("SpotInterruptionCount of demo = %v, want 1; metric lines:\n%s", got, w.metrics)
 	}
 
-	// An operator cancels the job: its event reaches the stage's bus.
-	if code := w.cancel(t, "render-0001"); code != http.StatusOK {
+	// The producer (its tenant's IAM role; the operator outside AWS)
+	// cancels the job: its event reaches the stage's bus.
+	if code := w.cancel(t, "acme:render-0001"); code != http.StatusOK {
 		t.Fatalf("cancel answered %d", code)
 	}
 	found := false
