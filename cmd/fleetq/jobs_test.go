@@ -155,10 +155,10 @@ func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
 	var outcome wire.OutcomeResponse
 	post(t, stack.URL+wire.PathFail, map[string]string{"Authorization": "Bearer " + token},
 		wire.FailRequest{LeaseRef: wire.LeaseRef{JobID: leased.JobID, LeaseToken: leased.LeaseToken}, Error: &wire.FailError{Message: "out of memory", Code: "oom", Retryable: &no}}, http.StatusOK, &outcome)
-	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "cli-3"); code != exitJobFailed || !strings.Contains(out, "dead") || !strings.Contains(out, "oom: out of memory (retryable false)") {
+	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "t1:cli-3"); code != exitJobFailed || !strings.Contains(out, "dead") || !strings.Contains(out, "oom: out of memory (retryable false)") {
 		t.Fatalf("wait on a dead job: exit %d\n%s", code, out)
 	}
-	if code, out, errOut := cli(t, stack, "retry", "cli-3"); code != 0 || strings.TrimSpace(out) != "cli-3  queued" {
+	if code, out, errOut := cli(t, stack, "retry", "t1:cli-3"); code != 0 || strings.TrimSpace(out) != "t1:cli-3  queued" {
 		t.Fatalf("retry: exit %d, %q %s", code, out, errOut)
 	}
 	code, out, _ = cli(t, stack, "list", "--status", "succeeded", "--fleet", "demo")

@@ -347,6 +347,9 @@ func consoleLoginOnce(t *testing.T, apiH func(context.Context, awsevents.APIGate
 	req.RawPath, req.RequestContext.HTTP.Path = "/api/admin/console-session", "/api/admin/console-session"
 	req.RouteKey, req.RequestContext.RouteKey = "POST /api/admin/console-session", "POST /api/admin/console-session"
 	req.Body, req.IsBase64Encoded = "{}", false
+	// An operator's session: the sample's role acts for tenant acme, and a
+	// tenant's principal is refused on the operator routes.
+	req.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/fleetq-ops/alice"
 	resp, err := apiH(ctx, req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("console-session = %d %s, %v", resp.StatusCode, resp.Body, err)
