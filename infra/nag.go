@@ -50,6 +50,7 @@ func suppress(c constructs.IConstruct, rules ...nagRule) {
 const (
 	reasonBasicExecution = "AWSLambdaBasicExecutionRole only allows writing the function's own CloudWatch Logs; a copy as an inline policy would say the same"
 	reasonWorkerRoutes   = "worker routes authenticate in the handler: registration by the fleet secret (rate-limited per address), every other call by a per-worker bearer token, both compared in constant time"
+	reasonKeyRoutes      = "producer routes of the key API authenticate in the handler by a tenant's API key (256 random bits, stored as its SHA-256, compared in constant time, revocable at once); IAM cannot share a route with a key, and the IAM API serves the same routes with IAM authorization (docs/security.md)"
 	reasonConsoleRoutes  = "operator console routes authenticate in the handler: a browser cannot sign with IAM, so a one-hour session cookie (SameSite=Strict, HttpOnly) signed with the console's own key, from a one-time login obtained through the IAM-authorized console-session route, ended by sign-out; and a CSRF token on every form"
 	reasonTracing        = "fleetq traces through structured JSON logs with job and worker ids and the scaler's metrics; X-Ray would add cost and a '*' permission for no extra answer yet"
 )

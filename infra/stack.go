@@ -147,6 +147,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.triggers(fns, queue)
 	api := b.httpAPI(fns.api)
 	b.clientPolicies(api)
+	keyAPI := b.keyAPI(fns.api)
 
 	subnets := b.s.fleets(b, api)
 	b.grantLaunch(fns)
@@ -159,6 +160,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		awscdk.NewCfnOutput(b.st, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
 	}
 	out("ApiUrl", api.ApiEndpoint())
+	out("KeyApiUrl", keyAPI.ApiEndpoint())
 	out("SubmitQueueUrl", queue.QueueUrl())
 	out("TableName", table.TableName())
 	out("BucketName", bucket.BucketName())
@@ -688,6 +690,45 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 		},
 	})
 	return httpAPI
+}
+
+// keyAPI is the second HTTP API in front of the api function: the producer
+// routes, same paths, without an API Gateway authorizer, for producers
+// outside AWS with a tenant's API key (docs/security.md, "How the API
+// authorizes a route that takes IAM or a key"). A route has one authorizer,
+// and IAM's refuses an unsigned request, so keys cannot share the IAM
+// API's routes. The handler checks the key on every request; a request here
+// has no IAM identity, so nothing else lets it in. Other paths are API
+// Gateway's own 404.
+func (b *build) keyAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
+	st := b.st
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("KeyApiIntegration"), fn, nil)
+	keyAPI := awsapigatewayv2.NewHttpApi(st, jsii.String("KeyApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName: b.name("key-api"), CreateDefaultStage: jsii.Bool(false),
+	})
+	for _, r := range api.Routes() {
+		if !ProducerRoute(r) {
+			continue
+		}
+		routes := keyAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration})
+		for _, route := range *routes {
+			suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonKeyRoutes})
+		}
+	}
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("KeyApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	awsapigatewayv2.NewCfnStage(st, jsii.String("KeyApiStage"), &awsapigatewayv2.CfnStageProps{
+		ApiId: keyAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
+		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingBurstLimit: jsii.Number(200), ThrottlingRateLimit: jsii.Number(100),
+		},
+		AccessLogSettings: &awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+			DestinationArn: accessLogs.LogGroupArn(),
+			Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","method":"$context.httpMethod",` +
+				`"path":"$context.path","status":"$context.status","latency":"$context.responseLatency"}`),
+		},
+	})
+	return keyAPI
 }
 
 func groupNames(cfg *fleetconfig.Config) []string {

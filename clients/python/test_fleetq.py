@@ -1,7 +1,8 @@
 """Tests of the fleetq client against a running API (fleetq's Go tests start
 a dev stack and run this file; see pkg/service/api/python_client_test.go).
 
-Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN, FLEETQ_FLEET_SECRET,
+Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN (the operator also creates the
+API key a test uses), FLEETQ_FLEET_SECRET,
 FLEETQ_STAGE, FLEETQ_FLEET and FLEETQ_WORKFLOW (a workflow of that fleet).
 """
 
@@ -119,6 +120,47 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.cancel(job_id), "canceled")
         job = self.client.wait(job_id, timeout=5, interval=0.05)
         self.assertEqual(job.status, "canceled")
+
+    def test_an_api_key_acts_for_its_tenant_only(self):
+        op = {"Authorization": "Bearer " + ENV["FLEETQ_OPERATOR_TOKEN"]}
+        _, created = worker_call("/api/admin/keys", {"tenant_id": "py-key", "name": "python"}, op)
+        key = created["key"]
+        client = fleetq.Client(api_key=key, token="")
+        # The key's tenant is the job's: no tenant_id needed, ids are its own.
+        job_id = client.submit("", self.workflow, job_id="k-1")
+        self.assertEqual(job_id, "py-key:k-1")
+        self.assertEqual(self.wait_dispatched_by(client, "k-1").tenant_id, "py-key")
+        self.assertTrue(client.upload("", "in.bin", b"x").startswith("tenants/py-key/uploads/"))
+        # Another tenant's job is not found; another tenant, listing and retry are refused.
+        other = self.client.submit("t1", self.workflow, job_id="not-yours")
+        self.wait_dispatched(other)
+        for call in (lambda: client.get(other), lambda: client.cancel(other), lambda: client.get("not-yours")):
+            with self.assertRaises(fleetq.APIError) as e:
+                call()
+            self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+        for call in (lambda: client.submit("t1", self.workflow), lambda: client.list(status="queued"), lambda: client.retry(other)):
+            with self.assertRaises(fleetq.APIError) as e:
+                call()
+            self.assertEqual((e.exception.status, e.exception.code), (403, "permission_denied"))
+        # Its own job it may cancel (and the other tests' workers lease neither).
+        self.assertEqual(client.cancel("k-1"), "canceled")
+        self.assertEqual(self.client.cancel(other), "canceled")
+        # Revoked, the key is refused.
+        worker_call("/api/admin/keys/" + created["api_key"]["key_id"] + "/revoke", {}, op)
+        with self.assertRaises(fleetq.APIError) as e:
+            client.get(job_id)
+        self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
+
+    def wait_dispatched_by(self, client, job_id):
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                return client.get(job_id)
+            except fleetq.APIError as e:
+                self.assertEqual(e.code, "not_found")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def test_errors_are_api_errors(self):
         with self.assertRaises(fleetq.APIError) as e:
