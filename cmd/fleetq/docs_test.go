@@ -254,7 +254,8 @@ func cutLast(s, sep string) (string, string, bool) {
 }
 
 // checkCLI checks a cited command line: the command exists, so does the
-// subcommand of jobs, and each flag after them is one the command takes.
+// subcommand of jobs (or of tenants keys), and each flag after them is one
+// the command takes.
 func checkCLI(fail func(string, ...any), name, rest string) {
 	if name == "help" {
 		return
@@ -274,6 +275,17 @@ func checkCLI(fail func(string, ...any), name, rest string) {
 			return
 		}
 		args = append(args, fields[0])
+	}
+	if name == "tenants" {
+		fields := strings.Fields(rest)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "-") {
+			return
+		}
+		if len(fields) < 2 || fields[0] != "keys" || !strings.Contains(tenantsUsage, "  "+fields[1]+" ") && !strings.Contains(tenantsUsage, "  "+fields[1]+"\n") {
+			fail("cites fleetq tenants %s, which is no subcommand of tenants keys", strings.Join(fields[:min(2, len(fields))], " "))
+			return
+		}
+		args = append(args, "keys", fields[1])
 	}
 	flags := commandFlags(args)
 	for _, m := range cliFlag.FindAllStringSubmatch(rest, -1) {
