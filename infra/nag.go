@@ -71,9 +71,9 @@ func (b *build) acceptFindings(fns functions) {
 	policyReasons := map[string]string{
 		"Api":          "wildcards only below named resources: the table's indexes (index/*), tenants/* objects of the assets bucket (the API presigns any tenant's job files)",
 		"Dispatch":     "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups has no resource-level permission",
-		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances on * is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), the check Auto Scaling makes when the scaler reorders a Spot group's types",
+		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), with the template's own image only (ec2:IsLaunchTemplateResource), the check Auto Scaling makes when the scaler reorders a Spot group's types",
 		"Interruption": "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage",
-		"WorkerRole":   "wildcards only below named resources: the streams of the fleets' own log groups (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage",
+		"WorkerRole":   "wildcards only below named resources: the streams of the fleets' own log groups (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage; Session Manager's ssmmessages and ec2messages actions and ssm:UpdateInstanceInformation (no parameter read) have no narrower resource",
 	}
 	for id, reason := range policyReasons {
 		if c := b.st.Node().TryFindChild(jsii.String(id)); c != nil {

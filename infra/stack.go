@@ -568,9 +568,22 @@ func (b *build) grantLaunch(fns functions) {
 	if len(b.s.spotTemplates) == 0 {
 		return
 	}
+	fromTemplates := map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}
+	// The image must be the template's own: a launch that names another
+	// is refused (ec2:IsLaunchTemplateResource is false for it).
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("ec2:RunInstances"), Resources: jsii.Strings("*"),
-		Conditions: &map[string]interface{}{"ArnEquals": map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}},
+		Sid: jsii.String("LaunchTemplateImageOnly"), Actions: jsii.Strings("ec2:RunInstances"),
+		Resources:  &[]*string{b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Account: jsii.String(""), Resource: jsii.String("image"), ResourceName: jsii.String("*")})},
+		Conditions: &map[string]interface{}{"ArnEquals": fromTemplates, "Bool": map[string]interface{}{"ec2:IsLaunchTemplateResource": "true"}},
+	}))
+	// The other resources of a launch (the instance, its volumes and
+	// network interface, the group's subnets and security group, the Spot
+	// request) only from the stage's templates: Auto Scaling adds the
+	// group's subnets and instance types to the template's settings.
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("LaunchFromStageTemplates"), Actions: jsii.Strings("ec2:RunInstances"),
+		NotResources: &[]*string{b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Account: jsii.String(""), Resource: jsii.String("image"), ResourceName: jsii.String("*")})},
+		Conditions:   &map[string]interface{}{"ArnEquals": fromTemplates},
 	}))
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("iam:PassRole"), Resources: &[]*string{b.s.workerRole.RoleArn()},
