@@ -15,7 +15,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test test-dynalite nag-deps dynalite-deps browser-deps build build-arm64 build-amd64 bench lint synth deploy release clean
+.PHONY: dev serve test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -36,7 +36,7 @@ NORACE := $(MODULE)/infra $(MODULE)/infra/cdk
 ## the CDK app's (NORACE, run without it); cdk-nag's rule packs on the synthesized templates (npm packages
 ## from scripts/nag's lockfile), the console in Chromium, the Python client; then test-dynalite.
 ## go test's own vet checks are off: go vet ./... has just run them all.
-test: nag-deps browser-deps dynalite-deps
+test: nag-deps browser-deps dynalite-deps shellcheck-deps
 	$(GO) vet ./...
 	$(GO) test -race -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF $(addprefix -e ,$(NORACE)))
 	$(GO) test -vet=off -count=1 -timeout 30m $(NORACE)
@@ -87,6 +87,16 @@ browser-deps:
 		export DEBIAN_FRONTEND=noninteractive; (apt-get install -y --no-install-recommends chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)) >/dev/null || exit 1; \
 	elif $(ON_CI); then echo "no Chromium and no root apt-get: under CI the console's browser test must run"; exit 1; \
 	else echo "no Chromium and no root apt-get: the console's browser test will be skipped"; fi
+
+## shellcheck-deps: Debian's shellcheck for the worker image's install scripts (infra/image), installed
+## with apt-get when missing and we are root; otherwise the test skips (and fails under CI=true)
+shellcheck-deps:
+	@if command -v shellcheck >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing shellcheck for the image scripts' test"; \
+		export DEBIAN_FRONTEND=noninteractive; (apt-get install -y --no-install-recommends shellcheck || (apt-get update && apt-get install -y --no-install-recommends shellcheck)) >/dev/null || exit 1; \
+	elif $(ON_CI); then echo "no shellcheck and no root apt-get: under CI the image scripts' shellcheck test must run"; exit 1; \
+	else echo "no shellcheck and no root apt-get: the image scripts' shellcheck test will be skipped"; fi
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
 ## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI.

@@ -483,14 +483,32 @@ func TestWorkersAreOperable(t *testing.T) {
 			}
 		}
 	}
-	var ssm bool
+	workerRoles := 0
 	for _, r := range s.resources("AWS::IAM::Role") {
 		if strings.Contains(jsonText(t, r["AssumeRolePolicyDocument"]), "ec2.amazonaws.com") {
-			ssm = strings.Contains(jsonText(t, r["ManagedPolicyArns"]), "AmazonSSMManagedInstanceCore")
+			workerRoles++
+			if _, ok := r["ManagedPolicyArns"]; ok {
+				t.Errorf("a worker role has managed policies (AmazonSSMManagedInstanceCore reads every SSM parameter of the account): %v", r["ManagedPolicyArns"])
+			}
 		}
 	}
-	if !ssm {
-		t.Error("the worker role cannot be reached by Session Manager")
+	if workerRoles == 0 {
+		t.Fatal("no worker role")
+	}
+	// Session Manager, inline: its actions and no parameter read.
+	sm := 0
+	for _, st := range s.statements("ssmmessages:OpenDataChannel") {
+		if jsonText(t, st["Action"]) == jsonText(t, infra.SessionManagerActions) {
+			sm++
+		}
+	}
+	if sm != workerRoles {
+		t.Errorf("%d statements allow Session Manager's actions, want one per worker role (%d)", sm, workerRoles)
+	}
+	for _, a := range []string{"ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath", "ssm:*", "*"} {
+		if st := s.statements(a); len(st) != 0 {
+			t.Errorf("something may %s: %v", a, st)
+		}
 	}
 	for _, sg := range s.resources("AWS::EC2::SecurityGroup") {
 		if _, ok := sg["SecurityGroupIngress"]; ok {

@@ -78,6 +78,27 @@ type subnetZone struct {
 // group, by stream suffix: the boot script's output and the agent's.
 var WorkerLogFiles = map[string]string{"boot": "/var/log/fleetq/boot.log", "worker": "/var/log/fleetq/worker.log"}
 
+// SessionManagerActions are what the SSM agent needs for Session Manager
+// (shell access without SSH or an inbound port), and nothing else of
+// Systems Manager: unlike the managed AmazonSSMManagedInstanceCore, no
+// ssm:GetParameter(s), so a job on the box cannot read the account's
+// parameters.
+var SessionManagerActions = []string{
+	"ssm:UpdateInstanceInformation",
+	"ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel",
+	"ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage", "ec2messages:GetEndpoint",
+	"ec2messages:GetMessages", "ec2messages:SendReply",
+}
+
+// sessionManager lets role's instances be reached by Session Manager.
+// These actions have no resource-level permission but the instance's own
+// (ssm:UpdateInstanceInformation), so "*" is the narrowest resource.
+func sessionManager(role awsiam.Role) {
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("SessionManager"), Actions: jsii.Strings(SessionManagerActions...), Resources: jsii.Strings("*"),
+	}))
+}
+
 // fleets builds, per fleet, the workers' role and instance profile, a log
 // group, a launch template (IMDSv2 required, the agent fetched, verified
 // and started by user data) and an all-Spot Auto Scaling Group that never
@@ -113,11 +134,8 @@ func (s *Stack) workerRole(b *build, id, slug string) awsiam.Role {
 	role := awsiam.NewRole(s.Stack, jsii.String(id+"WorkerRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
 		Description: jsii.String("fleetq " + cfg.Stage + " fleet " + slug + "'s workers: attest, read the agent, write worker logs, report their own health, Session Manager"),
-		// Session Manager (and nothing else of Systems Manager) for shell
-		// access without SSH or an inbound port.
-		ManagedPolicies: &[]awsiam.IManagedPolicy{awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("AmazonSSMManagedInstanceCore"))},
 	})
-	suppress(role, nagRule{ID: "AwsSolutions-IAM4", Reason: "AmazonSSMManagedInstanceCore is the Session Manager policy AWS maintains as the service evolves; it replaces SSH and any inbound port"})
+	sessionManager(role)
 	for _, a := range s.Agents {
 		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("s3:GetObject"),

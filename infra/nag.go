@@ -50,6 +50,7 @@ func suppress(c constructs.IConstruct, rules ...nagRule) {
 const (
 	reasonBasicExecution = "AWSLambdaBasicExecutionRole only allows writing the function's own CloudWatch Logs; a copy as an inline policy would say the same"
 	reasonWorkerRoutes   = "worker routes authenticate in the handler: registration by the fleet secret (rate-limited per address), every other call by a per-worker bearer token, both compared in constant time"
+	reasonKeyRoutes      = "producer routes of the key API authenticate in the handler by a tenant's API key (256 random bits, stored as its SHA-256, compared in constant time, revocable at once); IAM cannot share a route with a key, and the IAM API serves the same routes with IAM authorization (docs/security.md)"
 	reasonConsoleRoutes  = "operator console routes authenticate in the handler: a browser cannot sign with IAM, so a one-hour session cookie (SameSite=Strict, HttpOnly) signed with the console's own key, from a one-time login obtained through the IAM-authorized console-session route, ended by sign-out; and a CSRF token on every form"
 	reasonTracing        = "fleetq traces through structured JSON logs with job and worker ids and the scaler's metrics; X-Ray would add cost and a '*' permission for no extra answer yet"
 )
@@ -70,11 +71,11 @@ func (b *build) acceptFindings(fns functions) {
 	policyReasons := map[string]string{
 		"Api":          "wildcards only below named resources: the table's indexes (index/*), tenants/* objects of the assets bucket (the API presigns any tenant's job files); autoscaling:DescribeAutoScalingInstances (attested registration finds an instance's group) has no resource-level permission",
 		"Dispatch":     "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups has no resource-level permission",
-		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances on * is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), the check Auto Scaling makes when the scaler reorders a Spot group's types",
+		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), with the template's own image only (ec2:IsLaunchTemplateResource), the check Auto Scaling makes when the scaler reorders a Spot group's types",
 		"Interruption": "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage",
 	}
 	for _, f := range b.cfg.Fleets {
-		policyReasons[camel(f.Slug)+"WorkerRole"] = "wildcards only below named resources: the streams of the fleet's own log group (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage"
+		policyReasons[camel(f.Slug)+"WorkerRole"] = "wildcards only below named resources: the streams of the fleet's own log group (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage; Session Manager's ssmmessages and ec2messages actions and ssm:UpdateInstanceInformation (no parameter read) have no narrower resource"
 	}
 	for id, reason := range policyReasons {
 		if c := b.st.Node().TryFindChild(jsii.String(id)); c != nil {

@@ -2,7 +2,6 @@ package infra
 
 import (
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -12,14 +11,16 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/api"
 )
 
-// ProducerRoute reports whether a route is one a producer calls: the
-// IAM-authorized routes outside /api/admin/ (submit, read and cancel a
-// job, presign input uploads; a job's answer carries its presigned
-// outputs). Which tenant's jobs a caller may touch is the API's rule, not
-// IAM's.
-func ProducerRoute(r api.Route) bool {
-	return r.Auth == api.AuthOperator && !strings.HasPrefix(r.Pattern, "/api/admin/")
-}
+// ProducerRoute reports whether a route is one a producer calls (submit,
+// read and cancel a job, its logs, presign input uploads). IAM lets a
+// producer's principal call them; which tenant's jobs it may touch is the
+// API's rule: the stage config maps each principal to one tenant
+// (docs/security.md).
+func ProducerRoute(r api.Route) bool { return r.Auth == api.AuthProducer }
+
+// IAMRoute reports whether API Gateway authorizes a route with IAM: the
+// producer and operator routes.
+func IAMRoute(r api.Route) bool { return r.Auth == api.AuthProducer || r.Auth == api.AuthOperator }
 
 // pathParam matches a route pattern's path parameter ({job_id}).
 var pathParam = regexp.MustCompile(`\{[^/}]+\}`)
@@ -35,7 +36,7 @@ func ExecuteAPIPath(pattern string) string { return pathParam.ReplaceAllString(p
 func (b *build) clientPolicies(httpAPI awsapigatewayv2.HttpApi) (producer, operator awsiam.ManagedPolicy) {
 	var producerARNs, operatorARNs []*string
 	for _, r := range api.Routes() {
-		if r.Auth != api.AuthOperator {
+		if !IAMRoute(r) {
 			continue
 		}
 		arn := httpAPI.ArnForExecuteApi(jsii.String(r.Method), jsii.String(ExecuteAPIPath(r.Pattern)), jsii.String("$default"))

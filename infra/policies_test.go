@@ -67,7 +67,7 @@ func TestProducerAndOperatorPolicies(t *testing.T) {
 	// The operator policy is every IAM-authorized route of the API, no more.
 	var operatorWant []string
 	for _, r := range api.Routes() {
-		if r.Auth == api.AuthOperator {
+		if infra.IAMRoute(r) {
 			operatorWant = append(operatorWant, r.Method+" "+infra.ExecuteAPIPath(r.Pattern))
 		}
 	}

@@ -147,6 +147,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.triggers(fns, queue)
 	api := b.httpAPI(fns.api)
 	b.clientPolicies(api)
+	keyAPI := b.keyAPI(fns.api)
 
 	subnets := b.s.fleets(b, api)
 	b.grantLaunch(fns)
@@ -160,6 +161,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		awscdk.NewCfnOutput(b.st, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
 	}
 	out("ApiUrl", api.ApiEndpoint())
+	out("KeyApiUrl", keyAPI.ApiEndpoint())
 	out("SubmitQueueUrl", queue.QueueUrl())
 	out("TableName", table.TableName())
 	out("BucketName", bucket.BucketName())
@@ -558,10 +560,6 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	}))
 }
 
-// triggers wire dispatch to the queue, the scaler to its schedule, and the
-// interruption handler to the EC2 and Auto Scaling events of the stage's
-// groups and to its own schedule (the sweep of held terminations, which
-// heartbeats their lifecycle actions).
 // workerRoleARNs are the fleets' worker roles, in the config's order.
 func (s *Stack) workerRoleARNs(cfg *fleetconfig.Config) *[]*string {
 	var out []*string
@@ -624,9 +622,22 @@ func (b *build) grantLaunch(fns functions) {
 	if len(b.s.spotTemplates) == 0 {
 		return
 	}
+	fromTemplates := map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}
+	// The image must be the template's own: a launch that names another
+	// is refused (ec2:IsLaunchTemplateResource is false for it).
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("ec2:RunInstances"), Resources: jsii.Strings("*"),
-		Conditions: &map[string]interface{}{"ArnEquals": map[string]interface{}{"ec2:LaunchTemplate": b.s.spotTemplates}},
+		Sid: jsii.String("LaunchTemplateImageOnly"), Actions: jsii.Strings("ec2:RunInstances"),
+		Resources:  &[]*string{b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Account: jsii.String(""), Resource: jsii.String("image"), ResourceName: jsii.String("*")})},
+		Conditions: &map[string]interface{}{"ArnEquals": fromTemplates, "Bool": map[string]interface{}{"ec2:IsLaunchTemplateResource": "true"}},
+	}))
+	// The other resources of a launch (the instance, its volumes and
+	// network interface, the group's subnets and security group, the Spot
+	// request) only from the stage's templates: Auto Scaling adds the
+	// group's subnets and instance types to the template's settings.
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("LaunchFromStageTemplates"), Actions: jsii.Strings("ec2:RunInstances"),
+		NotResources: &[]*string{b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Account: jsii.String(""), Resource: jsii.String("image"), ResourceName: jsii.String("*")})},
+		Conditions:   &map[string]interface{}{"ArnEquals": fromTemplates},
 	}))
 	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("iam:PassRole"), Resources: b.s.workerRoleARNs(b.cfg),
@@ -634,6 +645,10 @@ func (b *build) grantLaunch(fns functions) {
 	}))
 }
 
+// triggers wire dispatch to the queue, the scaler to its schedule, and the
+// interruption handler to the EC2 and Auto Scaling events of the stage's
+// groups and to its own schedule (the sweep of held terminations, which
+// heartbeats their lifecycle actions).
 func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	st := b.st
 	fns.dispatch.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue, &awslambdaeventsources.SqsEventSourceProps{
@@ -713,11 +728,11 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 	for _, r := range api.Routes() {
 		opts := &awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
 			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration}
-		if r.Auth == api.AuthOperator {
+		if IAMRoute(r) {
 			opts.Authorizer = iam
 		}
 		routes := httpAPI.AddRoutes(opts)
-		if r.Auth != api.AuthOperator {
+		if !IAMRoute(r) {
 			reason := reasonWorkerRoutes
 			if r.Auth == api.AuthConsole || r.Auth == api.AuthConsoleLogin {
 				reason = reasonConsoleRoutes
@@ -742,6 +757,45 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 		},
 	})
 	return httpAPI
+}
+
+// keyAPI is the second HTTP API in front of the api function: the producer
+// routes, same paths, without an API Gateway authorizer, for producers
+// outside AWS with a tenant's API key (docs/security.md, "How the API
+// authorizes a route that takes IAM or a key"). A route has one authorizer,
+// and IAM's refuses an unsigned request, so keys cannot share the IAM
+// API's routes. The handler checks the key on every request; a request here
+// has no IAM identity, so nothing else lets it in. Other paths are API
+// Gateway's own 404.
+func (b *build) keyAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
+	st := b.st
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("KeyApiIntegration"), fn, nil)
+	keyAPI := awsapigatewayv2.NewHttpApi(st, jsii.String("KeyApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName: b.name("key-api"), CreateDefaultStage: jsii.Bool(false),
+	})
+	for _, r := range api.Routes() {
+		if !ProducerRoute(r) {
+			continue
+		}
+		routes := keyAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration})
+		for _, route := range *routes {
+			suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonKeyRoutes})
+		}
+	}
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("KeyApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	awsapigatewayv2.NewCfnStage(st, jsii.String("KeyApiStage"), &awsapigatewayv2.CfnStageProps{
+		ApiId: keyAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
+		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingBurstLimit: jsii.Number(200), ThrottlingRateLimit: jsii.Number(100),
+		},
+		AccessLogSettings: &awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+			DestinationArn: accessLogs.LogGroupArn(),
+			Format: jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","method":"$context.httpMethod",` +
+				`"path":"$context.path","status":"$context.status","latency":"$context.responseLatency"}`),
+		},
+	})
+	return keyAPI
 }
 
 func groupNames(cfg *fleetconfig.Config) []string {

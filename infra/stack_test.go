@@ -171,10 +171,39 @@ func TestSpotGroupPerFleet(t *testing.T) {
 
 func TestRoutesAuthorization(t *testing.T) {
 	s := synth(t, "dev")
-	auth := map[string]string{}
+	// Routes by API: the IAM API (HttpApi) and the key API (KeyApi).
+	auth, keyAuth := map[string]string{}, map[string]string{}
 	for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
 		at, _ := r["AuthorizationType"].(string)
-		auth[r["RouteKey"].(string)] = at
+		apiRef, _ := json.Marshal(r["ApiId"])
+		switch {
+		case strings.Contains(string(apiRef), `"KeyApi`):
+			keyAuth[r["RouteKey"].(string)] = at
+		case strings.Contains(string(apiRef), `"HttpApi`):
+			auth[r["RouteKey"].(string)] = at
+		default:
+			t.Errorf("route %v of an unknown API %s", r["RouteKey"], apiRef)
+		}
+	}
+	// The key API serves exactly the producer routes, without an
+	// authorizer: the handler checks the API key.
+	for _, r := range api.Routes() {
+		key := r.Method + " " + r.Pattern
+		a, ok := keyAuth[key]
+		switch {
+		case infra.ProducerRoute(r) && !ok:
+			t.Errorf("the key API lacks the producer route %s", key)
+		case infra.ProducerRoute(r) && a != "" && a != "NONE":
+			t.Errorf("key API %s: authorization %q; the handler checks the key", key, a)
+		case !infra.ProducerRoute(r) && ok:
+			t.Errorf("the key API serves %s, which is not a producer route", key)
+		}
+	}
+	if len(keyAuth) != 5 {
+		t.Errorf("the key API has %d routes, want the 5 producer routes: %v", len(keyAuth), keyAuth)
+	}
+	if outputs := s.json["Outputs"].(map[string]any); outputs["KeyApiUrl"] == nil {
+		t.Error("no KeyApiUrl output")
 	}
 	// Every route of the API's table is a route of the HTTP API: IAM on
 	// operator routes, none on worker routes (the handler checks the fleet
@@ -185,9 +214,9 @@ func TestRoutesAuthorization(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s is not a route of the HTTP API (routes: %v)", key, auth)
-		case r.Auth == api.AuthOperator && a != "AWS_IAM":
+		case infra.IAMRoute(r) && a != "AWS_IAM":
 			t.Errorf("%s: authorization %q, want AWS_IAM", key, a)
-		case r.Auth != api.AuthOperator && a != "" && a != "NONE":
+		case !infra.IAMRoute(r) && a != "" && a != "NONE":
 			t.Errorf("%s: authorization %q; the handler checks the fleet secret and tokens", key, a)
 		}
 	}
@@ -318,6 +347,9 @@ func TestIAMLeastPrivilege(t *testing.T) {
 					continue
 				}
 				actions := stmt["Action"]
+				if stmt["Sid"] == "SessionManager" && strings.Contains(id, "WorkerRole") {
+					continue // Session Manager's actions (infra.SessionManagerActions, tested apart)
+				}
 				if actions == "ec2:RunInstances" {
 					// Only from the stage's own launch templates, by the scaler.
 					cond, _ := json.Marshal(stmt["Condition"])

@@ -21,18 +21,29 @@ func TestScalerMayWeighSpotGroups(t *testing.T) {
 			t.Errorf("%s: UpdateAutoScalingGroup not scoped to the stage's tagged groups: %s", stage, b)
 		}
 		// Auto Scaling checks the updater may launch from the group's
-		// template: RunInstances from the stage's templates, PassRole of
-		// the workers' role to EC2 only.
+		// template: RunInstances from the stage's templates, with the
+		// template's own image only, PassRole of the workers' role to EC2
+		// only.
 		run := s.statements("ec2:RunInstances")
 		pass := s.statements("iam:PassRole")
-		if len(run) != 1 || len(pass) != 1 {
-			t.Fatalf("%s: %d RunInstances and %d PassRole statements, want 1 each", stage, len(run), len(pass))
+		if len(run) != 2 || len(pass) != 1 {
+			t.Fatalf("%s: %d RunInstances and %d PassRole statements, want 2 and 1", stage, len(run), len(pass))
 		}
-		rb, _ := json.Marshal(run[0])
+		for _, st := range run {
+			rb, _ := json.Marshal(st)
+			if !strings.Contains(string(rb), `"ec2:LaunchTemplate"`) || !strings.Contains(string(rb), "launch-template/") {
+				t.Errorf("%s: RunInstances not limited to the launch templates: %s", stage, rb)
+			}
+			image := strings.Contains(jsonText(t, st["Resource"]), ":image/*")
+			notImage := strings.Contains(jsonText(t, st["NotResource"]), ":image/*")
+			if image == notImage {
+				t.Errorf("%s: a RunInstances statement neither only for images nor for everything but images: %s", stage, rb)
+			}
+			if image && !strings.Contains(string(rb), `"Bool":{"ec2:IsLaunchTemplateResource":"true"}`) {
+				t.Errorf("%s: RunInstances may use an image other than the template's: %s", stage, rb)
+			}
+		}
 		pb, _ := json.Marshal(pass[0])
-		if !strings.Contains(string(rb), `"ec2:LaunchTemplate"`) || !strings.Contains(string(rb), "launch-template/") {
-			t.Errorf("%s: RunInstances not limited to the launch templates: %s", stage, rb)
-		}
 		if !strings.Contains(string(pb), `"iam:PassedToService":"ec2.amazonaws.com"`) || !strings.Contains(string(pb), "WorkerRole") {
 			t.Errorf("%s: PassRole not limited to the workers' role passed to EC2: %s", stage, pb)
 		}

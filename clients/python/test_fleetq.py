@@ -1,7 +1,8 @@
 """Tests of the fleetq client against a running API (fleetq's Go tests start
 a dev stack and run this file; see pkg/service/api/python_client_test.go).
 
-Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN, FLEETQ_FLEET_SECRET,
+Environment: FLEETQ_API, FLEETQ_OPERATOR_TOKEN (the operator also creates the
+API key a test uses), FLEETQ_FLEET_SECRET,
 FLEETQ_STAGE, FLEETQ_FLEET and FLEETQ_WORKFLOW (a workflow of that fleet).
 """
 
@@ -70,39 +71,40 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(key.startswith("tenants/t1/uploads/"), key)
         job_input = {"prompt": "a cat", "input_keys": {"scene": key}}
         job_id = self.client.submit("t1", self.workflow, input=job_input, job_id="py-1")
-        self.assertEqual(job_id, "py-1")
+        # A job's id is its tenant's: the tenant, a colon and the job_id.
+        self.assertEqual(job_id, "t1:py-1")
         # Submitting the same id again yields the same job.
-        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "py-1")
+        self.assertEqual(self.client.submit("t1", self.workflow, input=job_input, job_id="py-1"), "t1:py-1")
         with self.assertRaises(TimeoutError):
-            self.client.wait("py-1", timeout=0.2, interval=0.05)
+            self.client.wait("t1:py-1", timeout=0.2, interval=0.05)
 
         worker = Worker("py-w1")
         leased = worker.lease()
-        self.assertEqual((leased["job_id"], leased["input"]), ("py-1", job_input))
+        self.assertEqual((leased["job_id"], leased["input"]), ("t1:py-1", job_input))
         with urllib.request.urlopen(leased["input_urls"]["scene"], timeout=10) as res:
             self.assertEqual(res.read(), b"mesh-bytes")
-        got = self.client.get("py-1")
+        got = self.client.get("t1:py-1")
         self.assertEqual((got.status, got.worker_id, got.finished), ("leased", "py-w1", False))
         with self.assertRaises(fleetq.APIError) as no_log:
-            self.client.logs("py-1")
+            self.client.logs("t1:py-1")
         self.assertEqual(no_log.exception.code, "not_found")
         put = urllib.request.Request(leased["log_url"], data=b"step 1\nstep 2\n", method="PUT")
         with urllib.request.urlopen(put, timeout=10) as res:
             res.read()
-        self.assertEqual(self.client.logs("py-1"), b"step 1\nstep 2\n")
-        self.assertEqual(self.client.logs("py-1", attempt=1), b"step 1\nstep 2\n")
+        self.assertEqual(self.client.logs("t1:py-1"), b"step 1\nstep 2\n")
+        self.assertEqual(self.client.logs("t1:py-1", attempt=1), b"step 1\nstep 2\n")
         worker.report("complete", leased, result={"image": "s3://out/py-1.png"})
 
-        done = self.client.wait("py-1", timeout=20, interval=0.05)
+        done = self.client.wait("t1:py-1", timeout=20, interval=0.05)
         self.assertIsInstance(done, fleetq.Job)
         self.assertEqual((done.status, done.result, done.attempts), ("succeeded", {"image": "s3://out/py-1.png"}, 1))
         self.assertTrue(done.finished)
         self.assertEqual([h["to"] for h in done.history][-1], "succeeded")
-        self.assertIn("py-1", [j.job_id for j in self.client.list(status="succeeded")])
+        self.assertIn("t1:py-1", [j.job_id for j in self.client.list(status="succeeded")])
 
         # A job whose worker says it cannot be retried is dead; an operator retries it.
         generated = self.client.submit("t1", self.workflow)
-        self.assertEqual(len(generated), 36)
+        self.assertTrue(generated.startswith("t1:") and len(generated) == 3 + 36, generated)
         leased = worker.lease()
         self.assertEqual(leased["job_id"], generated)
         self.assertEqual(worker.report("fail", leased, error={"message": "out of memory", "retryable": False, "code": "oom"})["status"], "dead")
@@ -118,6 +120,47 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.cancel(job_id), "canceled")
         job = self.client.wait(job_id, timeout=5, interval=0.05)
         self.assertEqual(job.status, "canceled")
+
+    def test_an_api_key_acts_for_its_tenant_only(self):
+        op = {"Authorization": "Bearer " + ENV["FLEETQ_OPERATOR_TOKEN"]}
+        _, created = worker_call("/api/admin/keys", {"tenant_id": "py-key", "name": "python"}, op)
+        key = created["key"]
+        client = fleetq.Client(api_key=key, token="")
+        # The key's tenant is the job's: no tenant_id needed, ids are its own.
+        job_id = client.submit("", self.workflow, job_id="k-1")
+        self.assertEqual(job_id, "py-key:k-1")
+        self.assertEqual(self.wait_dispatched_by(client, "k-1").tenant_id, "py-key")
+        self.assertTrue(client.upload("", "in.bin", b"x").startswith("tenants/py-key/uploads/"))
+        # Another tenant's job is not found; another tenant, listing and retry are refused.
+        other = self.client.submit("t1", self.workflow, job_id="not-yours")
+        self.wait_dispatched(other)
+        for call in (lambda: client.get(other), lambda: client.cancel(other), lambda: client.get("not-yours")):
+            with self.assertRaises(fleetq.APIError) as e:
+                call()
+            self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+        for call in (lambda: client.submit("t1", self.workflow), lambda: client.list(status="queued"), lambda: client.retry(other)):
+            with self.assertRaises(fleetq.APIError) as e:
+                call()
+            self.assertEqual((e.exception.status, e.exception.code), (403, "permission_denied"))
+        # Its own job it may cancel (and the other tests' workers lease neither).
+        self.assertEqual(client.cancel("k-1"), "canceled")
+        self.assertEqual(self.client.cancel(other), "canceled")
+        # Revoked, the key is refused.
+        worker_call("/api/admin/keys/" + created["api_key"]["key_id"] + "/revoke", {}, op)
+        with self.assertRaises(fleetq.APIError) as e:
+            client.get(job_id)
+        self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
+
+    def wait_dispatched_by(self, client, job_id):
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                return client.get(job_id)
+            except fleetq.APIError as e:
+                self.assertEqual(e.code, "not_found")
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def test_errors_are_api_errors(self):
         with self.assertRaises(fleetq.APIError) as e:

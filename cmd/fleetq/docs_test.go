@@ -254,7 +254,8 @@ func cutLast(s, sep string) (string, string, bool) {
 }
 
 // checkCLI checks a cited command line: the command exists, so does the
-// subcommand of jobs, and each flag after them is one the command takes.
+// subcommand of jobs (or of tenants keys), and each flag after them is one
+// the command takes.
 func checkCLI(fail func(string, ...any), name, rest string) {
 	if name == "help" {
 		return
@@ -274,6 +275,17 @@ func checkCLI(fail func(string, ...any), name, rest string) {
 			return
 		}
 		args = append(args, fields[0])
+	}
+	if name == "tenants" {
+		fields := strings.Fields(rest)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "-") {
+			return
+		}
+		if len(fields) < 2 || fields[0] != "keys" || !strings.Contains(tenantsUsage, "  "+fields[1]+" ") && !strings.Contains(tenantsUsage, "  "+fields[1]+"\n") {
+			fail("cites fleetq tenants %s, which is no subcommand of tenants keys", strings.Join(fields[:min(2, len(fields))], " "))
+			return
+		}
+		args = append(args, "keys", fields[1])
 	}
 	flags := commandFlags(args)
 	for _, m := range cliFlag.FindAllStringSubmatch(rest, -1) {
@@ -359,5 +371,53 @@ func walkGo(t *testing.T, fn func(path string, data []byte)) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDocsListEveryPackageAndCommand keeps the maps of the tree whole:
+// docs/architecture.md's tree has a line for every package under pkg/ and
+// names every command of the CLI, and README.md's layout table names every
+// package in its group's row.
+func TestDocsListEveryPackageAndCommand(t *testing.T) {
+	arch, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := filepath.Glob(filepath.Join(repoRoot, "pkg", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		entries, err := os.ReadDir(g)
+		if err != nil {
+			continue // a file such as pkg/layers_test.go
+		}
+		group := filepath.Base(g)
+		row := regexp.MustCompile("(?m)^\\| `pkg/[^|]*\\b" + group + "\\b[^|]*` \\|.*$").Find(readme)
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			name := e.Name()
+			if !regexp.MustCompile(`(?m)^ {4}` + regexp.QuoteMeta(name) + `\s`).Match(arch) {
+				t.Errorf("docs/architecture.md's tree has no line for pkg/%s/%s", group, name)
+			}
+			if !bytes.Contains(row, []byte("`"+name+"`")) {
+				t.Errorf("README.md's layout table does not name pkg/%s/%s in the row of pkg/%s", group, name, group)
+			}
+		}
+	}
+	cli := regexp.MustCompile(`(?m)^cmd/fleetq\s+the CLI: (.*)$`).FindSubmatch(arch)
+	if cli == nil {
+		t.Fatal("docs/architecture.md's tree has no line for cmd/fleetq listing its commands")
+	}
+	for name := range commands {
+		if !regexp.MustCompile(`\b` + name + `\b`).Match(cli[1]) {
+			t.Errorf("docs/architecture.md's line for cmd/fleetq does not name the command %s", name)
+		}
 	}
 }

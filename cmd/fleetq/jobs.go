@@ -28,9 +28,9 @@ const exitJobFailed = 3
 
 var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list|logs> [flags] [job id]
 
-  submit --tenant T --workflow W [--input JSON] [--job-id ID] [--priority N] [--callback-url URL]
-         queue a job (POST /api/jobs); prints its id. Resubmitting with the same
-         --job-id yields one job. --callback-url receives its outcomes, signed.
+  submit [--tenant T] --workflow W [--input JSON] [--job-id ID] [--priority N] [--callback-url URL]
+         queue a job (POST /api/jobs); prints its id, <tenant>:<job id>. Resubmitting
+         with the same --job-id yields one job. --callback-url receives its outcomes, signed.
   get ID     the job's status, attempts, result and last error (GET /api/jobs/{job_id})
   wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
              exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
@@ -41,7 +41,8 @@ var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list|logs> [fl
              the latest attempt, --attempt N, or --all
 
 Every subcommand takes --api and --operator-token (or SigV4 with the AWS credentials),
-and --json to print the API's JSON answer instead of a table.
+or --api-key (a tenant's key: submit, get, wait, cancel, logs of its own jobs), and --json
+to print the API's JSON answer instead of a table.
 `
 
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,7 +61,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "submit":
 		var req wire.SubmitRequest
 		var input string
-		fs.StringVar(&req.TenantID, "tenant", "", "tenant id (required)")
+		fs.StringVar(&req.TenantID, "tenant", "", "tenant id (required with the operator credential; an API key's tenant otherwise)")
 		fs.StringVar(&req.WorkflowID, "workflow", "", "workflow id (required)")
 		fs.StringVar(&req.JobID, "job-id", "", "job id (default: the API assigns one); resubmitting with it yields one job")
 		fs.IntVar(&req.Priority, "priority", 0, "priority, -1000..1000")
@@ -129,7 +130,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return printJob(stdout, j)
 		}
-		return finish(fs, args, stderr, sub, func() (int, error) { err := run(); return code, err })
+		return finish(fs, args, stderr, "jobs "+sub, func() (int, error) { err := run(); return code, err })
 	case "list":
 		fleet := fs.String("fleet", "", "only this fleet's jobs")
 		status := fs.String("status", "dead", "queued, leased, succeeded, dead or canceled")
@@ -168,11 +169,12 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleetq jobs: unknown subcommand %q\n\n%s", sub, jobsUsage)
 		return 2
 	}
-	return finish(fs, args, stderr, sub, func() (int, error) { return 0, run() })
+	return finish(fs, args, stderr, "jobs "+sub, func() (int, error) { return 0, run() })
 }
 
-// finish parses the flags and runs the subcommand.
-func finish(fs *flag.FlagSet, args []string, stderr io.Writer, sub string, run func() (int, error)) int {
+// finish parses the flags and runs the subcommand; cmd names it in
+// messages ("jobs get").
+func finish(fs *flag.FlagSet, args []string, stderr io.Writer, cmd string, run func() (int, error)) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -180,10 +182,10 @@ func finish(fs *flag.FlagSet, args []string, stderr io.Writer, sub string, run f
 	var usage usageError
 	switch {
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "fleetq jobs %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "fleetq %s: %v\n", cmd, err)
 		return 2
 	case err != nil:
-		fmt.Fprintf(stderr, "fleetq jobs %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "fleetq %s: %v\n", cmd, err)
 		return 1
 	}
 	return code

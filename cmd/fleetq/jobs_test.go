@@ -111,38 +111,38 @@ func post(t *testing.T, u string, header map[string]string, body any, want int, 
 func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
 	stack := startStack(t)
 	code, out, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "cli-1", "--input", `{"seconds":1}`)
-	if code != 0 || strings.TrimSpace(out) != "cli-1" {
+	if code != 0 || strings.TrimSpace(out) != "t1:cli-1" {
 		t.Fatalf("submit: exit %d, %q %s", code, out, errOut)
 	}
 	// Nobody works on it yet: wait gives up after its timeout.
-	if code, _, errOut := cli(t, stack, "wait", "--timeout", "100ms", "--interval", "10ms", "cli-1"); code != 1 || !strings.Contains(errOut, "did not finish within 100ms") {
+	if code, _, errOut := cli(t, stack, "wait", "--timeout", "100ms", "--interval", "10ms", "t1:cli-1"); code != 1 || !strings.Contains(errOut, "did not finish within 100ms") {
 		t.Fatalf("wait on a queued job: exit %d, %s", code, errOut)
 	}
 
 	token, leased := leaseNext(t, stack)
-	if leased.JobID != "cli-1" || string(leased.Input) != `{"seconds":1}` {
+	if leased.JobID != "t1:cli-1" || string(leased.Input) != `{"seconds":1}` {
 		t.Fatalf("leased %+v", leased)
 	}
-	if code, out, _ := cli(t, stack, "get", "cli-1"); code != 0 || !strings.Contains(out, "leased") || !strings.Contains(out, "w1") {
+	if code, out, _ := cli(t, stack, "get", "t1:cli-1"); code != 0 || !strings.Contains(out, "leased") || !strings.Contains(out, "w1") {
 		t.Fatalf("get of a leased job: exit %d\n%s", code, out)
 	}
 	var done wire.StatusResponse
 	post(t, stack.URL+wire.PathComplete, map[string]string{"Authorization": "Bearer " + token},
 		wire.CompleteRequest{LeaseRef: wire.LeaseRef{JobID: leased.JobID, LeaseToken: leased.LeaseToken}, Result: json.RawMessage(`{"frames":24}`)}, http.StatusOK, &done)
 
-	code, out, errOut = cli(t, stack, "wait", "--interval", "10ms", "cli-1")
+	code, out, errOut = cli(t, stack, "wait", "--interval", "10ms", "t1:cli-1")
 	if code != 0 || !strings.Contains(out, "succeeded") || !strings.Contains(out, `{"frames":24}`) || !strings.Contains(out, "1 of 3") {
 		t.Fatalf("wait: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = cli(t, stack, "get", "--json", "cli-1")
+	code, out, _ = cli(t, stack, "get", "--json", "t1:cli-1")
 	var j wire.Job
 	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Status != "succeeded" || string(j.Result) != `{"frames":24}` {
 		t.Fatalf("get --json: exit %d, %v: %s", code, err, out)
 	}
-	if code, _, errOut := cli(t, stack, "cancel", "cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
+	if code, _, errOut := cli(t, stack, "cancel", "t1:cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
 		t.Fatalf("cancel of a succeeded job: exit %d, %s", code, errOut)
 	}
-	if code, _, errOut := cli(t, stack, "retry", "cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
+	if code, _, errOut := cli(t, stack, "retry", "t1:cli-1"); code != 1 || !strings.Contains(errOut, "409 conflict") {
 		t.Fatalf("retry of a succeeded job: exit %d, %s", code, errOut)
 	}
 
@@ -155,14 +155,14 @@ func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
 	var outcome wire.OutcomeResponse
 	post(t, stack.URL+wire.PathFail, map[string]string{"Authorization": "Bearer " + token},
 		wire.FailRequest{LeaseRef: wire.LeaseRef{JobID: leased.JobID, LeaseToken: leased.LeaseToken}, Error: &wire.FailError{Message: "out of memory", Code: "oom", Retryable: &no}}, http.StatusOK, &outcome)
-	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "cli-3"); code != exitJobFailed || !strings.Contains(out, "dead") || !strings.Contains(out, "oom: out of memory (retryable false)") {
+	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "t1:cli-3"); code != exitJobFailed || !strings.Contains(out, "dead") || !strings.Contains(out, "oom: out of memory (retryable false)") {
 		t.Fatalf("wait on a dead job: exit %d\n%s", code, out)
 	}
-	if code, out, errOut := cli(t, stack, "retry", "cli-3"); code != 0 || strings.TrimSpace(out) != "cli-3  queued" {
+	if code, out, errOut := cli(t, stack, "retry", "t1:cli-3"); code != 0 || strings.TrimSpace(out) != "t1:cli-3  queued" {
 		t.Fatalf("retry: exit %d, %q %s", code, out, errOut)
 	}
 	code, out, _ = cli(t, stack, "list", "--status", "succeeded", "--fleet", "demo")
-	if code != 0 || !strings.Contains(out, "JOB") || !strings.Contains(out, "cli-1") {
+	if code != 0 || !strings.Contains(out, "JOB") || !strings.Contains(out, "t1:cli-1") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
 }
@@ -177,7 +177,7 @@ func TestJobsCancelThenWaitSaysCanceled(t *testing.T) {
 	defer tick.Stop()
 	deadline := time.After(20 * time.Second)
 	for {
-		code, _, errOut := cli(t, stack, "get", "cli-2")
+		code, _, errOut := cli(t, stack, "get", "t1:cli-2")
 		if code == 0 {
 			break
 		}
@@ -190,16 +190,16 @@ func TestJobsCancelThenWaitSaysCanceled(t *testing.T) {
 			t.Fatal("the job was never dispatched")
 		}
 	}
-	if code, out, errOut := cli(t, stack, "cancel", "cli-2"); code != 0 || strings.TrimSpace(out) != "cli-2  canceled" {
+	if code, out, errOut := cli(t, stack, "cancel", "t1:cli-2"); code != 0 || strings.TrimSpace(out) != "t1:cli-2  canceled" {
 		t.Fatalf("cancel: exit %d, %q %s", code, out, errOut)
 	}
-	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "cli-2"); code != exitJobFailed || !strings.Contains(out, "canceled") {
+	if code, out, _ := cli(t, stack, "wait", "--interval", "10ms", "t1:cli-2"); code != exitJobFailed || !strings.Contains(out, "canceled") {
 		t.Fatalf("wait on a canceled job: exit %d\n%s", code, out)
 	}
-	if code, out, _ := cli(t, stack, "cancel", "cli-2"); code != 0 || strings.TrimSpace(out) != "cli-2  canceled" {
+	if code, out, _ := cli(t, stack, "cancel", "t1:cli-2"); code != 0 || strings.TrimSpace(out) != "t1:cli-2  canceled" {
 		t.Fatalf("second cancel: exit %d, %q", code, out)
 	}
-	if code, out, _ := cli(t, stack, "list", "--status", "canceled", "--json"); code != 0 || !strings.Contains(out, `"job_id":"cli-2"`) {
+	if code, out, _ := cli(t, stack, "list", "--status", "canceled", "--json"); code != 0 || !strings.Contains(out, `"job_id":"t1:cli-2"`) {
 		t.Fatalf("list --json: exit %d\n%s", code, out)
 	}
 }
@@ -238,7 +238,7 @@ func TestJobsLogsPrintsTheAttemptsLog(t *testing.T) {
 	if leased.LogURL == "" {
 		t.Fatal("the lease carries no log_url")
 	}
-	if code, _, errOut := cli(t, stack, "logs", "logged"); code != 1 || !strings.Contains(errOut, "attempt 1 of job logged has no log") {
+	if code, _, errOut := cli(t, stack, "logs", "t1:logged"); code != 1 || !strings.Contains(errOut, "attempt 1 of job t1:logged has no log") {
 		t.Fatalf("logs before the upload: exit %d, %s", code, errOut)
 	}
 	// The worker uploads its output's tail through the lease's URL.
@@ -248,16 +248,16 @@ func TestJobsLogsPrintsTheAttemptsLog(t *testing.T) {
 		t.Fatalf("PUT log: %v %v", res, err)
 	}
 	res.Body.Close()
-	if code, out, errOut := cli(t, stack, "logs", "logged"); code != 0 || out != "loading model\nrendered 24 frames\n" {
+	if code, out, errOut := cli(t, stack, "logs", "t1:logged"); code != 0 || out != "loading model\nrendered 24 frames\n" {
 		t.Fatalf("logs: exit %d, %q %s", code, out, errOut)
 	}
-	if code, out, _ := cli(t, stack, "logs", "--all", "logged"); code != 0 || out != "==> attempt 1 <==\nloading model\nrendered 24 frames\n" {
+	if code, out, _ := cli(t, stack, "logs", "--all", "t1:logged"); code != 0 || out != "==> attempt 1 <==\nloading model\nrendered 24 frames\n" {
 		t.Fatalf("logs --all: exit %d, %q", code, out)
 	}
-	if code, _, errOut := cli(t, stack, "logs", "--attempt", "2", "logged"); code != 2 || !strings.Contains(errOut, "no attempt 2") {
+	if code, _, errOut := cli(t, stack, "logs", "--attempt", "2", "t1:logged"); code != 2 || !strings.Contains(errOut, "no attempt 2") {
 		t.Fatalf("logs --attempt 2: exit %d, %s", code, errOut)
 	}
-	code, out, _ := cli(t, stack, "logs", "--json", "logged")
+	code, out, _ := cli(t, stack, "logs", "--json", "t1:logged")
 	var a wire.JobLogsResponse
 	if err := json.Unmarshal([]byte(out), &a); code != 0 || err != nil || len(a.Logs) != 1 || a.Logs[0].Attempt != 1 {
 		t.Fatalf("logs --json: exit %d, %v: %s", code, err, out)

@@ -23,14 +23,15 @@ import (
 // token (the dev stack), or signed with SigV4 for API Gateway's IAM
 // authorization (a deployed stage) from the default AWS credentials.
 type operatorClient struct {
-	api, token, region string
-	http               *http.Client
+	api, token, apiKey, region string
+	http                       *http.Client
 }
 
 func operatorFlags(fs *flag.FlagSet) *operatorClient {
 	c := &operatorClient{http: &http.Client{Timeout: 30 * time.Second}}
 	fs.StringVar(&c.api, "api", env("API", "http://127.0.0.1:8080"), "fleetq API URL (env FLEETQ_API)")
 	fs.StringVar(&c.token, "operator-token", env("OPERATOR_TOKEN", ""), "operator bearer token of the dev stack (env FLEETQ_OPERATOR_TOKEN); empty: sign with AWS credentials (SigV4)")
+	fs.StringVar(&c.apiKey, "api-key", env("API_KEY", ""), "a tenant's API key (env FLEETQ_API_KEY): acts for its tenant on the producer routes (jobs submit, get, wait, cancel, logs)")
 	fs.StringVar(&c.region, "region", os.Getenv("AWS_REGION"), "AWS region of the API for SigV4 signing (env AWS_REGION)")
 	return c
 }
@@ -61,6 +62,10 @@ func (c *operatorClient) get(ctx context.Context, path string, out any) error {
 }
 
 func (c *operatorClient) authorize(ctx context.Context, req *http.Request, body []byte) error {
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+		return nil
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		return nil

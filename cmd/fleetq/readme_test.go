@@ -210,7 +210,7 @@ func TestReadmeExamples(t *testing.T) {
 	idOf := func(l readmeLine) string {
 		id := ""
 		for _, m := range readmeVarRef.FindAllStringSubmatch(l.text, -1) {
-			if !slices.Contains([]string{"API", "SECRET", "OP"}, m[1]) {
+			if !slices.Contains([]string{"API", "SECRET", "OP", "KEY"}, m[1]) {
 				id = vars[m[1]]
 			}
 		}
@@ -255,8 +255,15 @@ func TestReadmeExamples(t *testing.T) {
 				fail("exit %v, %s=%q: %s", err, name, id, errOut)
 				break
 			}
-			if !strings.Contains(m[2], bin+" jobs submit ") {
-				fail("sets %s from something other than `fleetq jobs submit`; add its check to this test", name)
+			switch {
+			case strings.Contains(m[2], bin+" tenants keys create "):
+				// A tenant's API key, which the lines after it use.
+				kind = "key"
+				if name != "KEY" || !strings.HasPrefix(id, "fqk1.") {
+					fail("want KEY set to an API key (fqk1.…), got %s=%q", name, id)
+				}
+			case !strings.Contains(m[2], bin+" jobs submit "):
+				fail("sets %s from something other than `fleetq jobs submit` or `fleetq tenants keys create`; add its check to this test", name)
 			}
 			vars[name] = id
 		case strings.Contains(line, bin+" jobs wait "):
@@ -395,7 +402,7 @@ func TestReadmeExamples(t *testing.T) {
 		}
 		seen[kind] = true
 	}
-	required := []string{"submit", "wait", "get", "logs", "cancel", "list", "fleets", "console", "worker"}
+	required := []string{"key", "submit", "wait", "get", "logs", "cancel", "list", "fleets", "console", "worker"}
 	if noCurl == nil {
 		required = append(required, "curl submit", "curl job", "curl logs")
 	}

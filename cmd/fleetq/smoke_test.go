@@ -47,7 +47,7 @@ func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
 	// job it was given.
 	for _, re := range []string{
 		`workflow ` + first.Workflows[0],
-		`job smoke-\d+: succeeded, fleet ` + first.Slug + `, 1 attempt`,
+		`job smoke:smoke-\d+: succeeded, fleet ` + first.Slug + `, 1 attempt`,
 		`\+0\.0s\s+queued`,
 		`\+\d+\.\ds\s+leased worker \S+ attempt 1`,
 		`\+\d+\.\ds\s+succeeded`,

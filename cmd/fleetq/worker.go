@@ -44,6 +44,7 @@ type workerFlags struct {
 	fleet, stage, workerID             *string
 	concurrency                        *int
 	runner, execCmd, execHealth, comfy *string
+	execPassEnv                        *string
 	comfyExtraFile                     *string
 	imdsEndpoint                       *string
 	noIMDS, noGPUCheck                 *bool
@@ -63,15 +64,16 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 		secret: fs.String("fleet-secret", env("FLEET_SECRET", ""), "the fleet's own secret, for workers outside AWS (env FLEETQ_FLEET_SECRET); prefer --fleet-secret-file. Without one the worker attests with the instance's AWS credentials"),
 		stsEndpoint: fs.String("sts-endpoint", env("STS_ENDPOINT", ""),
 			"STS endpoint an attested registration's identity request is signed for; the stage's API must forward to the same (env FLEETQ_STS_ENDPOINT; default the region's, https://sts.<region>.amazonaws.com/)"),
-		secretFile: fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
-		secretSSM:  fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
-		fleet:      fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
-		stage:      fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)"),
-		workerID:   fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
-		runner:     fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
-		execCmd:    fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
-		execHealth: fs.String("exec-health", env("EXEC_HEALTH", ""), "shell command that exits 0 when the exec runner's engine is ready, run before every lease (env FLEETQ_EXEC_HEALTH)"),
-		comfy:      fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner; several, comma-separated, for one ComfyUI per GPU (env FLEETQ_COMFYUI_URL)"),
+		secretFile:  fs.String("fleet-secret-file", env("FLEET_SECRET_FILE", ""), "file holding the fleet secret (env FLEETQ_FLEET_SECRET_FILE)"),
+		secretSSM:   fs.String("fleet-secret-ssm", env("FLEET_SECRET_SSM", ""), "SSM SecureString parameter holding the fleet secret, read with the instance's role (env FLEETQ_FLEET_SECRET_SSM)"),
+		fleet:       fs.String("fleet", env("FLEET", ""), "fleet slug (env FLEETQ_FLEET)"),
+		stage:       fs.String("stage", env("STAGE", ""), "stage the fleet belongs to (env FLEETQ_STAGE)"),
+		workerID:    fs.String("worker-id", env("WORKER_ID", ""), "worker id (env FLEETQ_WORKER_ID; default: the EC2 instance id from IMDS, else the hostname)"),
+		runner:      fs.String("runner", env("RUNNER", "exec"), "exec, comfyui or sleep (env FLEETQ_RUNNER)"),
+		execCmd:     fs.String("exec", env("EXEC", ""), "shell command the exec runner runs per job (env FLEETQ_EXEC)"),
+		execHealth:  fs.String("exec-health", env("EXEC_HEALTH", ""), "shell command that exits 0 when the exec runner's engine is ready, run before every lease (env FLEETQ_EXEC_HEALTH)"),
+		execPassEnv: fs.String("exec-pass-env", env("EXEC_PASS_ENV", ""), "comma-separated names of the agent's environment variables the exec runner's command also gets; it gets no others beyond PATH, the locale and the GPU variables (env FLEETQ_EXEC_PASS_ENV)"),
+		comfy:       fs.String("comfyui-url", env("COMFYUI_URL", "http://127.0.0.1:8188"), "ComfyUI server of the comfyui runner; several, comma-separated, for one ComfyUI per GPU (env FLEETQ_COMFYUI_URL)"),
 		comfyExtraFile: fs.String("comfyui-extra-data-file", env("COMFYUI_EXTRA_DATA_FILE", ""),
 			"JSON object sent as every prompt's extra_data, e.g. {\"api_key_comfy_org\": \"...\"} for API nodes (env FLEETQ_COMFYUI_EXTRA_DATA_FILE)"),
 		noGPUCheck:   fs.Bool("no-gpu-check", env("NO_GPU_CHECK", "") == "true", "do not read nor watch the GPUs with nvidia-smi (env FLEETQ_NO_GPU_CHECK=true)"),
@@ -117,7 +119,13 @@ func (f *workerFlags) newRunner() (agent.Runner, error) {
 		if *f.execCmd == "" {
 			return nil, fmt.Errorf("the exec runner needs --exec")
 		}
-		return agent.ExecRunner{Command: *f.execCmd, HealthCommand: *f.execHealth}, nil
+		var pass []string
+		for _, name := range strings.Split(*f.execPassEnv, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				pass = append(pass, name)
+			}
+		}
+		return agent.ExecRunner{Command: *f.execCmd, HealthCommand: *f.execHealth, PassEnv: pass}, nil
 	case "comfyui":
 		r := agent.ComfyUIRunner{}
 		if *f.comfyExtraFile != "" {
@@ -241,7 +249,7 @@ func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
 		} else {
 			cfg.Metadata = md
 			cfg.InstanceID, cfg.InstanceType, cfg.AZ = id.InstanceID, id.InstanceType, id.AZ
-			cfg.PurchaseOption = id.PurchaseOption
+			cfg.PurchaseOption, cfg.LaunchedAt = id.PurchaseOption, id.LaunchedAt
 		}
 	}
 	if cfg.WorkerID == "" {

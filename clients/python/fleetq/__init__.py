@@ -1,9 +1,11 @@
 """A client of fleetq's HTTP API for producers and operators.
 
-Standard library only. Requests carry the operator bearer token when one is
-given (the dev stack, stages without IAM); otherwise they are signed with AWS
-Signature Version 4 for API Gateway's IAM authorization, which needs botocore
-(Debian: python3-botocore) and the default AWS credentials.
+Standard library only. Requests carry a tenant's API key when one is given
+(``api_key``: the producer routes, for that tenant's jobs only; on a deployed
+stage, call its KeyApiUrl), else the operator bearer token when one is given
+(the dev stack); otherwise they are signed with AWS Signature Version 4 for
+API Gateway's IAM authorization, which needs botocore (Debian:
+python3-botocore) and the default AWS credentials.
 
 The routes and bodies are those of docs/api.md and
 pkg/domain/wire/openapi/openapi.yaml.
@@ -125,8 +127,10 @@ class JobSummary:
 class Client:
     """Calls the producer and operator routes of one fleetq API.
 
-    ``api`` defaults to $FLEETQ_API, ``token`` to $FLEETQ_OPERATOR_TOKEN and
-    ``region`` (for SigV4) to $AWS_REGION.
+    ``api`` defaults to $FLEETQ_API, ``api_key`` (a tenant's API key, which
+    acts for its tenant: ``tenant_id`` may then be left empty) to
+    $FLEETQ_API_KEY, ``token`` to $FLEETQ_OPERATOR_TOKEN and ``region`` (for
+    SigV4) to $AWS_REGION.
 
     ``retries`` bounds how often one call is sent again after a ``503`` or
     ``429`` (0: never); each retry waits the answer's ``Retry-After`` (1, 2,
@@ -139,8 +143,10 @@ class Client:
 
     def __init__(self, api: Optional[str] = None, token: Optional[str] = None,
                  region: Optional[str] = None, timeout: float = 30.0, retries: int = 3,
-                 max_wait: float = 30.0, sleep: Callable[[float], None] = time.sleep):
+                 max_wait: float = 30.0, sleep: Callable[[float], None] = time.sleep,
+                 api_key: Optional[str] = None):
         self.api = (api or os.environ.get("FLEETQ_API") or "http://127.0.0.1:8080").rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("FLEETQ_API_KEY", "")
         self.token = token if token is not None else os.environ.get("FLEETQ_OPERATOR_TOKEN", "")
         self.region = region or os.environ.get("AWS_REGION", "")
         self.timeout = timeout
@@ -152,12 +158,16 @@ class Client:
     def submit(self, tenant_id: str, workflow_id: str, input: Optional[Dict[str, Any]] = None,
                job_id: Optional[str] = None, priority: int = 0, max_attempts: int = 0,
                timeout_seconds: int = 0, queue_timeout_seconds: int = 0, callback_url: str = "") -> str:
-        """Queues a job and returns its id. Without ``job_id`` one is made
-        here, so retrying a submit with the returned id yields one job.
+        """Queues a job and returns its id (``<tenant>:<job_id>``). Without
+        ``job_id`` one is made here, so retrying a submit with the returned
+        id yields one job. With an API key, ``tenant_id`` may be "" (the
+        key's tenant).
         ``callback_url`` receives the job's outcomes, signed (its host must
         be among the stage's webhooks.allowed_hosts)."""
-        body: Dict[str, Any] = {"job_id": job_id or str(uuid.uuid4()), "tenant_id": tenant_id,
+        body: Dict[str, Any] = {"job_id": job_id or str(uuid.uuid4()),
                                 "workflow_id": workflow_id, "priority": priority}
+        if tenant_id:
+            body["tenant_id"] = tenant_id
         if input is not None:
             body["input"] = input
         for k, v in (("max_attempts", max_attempts), ("timeout_seconds", timeout_seconds),
@@ -208,7 +218,9 @@ class Client:
         """Uploads one input file under the tenant's prefix through a
         presigned PUT and returns its key, which a job's input names in
         ``input_keys`` (``{"input_keys": {"scene": key}}``)."""
-        body = {"tenant_id": tenant_id, "filename": filename}
+        body = {"filename": filename}
+        if tenant_id:
+            body["tenant_id"] = tenant_id
         if content_type:
             body["content_type"] = content_type
         up = self._call("POST", "/api/uploads", body)
@@ -273,6 +285,8 @@ class Client:
             raise _api_error(e) from None
 
     def _authorization(self, method: str, url: str, data: Optional[bytes], headers: Dict[str, str]) -> Dict[str, str]:
+        if self.api_key:
+            return {"Authorization": "Bearer " + self.api_key}
         if self.token:
             return {"Authorization": "Bearer " + self.token}
         try:

@@ -207,3 +207,25 @@ func TestSecretsManagerSecretIsCachedForTTL(t *testing.T) {
 		t.Fatalf("missing secret: %v", err)
 	}
 }
+
+func TestAPIKeyRoundTrip(t *testing.T) {
+	key, minted := NewAPIKey()
+	if !strings.HasPrefix(key, APIKeyPrefix) || !ValidAPIKeyID(minted.ID) || len(minted.Hash) != 64 || strings.Contains(key, minted.Hash) {
+		t.Fatalf("minted %q as %+v", key, minted)
+	}
+	got, err := ParseAPIKey(key)
+	if err != nil || got != minted {
+		t.Fatalf("ParseAPIKey = %+v, %v; want %+v", got, err, minted)
+	}
+	other, again := NewAPIKey()
+	if other == key || again.ID == minted.ID {
+		t.Fatal("two keys share a key or an id")
+	}
+	id, secret, _ := strings.Cut(strings.TrimPrefix(key, APIKeyPrefix), ".")
+	for _, bad := range []string{"", "fqk1", key + "x", APIKeyPrefix + id, APIKeyPrefix + id + ".", APIKeyPrefix + strings.ToUpper(id) + "." + secret,
+		"fqk2." + id + "." + secret, APIKeyPrefix + id + "." + secret[:10], APIKeyPrefix + id + "x." + secret} {
+		if _, err := ParseAPIKey(bad); err != ErrMalformedAPIKey {
+			t.Errorf("ParseAPIKey(%q) = %v", bad, err)
+		}
+	}
+}

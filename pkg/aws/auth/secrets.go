@@ -156,3 +156,14 @@ func clockOr(c clock.Clock) clock.Clock {
 	}
 	return c
 }
+
+// IAMCaller is the ARN of the IAM identity API Gateway's IAM authorizer
+// verified for the request (the session ARN of an assumed role, or a
+// user's ARN), or false when the request passed no IAM authorization.
+func IAMCaller(r *http.Request) (string, bool) {
+	rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	if !ok || rc.Authorizer == nil || rc.Authorizer.IAM == nil || rc.Authorizer.IAM.UserARN == "" {
+		return "", false
+	}
+	return rc.Authorizer.IAM.UserARN, true
+}

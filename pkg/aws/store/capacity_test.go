@@ -83,15 +83,21 @@ func (m *modeledEnv) registerWorkers(tb testing.TB, n, slots int) []store.Worker
 	tb.Helper()
 	auths := make([]store.WorkerAuth, n)
 	for i := range auths {
-		a := store.WorkerAuth{WorkerID: fmt.Sprintf("w%05d", i), Fleet: "gpu", TokenHash: fmt.Sprintf("hash-%d", i)}
-		_, err := m.st.RegisterWorker(m.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
-			InstanceID: "i-" + a.WorkerID, InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: slots, TokenHash: a.TokenHash})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		auths[i] = a
+		auths[i] = m.registerWorker(tb, i, slots)
 	}
 	return auths
+}
+
+// registerWorker registers worker number i of the fleet.
+func (m *modeledEnv) registerWorker(tb testing.TB, i, slots int) store.WorkerAuth {
+	tb.Helper()
+	a := store.WorkerAuth{WorkerID: fmt.Sprintf("w%05d", i), Fleet: "gpu", TokenHash: fmt.Sprintf("hash-%d", i)}
+	_, err := m.st.RegisterWorker(m.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
+		InstanceID: "i-" + a.WorkerID, InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: slots, TokenHash: a.TokenHash})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }
 
 // nextSecond moves the clock to the start of the next whole second and
@@ -155,4 +161,60 @@ func TestLeasePathWorksWithLaggingIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.wantStatus(j.ID, job.Succeeded)
+}
+
+// An idle worker's empty polls write its last_seen_ms (projected into the
+// fleet's workers partition) at most once a heartbeat interval: the polls
+// between write nothing to an index, and still refuse a bad token or a
+// revoked worker.
+func TestEmptyPollsWriteTheWorkersPartitionOnceAHeartbeatInterval(t *testing.T) {
+	m := newModeledEnv(t, capacityConfig, 0)
+	w := m.registerWorkers(t, 1, 1)[0]
+	poll := func() error {
+		_, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
+		return err
+	}
+	workersPartition := func() float64 {
+		for _, l := range m.model.Loads() {
+			if l.Index == store.IndexByState && l.Key == "W#gpu" {
+				return l.Units.Write
+			}
+		}
+		return 0
+	}
+	m.nextSecond()
+	for range 5 { // 25 s of polls every 5 s, within the 30 s heartbeat interval
+		if err := poll(); !errors.Is(err, store.ErrNoJob) {
+			t.Fatalf("empty poll = %v, want ErrNoJob", err)
+		}
+		m.clock.Advance(5 * time.Second)
+	}
+	if n := workersPartition(); n != 0 {
+		t.Fatalf("polls within a heartbeat interval of the registration wrote %.0f units to W#gpu, want none", n)
+	}
+	if seen := m.worker(w.WorkerID).LastSeenAt; !seen.Equal(t0) {
+		t.Fatalf("last seen %s, want the registration's %s", seen, t0)
+	}
+	m.clock.Advance(5 * time.Second) // 30 s since it was seen
+	if err := poll(); !errors.Is(err, store.ErrNoJob) {
+		t.Fatal(err)
+	}
+	if n := workersPartition(); n != 1 {
+		t.Fatalf("the poll a heartbeat interval on wrote %.0f units to W#gpu, want 1", n)
+	}
+	if seen := m.worker(w.WorkerID).LastSeenAt; !seen.Equal(m.clock.Now()) {
+		t.Fatalf("last seen %s, want now %s", seen, m.clock.Now())
+	}
+	m.clock.Advance(5 * time.Second)
+	bad := w
+	bad.TokenHash = "hash-of-another-token"
+	if _, err := m.st.LeaseNext(m.ctx, bad, []string{"wf-a"}); !errors.Is(err, store.ErrUnauthenticated) {
+		t.Fatalf("an empty poll with a bad token = %v, want ErrUnauthenticated", err)
+	}
+	if _, err := m.st.RevokeWorker(m.ctx, w.WorkerID); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(); !errors.Is(err, store.ErrRevoked) {
+		t.Fatalf("an empty poll of a revoked worker = %v, want ErrRevoked", err)
+	}
 }

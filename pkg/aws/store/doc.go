@@ -9,8 +9,13 @@
 // where they mean something: jobs in pkg/domain/job, workers in pkg/domain/worker, fleet
 // state, decisions and interruption counts in pkg/domain/fleetstate. Its files
 // follow the aggregates: jobs.go, lease.go, report.go and deadlines.go (jobs
-// and their leases), workers.go, fleetstate.go, registration.go,
-// interruptions.go and outbox.go, over store.go (the client, writes,
-// transactions and the one query helper) and schema.go (every key, prefix
-// and attribute name).
+// and their leases), with fairlease.go (fair share on the lease path),
+// leasecap.go (tenants' leased caps), tenants.go (tenants' queued caps) and
+// ondemand.go (jobs pinned to On-Demand); workers.go, fleetstate.go,
+// registration.go, interruptions.go, outbox.go, callbacks.go (outcomes due
+// at callback URLs), costs.go and spotprices.go (the price of each job),
+// console.go (operator console sessions); over store.go (the client, writes,
+// transactions and the one query helper), schema.go (every key, prefix and
+// attribute name), errors.go (the sentinel errors) and itemsize.go (the
+// 400 KB item limit).
 package store

@@ -17,6 +17,10 @@ import (
 
 // CreateJob creates a queued job unless one with the same ID exists; created
 // is false for a repeat (the first submission wins, later ones change nothing).
+// A repeat answers the existing job only when it is the same tenant's: an id
+// held by another tenant is ErrConflict and reveals nothing of that job.
+// (Submissions scope ids to their tenant, tenant.JobID, so two tenants never
+// name one id; this check keeps the store from trusting that.)
 func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created bool, err error) {
 	f, ok := s.cfg.FleetForWorkflow(n.WorkflowID)
 	if !ok {
@@ -54,8 +58,7 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 			return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
 		}
 		if !created {
-			existing, gerr := s.GetJob(ctx, n.ID)
-			return existing, false, gerr
+			return s.existingJob(ctx, n)
 		}
 		return it.toJob(), true, nil
 	}
@@ -72,13 +75,24 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if isConditionFailed(err) {
-		existing, gerr := s.GetJob(ctx, n.ID)
-		return existing, false, gerr
+		return s.existingJob(ctx, n)
 	}
 	if err != nil {
 		return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
 	}
 	return it.toJob(), true, nil
+}
+
+// existingJob is the job a repeated create found, if it is the same tenant's.
+func (s *Store) existingJob(ctx context.Context, n job.Spec) (job.Job, bool, error) {
+	existing, err := s.GetJob(ctx, n.ID)
+	if err != nil {
+		return job.Job{}, false, err
+	}
+	if existing.TenantID != n.TenantID {
+		return job.Job{}, false, fmt.Errorf("create job %s for tenant %s: the id is another tenant's: %w", n.ID, n.TenantID, ErrConflict)
+	}
+	return existing, false, nil
 }
 
 // GetJob reads a job (strongly consistent).

@@ -285,7 +285,8 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		{name: memberWorker, update: &update{pk: wpk, sk: wsk,
 			set: expression.Set(expression.Name(attrLeases), expression.Plus(expression.Name(attrLeases), expression.Value(1))).
 				Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))).
-				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))),
+				Set(expression.Name(attrLastClaimMS), expression.Value(ms(now))).
+				Set(expression.Name(attrFirstClaimMS), expression.IfNotExists(expression.Name(attrFirstClaimMS), expression.Value(ms(now)))),
 			cond: wcond,
 		}},
 	}

@@ -18,7 +18,9 @@ func TestCreateJobIsIdempotent(t *testing.T) {
 		t.Fatalf("created job = %+v", first)
 	}
 	e.clock.Advance(time.Minute)
-	again, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: "j1", TenantID: "t2", WorkflowID: "wf-b", Input: json.RawMessage(`{"other":true}`)})
+	// The same tenant's repeat answers the first job (another tenant's is
+	// refused: TestCreateJobNeverAnswersAnotherTenantsJob).
+	again, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: "j1", TenantID: "t1", WorkflowID: "wf-b", Input: json.RawMessage(`{"other":true}`)})
 	if err != nil || created {
 		t.Fatalf("repeat CreateJob = created %v, %v", created, err)
 	}

@@ -97,6 +97,10 @@ const (
 	attrLastSeenMS     = "last_seen_ms"
 	attrLastReleaseMS  = "last_release_ms"
 	attrLastClaimMS    = "last_claim_ms"
+	attrFirstClaimMS   = "first_claim_ms"
+	attrBootLaunchMS   = "boot_launch_ms"
+	attrBootAgentMS    = "boot_agent_ms"
+	attrBootReadyMS    = "boot_ready_ms"
 	attrSourceIP       = "source_ip"
 	attrAgentVersion   = "agent_version"
 
@@ -121,6 +125,10 @@ const (
 	attrLeasedJobs = "leased"
 	attrChangedMS  = "changed_ms"
 	attrTenantSlot = "tenant_slot"
+
+	// API keys.
+	attrRevokedMS  = "revoked_ms"
+	attrLastUsedMS = "last_used_ms"
 
 	// Cost per job: the job's price, and the hourly totals.
 	attrCostUSD      = "cost_usd"
@@ -204,6 +212,9 @@ const (
 	prefixCost         = "COST#"
 	prefixCallback     = "HOOK#"
 	prefixConsole      = "CONSOLE#"
+	// partitionAPIKeys holds every tenant API key, one item per key id:
+	// a lookup is one GetItem, a listing one Query.
+	partitionAPIKeys = "APIKEY"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -230,10 +241,14 @@ const (
 	typeEvent  = "event"
 	// typeCallback is an outcome waiting for delivery to a callback URL.
 	typeCallback = "callback"
+	typeAPIKey   = "apikey"
 )
 
 // Item keys.
 func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
+
+// apiKeyKey is a tenant API key, by its public id.
+func apiKeyKey(id string) (string, string) { return partitionAPIKeys, id }
 
 func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
 

@@ -167,3 +167,34 @@ func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
 		t.Fatalf("took %d, refused %d, open %d; want %d, %d, %d", took, refused, e.open("capped"), limit, tries-limit, limit)
 	}
 }
+
+// TestCreateJobNeverAnswersAnotherTenantsJob: a create that meets an id
+// already held answers that job only to its own tenant; another tenant's
+// create is refused and reads nothing of it, through both create paths
+// (with and without a tenant cap).
+func TestCreateJobNeverAnswersAnotherTenantsJob(t *testing.T) {
+	e := newTenantEnv(t, 5)
+	for _, owner := range []string{"acme", "capped"} {
+		id := "shared-" + owner
+		first, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: owner, WorkflowID: "wf-a", Input: json.RawMessage(`{"secret":1}`)})
+		if err != nil || !created {
+			t.Fatalf("CreateJob(%s) = %v, %v", id, created, err)
+		}
+		again, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: owner, WorkflowID: "wf-a", Input: json.RawMessage(`{}`)})
+		if err != nil || created || again.ID != first.ID || string(again.Input) != `{"secret":1}` {
+			t.Fatalf("repeat by the same tenant = %+v, %v, %v; want the first job", again, created, err)
+		}
+		for _, other := range []string{"globex", "capped", "acme"} {
+			if other == owner {
+				continue
+			}
+			got, created, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: other, WorkflowID: "wf-a", Input: json.RawMessage(`{}`)})
+			if !errors.Is(err, store.ErrConflict) || created || got.ID != "" || got.Input != nil {
+				t.Fatalf("%s's create of %s's id = %+v, %v, %v; want ErrConflict and no job", other, owner, got, created, err)
+			}
+		}
+		if j := e.job(id); j.TenantID != owner {
+			t.Fatalf("the job's tenant became %s", j.TenantID)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -48,6 +49,9 @@ type Registration struct {
 	AgentKeyHash string
 	// AgentVersion is the version the agent reported (empty if none).
 	AgentVersion string
+	// Boot is the instance's boot timeline the agent reported (zero times:
+	// not reported).
+	Boot worker.Boot
 }
 
 // RegisterWorker creates the worker, or, when it exists, replaces its token
@@ -87,6 +91,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		MaxConcurrency: r.MaxConcurrency, TokenHash: r.TokenHash,
 		Status: string(worker.Active), Approved: approved,
 		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash, AgentVersion: r.AgentVersion,
+		BootLaunchMS: msOrZero(r.Boot.LaunchedAt), BootAgentMS: msOrZero(r.Boot.AgentStartedAt), BootReadyMS: msOrZero(r.Boot.RunnerReadyAt),
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -150,6 +155,15 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 	}
 	if len(r.Providers) > 0 {
 		set = set.Set(expression.Name(attrProviders), expression.Value(r.Providers))
+	}
+	// A registration again (the same agent restarting) reports its own
+	// boot; the worker's registration time stays its first (it is the idle
+	// clock of a worker that never leased).
+	for _, b := range []struct {
+		name string
+		at   time.Time
+	}{{attrBootLaunchMS, r.Boot.LaunchedAt}, {attrBootAgentMS, r.Boot.AgentStartedAt}, {attrBootReadyMS, r.Boot.RunnerReadyAt}} {
+		set = set.Set(expression.Name(b.name), expression.Value(msOrZero(b.at)))
 	}
 	exists := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet)))
 	err := errConditionFailed
@@ -238,20 +252,60 @@ func authCond(a WorkerAuth) expression.ConditionBuilder {
 }
 
 // TouchWorker marks a worker seen (an empty poll), checking its token.
+//
+// last_seen_ms is projected into the fleet's workers partition of the
+// by-state index, so each write of it is a write on that one partition key
+// of the fleet, and every idle worker polls every few seconds. An empty poll
+// therefore writes it only when it is at least a heartbeat interval old:
+// the write's condition says so, and a poll that finds the worker seen more
+// recently writes nothing (a refused conditional write costs one write unit
+// on the worker's own item and none in the index). The item as it was comes
+// back with the refusal, so telling "seen recently" from "bad token or
+// revoked" costs no read. The scaler calls a worker unresponsive after
+// three heartbeat intervals unseen (scaling.Settings), which an idle
+// worker's last_seen_ms, at most a heartbeat interval and a poll interval
+// old, stays well within.
 func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
+	f, err := s.fleet(a.Fleet)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
 	pk, sk := workerKey(a.WorkerID)
-	err := s.updateItem(ctx, update{pk: pk, sk: sk,
-		set:  expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(s.clock.Now()))),
-		cond: authCond(a),
+	seen := expression.Name(attrLastSeenMS)
+	stale := expression.Or(expression.AttributeNotExists(seen), seen.LessThanEqual(expression.Value(ms(now.Add(-f.HeartbeatInterval())))))
+	e, err := update{pk: pk, sk: sk, set: expression.Set(seen, expression.Value(ms(now))), cond: authCond(a).And(stale)}.build()
+	if err != nil {
+		return fmt.Errorf("build touch of worker %s: %w", a.WorkerID, err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 key(pk, sk),
+		UpdateExpression:                    e.Update(),
+		ConditionExpression:                 e.Condition(),
+		ExpressionAttributeNames:            e.Names(),
+		ExpressionAttributeValues:           e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if errors.Is(err, errConditionFailed) {
-		_, aerr := s.Authorize(ctx, a)
-		if aerr == nil {
-			return fmt.Errorf("touch worker %s: %w", a.WorkerID, ErrContention)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		if err != nil {
+			return fmt.Errorf("touch worker %s: %w", a.WorkerID, err)
 		}
+		return nil
+	}
+	var it workerItem
+	if len(ccf.Item) > 0 && attributevalue.UnmarshalMap(ccf.Item, &it) == nil {
+		w := it.toWorker()
+		if w.Fleet == a.Fleet && w.Status != worker.Revoked && subtle.ConstantTimeCompare([]byte(w.TokenHash), []byte(a.TokenHash)) == 1 {
+			return nil // seen recently
+		}
+	}
+	// No item came back (or the worker may not poll): the read says why.
+	if _, aerr := s.Authorize(ctx, a); aerr != nil {
 		return aerr
 	}
-	return err
+	return nil
 }
 
 // ListWorkers returns the workers of a fleet.
@@ -492,6 +546,26 @@ type workerItem struct {
 	SourceIP       string   `dynamodbav:"source_ip,omitempty"`
 	AgentKeyHash   string   `dynamodbav:"agent_key_hash,omitempty"`
 	AgentVersion   string   `dynamodbav:"agent_version,omitempty"`
+	FirstClaimMS   int64    `dynamodbav:"first_claim_ms,omitempty"`
+	BootLaunchMS   int64    `dynamodbav:"boot_launch_ms,omitempty"`
+	BootAgentMS    int64    `dynamodbav:"boot_agent_ms,omitempty"`
+	BootReadyMS    int64    `dynamodbav:"boot_ready_ms,omitempty"`
+}
+
+// msOrZero is a time in Unix milliseconds, 0 for the zero time.
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return ms(t)
+}
+
+// timeOrZero is the time of Unix milliseconds, zero for 0.
+func timeOrZero(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return fromMS(v)
 }
 
 func (it *workerItem) toWorker() worker.Worker {
@@ -515,6 +589,9 @@ func (it *workerItem) toWorker() worker.Worker {
 		LastClaimAt:    fromMS(it.LastClaimMS),
 		SourceIP:       it.SourceIP,
 		AgentVersion:   it.AgentVersion,
+		FirstClaimAt:   timeOrZero(it.FirstClaimMS),
+		Boot: worker.Boot{LaunchedAt: timeOrZero(it.BootLaunchMS), AgentStartedAt: timeOrZero(it.BootAgentMS),
+			RunnerReadyAt: timeOrZero(it.BootReadyMS)},
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

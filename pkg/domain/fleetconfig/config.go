@@ -34,8 +34,13 @@ type Config struct {
 	Tags map[string]string `yaml:"tags"`
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
-	// Tenants are per-tenant quotas and fair-share weights, stage-wide (docs/scaling.md, "Tenant quotas").
+	// Tenants are per-tenant quotas and fair-share weights, stage-wide (docs/scaling.md, "Tenant quotas"),
+	// and the IAM principals that act for each tenant (docs/security.md).
 	Tenants []Tenant `yaml:"tenants"`
+	// Operators are the IAM role or user ARNs that act as operators on the
+	// producer routes (any tenant's jobs). An IAM caller of a producer route
+	// must be one of these or one tenant's principal; others get 403.
+	Operators []string `yaml:"operators"`
 	// Prices price each job (docs/scaling.md, "Cost per job"); none by default.
 	Prices Prices `yaml:"prices"`
 

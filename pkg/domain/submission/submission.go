@@ -11,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/jobinput"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
 )
@@ -42,7 +43,9 @@ const (
 	MaxTimeoutSeconds = 7 * 24 * 3600
 )
 
-// IDPattern is what job, tenant and worker ids may look like.
+// IDPattern is what a submission's job_id (the producer's key for the job,
+// unique within its tenant) and a worker id may look like. Tenant ids are
+// stricter (tenant.ValidID).
 var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // Error is a submission that can never be accepted; its message is safe to
@@ -60,6 +63,16 @@ func invalid(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(
 // Parse decodes a submission strictly and validates it against the fleet
 // config. The job id may be missing; the caller assigns one.
 func Parse(data []byte, cfg *fleetconfig.Config) (Submission, error) {
+	s, err := Decode(data)
+	if err != nil {
+		return Submission{}, err
+	}
+	return s, s.Validate(cfg)
+}
+
+// Decode decodes a submission strictly without validating it: the API
+// fills in the caller's tenant before Validate.
+func Decode(data []byte) (Submission, error) {
 	if len(data) > MaxBodyBytes {
 		return Submission{}, &Error{Msg: fmt.Sprintf("the submission is %d bytes; at most %d are allowed", len(data), MaxBodyBytes), TooLarge: true}
 	}
@@ -67,7 +80,7 @@ func Parse(data []byte, cfg *fleetconfig.Config) (Submission, error) {
 	if err := strictjson.Decode(data, &s, false); err != nil {
 		return Submission{}, &Error{Msg: err.Error()}
 	}
-	return s, s.Validate(cfg)
+	return s, nil
 }
 
 // Validate checks every field; it is also run on submissions built in code.
@@ -75,11 +88,8 @@ func (s *Submission) Validate(cfg *fleetconfig.Config) error {
 	if s.JobID != "" && !IDPattern.MatchString(s.JobID) {
 		return invalid("field \"job_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.JobID)
 	}
-	if s.TenantID == "" {
-		return invalid("field \"tenant_id\" is required")
-	}
-	if !IDPattern.MatchString(s.TenantID) {
-		return invalid("field \"tenant_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.TenantID)
+	if err := tenant.CheckID("tenant_id", s.TenantID); err != nil {
+		return &Error{Msg: err.Error()}
 	}
 	if s.WorkflowID == "" {
 		return invalid("field \"workflow_id\" is required")
@@ -203,13 +213,15 @@ func depth(data []byte) int {
 }
 
 // Spec turns a validated submission with an id into the job it asks for.
+// The job's id is the job_id scoped to the tenant (tenant.JobID): the same
+// job_id from two tenants is two jobs.
 func (s Submission) Spec() job.Spec {
 	in := s.Input
 	if len(in) == 0 {
 		in = json.RawMessage(`{}`)
 	}
 	return job.Spec{
-		ID: s.JobID, TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
+		ID: tenant.JobID(s.TenantID, s.JobID), TenantID: s.TenantID, WorkflowID: s.WorkflowID, Priority: s.Priority, Input: in,
 		MaxAttempts: s.MaxAttempts, TimeoutSeconds: s.TimeoutSeconds, QueueTimeoutSeconds: s.QueueTimeoutSeconds,
 		CallbackURL: s.CallbackURL,
 	}

@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 		t.Fatalf("parsed %+v", s)
 	}
 	n := s.Spec()
-	if n.ID != s.JobID || n.TimeoutSeconds != 600 {
+	if n.ID != "t1:scene-42:gen-1" || n.TimeoutSeconds != 600 {
 		t.Fatalf("Spec = %+v", n)
 	}
 	if m, err := Parse([]byte(`{"tenant_id":"t","workflow_id":"demo-sleep"}`), cfg); err != nil || string(m.Spec().Input) != `{}` {
@@ -39,6 +39,9 @@ func TestParseRejects(t *testing.T) {
 		`{"tenant_id":"t","workflow_id":"demo-sleep","timeout_seconds":-1}`: `"timeout_seconds"`,
 		`{"tenant_id":"t","workflow_id":"demo-sleep","job_id":"a b"}`:       `"job_id"`,
 		`{"tenant_id":"../x","workflow_id":"demo-sleep"}`:                   `"tenant_id"`,
+		`{"tenant_id":"ACME","workflow_id":"demo-sleep"}`:                   `"tenant_id": "ACME" is not a tenant id`,
+		`{"tenant_id":"acme.","workflow_id":"demo-sleep"}`:                  `"tenant_id": "acme." is not a tenant id`,
+		`{"tenant_id":"acmé","workflow_id":"demo-sleep"}`:                   `is not a tenant id`,
 		`{"tenant_id":"t","workflow_id":"demo-sleep","colour":1}`:           `unknown field "colour"`,
 		`{"tenant_id":"t","workflow_id":"demo-sleep","priority":"high"}`:    `"priority": must be a whole number`,
 		`not json`: `must be a JSON object`,

@@ -27,6 +27,28 @@ type Fleet struct {
 	LastDecision *Decision `json:"last_decision"`
 	// History is the fleet's recent decisions, newest first, with ?history=true.
 	History []Decision `json:"history,omitempty"`
+	// Boot is the boot timeline of the fleet's registered workers (omitted
+	// when none reported one).
+	Boot *FleetBoot `json:"boot,omitempty"`
+}
+
+// FleetBoot is a fleet's boot timeline over its registered workers: each
+// phase's median and longest, in order, and the phase with the longest
+// median.
+type FleetBoot struct {
+	Workers int         `json:"workers"`
+	Phases  []BootPhase `json:"phases"`
+	Slowest string      `json:"slowest"`
+}
+
+// BootPhase is one phase of the way from launch to the first job.
+type BootPhase struct {
+	// Name is launch_to_agent, agent_to_runner_ready,
+	// runner_ready_to_registered or registered_to_first_lease.
+	Name    string  `json:"name"`
+	Workers int     `json:"workers"`
+	P50S    float64 `json:"p50_s"`
+	MaxS    float64 `json:"max_s"`
 }
 
 // Decision is one scaling decision.

@@ -31,6 +31,19 @@ type RegisterRequest struct {
 	// AgentVersion is the agent's build (`fleetq version`). A version other
 	// than the API's is accepted, logged and shown in the worker listing.
 	AgentVersion string `json:"agent_version,omitempty"`
+	// Boot is the instance's way to registration, from the agent's clock:
+	// optional, each time RFC 3339.
+	Boot *BootTimes `json:"boot,omitempty"`
+}
+
+// BootTimes are when the instance launched (or started from a warm pool:
+// the instance identity document's pendingTime), the agent started, and
+// the runner answered ready. Each is optional; given, they are in that
+// order and not in the future.
+type BootTimes struct {
+	LaunchedAt     string `json:"launched_at,omitempty"`
+	AgentStartedAt string `json:"agent_started_at,omitempty"`
+	RunnerReadyAt  string `json:"runner_ready_at,omitempty"`
 }
 
 // AWSIdentity is a signed sts:GetCallerIdentity request, as the agent

@@ -50,6 +50,17 @@ type Worker struct {
 	// AgentVersion is the fleetq version the agent reported at its last
 	// registration (empty for an agent that reports none).
 	AgentVersion string
+	// Boot is when the worker's instance launched (or started from a warm
+	// pool), its agent started and its runner became ready, as the agent
+	// reported at registration (zero when not reported).
+	Boot Boot
+	// FirstClaimAt is when the worker leased its first job (zero: none yet).
+	FirstClaimAt time.Time
+}
+
+// Boot is an instance's way to its first job, up to registration.
+type Boot struct {
+	LaunchedAt, AgentStartedAt, RunnerReadyAt time.Time
 }
 
 // IdleSince is when the worker last held no lease: its last release, or its

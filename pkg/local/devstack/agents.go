@@ -47,9 +47,9 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 		API: s.URL, Attest: s.instanceCredentials(fleet, instanceID), Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
 		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Clock: s.Env.Clock,
-		PurchaseOption: localfleet.PurchaseOption(ctx),
-		Logger:         s.log.With("instance_id", instanceID),
-		BackoffBase:    500 * time.Millisecond, BackoffMax: 10 * time.Second,
+		PurchaseOption: localfleet.PurchaseOption(ctx), LaunchedAt: localfleet.LaunchedAt(ctx),
+		Logger:      s.log.With("instance_id", instanceID),
+		BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second,
 	}
 	if s.agents.configure != nil {
 		s.agents.configure(fleet, instanceID, &cfg)

@@ -73,6 +73,30 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 		return j.Status == job.Leased && j.WorkerID != bridge && !strings.Contains(j.WorkerID, "-od-")
 	})
 
+	// Every local instance's boot shows in the fleet's timeline: the
+	// bridge took a quarter of the boot from its start to its agent, the
+	// Spot instance the whole boot.
+	var fleets struct {
+		Fleets []struct {
+			FleetSlug string `json:"fleet_slug"`
+			Boot      *struct {
+				Workers int `json:"workers"`
+				Phases  []struct {
+					Name string  `json:"name"`
+					P50S float64 `json:"p50_s"`
+					MaxS float64 `json:"max_s"`
+				} `json:"phases"`
+				Slowest string `json:"slowest"`
+			} `json:"boot"`
+		} `json:"fleets"`
+	}
+	getJSON(t, stack, "/api/admin/fleets", &fleets)
+	boot := fleets.Fleets[0].Boot
+	if boot == nil || boot.Workers != 2 || len(boot.Phases) == 0 || boot.Phases[0].Name != "launch_to_agent" ||
+		boot.Phases[0].P50S != (bootDelay/4).Seconds() || boot.Phases[0].MaxS != bootDelay.Seconds() {
+		t.Fatalf("boot timeline %+v: want both workers, launch to agent %s on the bridge and %s on Spot", boot, bootDelay/4, bootDelay)
+	}
+
 	// Both busy: the tick stops nothing and counts the bridge's job.
 	r := tickDemo(t, stack)
 	if len(r.Decision.Victims) != 0 || r.Ladder == nil || r.Ladder.Bridges != 1 || r.Ladder.BridgeLeased != 1 {

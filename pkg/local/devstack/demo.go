@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
@@ -95,7 +96,7 @@ func (s *Stack) RunDemo(ctx context.Context, o DemoOptions) (DemoSummary, error)
 	start := o.Clock.Now()
 	ids := make([]string, o.Jobs)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("demo-%d-%02d", start.Unix(), i)
+		ids[i] = tenant.JobID("demo", fmt.Sprintf("demo-%d-%02d", start.Unix(), i))
 		secs := o.MinSeconds + rng.IntN(o.MaxSeconds-o.MinSeconds+1)
 		body := map[string]any{"job_id": ids[i], "tenant_id": "demo", "workflow_id": o.Workflow, "input": map[string]any{"seconds": secs}}
 		if err := s.submit(ctx, body); err != nil {

@@ -98,7 +98,11 @@ type EventHandler func(context.Context, events.CloudWatchEvent) (any, error)
 
 // Stack is a running dev stack.
 type Stack struct {
-	URL           string
+	URL string
+	// API is the API's handler as the api function serves it behind API
+	// Gateway; tests wrap it in the Lambda adapter to send it API Gateway
+	// events (an IAM caller's identity among them).
+	API           http.Handler
 	FleetSecret   string
 	OperatorToken string
 	ConsoleKey    string
@@ -256,6 +260,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	mux.HandleFunc("/local/events", s.operatorRoute(http.MethodPost, s.localEvents))
 	mux.HandleFunc("/local/events/recent", s.operatorRoute(http.MethodGet, s.recentEvents))
 	mux.Handle("/", apiHandler)
+	s.API = apiHandler
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.Go(func() {
 		if err := s.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

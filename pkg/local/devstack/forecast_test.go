@@ -56,10 +56,10 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 		return err == nil && len(ws) == 2
 	})
 
-	submit(t, stack, map[string]any{"job_id": "first-of-the-hour", "tenant_id": "acme", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 5}})
+	submit(t, stack, map[string]any{"job_id": "acme:first-of-the-hour", "tenant_id": "acme", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 5}})
 	var j job.Job
 	pump(t, clk, time.Second, "the job leased", func() bool {
-		j, err = stack.Store.GetJob(ctx, "first-of-the-hour")
+		j, err = stack.Store.GetJob(ctx, "acme:first-of-the-hour")
 		return err == nil && !j.FirstLeasedAt.IsZero()
 	})
 	// The agents' next poll takes it: seconds, not the 2-minute boot a cold

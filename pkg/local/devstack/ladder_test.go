@@ -71,8 +71,8 @@ func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
 	ctx := context.Background()
 	stack, clk := startLadderStack(t)
 	stack.Fleet.SetSpotShort("demo", true)
-	submit(t, stack, map[string]any{"job_id": "short-1", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 30}})
-	eventually(t, "the job dispatched", func() bool { return jobOf(stack, "short-1").Status == job.Queued })
+	submit(t, stack, map[string]any{"job_id": "t1:short-1", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 30}})
+	eventually(t, "the job dispatched", func() bool { return jobOf(stack, "t1:short-1").Status == job.Queued })
 	shortAt := clk.Now()
 
 	r := tickDemo(t, stack)
@@ -96,13 +96,13 @@ func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
 	clk.Advance(bootDelay)
 	stack.Fleet.Step(ctx, 0)
 	eventually(t, "an On-Demand worker leased the job", func() bool {
-		j := jobOf(stack, "short-1")
+		j := jobOf(stack, "t1:short-1")
 		return j.Status == job.Leased && onDemandInstance(j.WorkerID)
 	})
-	if w, err := stack.Store.GetWorker(ctx, jobOf(stack, "short-1").WorkerID); err != nil || w.PurchaseOption != "on-demand" {
+	if w, err := stack.Store.GetWorker(ctx, jobOf(stack, "t1:short-1").WorkerID); err != nil || w.PurchaseOption != "on-demand" {
 		t.Fatalf("the On-Demand instance's worker %+v, %v: want purchase_option on-demand", w, err)
 	}
-	pump(t, clk, 10*time.Second, "the job succeeded", func() bool { return jobOf(stack, "short-1").Status == job.Succeeded })
+	pump(t, clk, 10*time.Second, "the job succeeded", func() bool { return jobOf(stack, "t1:short-1").Status == job.Succeeded })
 
 	// Spot is back: the idle On-Demand instance is terminated.
 	stack.Fleet.SetSpotShort("demo", false)
@@ -141,7 +141,7 @@ func spotWarning(t *testing.T, s *devstack.Stack, instanceID string, at time.Tim
 func TestDevStackRunsAJobPreemptedToTheCapOnOnDemandOnly(t *testing.T) {
 	ctx := context.Background()
 	stack, clk := startLadderStack(t)
-	const id = "pin-1"
+	const id = "t1:pin-1"
 	submit(t, stack, map[string]any{"job_id": id, "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 3600}})
 	eventually(t, "the job dispatched", func() bool { return jobOf(stack, id).Status == job.Queued })
 

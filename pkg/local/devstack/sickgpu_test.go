@@ -86,7 +86,7 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 	defer stack.Close()
 	firstInstance := func() string { mu.Lock(); defer mu.Unlock(); return first }
 
-	const id = "sick-gpu-1"
+	const id = "t1:sick-gpu-1"
 	submit(t, stack, map[string]any{"job_id": id, "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 60}})
 	getJob := func() job.Job {
 		j, err := stack.Store.GetJob(ctx, id)

@@ -313,6 +313,7 @@ func (f *Fleet) reconcile(g *group) {
 			in.inService = true
 			if f.o.Launch != nil {
 				ctx := context.WithValue(f.ctx, purchaseKey{}, purchaseOf(g))
+				ctx = context.WithValue(ctx, launchedKey{}, in.launchedAt)
 				in.machine = f.o.Launch(ctx, g.fleet, in.id)
 			}
 		}
@@ -382,6 +383,16 @@ func PurchaseOption(ctx context.Context) string {
 }
 
 type purchaseKey struct{}
+
+// LaunchedAt answers when the instance a Launch starts was launched or
+// started from its pool (zero when unknown), as the instance identity
+// document's pendingTime tells the agent on EC2.
+func LaunchedAt(ctx context.Context) time.Time {
+	t, _ := ctx.Value(launchedKey{}).(time.Time)
+	return t
+}
+
+type launchedKey struct{}
 
 func purchaseOf(g *group) string {
 	if g.onDemand {

@@ -473,7 +473,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		go func() {
 			defer pwg.Done()
 			for i := p; i < jobs; i += producers {
-				id := fmt.Sprintf("soak-%03d", i)
+				id := fmt.Sprintf("soak:soak-%03d", i) // the tenant's id: tenant.JobID
 				status, out, _ := s.retried("POST", wire.PathJobs, "op", map[string]any{"job_id": id, "tenant_id": "soak", "workflow_id": workflowID, "input": map[string]any{"i": i}})
 				if status != 202 {
 					t.Errorf("submit %s: %d %v", id, status, out)

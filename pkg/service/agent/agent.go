@@ -45,6 +45,10 @@ type Config struct {
 	InstanceID, InstanceType, AZ string
 	// PurchaseOption ("spot", "on-demand" or "") prices the worker's jobs.
 	PurchaseOption string
+	// LaunchedAt is when the instance launched or last started (the
+	// instance identity document's pendingTime; a warm pool's start), the
+	// first phase of the boot the agent reports; zero: unknown.
+	LaunchedAt time.Time
 	// AgentKey identifies this agent across restarts (kept on its disk):
 	// the API refuses another agent's registration of a live worker id.
 	// Empty: a random key for this process.
@@ -120,6 +124,9 @@ type Agent struct {
 	reg     wire.RegisterResponse
 	wg      sync.WaitGroup
 	health  health
+	// startedAt and readyAt are when the agent started and when its runner
+	// first answered ready (reported at registration).
+	startedAt, readyAt time.Time
 }
 
 type running struct {
@@ -229,6 +236,7 @@ func New(c Config) (*Agent, error) {
 		stop: make(chan string, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
 	}
 	a.leasing.Store(true)
+	a.startedAt = c.Clock.Now()
 	return a, nil
 }
 
@@ -282,6 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.waitReady(ctx); err != nil {
 		return nil
 	}
+	a.readyAt = a.cfg.Clock.Now()
 	if err := a.waitInService(ctx); err != nil {
 		return nil
 	}
@@ -414,6 +423,22 @@ func (a *Agent) waitInService(ctx context.Context) error {
 	}
 }
 
+// bootTimes are the instance's launch, the agent's start and the runner's
+// readiness as registration reports them (docs/scaling.md, "Cold start").
+func (a *Agent) bootTimes() *wire.BootTimes {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	b := &wire.BootTimes{AgentStartedAt: at(a.startedAt), RunnerReadyAt: at(a.readyAt)}
+	if l := a.cfg.LaunchedAt; !l.IsZero() && !l.After(a.startedAt) {
+		b.LaunchedAt = at(l)
+	}
+	return b
+}
+
 // register registers the worker, retrying with jittered backoff on 429,
 // 5xx and network errors (and a full fleet, which may free up).
 func (a *Agent) register(ctx context.Context) error {
@@ -423,6 +448,7 @@ func (a *Agent) register(ctx context.Context) error {
 		PurchaseOption: a.cfg.PurchaseOption,
 		AgentKey:       a.cfg.AgentKey,
 		AgentVersion:   version.Get(),
+		Boot:           a.bootTimes(),
 	}
 	if n := a.cfg.MaxConcurrency; n != 0 {
 		r.MaxConcurrency = &n

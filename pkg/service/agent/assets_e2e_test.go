@@ -51,17 +51,17 @@ func TestJobWithInputAndOutputUnderTheDevStack(t *testing.T) {
 	}
 	res.Body.Close()
 
-	sub := call("POST", "/api/jobs", map[string]any{"job_id": "render-1", "tenant_id": "acme", "workflow_id": "render",
+	sub := call("POST", "/api/jobs", map[string]any{"job_id": "acme:render-1", "tenant_id": "acme", "workflow_id": "render",
 		"input": map[string]any{"input_keys": map[string]string{"scene": up["key"].(string)}}})
-	if sub["job_id"] != "render-1" {
+	if sub["job_id"] != "acme:render-1" {
 		t.Fatalf("submit: %v", sub)
 	}
 	e.start("exec-1", agent.ExecRunner{Command: `tr a-z A-Z < "$FLEETQ_INPUT_DIR/scene" > "$FLEETQ_OUTPUT_DIR/output"; echo '{"rendered":true}'`})
 	e.waitFor("render-1 to succeed", func() bool {
-		j, err := e.stack.Store.GetJob(e.ctx, "render-1")
+		j, err := e.stack.Store.GetJob(e.ctx, "acme:render-1")
 		return err == nil && j.Status == job.Succeeded
 	})
-	obj, err := e.stack.S3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.stack.Bucket), Key: aws.String("tenants/acme/jobs/render-1/output")})
+	obj, err := e.stack.S3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.stack.Bucket), Key: aws.String("tenants/acme/jobs/acme:render-1/output")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestJobWithInputAndOutputUnderTheDevStack(t *testing.T) {
 	}
 	e.waitFor("the Job Succeeded event", func() bool {
 		for _, ev := range e.stack.Events.Recent(10) {
-			if b, _ := json.Marshal(ev); strings.Contains(string(b), "Job Succeeded") && strings.Contains(string(b), "render-1") {
+			if b, _ := json.Marshal(ev); strings.Contains(string(b), "Job Succeeded") && strings.Contains(string(b), "acme:render-1") {
 				return true
 			}
 		}

@@ -251,8 +251,10 @@ func (r ComfyUIRunner) getJSON(ctx context.Context, path string, out any) (int, 
 	return r.call(ctx, http.MethodGet, path, nil, out)
 }
 
-// call sends a JSON body (nil: none) and decodes a 200 answer into out (nil:
-// discarded). A transport error is returned as is; a status is not an error.
+// call sends a JSON body (nil: none) and decodes a non-empty 200 or 400
+// answer into out (nil: discarded; ComfyUI explains a refused prompt in a
+// 400's JSON). A transport error is returned as is, an answer that does not
+// decode with its status; a status alone is not an error.
 func (r ComfyUIRunner) call(ctx context.Context, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {

@@ -27,8 +27,9 @@ const ExitPermanent = 65
 //	{"job_id", "tenant_id", "workflow_id", "attempt", "input": {...},
 //	 "inputs": {"<name>": "/local/path"}, "output_dir": "/local/dir"}
 //
-// and the same paths in the environment (FLEETQ_JOB_ID, FLEETQ_INPUT_DIR,
-// FLEETQ_OUTPUT_DIR). Named inputs (input_urls) are downloaded first. The
+// and a minimal environment of its own (JobEnv), never the agent's: the
+// agent's variables may hold its credentials and configuration, and job
+// code is the tenant's. Named inputs (input_urls) are downloaded first. The
 // command writes its main output to $FLEETQ_OUTPUT_DIR/output and named
 // outputs to $FLEETQ_OUTPUT_DIR/<name>; those that exist are uploaded to the
 // job's presigned URLs after a successful exit. The last line of stdout is
@@ -45,6 +46,50 @@ type ExecRunner struct {
 	// HealthCommand, when set, is run with /bin/sh -c before every lease
 	// (and every health check): exit 0 means the machine's engine is ready.
 	HealthCommand string
+	// PassEnv names variables of the agent's environment that the command
+	// also gets (the operator's choice, e.g. a model cache's path); none by
+	// default.
+	PassEnv []string
+}
+
+// defaultPath is the command's PATH when the agent has none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// passedThrough are the agent's variables every command gets when set: how
+// to find programs and the GPUs, and the locale. None of them is a
+// credential.
+var passedThrough = []string{"PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH",
+	"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+
+// JobEnv is a command's whole environment: PATH (the agent's, else
+// defaultPath), the locale and GPU variables of passedThrough and the
+// names in pass when the agent has them, HOME and TMPDIR in the job's own
+// directory, and the job's FLEETQ_JOB_* variables. getenv reads the
+// agent's environment.
+func JobEnv(getenv func(string) string, pass []string, j *Job, dir, inDir, outDir string) []string {
+	env := []string{}
+	seen := map[string]bool{}
+	add := func(k, v string) {
+		if !seen[k] {
+			seen[k] = true
+			env = append(env, k+"="+v)
+		}
+	}
+	add("HOME", filepath.Join(dir, "home"))
+	add("TMPDIR", filepath.Join(dir, "tmp"))
+	add("FLEETQ_JOB_ID", j.JobID)
+	add("FLEETQ_JOB_TENANT_ID", j.TenantID)
+	add("FLEETQ_JOB_WORKFLOW_ID", j.WorkflowID)
+	add("FLEETQ_JOB_ATTEMPT", strconv.Itoa(j.Attempt))
+	add("FLEETQ_INPUT_DIR", inDir)
+	add("FLEETQ_OUTPUT_DIR", outDir)
+	for _, k := range append(append([]string{}, passedThrough...), pass...) {
+		if v := getenv(k); v != "" {
+			add(k, v)
+		}
+	}
+	add("PATH", defaultPath)
+	return env
 }
 
 // Ready answers nil when there is a command, the program it starts exists
@@ -128,7 +173,7 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	}
 	defer os.RemoveAll(dir)
 	inDir, outDir := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	for _, d := range []string{inDir, outDir} {
+	for _, d := range []string{inDir, outDir, filepath.Join(dir, "home"), filepath.Join(dir, "tmp")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, Retryable("workdir", "create job directory: %v", err)
 		}
@@ -147,7 +192,7 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&stdout, j.logWriter())
 	cmd.Stderr = io.MultiWriter(&progressWriter{buf: &stderr, report: j.Progress}, j.logWriter())
-	cmd.Env = append(os.Environ(), "FLEETQ_JOB_ID="+j.JobID, "FLEETQ_INPUT_DIR="+inDir, "FLEETQ_OUTPUT_DIR="+outDir)
+	cmd.Env = JobEnv(os.Getenv, r.PassEnv, j, dir, inDir, outDir)
 	// Its own process group, so a stop ends the whole command tree.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

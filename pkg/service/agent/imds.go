@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
@@ -51,6 +52,10 @@ type Identity struct {
 	// PurchaseOption is "spot" or "on-demand", from instance-life-cycle
 	// ("" when the metadata does not say).
 	PurchaseOption string
+	// LaunchedAt is when the instance last entered pending: its launch,
+	// or its start from a warm pool (the identity document's pendingTime;
+	// zero when the metadata does not say).
+	LaunchedAt time.Time
 }
 
 // Identity reads the instance's id, type and availability zone.
@@ -79,6 +84,9 @@ func (m *Metadata) Identity(ctx context.Context) (Identity, error) {
 		case "on-demand", "scheduled":
 			id.PurchaseOption = "on-demand"
 		}
+	}
+	if doc, err := m.c.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{}); err == nil {
+		id.LaunchedAt = doc.PendingTime
 	}
 	return id, nil
 }

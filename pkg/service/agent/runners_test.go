@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,6 +197,70 @@ func TestExecRunnerReadyNeedsItsProgram(t *testing.T) {
 			t.Errorf("%q: %v", tc.command, err)
 		case tc.problem != "" && (err == nil || !strings.Contains(err.Error(), tc.problem) || !errors.Is(err, agent.ErrRunnerMissing)):
 			t.Errorf("%q: %v, want %q (ErrRunnerMissing)", tc.command, err, tc.problem)
+		}
+	}
+}
+
+// Job code runs without the agent's environment: the agent's credentials
+// and configuration stay with the agent; the command gets PATH, a HOME and
+// TMPDIR of its own, its job's FLEETQ_JOB_* variables, and what the
+// operator passes by name.
+func TestExecRunnerGetsNoAgentEnvironment(t *testing.T) {
+	for k, v := range map[string]string{
+		"FLEETQ_FLEET_SECRET": "fleet-secret", "FLEETQ_FLEET_SECRET_FILE": "/etc/fleetq/fleet-secret",
+		"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "aws-secret", "AWS_SESSION_TOKEN": "aws-session",
+		"FLEETQ_API": "https://api.example", "FLEETQ_FLEET": "gpu", "MODEL_CACHE": "/models", "PATH": "/opt/tools/bin:/usr/bin:/bin",
+	} {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j := &agent.Job{Lease: agent.Lease{JobID: "j-env", TenantID: "t1", WorkflowID: "wf", Attempt: 2}}
+	// The command prints its environment, base64 on one line: the result
+	// is {"output": "<that line>"}.
+	res, err := agent.ExecRunner{Command: `test -d "$HOME" && test -d "$TMPDIR" || exit 9; env | base64 | tr -d '\n'; echo`,
+		PassEnv: []string{"MODEL_CACHE", "NOT_SET"}}.Run(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Output string }
+	if err := json.Unmarshal(res, &out); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(out.Output)
+	if err != nil {
+		t.Fatalf("%s: %v", res, err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	for _, k := range []string{"FLEETQ_FLEET_SECRET", "FLEETQ_FLEET_SECRET_FILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "FLEETQ_API", "FLEETQ_FLEET", "NOT_SET"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("the job's environment has the agent's %s=%q", k, v)
+		}
+	}
+	for k, want := range map[string]string{
+		"FLEETQ_JOB_ID": "j-env", "FLEETQ_JOB_TENANT_ID": "t1", "FLEETQ_JOB_WORKFLOW_ID": "wf", "FLEETQ_JOB_ATTEMPT": "2",
+		"MODEL_CACHE": "/models", "PATH": "/opt/tools/bin:/usr/bin:/bin",
+	} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	for _, k := range []string{"HOME", "TMPDIR", "FLEETQ_INPUT_DIR", "FLEETQ_OUTPUT_DIR"} {
+		if !strings.Contains(env[k], "fleetq-job-") {
+			t.Errorf("%s = %q, want a path in the job's own directory", k, env[k])
+		}
+	}
+	allowed := map[string]bool{"PWD": true, "SHLVL": true, "_": true, "LANG": true, "LC_ALL": true, "TZ": true, "LD_LIBRARY_PATH": true,
+		"CUDA_VISIBLE_DEVICES": true, "NVIDIA_VISIBLE_DEVICES": true, "NVIDIA_DRIVER_CAPABILITIES": true, "LC_CTYPE": true,
+		"HOME": true, "TMPDIR": true, "FLEETQ_INPUT_DIR": true, "FLEETQ_OUTPUT_DIR": true, "PATH": true, "MODEL_CACHE": true,
+		"FLEETQ_JOB_ID": true, "FLEETQ_JOB_TENANT_ID": true, "FLEETQ_JOB_WORKFLOW_ID": true, "FLEETQ_JOB_ATTEMPT": true}
+	for k := range env {
+		if !allowed[k] {
+			t.Errorf("the job's environment has %s, which JobEnv does not give", k)
 		}
 	}
 }

@@ -72,6 +72,7 @@ type Store interface {
 	JobStore
 	AdminStore
 	console.Sessions
+	KeyStore
 }
 
 // Enqueuer puts a submission on the submission queue.

@@ -71,7 +71,7 @@ func TestSameJobIDYieldsOneJob(t *testing.T) {
 	h.want(h.do("POST", "/api/jobs", "op", body), 202, "")
 	token := h.register("w1", "gpu")
 	l, r := h.poll(token)
-	if r.status != 200 || l.id != "scene-1:gen-1" {
+	if r.status != 200 || l.id != "acme:scene-1:gen-1" || id != l.id {
 		t.Fatalf("poll = %d %s", r.status, r.raw)
 	}
 	// Once dispatch has consumed the duplicate, there is still one job.
@@ -287,14 +287,14 @@ func TestFailRequeueAndDeadLetter(t *testing.T) {
 	}
 	dead := h.do("GET", "/api/admin/jobs?status=dead&fleet=gpu", "op", nil)
 	h.want(dead, 200, "")
-	if js := dead.body["jobs"].([]any); len(js) != 1 || js[0].(map[string]any)["job_id"] != "b" {
+	if js := dead.body["jobs"].([]any); len(js) != 1 || js[0].(map[string]any)["job_id"] != "t:b" {
 		t.Fatalf("dead letters = %s", dead.raw)
 	}
-	h.want(h.do("POST", "/api/admin/jobs/b/retry", "op", nil), 200, "")
-	if j := h.job("b"); j["status"] != "queued" || j["attempts"].(float64) != 0 {
+	h.want(h.do("POST", "/api/admin/jobs/t:b/retry", "op", nil), 200, "")
+	if j := h.job("t:b"); j["status"] != "queued" || j["attempts"].(float64) != 0 {
 		t.Fatalf("retried = %v", j)
 	}
-	h.want(h.do("POST", "/api/admin/jobs/b/retry", "op", nil), 409, "conflict")
+	h.want(h.do("POST", "/api/admin/jobs/t:b/retry", "op", nil), 409, "conflict")
 	h.want(h.do("POST", "/api/admin/jobs/zzz/retry", "op", nil), 404, "not_found")
 	h.want(h.do("GET", "/api/admin/jobs?status=exploded", "op", nil), 400, "invalid_argument")
 	h.want(h.do("GET", "/api/admin/jobs?fleet=nope", "op", nil), 404, "not_found")
@@ -353,7 +353,7 @@ func TestAdminWorkerActions(t *testing.T) {
 		t.Fatalf("an unapproved worker got a job: %s", r.raw)
 	}
 	h.want(h.do("POST", "/api/admin/workers/w1/approve", "op", nil), 200, "")
-	if l, r := h.poll(token); r.status != 200 || l.id != "c1" {
+	if l, r := h.poll(token); r.status != 200 || l.id != "t:c1" {
 		t.Fatalf("approved worker poll = %s", r.raw)
 	}
 	h.want(h.do("POST", "/api/admin/workers/w1/drain", "op", nil), 200, "")
@@ -372,7 +372,7 @@ func TestAdminWorkerActions(t *testing.T) {
 		t.Fatalf("revoke = %s", rev.raw)
 	}
 	h.want(h.do("POST", "/api/worker/poll", newToken, nil), 403, "permission_denied")
-	if j := h.job("c1"); j["status"] != "queued" || j["preemptions"].(float64) != 1 {
+	if j := h.job("t:c1"); j["status"] != "queued" || j["preemptions"].(float64) != 1 {
 		t.Fatalf("the revoked worker's lease was not given back: %v", j)
 	}
 	h.want(h.do("POST", "/api/admin/workers/ghost/approve", "op", nil), 404, "not_found")

@@ -11,6 +11,7 @@ var schemeOf = map[api.Auth][]string{
 	api.AuthFleetSecret:  {"awsIdentity", "fleetSecret"},
 	api.AuthWorker:       {"workerToken"},
 	api.AuthOperator:     {"awsSigV4", "operatorToken"},
+	api.AuthProducer:     {"apiKey", "awsSigV4", "operatorToken"},
 	api.AuthConsole:      {"consoleSession"},
 	api.AuthConsoleLogin: {"consoleLogin"},
 }

@@ -49,6 +49,7 @@ func runLifecycle(h *harness, n *atomic.Int64, token, id string) lifecycleCost {
 		*into, mark = now-mark, now
 	}
 	h.want(h.do("POST", "/api/jobs", "op", map[string]any{"job_id": id, "tenant_id": "t", "workflow_id": "wf-a", "input": map[string]any{"n": 1}}), 202, "")
+	id = "t:" + id
 	phase(&c.submit)
 	h.waitFor(h.submissionQueueEmpty, "dispatch of "+id)
 	phase(&c.dispatch)
@@ -96,7 +97,7 @@ func TestAnnouncingAnOutcomeCostsThreeRequests(t *testing.T) {
 		t.Fatalf("complete with its announcement cost %d, then %d requests (%+v), want 1 + 3 + the prices read, then 1 + 3", first.complete, c.complete, c)
 	}
 	evs := h.stack.Events.Recent(0)
-	if len(evs) != 2 || evs[1].DetailType != "Job Succeeded" || evs[1].Detail.JobID != "announced" {
+	if len(evs) != 2 || evs[1].DetailType != "Job Succeeded" || evs[1].Detail.JobID != "t:announced" {
 		t.Fatalf("bus holds %+v, want the two Job Succeeded", evs)
 	}
 }

@@ -28,6 +28,8 @@ import (
 func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	ctx := context.Background()
 	cfg := fleetconfig.Default()
+	// The sample's caller is a session of the role the stage maps to acme.
+	cfg.Tenants = append(cfg.Tenants, fleetconfig.Tenant{ID: "acme", Principals: []string{"arn:aws:iam::123456789012:role/producers/render-producer"}})
 	db, table := testenv.DynamoDB(t)
 	sqsSrv, err := localaws.SharedSQS("")
 	if err != nil {
@@ -86,14 +88,14 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 		t.Fatalf("submit without an IAM identity: %d %v", status, body)
 	}
 	status, body = invoke("apigw-v2-submit-job-iam.json")
-	if status != 202 || body["job_id"] != "render-0001" {
+	if status != 202 || body["job_id"] != "acme:render-0001" {
 		t.Fatalf("submit with an IAM identity: %d %v", status, body)
 	}
 	msgs, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), `"render-0001"`) {
+	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), `"acme:render-0001"`) {
 		t.Fatalf("queue holds %d messages, want exactly the accepted submission", len(msgs.Messages))
 	}
 }

@@ -44,6 +44,11 @@ func (s *server) listFleets(ctx context.Context, history bool) ([]wire.Fleet, er
 				v.History = append(v.History, viewDecision(d))
 			}
 		}
+		ws, err := s.fleetWorkers(ctx, f.Slug)
+		if err != nil {
+			return nil, err
+		}
+		v.Boot = fleetBoot(ws)
 		out = append(out, v)
 	}
 	return out, nil

@@ -14,14 +14,24 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
 type operatorCtxKey struct{}
 
-// operator requires the operator credential (IAM in AWS, a bearer token elsewhere).
+// operator requires the operator credential (IAM in AWS, a bearer token
+// elsewhere). A tenant's API key or IAM principal is refused with 403.
 func (s *server) operator(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if isAPIKey(r) {
+			s.writeError(w, r, permissionDenied("an API key acts for its tenant on the producer routes; this route needs an operator's credential"))
+			return
+		}
+		if err := s.refuseTenantCredential(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		who, err := s.Operator.AuthenticateOperator(r)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -34,21 +44,32 @@ func (s *server) operator(next http.HandlerFunc) http.HandlerFunc {
 // submit validates a submission and puts it on the submission queue; the
 // dispatch function creates the job. A job_id is assigned when missing, so the
 // producer can follow the job and a resubmission of the same body with that
-// id yields one job.
+// id yields one job. The job's id is the job_id scoped to the tenant
+// (tenant.JobID), so two tenants' job_ids never meet.
 func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	data, err := readAll(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sub, err := submission.Parse(data, s.Config)
+	sub, err := submission.Decode(data)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c := callerOf(r)
+	if sub.TenantID, err = tenantFor(c, "tenant_id", sub.TenantID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := sub.Validate(s.Config); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if sub.JobID == "" {
 		sub.JobID = s.NewJobID()
 	}
+	sub.JobID = tenant.JobID(sub.TenantID, sub.JobID)
 	body, err := json.Marshal(sub)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -69,7 +90,7 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
 		return
 	}
-	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID)
+	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID, "caller", c.who)
 	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: sub.JobID, Status: "accepted"})
 }
 
@@ -165,7 +186,7 @@ func viewCallback(raw string, c *job.Callback) *wire.JobCallback {
 }
 
 func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	j, err := s.callerJob(r.Context(), callerOf(r), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -179,8 +200,13 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id := r.PathValue("job_id")
-	st, err := s.cancelJob(r.Context(), operatorOf(r), id)
+	c := callerOf(r)
+	j, err := s.callerJob(r.Context(), c, r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.cancelJob(r.Context(), c.who, j.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -196,13 +222,13 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	c := callerOf(r)
+	var err error
+	if req.TenantID, err = tenantFor(c, "tenant_id", req.TenantID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	switch {
-	case req.TenantID == "":
-		s.writeError(w, r, invalid("field \"tenant_id\" is required"))
-		return
-	case !submission.IDPattern.MatchString(req.TenantID):
-		s.writeError(w, r, invalid("field \"tenant_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", req.TenantID))
-		return
 	case !assets.ValidFilename(req.Filename):
 		s.writeError(w, r, invalid("field \"filename\": %q must be 1-255 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Filename))
 		return
@@ -219,13 +245,13 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "operator", r.Context().Value(operatorCtxKey{}))
+	s.log.InfoContext(r.Context(), "upload presigned", "tenant_id", req.TenantID, "key", up.Key, "caller", c.who)
 	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
 }
 
 // jobLogs answers a presigned GET of each attempt's runner output.
 func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
-	j, err := s.Store.GetJob(r.Context(), r.PathValue("job_id"))
+	j, err := s.callerJob(r.Context(), callerOf(r), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

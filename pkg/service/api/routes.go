@@ -19,8 +19,13 @@ const (
 	// AuthWorker is a worker token as Authorization: Bearer <token>.
 	AuthWorker Auth = "worker token"
 	// AuthOperator is the operator credential: IAM (SigV4) in AWS, a bearer
-	// token elsewhere.
+	// token elsewhere. A tenant's credential is refused.
 	AuthOperator Auth = "operator credential"
+	// AuthProducer is a producer's credential, which acts for one tenant:
+	// a tenant's API key (Authorization: Bearer fqk1.…), or IAM (SigV4) as
+	// a principal the stage config maps to a tenant; or the operator
+	// credential, for every tenant.
+	AuthProducer Auth = "producer credential"
 	// AuthConsole is the operator console's session cookie, signed by the
 	// API and obtained with the operator credential (POST
 	// /api/admin/console-session); its forms also carry a CSRF token.
@@ -54,11 +59,11 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathDeregister, AuthWorker}, (*server).deregister},
 	{Route{http.MethodPost, wire.PathUnhealthy, AuthWorker}, (*server).unhealthy},
 
-	{Route{http.MethodPost, wire.PathJobs, AuthOperator}, (*server).submit},
-	{Route{http.MethodGet, wire.PathJob, AuthOperator}, (*server).getJob},
-	{Route{http.MethodPost, wire.PathJobCancel, AuthOperator}, (*server).cancel},
-	{Route{http.MethodGet, wire.PathJobLogs, AuthOperator}, (*server).jobLogs},
-	{Route{http.MethodPost, wire.PathUploads, AuthOperator}, (*server).upload},
+	{Route{http.MethodPost, wire.PathJobs, AuthProducer}, (*server).submit},
+	{Route{http.MethodGet, wire.PathJob, AuthProducer}, (*server).getJob},
+	{Route{http.MethodPost, wire.PathJobCancel, AuthProducer}, (*server).cancel},
+	{Route{http.MethodGet, wire.PathJobLogs, AuthProducer}, (*server).jobLogs},
+	{Route{http.MethodPost, wire.PathUploads, AuthProducer}, (*server).upload},
 
 	{Route{http.MethodGet, wire.PathAdminFleets, AuthOperator}, (*server).fleets},
 	{Route{http.MethodGet, wire.PathAdminWorkers, AuthOperator}, (*server).workers},
@@ -67,6 +72,9 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathAdminJobRetry, AuthOperator}, (*server).retryJob},
 	{Route{http.MethodGet, wire.PathAdminRejected, AuthOperator}, (*server).rejected},
 	{Route{http.MethodGet, wire.PathAdminCosts, AuthOperator}, (*server).costs},
+	{Route{http.MethodPost, wire.PathAdminKeys, AuthOperator}, (*server).createKey},
+	{Route{http.MethodGet, wire.PathAdminKeys, AuthOperator}, (*server).listKeys},
+	{Route{http.MethodPost, wire.PathAdminKeyRevoke, AuthOperator}, (*server).revokeKey},
 	{Route{http.MethodPost, wire.PathAdminConsoleSession, AuthOperator}, (*server).consoleSession},
 	{Route{http.MethodDelete, wire.PathAdminConsoleSession, AuthOperator}, (*server).endConsoleSessions},
 }
@@ -104,6 +112,8 @@ func (s *server) bind(a Auth, h handler) http.HandlerFunc {
 		return s.worker(f)
 	case AuthOperator:
 		return s.operator(f)
+	case AuthProducer:
+		return s.producer(f)
 	default:
 		return f
 	}

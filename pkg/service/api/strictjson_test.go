@@ -25,7 +25,7 @@ func TestEveryBodyIsDecodedStrictly(t *testing.T) {
 		"/api/jobs":             "TENANT_ID",
 		"/api/uploads":          "FileName",
 	}
-	credential := map[api.Auth]string{api.AuthFleetSecret: "secret", api.AuthWorker: token, api.AuthOperator: "op"}
+	credential := map[api.Auth]string{api.AuthFleetSecret: "secret", api.AuthWorker: token, api.AuthOperator: "op", api.AuthProducer: "op"}
 	posts := 0
 	for _, rt := range api.Routes() {
 		if rt.Method != "POST" || rt.Auth == api.AuthConsole {

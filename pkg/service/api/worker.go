@@ -70,6 +70,11 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeNoWorkflows, Message: "fleet " + f.Slug + " has no workflow assigned; a worker would get no jobs"})
 		return
 	}
+	boot, err := parseBoot(req.Boot, s.Clock.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	token, parsed := auth.NewWorkerToken(f.Slug, req.WorkerID)
 	caps, _ := strictjson.RequireObject("capabilities", req.Capabilities)
 	wk, err := s.Store.RegisterWorker(ctx, store.Registration{
@@ -77,6 +82,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone, PurchaseOption: req.PurchaseOption,
 		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
 		TokenHash: parsed.Hash, SourceIP: sourceAddress(r), AgentKeyHash: agentKeyHash(req.AgentKey), AgentVersion: req.AgentVersion,
+		Boot: boot,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

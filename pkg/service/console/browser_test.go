@@ -209,13 +209,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	ctx := context.Background()
 
 	// Real data: five jobs of two tenants on two fleets.
-	ids := []string{"frame-0001", "frame-0002", "frame-0003", "frame-0004", "sim-0001"}
+	// A job's id is its tenant's (tenant.JobID): the tenant, a colon, the key.
+	ids := []string{"acme:frame-0001", "globex:frame-0002", "acme:frame-0003", "globex:frame-0004", "acme:sim-0001"}
 	for i, id := range ids {
 		tenant, wf := "acme", "render-frame"
 		if i%2 == 1 {
 			tenant = "globex"
 		}
-		if strings.HasPrefix(id, "sim") {
+		if strings.HasPrefix(id, "acme:sim") {
 			wf = "sim-run"
 		}
 		s.call("POST", wire.PathJobs, "op", map[string]any{"job_id": id, "tenant_id": tenant, "workflow_id": wf, "input": map[string]any{"n": i}}, nil)

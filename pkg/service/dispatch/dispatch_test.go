@@ -51,7 +51,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
 	}
-	j, err := st.GetJob(ctx, "render-0001")
+	j, err := st.GetJob(ctx, "acme:render-0001")
 	if err != nil || j.Status != job.Queued || j.FleetSlug != "demo" {
 		t.Fatalf("good record: %+v, %v", j, err)
 	}
@@ -68,7 +68,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 || len(waker.fleets) != 0 {
 		t.Fatalf("redelivery = %+v, %v, woken %v", resp, err, waker.fleets)
 	}
-	if again, _ := st.GetJob(ctx, "render-0001"); again.CreatedAt != j.CreatedAt {
+	if again, _ := st.GetJob(ctx, "acme:render-0001"); again.CreatedAt != j.CreatedAt {
 		t.Fatal("the job was recreated")
 	}
 }
@@ -80,7 +80,7 @@ func TestMissingJobIDUsesMessageID(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatal(resp, err)
 	}
-	if j, err := st.GetJob(context.Background(), "m-77"); err != nil || j.WorkflowID != "demo-exec" {
+	if j, err := st.GetJob(context.Background(), "t:m-77"); err != nil || j.WorkflowID != "demo-exec" {
 		t.Fatalf("job m-77: %+v, %v", j, err)
 	}
 }
@@ -101,7 +101,7 @@ func (f *flakyStore) CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, 
 
 func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 	st := newStore(t)
-	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: &flakyStore{Store: st, failFor: map[string]bool{"b": true}}, Logger: slog.New(slog.DiscardHandler)}
+	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: &flakyStore{Store: st, failFor: map[string]bool{"t:b": true}}, Logger: slog.New(slog.DiscardHandler)}
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		msg("m1", `{"job_id":"a","tenant_id":"t","workflow_id":"demo-sleep"}`),
 		msg("m2", `{"job_id":"b","tenant_id":"t","workflow_id":"demo-sleep"}`),
@@ -115,7 +115,7 @@ func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m2" {
 		t.Fatalf("failures = %+v, want only m2", resp.BatchItemFailures)
 	}
-	for _, id := range []string{"a", "c"} {
+	for _, id := range []string{"t:a", "t:c"} {
 		if _, err := st.GetJob(context.Background(), id); err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}

@@ -90,7 +90,7 @@ func scenario(t *testing.T, w wiring) {
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("dispatch failures %+v", resp.BatchItemFailures)
 	}
-	if _, err := w.store.GetJob(ctx, "render-0001"); err != nil {
+	if _, err := w.store.GetJob(ctx, "acme:render-0001"); err != nil {
 		t.Fatalf("the sample's job was not stored: %v", err)
 	}
 	if d := w.desired(t); d < 1 {
@@ -130,8 +130,9 @@ func scenario(t *testing.T, w wiring) {
 		t.Fatalf("SpotInterruptionCount of demo = %v, want 1; metric lines:\n%s", got, w.metrics)
 	}
 
-	// An operator cancels the job: its event reaches the stage's bus.
-	if code := w.cancel(t, "render-0001"); code != http.StatusOK {
+	// The producer (its tenant's IAM role; the operator outside AWS)
+	// cancels the job: its event reaches the stage's bus.
+	if code := w.cancel(t, "acme:render-0001"); code != http.StatusOK {
 		t.Fatalf("cancel answered %d", code)
 	}
 	found := false
@@ -371,6 +372,9 @@ func consoleLoginOnce(t *testing.T, apiH func(context.Context, awsevents.APIGate
 	req.RawPath, req.RequestContext.HTTP.Path = "/api/admin/console-session", "/api/admin/console-session"
 	req.RouteKey, req.RequestContext.RouteKey = "POST /api/admin/console-session", "POST /api/admin/console-session"
 	req.Body, req.IsBase64Encoded = "{}", false
+	// An operator's session: the sample's role acts for tenant acme, and a
+	// tenant's principal is refused on the operator routes.
+	req.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/fleetq-ops/alice"
 	resp, err := apiH(ctx, req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("console-session = %d %s, %v", resp.StatusCode, resp.Body, err)

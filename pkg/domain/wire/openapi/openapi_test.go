@@ -48,11 +48,11 @@ func TestTheDocumentIsOpenAPI31AndLoads(t *testing.T) {
 	found := false
 	for _, op := range ops {
 		if op.Method == "GET" && op.Path == "/api/jobs/{job_id}" {
-			found = strings.Join(op.Schemes, ",") == "awsSigV4,operatorToken"
+			found = strings.Join(op.Schemes, ",") == "apiKey,awsSigV4,operatorToken"
 		}
 	}
 	if !found {
-		t.Fatalf("GET /api/jobs/{job_id} with both operator schemes missing from %v", ops)
+		t.Fatalf("GET /api/jobs/{job_id} with the API key and both operator schemes missing from %v", ops)
 	}
 }
 
