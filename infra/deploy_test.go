@@ -202,7 +202,8 @@ func TestSynthesisRefusesWhatCannotWork(t *testing.T) {
 }
 
 // The stack creates the fleet secret (a generated value, no fixed name);
-// the API function and the workers read it through their roles, and
+// the API function, the workers and (with webhooks) the scaler read it
+// through their roles, and
 // nothing reads an SSM parameter any more.
 func TestFleetSecretCreatedAndRead(t *testing.T) {
 	s := synth(t, "dev")
