@@ -46,3 +46,39 @@ func TestWorkerIDOfALiveAgentIsNotTakenOver(t *testing.T) {
 		t.Fatalf("the new agent's token: %v", err)
 	}
 }
+
+// Approval belongs to the agent an operator approved: a registration of an
+// approved worker id by another agent key (a takeover once the first went
+// quiet, or a registration without a key) needs approval again, while the
+// approved agent restarting keeps it.
+func TestApprovalSticksToTheAgentKey(t *testing.T) {
+	e := newEnv(t)
+	reg := func(tokenHash, agentKeyHash string) (bool, error) {
+		w, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "other", Stage: "test",
+			InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
+		return w.Approved, err
+	}
+	if approved, err := reg("tok-a", "key-a"); err != nil || approved {
+		t.Fatalf("first registration: approved %v, %v; want unapproved", approved, err)
+	}
+	if _, err := e.st.SetWorkerApproved(e.ctx, "w1", true); err != nil {
+		t.Fatal(err)
+	}
+	if approved, err := reg("tok-a2", "key-a"); err != nil || !approved {
+		t.Fatalf("the approved agent restarting: approved %v, %v; want approved", approved, err)
+	}
+	e.clock.Advance(10 * time.Minute) // quiet: the id may be taken over
+	if approved, err := reg("tok-b", "key-b"); err != nil || approved {
+		t.Fatalf("another agent's key took over the id: approved %v, %v; want unapproved", approved, err)
+	}
+	if w, _ := e.st.GetWorker(e.ctx, "w1"); w.Approved {
+		t.Fatal("the stored worker is still approved after the takeover")
+	}
+	if _, err := e.st.SetWorkerApproved(e.ctx, "w1", true); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if approved, err := reg("tok-c", ""); err != nil || approved {
+		t.Fatalf("a registration without a key: approved %v, %v; want unapproved", approved, err)
+	}
+}

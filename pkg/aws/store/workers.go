@@ -69,7 +69,7 @@ func (s *Store) RegisterWorker(ctx context.Context, r Registration) (worker.Work
 		if err == nil || !errors.Is(err, errExists) {
 			return w, err
 		}
-		w, err = s.reregisterWorker(ctx, r, now.Add(-3*f.HeartbeatInterval()), now)
+		w, err = s.reregisterWorker(ctx, r, f.RequireApproval, now.Add(-3*f.HeartbeatInterval()), now)
 		if err == nil || !errors.Is(err, ErrNotFound) {
 			return w, err
 		}
@@ -125,8 +125,10 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 
 // reregisterWorker replaces an existing worker's token and details. A
 // registration seen after liveSince with another agent key belongs to
-// another agent and is not replaced.
-func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince, now time.Time) (worker.Worker, error) {
+// another agent and is not replaced. Approval belongs to the agent key it
+// was given to: when another key (or none) takes the worker id over, a fleet
+// that requires approval needs it again.
+func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApproval bool, liveSince, now time.Time) (worker.Worker, error) {
 	pk, sk := workerKey(r.WorkerID)
 	set := expression.Set(expression.Name(attrTokenHash), expression.Value(r.TokenHash)).
 		Set(expression.Name(attrStage), expression.Value(r.Stage)).
@@ -154,9 +156,6 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince,
 	if len(r.Providers) > 0 {
 		set = set.Set(expression.Name(attrProviders), expression.Value(r.Providers))
 	}
-	if r.AgentKeyHash != "" {
-		set = set.Set(expression.Name(attrAgentKeyHash), expression.Value(r.AgentKeyHash))
-	}
 	// A registration again (the same agent restarting) reports its own
 	// boot; the worker's registration time stays its first (it is the idle
 	// clock of a worker that never leased).
@@ -166,12 +165,31 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, liveSince,
 	}{{attrBootLaunchMS, r.Boot.LaunchedAt}, {attrBootAgentMS, r.Boot.AgentStartedAt}, {attrBootReadyMS, r.Boot.RunnerReadyAt}} {
 		set = set.Set(expression.Name(b.name), expression.Value(msOrZero(b.at)))
 	}
-	sameAgent := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
-		Or(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))).
-		Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))))
-	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
-		cond: expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet))).And(sameAgent),
-	})
+	exists := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet)))
+	err := errConditionFailed
+	if r.AgentKeyHash != "" {
+		// The same agent (restarting, or its token lost): one write, and
+		// the approval stays.
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
+			cond: exists.And(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))),
+		})
+	}
+	if errors.Is(err, errConditionFailed) {
+		// Another agent: it may take over a keyless or quiet registration,
+		// and its approval starts over.
+		takeover := set
+		if r.AgentKeyHash != "" {
+			takeover = takeover.Set(expression.Name(attrAgentKeyHash), expression.Value(r.AgentKeyHash))
+		} else {
+			takeover = takeover.Remove(expression.Name(attrAgentKeyHash))
+		}
+		if requireApproval {
+			takeover = takeover.Set(expression.Name(attrApproved), expression.Value(false))
+		}
+		quiet := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
+			Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))))
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: takeover, cond: exists.And(quiet)})
+	}
 	if errors.Is(err, errConditionFailed) {
 		var cur workerItem
 		found, gerr := s.getItem(ctx, pk, sk, &cur)
