@@ -59,13 +59,19 @@ func (s synthesized) roleOf(t *testing.T, function string) string {
 // fixed name, read only by the function that signs with it, which is told
 // where it is.
 func TestSigningKeysAreSecretsOfTheirOwn(t *testing.T) {
-	s := synth(t, "dev")
+	// The scaler is given the webhook key only where the stage allows
+	// callbacks (awsenv.Vars); the secret exists in every stage.
+	hooks := fromProd("prod-webhooks", func(s string) string {
+		return s + "\nwebhooks:\n  allowed_hosts: [hooks.example.com]\n"
+	}).synth(t)
 	for _, k := range []struct {
+		s                    synthesized
 		purpose, env, reader string
 	}{
-		{"operator console sessions", "FLEETQ_CONSOLE_KEY_ARN", "fleetq-dev-api"},
-		{"job callbacks (webhooks)", "FLEETQ_WEBHOOK_KEY_ARN", "fleetq-dev-scaler"},
+		{synth(t, "dev"), "operator console sessions", "FLEETQ_CONSOLE_KEY_ARN", "fleetq-dev-api"},
+		{hooks, "job callbacks (webhooks)", "FLEETQ_WEBHOOK_KEY_ARN", "fleetq-prod-scaler"},
 	} {
+		s := k.s
 		secrets := s.secretsFor(k.purpose)
 		if len(secrets) != 1 {
 			t.Fatalf("%d secrets for %s, want 1", len(secrets), k.purpose)

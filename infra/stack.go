@@ -60,8 +60,14 @@ type Options struct {
 	AllowPlaceholders bool
 }
 
-// Functions are the stage's Lambda functions.
-var Functions = []string{"api", "dispatch", "scaler", "interruption"}
+// Functions are the stage's Lambda functions (awsenv.Functions).
+var Functions = func() []string {
+	var out []string
+	for _, f := range awsenv.Functions {
+		out = append(out, string(f))
+	}
+	return out
+}()
 
 // Tags the fleets' groups carry; the scaler's and the interruption
 // function's Auto Scaling permissions are scoped by TagStage.
@@ -153,7 +159,10 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	b.grantLaunch(fns)
 	b.registration(fns)
 	// The scaler drops and restores the zones of Spot groups by subnet.
-	fns.scaler.AddEnvironment(jsii.String(awsenv.EnvSubnets), b.st.ToJsonString(subnets, nil), nil)
+	b.env[awsenv.EnvSubnets] = b.st.ToJsonString(subnets, nil)
+	if err := b.environment(fns); err != nil {
+		return nil, err
+	}
 	b.acceptFindings(fns)
 	b.s.alarms(b.cfg, []awssqs.Queue{dlq, b.s.FailedEvents}, fns.all())
 
@@ -278,6 +287,9 @@ type build struct {
 	logRetention awslogs.RetentionDays
 	st           awscdk.Stack
 	s            *Stack
+	// env holds the value of every variable the stack may set on a
+	// function; awsenv.Vars says which functions get it and when.
+	env map[string]*string
 }
 
 func newBuild(app constructs.Construct, o Options) *build {
@@ -406,8 +418,13 @@ func (f functions) all() []awslambda.Function {
 	return []awslambda.Function{f.api, f.dispatch, f.scaler, f.interruption}
 }
 
-// functions builds the four functions, each with the environment
-// pkg/service/system's LoadLambda reads.
+func (f functions) byName(fn awsenv.Function) awslambda.Function {
+	return map[awsenv.Function]awslambda.Function{awsenv.API: f.api, awsenv.Dispatch: f.dispatch,
+		awsenv.Scaler: f.scaler, awsenv.Interruption: f.interruption}[fn]
+}
+
+// functions builds the four functions and the values of their
+// environment (set by environment once the fleets exist).
 func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsevents.EventBus, bucket awss3.Bucket) (fns functions, err error) {
 	defer func() {
 		// function panics with a staging error (a full disk, say): return it.
@@ -424,62 +441,85 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		groups[f.Slug] = GroupName(b.stage, f.Slug)
 	}
 	groupsJSON, _ := json.Marshal(groups)
-	scalerEnv := map[string]*string{
-		awsenv.EnvFleetGroups:   jsii.String(string(groupsJSON)),
-		awsenv.EnvEventBus:      bus.EventBusName(),
-		awsenv.EnvWebhookKeyARN: b.s.WebhookKey.SecretArn(),
-	}
-	dispatchEnv := map[string]*string{awsenv.EnvFleetGroups: jsii.String(string(groupsJSON))}
-	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
-		odJSON, _ := json.Marshal(od)
-		scalerEnv[awsenv.EnvFleetOnDemandGroups] = jsii.String(string(odJSON))
-		if bridges(b.cfg) {
-			// The wake on enqueue starts bridges (docs/scaling.md, "Cold start").
-			dispatchEnv[awsenv.EnvFleetOnDemandGroups] = jsii.String(string(odJSON))
-		}
+	odJSON, _ := json.Marshal(onDemandGroupNames(b.cfg))
+	b.env = map[string]*string{
+		awsenv.EnvStage:               jsii.String(b.stage),
+		awsenv.EnvConfigFile:          jsii.String("/var/task/" + ConfigFileName),
+		awsenv.EnvTable:               table.TableName(),
+		awsenv.EnvLogLevel:            jsii.String("info"),
+		awsenv.EnvSubmitQueueURL:      queue.QueueUrl(),
+		awsenv.EnvFleetSecretARN:      b.s.Secret.SecretArn(),
+		awsenv.EnvConsoleKeyARN:       b.s.ConsoleKey.SecretArn(),
+		awsenv.EnvWebhookKeyARN:       b.s.WebhookKey.SecretArn(),
+		awsenv.EnvBucket:              bucket.BucketName(),
+		awsenv.EnvEventBus:            bus.EventBusName(),
+		awsenv.EnvFleetGroups:         jsii.String(string(groupsJSON)),
+		awsenv.EnvFleetOnDemandGroups: jsii.String(string(odJSON)),
+		// EnvSubnets: set in New once the fleets' subnets exist.
 	}
 	return functions{
 		// api: one request at a time, a few DynamoDB calls each; 256 MB
 		// keeps cold starts short; 29 s is API Gateway's own limit.
-		api: b.function("api", 256, 29, table, map[string]*string{
-			awsenv.EnvSubmitQueueURL: queue.QueueUrl(),
-			awsenv.EnvFleetSecretARN: b.s.Secret.SecretArn(),
-			awsenv.EnvConsoleKeyARN:  b.s.ConsoleKey.SecretArn(),
-			awsenv.EnvBucket:         bucket.BucketName(),
-			awsenv.EnvEventBus:       bus.EventBusName(),
-		}),
+		api: b.function(awsenv.API, 256, 29),
 		// dispatch: batches of 10 conditional puts, plus a wake; 30 s is ample.
-		dispatch: b.function("dispatch", 256, 30, table, dispatchEnv),
+		dispatch: b.function(awsenv.Dispatch, 256, 30),
 		// scaler: every fleet in turn, each a handful of reads and writes
 		// and Auto Scaling calls with retries; well inside its one-minute
 		// period. A failed tick is not retried: the next one, a minute
 		// later, decides from fresh state.
 		// It also delivers job callbacks (webhooks.allowed_hosts), signed
 		// with the webhook key.
-		scaler: b.function("scaler", 256, 50, table, scalerEnv),
+		scaler: b.function(awsenv.Scaler, 256, 50),
 		// interruption: one event, a few writes and one Auto Scaling call.
-		interruption: b.function("interruption", 128, 30, table, nil),
+		interruption: b.function(awsenv.Interruption, 128, 30),
 	}, nil
 }
 
-// function is one Lambda function on arm64 with its log group, the stage's
-// common environment and its own.
-func (b *build) function(id string, memory, timeoutSec float64, table awsdynamodb.Table, env map[string]*string) awslambda.Function {
+// environment sets on each function the variables awsenv.Vars declares for
+// it under the stage's config, with their values from b.env. A declared
+// variable without a value, or a value no function is declared to read,
+// stops synthesis: the environment is written once, in awsenv.Vars.
+func (b *build) environment(fns functions) error {
+	used := map[string]bool{}
+	for _, fn := range awsenv.Functions {
+		for _, name := range awsenv.StackSets(fn, b.cfg) {
+			v, ok := b.env[name]
+			if !ok {
+				return fmt.Errorf("infra: awsenv.Vars declares %s for the %s function but the stack has no value for it", name, fn)
+			}
+			fns.byName(fn).AddEnvironment(jsii.String(name), v, nil)
+			used[name] = true
+		}
+	}
+	for name := range b.env {
+		if !used[name] && !b.conditional(name) {
+			return fmt.Errorf("infra: the stack has a value for %s but awsenv.Vars declares it for no function", name)
+		}
+	}
+	return nil
+}
+
+// conditional reports whether awsenv.Vars sets name under some condition
+// (its value may then go unused by a stage's config).
+func (b *build) conditional(name string) bool {
+	for _, v := range awsenv.Vars {
+		if v.Name == name && v.When != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// function is one Lambda function on arm64 with its log group; its
+// environment is set by environment.
+func (b *build) function(fn awsenv.Function, memory, timeoutSec float64) awslambda.Function {
+	id := string(fn)
 	code, placeholder, err := functionCode(b.o.BinDir, b.stage, id, b.o.ConfigYAML, b.o.AllowPlaceholders)
 	if err != nil {
 		panic(err)
 	}
 	if placeholder {
 		b.s.Placeholders = append(b.s.Placeholders, id)
-	}
-	all := map[string]*string{
-		awsenv.EnvStage:      jsii.String(b.stage),
-		awsenv.EnvConfigFile: jsii.String("/var/task/" + ConfigFileName),
-		awsenv.EnvTable:      table.TableName(),
-		awsenv.EnvLogLevel:   jsii.String("info"),
-	}
-	for k, v := range env {
-		all[k] = v
 	}
 	title := strings.ToUpper(id[:1]) + id[1:]
 	logs := awslogs.NewLogGroup(b.st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
@@ -493,7 +533,6 @@ func (b *build) function(id string, memory, timeoutSec float64, table awsdynamod
 		Code:         code,
 		MemorySize:   jsii.Number(memory),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeoutSec)),
-		Environment:  &all,
 		LogGroup:     logs,
 	})
 }
@@ -570,7 +609,8 @@ func (s *Stack) workerRoleARNs(cfg *fleetconfig.Config) *[]*string {
 }
 
 // registration gives the API what it checks registrations against, once
-// the fleets are built: each fleet's worker role and groups (attested
+// the fleets are built (in b.env; environment sets them): each fleet's
+// worker role and groups (attested
 // registration; Auto Scaling's DescribeAutoScalingInstances finds an
 // instance's group), and a Secrets Manager secret of its own for each
 // fleet whose config accepts one. No worker role may read those secrets.
@@ -593,21 +633,13 @@ func (b *build) registration(fns functions) {
 		secret.GrantRead(fns.api, nil)
 		secrets[f.Slug] = secret.SecretArn()
 	}
-	fns.api.AddEnvironment(jsii.String(awsenv.EnvWorkerRoles), b.st.ToJsonString(roles, nil), nil)
+	b.env[awsenv.EnvWorkerRoles] = b.st.ToJsonString(roles, nil)
 	if len(secrets) > 0 {
-		fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetSecrets), b.st.ToJsonString(secrets, nil), nil)
+		b.env[awsenv.EnvFleetSecrets] = b.st.ToJsonString(secrets, nil)
 		awscdk.NewCfnOutput(b.st, jsii.String("FleetSecretArns"), &awscdk.CfnOutputProps{Value: b.st.ToJsonString(secrets, nil)})
 	}
-	groups := map[string]string{}
-	for _, f := range b.cfg.Fleets {
-		groups[f.Slug] = GroupName(b.stage, f.Slug)
-	}
-	groupsJSON, _ := json.Marshal(groups)
-	fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetGroups), jsii.String(string(groupsJSON)), nil)
-	if od := onDemandGroupNames(b.cfg); len(od) > 0 {
-		odJSON, _ := json.Marshal(od)
-		fns.api.AddEnvironment(jsii.String(awsenv.EnvFleetOnDemandGroups), jsii.String(string(odJSON)), nil)
-	}
+	// The fleets' groups (FLEETQ_FLEET_GROUPS, FLEETQ_FLEET_ON_DEMAND_GROUPS)
+	// are in b.env already; awsenv.Vars gives them to the API too.
 	// Describe* actions support no resource-level permissions.
 	fns.api.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("autoscaling:DescribeAutoScalingInstances"), Resources: jsii.Strings("*")}))

@@ -33,6 +33,8 @@ type synthesized struct {
 	stack *infra.Stack
 	json  map[string]any
 	cfg   *fleetconfig.Config
+	// raw is the config's text, deployed with each function.
+	raw []byte
 	// agentSHA256 are the digests of the agent binaries the test built, by
 	// architecture.
 	agentSHA256 map[string]string
@@ -86,7 +88,7 @@ func synthConfig(t *testing.T, key string, cfg *fleetconfig.Config, raw []byte) 
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := synthesized{tpl: tpl, stack: st, json: doc, cfg: cfg, agentSHA256: sums}
+	s := synthesized{tpl: tpl, stack: st, json: doc, cfg: cfg, raw: raw, agentSHA256: sums}
 	templates[key] = s
 	return s
 }

@@ -153,6 +153,17 @@ type tree struct {
 	tests    testNames
 	sources  []byte // every Go file
 	makefile []byte
+	ignored  []string // the paths .gitignore lists: outputs a build or a tool writes
+}
+
+// generated reports whether p is, or is under, a path .gitignore lists.
+func (tr tree) generated(p string) bool {
+	for _, g := range tr.ignored {
+		if p == g || strings.HasPrefix(p, g+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func readTree(t *testing.T) tree {
@@ -161,7 +172,17 @@ func readTree(t *testing.T) tree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tree{tests: goTestNames(t), sources: goSources(t), makefile: makefile}
+	gitignore, err := os.ReadFile(filepath.Join(repoRoot, ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ignored []string
+	for line := range strings.Lines(string(gitignore)) {
+		if g := strings.Trim(strings.TrimSpace(line), "/"); g != "" && !strings.ContainsAny(g, "*#!") {
+			ignored = append(ignored, g)
+		}
+	}
+	return tree{tests: goTestNames(t), sources: goSources(t), makefile: makefile, ignored: ignored}
 }
 
 // check answers the problems of one markdown document in dir, each once.
@@ -185,7 +206,7 @@ func (tr tree) check(dir, md string) []string {
 	}
 	for _, code := range docCode(md) {
 		for _, m := range citedPath.FindAllStringSubmatch(code, -1) {
-			if p := cleanPath(m[1]); p != "" && !pathExists(p) {
+			if p := cleanPath(m[1]); p != "" && !pathExists(p) && !tr.generated(p) {
 				fail("cites %s, which does not exist", p)
 			}
 		}

@@ -5,20 +5,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
-func main() {
-	env, err := system.LoadLambda(context.Background(), os.Getenv, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "interruption:", err)
-		os.Exit(1)
-	}
-	lambda.Start(env.InterruptionHandler())
-}
+func main() { system.StartLambda(awsenv.Interruption) }

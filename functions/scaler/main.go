@@ -7,25 +7,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
-func main() {
-	env, err := system.LoadLambda(context.Background(), os.Getenv, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scaler:", err)
-		os.Exit(1)
-	}
-	h, err := env.ScalerHandler(os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scaler:", err)
-		os.Exit(1)
-	}
-	lambda.Start(h)
-}
+func main() { system.StartLambda(awsenv.Scaler) }

@@ -39,37 +39,39 @@ import (
 )
 
 // Lambda is a function's environment in AWS: the variables the stack sets,
-// the AWS configuration, clients that honour the FLEETQ_*_ENDPOINT
-// overrides, and the Env every function is built from. Each function's main
-// is LoadLambda and one of the handler methods.
+// the AWS configuration, clients that honour the endpoint overrides, and the
+// Env every function is built from. Each function's main is StartLambda.
 type Lambda struct {
 	*Env
-	Table string
-	AWS   aws.Config
+	Function awsenv.Function
+	Table    string
+	AWS      aws.Config
 
-	getenv func(string) string
+	getenv Getenv
 }
 
 // Getenv reads one variable (os.Getenv in Lambda; a map in tests).
 type Getenv func(string) string
 
-// LoadLambda reads the stage, fleet config, table name, log level and event
-// bus, and the default AWS configuration. A missing or malformed variable is
-// an error that names it: a function that cannot know its table must not
-// start.
-func LoadLambda(ctx context.Context, getenv Getenv, logOut io.Writer) (*Lambda, error) {
+// LoadLambda reads fn's stage, fleet config, table name, log level and
+// event bus, and the default AWS configuration. A missing or malformed
+// variable is an error that names it: a function that cannot know its table
+// must not start. fn may read only the variables awsenv.Vars declares for
+// it.
+func LoadLambda(ctx context.Context, fn awsenv.Function, getenv Getenv, logOut io.Writer) (*Lambda, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	cfg, err := LoadConfig(getenv)
+	l := &Lambda{Function: fn, getenv: getenv}
+	cfg, err := LoadConfig(l.Lookup)
 	if err != nil {
 		return nil, err
 	}
-	table := getenv(awsenv.EnvTable)
+	table := l.Lookup(awsenv.EnvTable)
 	if table == "" {
 		table = fleetconfig.TableName(cfg.Stage)
 	}
-	level := getenv(awsenv.EnvLogLevel)
+	level := l.Lookup(awsenv.EnvLogLevel)
 	if level == "" {
 		level = "info"
 	}
@@ -77,20 +79,40 @@ func LoadLambda(ctx context.Context, getenv Getenv, logOut io.Writer) (*Lambda, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", awsenv.EnvLogLevel, err)
 	}
-	awsCfg, err := awsenv.Load(ctx)
-	if err != nil {
+	if l.AWS, err = awsenv.Load(ctx); err != nil {
 		return nil, err
 	}
-	l := &Lambda{Table: table, AWS: awsCfg, getenv: getenv}
+	l.Table = table
 	log = log.With("stage", cfg.Stage)
 	var events store.Publisher
-	if bus := getenv(awsenv.EnvEventBus); bus != "" {
-		events = jobevents.EventBridge{Client: l.EventBridge(), Bus: bus}
+	// Only the API and the scaler publish: the other functions leave their
+	// jobs' events in the outbox, which the scaler's tick relays.
+	if awsenv.Reads(fn, awsenv.EnvEventBus) {
+		if bus := l.Lookup(awsenv.EnvEventBus); bus != "" {
+			events = jobevents.EventBridge{Client: l.EventBridge(), Bus: bus}
+		}
 	}
 	// Cost lines go to stdout with the scaler's metrics: CloudWatch Logs
 	// turns Embedded Metric Format lines into metrics.
 	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events, CostMetrics(os.Stdout))
 	return l, nil
+}
+
+// Handler builds the function's handler, for lambda.Start: the API's
+// (metrics unused), dispatch's, the scaler's (its metric lines written to
+// metrics) or the interruption function's.
+func (e *Lambda) Handler(metrics io.Writer) (any, error) {
+	switch e.Function {
+	case awsenv.API:
+		return e.APIHandler()
+	case awsenv.Dispatch:
+		return e.DispatchHandler()
+	case awsenv.Scaler:
+		return e.ScalerHandler(metrics)
+	case awsenv.Interruption:
+		return e.InterruptionHandler(), nil
+	}
+	return nil, fmt.Errorf("no function %q", e.Function)
 }
 
 // LoadConfig returns the fleet config named by FLEETQ_CONFIG_FILE, else the
@@ -116,21 +138,32 @@ func LoadConfig(getenv Getenv) (*fleetconfig.Config, error) {
 
 // Require returns a variable's value or an error naming it.
 func (e *Lambda) Require(name string) (string, error) {
-	v := e.getenv(name)
+	v := e.Lookup(name)
 	if v == "" {
 		return "", fmt.Errorf("%s is not set", name)
 	}
 	return v, nil
 }
 
-// Lookup returns a variable's value, empty when unset.
-func (e *Lambda) Lookup(name string) string { return e.getenv(name) }
-
-func (e *Lambda) endpoint(name string) *string {
-	if v := e.getenv(name); v != "" {
-		return aws.String(v)
+// Lookup returns a variable's value, empty when unset. Reading a variable
+// awsenv.Vars does not declare for the function panics: the stack would
+// never set it, so the function would read nothing in AWS.
+func (e *Lambda) Lookup(name string) string {
+	if !awsenv.Reads(e.Function, name) {
+		panic(fmt.Sprintf("the %s function reads %s, which awsenv.Vars does not declare for it", e.Function, name))
 	}
-	return nil
+	return e.getenv(name)
+}
+
+// endpoint sets a client's endpoint from a FLEETQ_*_ENDPOINT override when
+// it is set; else the client keeps the endpoint the SDK resolved (from
+// AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL or the shared config).
+func (e *Lambda) endpoint(name string, base **string) bool {
+	if v := e.Lookup(name); v != "" {
+		*base = aws.String(v)
+		return true
+	}
+	return false
 }
 
 // DynamoDB returns a DynamoDB client (FLEETQ_DYNAMODB_ENDPOINT overrides the
@@ -139,7 +172,7 @@ func (e *Lambda) endpoint(name string) *string {
 // retryer, and Auto Scaling retries in pkg/aws/asg.
 func (e *Lambda) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) {
-		o.BaseEndpoint = e.endpoint(awsenv.EnvDynamoDBEndpoint)
+		e.endpoint(awsenv.EnvDynamoDBEndpoint, &o.BaseEndpoint)
 		o.Retryer = awsenv.Retryer(awsenv.DynamoDB)
 	})
 }
@@ -147,7 +180,7 @@ func (e *Lambda) DynamoDB() *dynamodb.Client {
 // SQS returns an SQS client (FLEETQ_SQS_ENDPOINT overrides the endpoint).
 func (e *Lambda) SQS() *sqs.Client {
 	return sqs.NewFromConfig(e.AWS, func(o *sqs.Options) {
-		o.BaseEndpoint = e.endpoint(awsenv.EnvSQSEndpoint)
+		e.endpoint(awsenv.EnvSQSEndpoint, &o.BaseEndpoint)
 		o.Retryer = awsenv.Retryer(awsenv.SQS)
 	})
 }
@@ -155,14 +188,14 @@ func (e *Lambda) SQS() *sqs.Client {
 // SSM returns an SSM client (FLEETQ_SSM_ENDPOINT overrides the endpoint).
 func (e *Lambda) SSM() *ssm.Client {
 	return ssm.NewFromConfig(e.AWS, func(o *ssm.Options) {
-		o.BaseEndpoint = e.endpoint(awsenv.EnvSSMEndpoint)
+		e.endpoint(awsenv.EnvSSMEndpoint, &o.BaseEndpoint)
 		o.Retryer = awsenv.Retryer(awsenv.SSM)
 	})
 }
 
 // SecretsManager returns a Secrets Manager client (FLEETQ_SECRETSMANAGER_ENDPOINT overrides the endpoint).
 func (e *Lambda) SecretsManager() *secretsmanager.Client {
-	return secretsmanager.NewFromConfig(e.AWS, func(o *secretsmanager.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvSecretsManagerEndpoint) })
+	return secretsmanager.NewFromConfig(e.AWS, func(o *secretsmanager.Options) { e.endpoint(awsenv.EnvSecretsManagerEndpoint, &o.BaseEndpoint) })
 }
 
 // FleetSecret is where the API reads the fleet secret: the Secrets Manager
@@ -206,7 +239,7 @@ func (e *Lambda) WebhookKeys() (webhook.Keys, error) {
 // EventBridge returns an EventBridge client (FLEETQ_EVENTBRIDGE_ENDPOINT overrides the endpoint).
 func (e *Lambda) EventBridge() *eventbridge.Client {
 	return eventbridge.NewFromConfig(e.AWS, func(o *eventbridge.Options) {
-		o.BaseEndpoint = e.endpoint(awsenv.EnvEventBridgeEndpoint)
+		e.endpoint(awsenv.EnvEventBridgeEndpoint, &o.BaseEndpoint)
 		o.Retryer = awsenv.Retryer(awsenv.EventBridge)
 	})
 }
@@ -215,8 +248,8 @@ func (e *Lambda) EventBridge() *eventbridge.Client {
 // path-style addressing as local S3 servers need).
 func (e *Lambda) S3() *s3.Client {
 	return s3.NewFromConfig(e.AWS, func(o *s3.Options) {
-		if ep := e.endpoint(awsenv.EnvS3Endpoint); ep != nil {
-			o.BaseEndpoint, o.UsePathStyle = ep, true
+		if e.endpoint(awsenv.EnvS3Endpoint, &o.BaseEndpoint) {
+			o.UsePathStyle = true
 		}
 	})
 }
@@ -224,7 +257,7 @@ func (e *Lambda) S3() *s3.Client {
 // EC2 returns an EC2 client (FLEETQ_EC2_ENDPOINT overrides the endpoint),
 // for the scaler's Spot price reads.
 func (e *Lambda) EC2() *ec2.Client {
-	return ec2.NewFromConfig(e.AWS, func(o *ec2.Options) { o.BaseEndpoint = e.endpoint(awsenv.EnvEC2Endpoint) })
+	return ec2.NewFromConfig(e.AWS, func(o *ec2.Options) { e.endpoint(awsenv.EnvEC2Endpoint, &o.BaseEndpoint) })
 }
 
 // AutoScaling returns an Auto Scaling client (FLEETQ_AUTOSCALING_ENDPOINT
@@ -232,13 +265,13 @@ func (e *Lambda) EC2() *ec2.Client {
 // throttling itself, and the two would multiply.
 func (e *Lambda) AutoScaling() *autoscaling.Client {
 	return autoscaling.NewFromConfig(e.AWS, func(o *autoscaling.Options) {
-		o.BaseEndpoint = e.endpoint(awsenv.EnvAutoScalingEndpoint)
+		e.endpoint(awsenv.EnvAutoScalingEndpoint, &o.BaseEndpoint)
 		asg.WithoutSDKRetries(o)
 	})
 }
 
 // FleetGroups returns the fleets' Auto Scaling Groups as scaling capacity,
-// from FLEETQ_FLEET_GROUPS.
+// from FLEETQ_FLEET_GROUPS and FLEETQ_FLEET_ON_DEMAND_GROUPS.
 func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 	raw, err := e.Require(awsenv.EnvFleetGroups)
 	if err != nil {
@@ -257,21 +290,33 @@ func (e *Lambda) FleetGroups() (scaler.Groups, error) {
 	if groups.OnDemandNames, err = e.onDemandGroups(); err != nil {
 		return scaler.Groups{}, err
 	}
-	if raw := e.Lookup(awsenv.EnvSubnets); raw != "" {
-		if groups.Subnets, err = scaler.ParseSubnets(raw); err != nil {
-			return scaler.Groups{}, fmt.Errorf("%s: %w", awsenv.EnvSubnets, err)
-		}
-	}
 	return groups, nil
 }
 
+// subnets reads FLEETQ_SUBNETS, the scaler's: the subnets of the fleets'
+// groups with their zones, which it drops and restores in Spot groups.
+func (e *Lambda) subnets(groups *scaler.Groups) error {
+	raw := e.Lookup(awsenv.EnvSubnets)
+	if raw == "" {
+		return nil
+	}
+	var err error
+	if groups.Subnets, err = scaler.ParseSubnets(raw); err != nil {
+		return fmt.Errorf("%s: %w", awsenv.EnvSubnets, err)
+	}
+	return nil
+}
+
 // onDemandGroups reads FLEETQ_FLEET_ON_DEMAND_GROUPS: every fleet whose
-// config turns the On-Demand rung on must have its group there (a fleet
-// with a bridge has it too; the dispatch function gets it only when some
-// fleet has a bridge).
+// config turns the On-Demand rung on must have its group there (dispatch
+// wakes it and starts bridges in it, the scaler climbs to it); a fleet with
+// a bridge has one too.
 func (e *Lambda) onDemandGroups() (map[string]string, error) {
-	raw := e.Lookup(awsenv.EnvFleetOnDemandGroups)
 	names := map[string]string{}
+	if !awsenv.OnDemandGroups(e.Config) {
+		return names, nil // the stack sets no On-Demand groups
+	}
+	raw := e.Lookup(awsenv.EnvFleetOnDemandGroups)
 	if raw != "" {
 		var err error
 		if names, err = scaler.ParseGroupNames(raw); err != nil {
@@ -386,6 +431,9 @@ func (e *Lambda) DispatchHandler() (func(context.Context, events.SQSEvent) (even
 func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.CloudWatchEvent) (TickSummary, error), error) {
 	groups, err := e.FleetGroups()
 	if err != nil {
+		return nil, err
+	}
+	if err := e.subnets(&groups); err != nil {
 		return nil, err
 	}
 	if len(e.Config.Webhooks.AllowedHosts) > 0 {

@@ -3,9 +3,11 @@ package system
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ func env(m map[string]string) Getenv { return func(k string) string { return m[k
 
 func TestLoadBuiltInStage(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
-	e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
+	e, err := LoadLambda(context.Background(), awsenv.API, env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +29,32 @@ func TestLoadBuiltInStage(t *testing.T) {
 	}
 	if _, err := e.Require(awsenv.EnvSubmitQueueURL); err == nil || !strings.Contains(err.Error(), awsenv.EnvSubmitQueueURL) {
 		t.Fatalf("Require of an unset variable: %v, want an error naming it", err)
+	}
+}
+
+// A function reads only what awsenv.Vars declares for it: anything else
+// would never be set in AWS. BuildLambda turns such a read into an error.
+func TestReadingAnUndeclaredVariableFails(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	e, err := LoadLambda(context.Background(), awsenv.Dispatch, env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), awsenv.EnvSubnets) || !strings.Contains(fmt.Sprint(r), "dispatch") {
+				t.Errorf("dispatch read %s: recovered %v, want a panic naming both", awsenv.EnvSubnets, r)
+			}
+		}()
+		e.Lookup(awsenv.EnvSubnets)
+	}()
+	saved := awsenv.Vars
+	t.Cleanup(func() { awsenv.Vars = saved })
+	// The API without the submission queue declared for it.
+	awsenv.Vars = slices.DeleteFunc(slices.Clone(saved), func(v awsenv.Var) bool { return v.Name == awsenv.EnvSubmitQueueURL })
+	_, err = BuildLambda(context.Background(), awsenv.API, env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), awsenv.EnvSubmitQueueURL) || !strings.Contains(err.Error(), "does not declare") {
+		t.Fatalf("BuildLambda with an undeclared read: %v", err)
 	}
 }
 
@@ -50,7 +78,7 @@ func TestLoadRefusesBadEnvironment(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := LoadLambda(context.Background(), env(c.vars), io.Discard)
+			_, err := LoadLambda(context.Background(), awsenv.Scaler, env(c.vars), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
 			}
@@ -84,7 +112,7 @@ func TestFleetGroups(t *testing.T) {
 		"ok":            {`{"demo":"fleetq-dev-demo"}`, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
+			e, err := LoadLambda(context.Background(), awsenv.Scaler, env(map[string]string{awsenv.EnvStage: "dev", awsenv.EnvFleetGroups: c.groups}), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +143,7 @@ func TestFleetOnDemandGroups(t *testing.T) {
 		"no rung, named": {false, `{"demo":"fleetq-dev-demo-on-demand"}`, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev",
+			e, err := LoadLambda(context.Background(), awsenv.Scaler, env(map[string]string{awsenv.EnvStage: "dev",
 				awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`, awsenv.EnvFleetOnDemandGroups: c.groups}), io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -130,7 +158,8 @@ func TestFleetOnDemandGroups(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || (c.groups != "") != g.HasOnDemand("demo") {
+			// Without the rung the stack sets no On-Demand groups and none is read.
+			if err != nil || (c.rung && c.groups != "") != g.HasOnDemand("demo") {
 				t.Fatalf("groups %+v, %v", g, err)
 			}
 		})
@@ -146,12 +175,16 @@ func TestFleetGroupsSubnets(t *testing.T) {
 		"two zones":    {`[{"subnet":"subnet-a","zone":"us-east-1a"},{"subnet":"subnet-b","zone":"us-east-1b"}]`, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, err := LoadLambda(context.Background(), env(map[string]string{awsenv.EnvStage: "dev",
+			e, err := LoadLambda(context.Background(), awsenv.Scaler, env(map[string]string{awsenv.EnvStage: "dev",
 				awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`, awsenv.EnvSubnets: c.subnets}), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
 			g, err := e.FleetGroups()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.subnets(&g)
 			if c.want != "" {
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("err = %v, want one mentioning %q", err, c.want)
@@ -185,25 +218,32 @@ func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
 		awsenv.EnvEventBus:     "fleetq-dev-jobs",
 		awsenv.EnvFleetSecrets: `{"demo":"arn:aws:secretsmanager:us-east-1:1:secret:DemoFleetSecret"}`,
 	}
-	e, err := LoadLambda(context.Background(), env(base), io.Discard)
+	e, err := LoadLambda(context.Background(), awsenv.API, env(base), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvConsoleKeyARN) {
 		t.Errorf("the API without its console key: %v, want an error naming %s", err, awsenv.EnvConsoleKeyARN)
 	}
-	if _, err := e.ScalerHandler(io.Discard); err == nil || !strings.Contains(err.Error(), awsenv.EnvWebhookKeyARN) {
+	sc, err := LoadLambda(context.Background(), awsenv.Scaler, env(base), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.ScalerHandler(io.Discard); err == nil || !strings.Contains(err.Error(), awsenv.EnvWebhookKeyARN) {
 		t.Errorf("the scaler of a stage with webhooks, without its webhook key: %v, want an error naming %s", err, awsenv.EnvWebhookKeyARN)
 	}
 	base[awsenv.EnvConsoleKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey"
 	base[awsenv.EnvWebhookKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:WebhookKey"
-	if e, err = LoadLambda(context.Background(), env(base), io.Discard); err != nil {
+	if e, err = LoadLambda(context.Background(), awsenv.API, env(base), io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.APIHandler(); err != nil {
 		t.Errorf("the API with its key: %v", err)
 	}
-	if _, err := e.ScalerHandler(io.Discard); err != nil {
+	if sc, err = LoadLambda(context.Background(), awsenv.Scaler, env(base), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.ScalerHandler(io.Discard); err != nil {
 		t.Errorf("the scaler with its key: %v", err)
 	}
 }
@@ -217,11 +257,45 @@ func TestAPINeedsEachAcceptingFleetsSecret(t *testing.T) {
 		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvEventBus: "fleetq-dev-jobs",
 		awsenv.EnvConsoleKeyARN: "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey",
 	}
-	e, err := LoadLambda(context.Background(), env(base), io.Discard)
+	e, err := LoadLambda(context.Background(), awsenv.API, env(base), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvFleetSecrets) {
 		t.Fatalf("the API without demo's secret: %v, want an error naming %s", err, awsenv.EnvFleetSecrets)
+	}
+}
+
+// The SDK's standard endpoint variables reach every client; a
+// FLEETQ_<SERVICE>_ENDPOINT, when set, wins over them.
+func TestStandardEndpointVariablesAreHonoured(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000")
+	vars := map[string]string{awsenv.EnvStage: "dev"}
+	e, err := LoadLambda(context.Background(), awsenv.API, env(vars), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]*string{
+		"DynamoDB":        e.DynamoDB().Options().BaseEndpoint,
+		"SQS":             e.SQS().Options().BaseEndpoint,
+		"S3":              e.S3().Options().BaseEndpoint,
+		"Secrets Manager": e.SecretsManager().Options().BaseEndpoint,
+	} {
+		want := "http://127.0.0.1:4566"
+		if name == "DynamoDB" {
+			want = "http://127.0.0.1:8000"
+		}
+		if got == nil || *got != want {
+			t.Errorf("%s endpoint %v, want %s", name, got, want)
+		}
+	}
+	vars[awsenv.EnvDynamoDBEndpoint] = "http://127.0.0.1:9000"
+	if got := e.DynamoDB().Options().BaseEndpoint; got == nil || *got != "http://127.0.0.1:9000" {
+		t.Errorf("with %s: endpoint %v", awsenv.EnvDynamoDBEndpoint, got)
+	}
+	if e.S3().Options().UsePathStyle {
+		t.Error("S3 uses path-style addressing without FLEETQ_S3_ENDPOINT")
 	}
 }

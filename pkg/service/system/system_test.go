@@ -226,24 +226,24 @@ func TestLambdaWiring(t *testing.T) {
 		awsenv.EnvFleetSecrets: `{"demo":"` + secretARN + `"}`,
 		awsenv.EnvWorkerRoles:  `{"demo":"` + localaws.RoleARN("fleetq-dev-demo-worker") + `"}`, awsenv.EnvSTSEndpoint: sts.URL,
 	}
-	l, err := system.LoadLambda(ctx, func(k string) string { return vars[k] }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiH, err := l.APIHandler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dispatchH, err := l.DispatchHandler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Each function is built as its main builds it, from its own Lambda.
 	var metrics bytes.Buffer
-	scalerH, err := l.ScalerHandler(&metrics)
+	build := func(fn awsenv.Function) any {
+		h, err := system.BuildLambda(ctx, fn, func(k string) string { return vars[k] }, &metrics, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	// The test reads the store the functions write, through a Lambda of its own.
+	l, err := system.LoadLambda(ctx, awsenv.Interruption, func(k string) string { return vars[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	interruptH := l.InterruptionHandler()
+	apiH := build(awsenv.API).(func(context.Context, awsevents.APIGatewayV2HTTPRequest) (awsevents.APIGatewayV2HTTPResponse, error))
+	dispatchH := build(awsenv.Dispatch).(func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error))
+	scalerH := build(awsenv.Scaler).(func(context.Context, awsevents.CloudWatchEvent) (system.TickSummary, error))
+	interruptH := build(awsenv.Interruption).(func(context.Context, awsevents.CloudWatchEvent) (interruption.Summary, error))
 
 	scenario(t, wiring{
 		register: func(t *testing.T, body string) int {
