@@ -120,8 +120,9 @@ func (s synthesized) functionEnvironments(t *testing.T, taskRoot string) map[aws
 }
 
 // resolve turns a template value into the string Lambda would see, with
-// stand-ins for what only a deployment knows: a Ref is "ref-<id>", an
-// attribute "<id>.<attribute>", the region's zones us-east-1a to c.
+// stand-ins for what only a deployment knows: a Ref is "ref-<id>", a
+// role's Arn an IAM role ARN of that name, another attribute
+// "<id>.<attribute>", the region's zones us-east-1a to c.
 func resolve(v any) (string, error) {
 	switch v := v.(type) {
 	case string:
@@ -138,6 +139,9 @@ func resolve(v any) (string, error) {
 				return "ref-" + arg.(string), nil
 			case "Fn::GetAtt":
 				a := arg.([]any)
+				if id := fmt.Sprint(a[0]); a[1] == "Arn" && strings.Contains(id, "Role") {
+					return "arn:aws:iam::123456789012:role/" + id, nil
+				}
 				return fmt.Sprint(a[0], ".", a[1]), nil
 			case "Fn::Join":
 				a := arg.([]any)

@@ -369,9 +369,12 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 // secret of each fleet with accept_secret, from FLEETQ_FLEET_SECRETS.
 func (e *Lambda) Registration() (APIOption, error) {
 	arns := map[string]string{}
-	if raw := e.Lookup(awsenv.EnvFleetSecrets); raw != "" {
-		if err := json.Unmarshal([]byte(raw), &arns); err != nil {
-			return nil, fmt.Errorf("%s: a JSON object of fleet slug to secret ARN: %w", awsenv.EnvFleetSecrets, err)
+	// The stack sets FLEETQ_FLEET_SECRETS only when some fleet accepts a secret.
+	if awsenv.FleetSecrets(e.Config) {
+		if raw := e.Lookup(awsenv.EnvFleetSecrets); raw != "" {
+			if err := json.Unmarshal([]byte(raw), &arns); err != nil {
+				return nil, fmt.Errorf("%s: a JSON object of fleet slug to secret ARN: %w", awsenv.EnvFleetSecrets, err)
+			}
 		}
 	}
 	for _, f := range e.Config.Fleets {
@@ -393,6 +396,9 @@ func (e *Lambda) Registration() (APIOption, error) {
 	}
 	groups := map[string][]string{}
 	for _, name := range []string{awsenv.EnvFleetGroups, awsenv.EnvFleetOnDemandGroups} {
+		if name == awsenv.EnvFleetOnDemandGroups && !awsenv.OnDemandGroups(e.Config) {
+			continue // the stack sets no On-Demand groups
+		}
 		if v := e.Lookup(name); v != "" {
 			names, err := scaler.ParseGroupNames(v)
 			if err != nil {
