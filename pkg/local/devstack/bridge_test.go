@@ -56,20 +56,20 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	clk.Advance(bootDelay / 4)
 	stack.Fleet.Step(ctx, 0)
 	eventually(t, "the bridge leased the first job", func() bool {
-		j := jobOf(stack, "b-1")
+		j := jobOf(stack, "t1:b-1")
 		return j.Status == job.Leased && j.WorkerID == bridge
 	})
 
 	// The next job finds no free slot and the pool in use: it waits for Spot.
 	submit(t, stack, map[string]any{"job_id": "b-2", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 300}})
-	eventually(t, "the second job queued", func() bool { return jobOf(stack, "b-2").Status == job.Queued })
+	eventually(t, "the second job queued", func() bool { return jobOf(stack, "t1:b-2").Status == job.Queued })
 	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 1 {
 		t.Fatalf("On-Demand desired %d with a pool of one", od.Desired)
 	}
 	clk.Advance(bootDelay - bootDelay/4)
 	stack.Fleet.Step(ctx, 0)
 	eventually(t, "a Spot instance leased the second job", func() bool {
-		j := jobOf(stack, "b-2")
+		j := jobOf(stack, "t1:b-2")
 		return j.Status == job.Leased && j.WorkerID != bridge && !strings.Contains(j.WorkerID, "-od-")
 	})
 
@@ -106,7 +106,7 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 
 	// The bridge's job ends: the next tick stops it back into the pool
 	// while the Spot instance runs on.
-	pump(t, clk, 10*time.Second, "the bridge's job succeeded", func() bool { return jobOf(stack, "b-1").Status == job.Succeeded })
+	pump(t, clk, 10*time.Second, "the bridge's job succeeded", func() bool { return jobOf(stack, "t1:b-1").Status == job.Succeeded })
 	r = tickDemo(t, stack)
 	if !slices.ContainsFunc(r.Decision.Victims, func(v scaling.Victim) bool { return v.InstanceID == bridge && v.Why == scaling.WhyBridge }) ||
 		!strings.Contains(r.Decision.Reason, "stop 1 idle bridge into the pool") {
@@ -118,7 +118,7 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 0 || len(od.Instances) != 0 {
 		t.Fatalf("On-Demand group %+v after the bridge stopped", od)
 	}
-	if j := jobOf(stack, "b-2"); j.Status != job.Leased {
+	if j := jobOf(stack, "t1:b-2"); j.Status != job.Leased {
 		t.Fatalf("the Spot instance's job is %s", j.Status)
 	}
 	checkNothingBusyStopped()

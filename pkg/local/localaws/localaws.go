@@ -87,7 +87,7 @@ type DynamoDBOptions struct {
 // StartDynamoDBWith starts an embedded DynamoDB-API server as StartDynamoDB
 // does, with a capacity model and an index lag.
 func StartDynamoDBWith(addr string, o DynamoDBOptions) (*Server, error) {
-	return serve(addr, &guard{next: minidyn.NewServer(), model: o.Capacity, lag: o.IndexLag, now: o.Now})
+	return serve(addr, &guard{next: &describeFence{next: minidyn.NewServer()}, model: o.Capacity, lag: o.IndexLag, now: o.Now})
 }
 
 // StartS3 starts an embedded S3-API server (in memory) on addr. Presigned
