@@ -2,11 +2,9 @@ package scaler
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
-	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
 // Pool is capacity whose On-Demand group keeps a warm pool that takes its
@@ -59,55 +57,18 @@ func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snap
 	if err != nil {
 		return "", err
 	}
-	spotNow, odNow := snap.group.Desired, lad.onDemand.Desired
-	for _, id := range gone {
-		if bridges[id] {
-			odNow--
-		} else {
-			spotNow--
-		}
+	goneSpot, goneOD := countByGroup(gone, bridges)
+	keptSpot, keptOD := countByGroup(r.Kept, bridges)
+	if rep.Drained, err = s.drainInstances(ctx, snap, d.Drain, "bridge"); err != nil {
+		return "", err
 	}
-	keptSpot, keptOD := 0, 0
-	for _, id := range r.Kept {
-		if bridges[id] {
-			keptOD++
-		} else {
-			keptSpot++
-		}
-	}
-	workers := map[string]string{}
-	for _, w := range snap.workers {
-		if w.Status == worker.Active {
-			workers[w.InstanceID] = w.ID
-		}
-	}
-	for _, id := range d.Drain {
-		if wid, ok := workers[id]; ok {
-			if _, err := s.Store.DrainWorker(ctx, wid); err != nil {
-				return "", fmt.Errorf("drain bridge worker %s: %w", wid, err)
-			}
-			rep.Drained = append(rep.Drained, id)
-		}
-	}
-	l := s.Capacity.(Ladder)
 	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
 	rep.OnDemandDesired = d.BridgeDesired + keptOD
-	if rep.OnDemandDesired != odNow {
-		if err := l.SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
-			return "", err
-		}
-	}
-	if rep.SpotDesired != spotNow {
-		if err := s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired); err != nil {
-			return "", err
-		}
+	if err := s.setGroups(ctx, f, rep, snap.group.Desired-goneSpot, lad.onDemand.Desired-goneOD); err != nil {
+		return "", err
 	}
 	r.Desired = rep.SpotDesired + rep.OnDemandDesired
-	reason := d.Reason
-	if len(r.Kept) > 0 {
-		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
-	}
-	return reason, nil
+	return withKept(d.Reason, r.Kept), nil
 }
 
 // end takes a victim out of its group: an idle bridge back into its pool

@@ -131,55 +131,74 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 	if err != nil {
 		return "", err
 	}
-	spotNow, odNow := snap.group.Desired, lad.onDemand.Desired
-	for _, id := range gone {
-		if onDemand[id] {
-			odNow--
+	goneSpot, goneOD := countByGroup(gone, onDemand)
+	keptSpot, keptOD := countByGroup(r.Kept, onDemand)
+	if rep.Drained, err = s.drainInstances(ctx, snap, d.Drain, "On-Demand"); err != nil {
+		return "", err
+	}
+	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
+	rep.OnDemandDesired = min(d.OnDemandDesired+keptOD, f.MaxInstances)
+	if err := s.setGroups(ctx, f, rep, snap.group.Desired-goneSpot, lad.onDemand.Desired-goneOD); err != nil {
+		return "", err
+	}
+	r.Desired = rep.SpotDesired + rep.OnDemandDesired
+	return withKept(d.Reason, r.Kept), nil
+}
+
+// countByGroup counts instance ids in the Spot group and in the On-Demand
+// group (those inOnDemand names).
+func countByGroup(ids []string, inOnDemand map[string]bool) (spot, onDemand int) {
+	for _, id := range ids {
+		if inOnDemand[id] {
+			onDemand++
 		} else {
-			spotNow--
+			spot++
 		}
 	}
-	keptSpot, keptOD := 0, 0
-	for _, id := range r.Kept {
-		if onDemand[id] {
-			keptOD++
-		} else {
-			keptSpot++
-		}
-	}
+	return spot, onDemand
+}
+
+// drainInstances drains the active workers of the named instances and
+// answers the instances drained; what names them in an error.
+func (s *Scaler) drainInstances(ctx context.Context, snap snapshot, ids []string, what string) ([]string, error) {
 	workers := map[string]string{}
 	for _, w := range snap.workers {
 		if w.Status == worker.Active {
 			workers[w.InstanceID] = w.ID
 		}
 	}
-	for _, id := range d.Drain {
+	var drained []string
+	for _, id := range ids {
 		if wid, ok := workers[id]; ok {
 			if _, err := s.Store.DrainWorker(ctx, wid); err != nil {
-				return "", fmt.Errorf("drain On-Demand worker %s: %w", wid, err)
+				return drained, fmt.Errorf("drain %s worker %s: %w", what, wid, err)
 			}
-			rep.Drained = append(rep.Drained, id)
+			drained = append(drained, id)
 		}
 	}
-	l := s.Capacity.(Ladder)
-	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
-	rep.OnDemandDesired = min(d.OnDemandDesired+keptOD, f.MaxInstances)
-	if rep.OnDemandDesired != odNow {
-		if err := l.SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
-			return "", err
+	return drained, nil
+}
+
+// setGroups sets each group's desired capacity to the report's where it
+// differs from what the group holds now.
+func (s *Scaler) setGroups(ctx context.Context, f *fleetconfig.Fleet, rep *LadderReport, spotNow, onDemandNow int) error {
+	if rep.OnDemandDesired != onDemandNow {
+		if err := s.Capacity.(Ladder).SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
+			return err
 		}
 	}
 	if rep.SpotDesired != spotNow {
-		if err := s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired); err != nil {
-			return "", err
-		}
+		return s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired)
 	}
-	r.Desired = rep.SpotDesired + rep.OnDemandDesired
-	reason := d.Reason
-	if len(r.Kept) > 0 {
-		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
+	return nil
+}
+
+// withKept adds to a decision's reason how many victims were kept.
+func withKept(reason string, kept []string) string {
+	if len(kept) > 0 {
+		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(kept))
 	}
-	return reason, nil
+	return reason
 }
 
 // oldestReadyWait is how long the fleet's oldest ready job has waited

@@ -354,11 +354,7 @@ func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot,
 			return "", err
 		}
 	}
-	reason := d.Reason
-	if len(r.Kept) > 0 {
-		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(r.Kept))
-	}
-	return reason, nil
+	return withKept(d.Reason, r.Kept), nil
 }
 
 // retire claims each victim with the conditional drain (it holds only
