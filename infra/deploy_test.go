@@ -128,9 +128,17 @@ func TestAgentShipsWithTheStack(t *testing.T) {
 	if len(health) != len(cfg.Fleets) {
 		t.Fatalf("SetInstanceHealth grants %v, want one per fleet's worker role", health)
 	}
-	for _, h := range health {
-		if !strings.Contains(jsonText(t, h), `"aws:ResourceTag/fleetq:stage":"prod"`) {
-			t.Fatalf("SetInstanceHealth grants %v, want them scoped to the stage's groups", health)
+	for i, f := range cfg.Fleets {
+		found := false
+		for _, h := range health {
+			text := jsonText(t, h)
+			if !strings.Contains(text, `"aws:ResourceTag/fleetq:stage":"prod"`) {
+				t.Fatalf("SetInstanceHealth grants %v, want them scoped to the stage's groups", health)
+			}
+			found = found || strings.Contains(text, `"aws:ResourceTag/fleetq:fleet":"`+f.Slug+`"`)
+		}
+		if !found {
+			t.Fatalf("SetInstanceHealth grants %v, want fleet %d's scoped to its own groups (tag fleetq:fleet=%s)", health, i, f.Slug)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func sessionManager(role awsiam.Role) {
 // registration into a fleet from that fleet's role only, so one fleet's
 // instances can never register into another. A role may read exactly the
 // agent objects of the stage, write its fleet's log group, mark an
-// instance of the stage's groups unhealthy (the boot script does when the
+// instance of its own fleet's groups unhealthy (the boot script does when the
 // agent cannot be fetched or verified), and be reached by Session Manager
 // instead of SSH. No role may read any secret: workers attest.
 func (s *Stack) fleets(b *build, api awsapigatewayv2.HttpApi) []subnetZone {
@@ -146,7 +146,8 @@ func (s *Stack) workerRole(b *build, id, slug string) awsiam.Role {
 		Actions: jsii.Strings("autoscaling:SetInstanceHealth"),
 		Resources: &[]*string{s.Stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
 			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + cfg.Stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
-		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: cfg.Stage}},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{
+			"aws:ResourceTag/" + TagStage: cfg.Stage, "aws:ResourceTag/" + TagFleet: slug}},
 	}))
 	return role
 }
