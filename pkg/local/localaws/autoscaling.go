@@ -800,14 +800,5 @@ type xmlErrorResponse struct {
 }
 
 func writeASGError(w http.ResponseWriter, reqID string, e ASGError) {
-	x := xmlErrorResponse{XMLNS: autoScalingXMLNS, RequestID: reqID}
-	x.Error.Type, x.Error.Code, x.Error.Message = "Sender", e.Code, e.Message
-	if e.Status >= 500 {
-		x.Error.Type = "Receiver"
-	}
-	body, _ := xml.Marshal(x)
-	w.Header().Set("Content-Type", "text/xml")
-	w.Header().Set("X-Amzn-Requestid", reqID)
-	w.WriteHeader(e.Status)
-	_, _ = w.Write([]byte(xml.Header + string(body)))
+	writeQueryError(w, autoScalingXMLNS, reqID, queryError{e.Status, e.Code, e.Message})
 }

@@ -313,14 +313,5 @@ func writeSTSIdentity(w http.ResponseWriter, reqID string, c STSCaller) {
 }
 
 func writeSTSError(w http.ResponseWriter, reqID string, e STSError) {
-	x := xmlErrorResponse{XMLNS: stsXMLNS, RequestID: reqID}
-	x.Error.Type, x.Error.Code, x.Error.Message = "Sender", e.Code, e.Message
-	if e.Status >= 500 {
-		x.Error.Type = "Receiver"
-	}
-	body, _ := xml.Marshal(x)
-	w.Header().Set("Content-Type", "text/xml")
-	w.Header().Set("X-Amzn-Requestid", reqID)
-	w.WriteHeader(e.Status)
-	_, _ = w.Write([]byte(xml.Header + string(body)))
+	writeQueryError(w, stsXMLNS, reqID, queryError{e.Status, e.Code, e.Message})
 }

@@ -35,17 +35,7 @@ func useBridge(f *fleetconfig.Fleet, snap snapshot) bool {
 // drained, then each group's desired capacity set.
 func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
 	lad := snap.ladder
-	bridges := map[string]bool{}
-	for _, inst := range lad.onDemand.Instances {
-		bridges[inst.ID] = true
-		seen, ok := snap.state.FirstSeen[inst.ID]
-		if !ok {
-			seen = snap.now
-		}
-		p.firstSeen[inst.ID] = seen
-		inst.FirstSeen = seen
-		p.input.Instances = append(p.input.Instances, inst)
-	}
+	bridges := p.addOnDemand(snap)
 	d := scaling.DecideBridge(scaling.BridgeInput{Input: p.input, Bridges: bridges,
 		SpotDesired: snap.group.Desired, BridgeDesired: lad.onDemand.Desired})
 	r.Decision = d.Decision

@@ -101,17 +101,7 @@ func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Grou
 // group's desired capacity set.
 func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
 	lad := snap.ladder
-	onDemand := map[string]bool{}
-	for _, inst := range lad.onDemand.Instances {
-		onDemand[inst.ID] = true
-		seen, ok := snap.state.FirstSeen[inst.ID]
-		if !ok {
-			seen = snap.now
-		}
-		p.firstSeen[inst.ID] = seen
-		inst.FirstSeen = seen
-		p.input.Instances = append(p.input.Instances, inst)
-	}
+	onDemand := p.addOnDemand(snap)
 	in := scaling.LadderInput{
 		Input: p.input, OnDemand: onDemand,
 		SpotDesired: snap.group.Desired, OnDemandDesired: lad.onDemand.Desired,
@@ -208,4 +198,21 @@ func oldestReadyWait(snap snapshot) time.Duration {
 		return 0
 	}
 	return max(0, snap.now.Sub(snap.backlog.OldestReady))
+}
+
+// addOnDemand adds the On-Demand group's instances to the plan's input,
+// each with the time the scaler first saw it, and answers their ids.
+func (p *decisionPlan) addOnDemand(snap snapshot) map[string]bool {
+	ids := map[string]bool{}
+	for _, inst := range snap.ladder.onDemand.Instances {
+		ids[inst.ID] = true
+		seen, ok := snap.state.FirstSeen[inst.ID]
+		if !ok {
+			seen = snap.now
+		}
+		p.firstSeen[inst.ID] = seen
+		inst.FirstSeen = seen
+		p.input.Instances = append(p.input.Instances, inst)
+	}
+	return ids
 }
