@@ -89,7 +89,7 @@ func (a *S3) LeaseURLs(ctx context.Context, j job.Job) (URLs, error) {
 		return URLs{}, err
 	}
 	if j.Attempts > 0 {
-		if u.Log, err = put(jobinput.LogKey(j.TenantID, j.ID, j.Attempts)); err != nil {
+		if u.Log, err = put(jobinput.LogKey(j.TenantID, j.ID, jobinput.Runs(j.Attempts, j.Preemptions))); err != nil {
 			return URLs{}, err
 		}
 	}
@@ -136,9 +136,9 @@ func (a *S3) NewUpload(ctx context.Context, tenant, filename, contentType string
 	return Upload{Key: key, URL: req.URL, ExpiresAt: a.now().Add(ttl).UTC()}, nil
 }
 
-// LogURL is a presigned GET of one attempt's log.
+// LogURL is a presigned GET of one run's log.
 type LogURL struct {
-	Attempt   int
+	Run       int
 	URL       string
 	ExpiresAt time.Time
 }
@@ -146,17 +146,18 @@ type LogURL struct {
 // LogTTL is how long a log URL is valid.
 const LogTTL = 15 * time.Minute
 
-// LogURLs presigns a GET of each attempt's log, from the first to the
-// job's latest (a log the agent never uploaded answers S3's 404).
+// LogURLs presigns a GET of each run's log, from the first to the job's
+// latest (a log the agent never uploaded answers S3's 404).
 func (a *S3) LogURLs(ctx context.Context, j job.Job) ([]LogURL, error) {
-	out := make([]LogURL, 0, j.Attempts)
-	for n := 1; n <= j.Attempts; n++ {
+	runs := jobinput.Runs(j.Attempts, j.Preemptions)
+	out := make([]LogURL, 0, runs)
+	for n := 1; n <= runs; n++ {
 		key := jobinput.LogKey(j.TenantID, j.ID, n)
 		req, err := a.Presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(key)}, s3.WithPresignExpires(LogTTL))
 		if err != nil {
 			return nil, fmt.Errorf("presign log %d of job %s: %w", n, j.ID, err)
 		}
-		out = append(out, LogURL{Attempt: n, URL: req.URL, ExpiresAt: a.now().Add(LogTTL).UTC()})
+		out = append(out, LogURL{Run: n, URL: req.URL, ExpiresAt: a.now().Add(LogTTL).UTC()})
 	}
 	return out, nil
 }

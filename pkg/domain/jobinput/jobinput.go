@@ -32,12 +32,21 @@ func OutputKey(tenant, jobID, name string) string {
 	return k
 }
 
-// LogKey is where the agent uploads the tail of an attempt's runner output
-// (stdout and stderr). A preempted attempt, which gives its number back,
-// is replaced by the run that takes the number again.
-func LogKey(tenant, jobID string, attempt int) string {
-	return TenantPrefix(tenant) + "jobs/" + jobID + "/logs/attempt-" + strconv.Itoa(attempt) + ".log"
+// LogKey is where the agent uploads the tail of a run's runner output
+// (stdout and stderr). A run is one lease of the job, numbered from 1 by
+// Runs: a run that a preemption gave back keeps its log, and the run that
+// takes the attempt again gets the next number. The key still says
+// "attempt", as it did when only spent attempts were numbered: for a job
+// never preempted the two numbers are the same.
+func LogKey(tenant, jobID string, run int) string {
+	return TenantPrefix(tenant) + "jobs/" + jobID + "/logs/attempt-" + strconv.Itoa(run) + ".log"
 }
+
+// Runs is how many times a job has been leased since it was submitted or an
+// operator last retried it: every lease spends an attempt, and every
+// preemption gives one back and counts itself, so their sum only grows. A
+// leased job's current run is Runs.
+func Runs(attempts, preemptions int) int { return attempts + preemptions }
 
 // Refs are the objects a job's input names.
 type Refs struct {

@@ -115,13 +115,15 @@ type UploadResponse struct {
 }
 
 // JobLogsResponse is the 200 answer of GET /api/jobs/{job_id}/logs: a
-// presigned GET of each attempt's log, first attempt first.
+// presigned GET of each run's log, first run first.
 type JobLogsResponse struct {
 	JobID string   `json:"job_id"`
 	Logs  []JobLog `json:"logs"`
 }
 
-// JobLog is one attempt's log.
+// JobLog is one run's log. Attempt is the run's number (jobinput.Runs):
+// a run that a preemption gave back has its own, so for a job never
+// preempted it is the attempt's.
 type JobLog struct {
 	Attempt   int     `json:"attempt"`
 	URL       string  `json:"url"`

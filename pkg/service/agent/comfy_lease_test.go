@@ -89,6 +89,13 @@ func TestComfyUIJobRequeuedByShutdownSucceedsOnTheSameAttempt(t *testing.T) {
 	if len(ids) != 2 || ids[0] == ids[1] {
 		t.Fatalf("prompt ids %v: each lease posts its own", ids)
 	}
+	// Both runs keep their log: the interrupted one is not overwritten by
+	// the run that took its attempt again.
+	logs := e.jobLogs("cr")
+	if len(logs) != 2 || !strings.Contains(logs[0], "prompt "+ids[0]) || strings.Contains(logs[0], ids[1]) ||
+		!strings.Contains(logs[1], "prompt "+ids[1]) || strings.Contains(logs[1], ids[0]) {
+		t.Fatalf("logs of cr, one per run: %q", logs)
+	}
 }
 
 // An operator's retry of a dead job resets its attempts; the next lease,

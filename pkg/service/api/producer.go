@@ -249,7 +249,7 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, wire.UploadResponse{Key: up.Key, URL: up.URL, ExpiresAt: rfc3339(up.ExpiresAt)})
 }
 
-// jobLogs answers a presigned GET of each attempt's runner output.
+// jobLogs answers a presigned GET of each run's runner output.
 func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	j, err := s.callerJob(r.Context(), callerOf(r), r.PathValue("job_id"))
 	if err != nil {
@@ -267,7 +267,7 @@ func (s *server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.JobLogsResponse{JobID: j.ID, Logs: make([]wire.JobLog, 0, len(urls))}
 	for _, u := range urls {
-		out.Logs = append(out.Logs, wire.JobLog{Attempt: u.Attempt, URL: u.URL, ExpiresAt: rfc3339(u.ExpiresAt)})
+		out.Logs = append(out.Logs, wire.JobLog{Attempt: u.Run, URL: u.URL, ExpiresAt: rfc3339(u.ExpiresAt)})
 	}
 	wire.WriteJSON(w, http.StatusOK, out)
 }
