@@ -96,7 +96,7 @@ func TestAgentShipsWithTheStack(t *testing.T) {
 			`aws s3 cp --only-show-errors '${AgentUrl}'`,
 			`set-instance-health --instance-id`, `--health-status Unhealthy`,
 			`trap 'unhealthy`,
-			`/usr/local/bin/fleetq version || unhealthy`,
+			`\"$root/usr/local/bin/fleetq\" version || unhealthy`,
 		} {
 			if !strings.Contains(ud, want) {
 				t.Errorf("%s: user data lacks %s", id, want)
@@ -484,7 +484,7 @@ func TestWorkersAreOperable(t *testing.T) {
 	}
 	for id, ud := range s.userData(t) {
 		// A worker that gave up on a sick GPU exits 3 and stays down.
-		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", "$cw -a fetch-config", "cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl",
+		for _, f := range []string{"/var/log/fleetq/boot.log", "/var/log/fleetq/worker.log", "StandardOutput=append:/var/log/fleetq/worker.log", `\"$cw\" -a fetch-config`, "cw=$root/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl",
 			`Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=3\n`} {
 			if !strings.Contains(ud, f) {
 				t.Errorf("%s: user data lacks %s", id, f)
@@ -588,7 +588,7 @@ func TestAgentURLOverride(t *testing.T) {
 		}
 	}
 	for id, ud := range s.userData(t) {
-		for _, want := range []string{"curl -fsSL --retry 5 -o /usr/local/bin/fleetq.new '${AgentUrl}'", `"AgentUrl":"https://downloads.example.com/fleetq-v1.2.3-linux-amd64"`, `"AgentSha256":"` + sum + `"`, "sha256sum -c"} {
+		for _, want := range []string{`curl -fsSL --retry 5 -o \"$root/usr/local/bin/fleetq.new\" '${AgentUrl}'`, `"AgentUrl":"https://downloads.example.com/fleetq-v1.2.3-linux-amd64"`, `"AgentSha256":"` + sum + `"`, "sha256sum -c"} {
 			if !strings.Contains(ud, want) {
 				t.Errorf("%s: user data lacks %s", id, want)
 			}

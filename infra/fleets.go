@@ -332,9 +332,9 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 	switch {
 	case cfg.AgentURL != "":
 		vars["AgentUrl"] = jsii.String(cfg.AgentURL)
-		get := "curl -fsSL --retry 5 -o /usr/local/bin/fleetq.new '${AgentUrl}'"
+		get := "curl -fsSL --retry 5 -o \"$root/usr/local/bin/fleetq.new\" '${AgentUrl}'"
 		if strings.HasPrefix(cfg.AgentURL, "s3://") {
-			get = "aws s3 cp --only-show-errors '${AgentUrl}' /usr/local/bin/fleetq.new"
+			get = "aws s3 cp --only-show-errors '${AgentUrl}' \"$root/usr/local/bin/fleetq.new\""
 		}
 		fetch = get + " || unhealthy \"could not download the agent from ${AgentUrl}\"\n"
 		if cfg.AgentSHA256 != "" {
@@ -344,16 +344,16 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 	default:
 		vars["AgentUrl"], vars["AgentSha256"] = agent.Asset.S3ObjectUrl(), jsii.String(agent.SHA256)
 		fetch = "fetched=no\nfor i in 1 2 3 4 5; do\n" +
-			"  if aws s3 cp --only-show-errors '${AgentUrl}' /usr/local/bin/fleetq.new; then fetched=yes; break; fi\n" +
+			"  if aws s3 cp --only-show-errors '${AgentUrl}' \"$root/usr/local/bin/fleetq.new\"; then fetched=yes; break; fi\n" +
 			"  sleep $((i * 5))\ndone\n" +
-			"[ $fetched = yes ] || unhealthy \"could not download the agent from ${AgentUrl}\"\n" + verify
+			"[ \"$fetched\" = yes ] || unhealthy \"could not download the agent from ${AgentUrl}\"\n" + verify
 	}
-	script := bootHead + fetch + bootAgent + "cat > /etc/systemd/system/fleetq-worker.service <<'UNIT'\n" + unit.String() + "UNIT\n" + bootTail
+	script := bootHead + fetch + bootAgent + "cat > \"$root/etc/systemd/system/fleetq-worker.service\" <<'UNIT'\n" + unit.String() + "UNIT\n" + bootTail
 	return awscdk.Fn_Sub(jsii.String(script), &vars)
 }
 
 // The boot script's parts. Bash variables are written without braces:
-// "${Name}" is Fn::Sub's.
+// "${Name}" is Fn::Sub's, and "${!Name...}" reaches bash as "${Name...}".
 const (
 	bootHead = `#!/bin/bash
 # fleetq worker boot: logs to CloudWatch, the agent fetched and verified,
@@ -361,13 +361,17 @@ const (
 # secret on this machine). A failure marks the instance unhealthy so its
 # group replaces it.
 set -euo pipefail
-mkdir -p /etc/fleetq /var/log/fleetq
-exec > >(tee -a /var/log/fleetq/boot.log) 2>&1
+# On an instance both are unset: the root is / and the metadata service
+# EC2's. The boot script's test runs it in a scratch root against its own.
+root=${!FLEETQ_BOOT_ROOT:-}
+imds_url=${!FLEETQ_IMDS_URL:-http://169.254.169.254}
+mkdir -p "$root/etc/fleetq" "$root/var/log/fleetq"
+exec > >(tee -a "$root/var/log/fleetq/boot.log") 2>&1
 export AWS_REGION=${Region} AWS_DEFAULT_REGION=${Region}
 imds() {
   local t
-  t=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-  curl -fsS -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/$1"
+  t=$(curl -fsS -X PUT "$imds_url/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+  curl -fsS -H "X-aws-ec2-metadata-token: $t" "$imds_url/latest/meta-data/$1"
 }
 unhealthy() {
   echo "fleetq: $1; marking this instance unhealthy so its group replaces it" >&2
@@ -377,21 +381,21 @@ unhealthy() {
   exit 1
 }
 trap 'unhealthy "the boot script failed at line $LINENO"' ERR
-cw=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl
-[ -x $cw ] || dnf install -y -q amazon-cloudwatch-agent || yum install -y -q amazon-cloudwatch-agent || true
-cat > /etc/fleetq/cloudwatch-agent.json <<'JSON'
+cw=$root/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl
+[ -x "$cw" ] || dnf install -y -q amazon-cloudwatch-agent || yum install -y -q amazon-cloudwatch-agent || true
+cat > "$root/etc/fleetq/cloudwatch-agent.json" <<'JSON'
 {"logs":{"logs_collected":{"files":{"collect_list":[
   {"file_path":"/var/log/fleetq/boot.log","log_group_name":"${LogGroup}","log_stream_name":"{instance_id}/boot"},
   {"file_path":"/var/log/fleetq/worker.log","log_group_name":"${LogGroup}","log_stream_name":"{instance_id}/worker"}]}}}}
 JSON
-if [ -x $cw ]; then $cw -a fetch-config -m ec2 -s -c file:/etc/fleetq/cloudwatch-agent.json || echo "fleetq: the CloudWatch agent did not start; logs stay in /var/log/fleetq" >&2
+if [ -x "$cw" ]; then "$cw" -a fetch-config -m ec2 -s -c "file:$root/etc/fleetq/cloudwatch-agent.json" || echo "fleetq: the CloudWatch agent did not start; logs stay in /var/log/fleetq" >&2
 else echo "fleetq: no CloudWatch agent on this AMI; logs stay in /var/log/fleetq" >&2; fi
 `
-	verify = `echo "${AgentSha256}  /usr/local/bin/fleetq.new" | sha256sum -c --quiet - || unhealthy "the agent from ${AgentUrl} does not have the SHA-256 ${AgentSha256}"
+	verify = `echo "${AgentSha256}  $root/usr/local/bin/fleetq.new" | sha256sum -c --quiet - || unhealthy "the agent from ${AgentUrl} does not have the SHA-256 ${AgentSha256}"
 `
-	bootAgent = `install -m 0755 /usr/local/bin/fleetq.new /usr/local/bin/fleetq
-rm -f /usr/local/bin/fleetq.new
-/usr/local/bin/fleetq version || unhealthy "the agent does not run on this instance"
+	bootAgent = `install -m 0755 "$root/usr/local/bin/fleetq.new" "$root/usr/local/bin/fleetq"
+rm -f "$root/usr/local/bin/fleetq.new"
+"$root/usr/local/bin/fleetq" version || unhealthy "the agent does not run on this instance"
 `
 	bootTail = `systemctl daemon-reload
 systemctl enable --now fleetq-worker || unhealthy "the fleetq-worker unit did not start"

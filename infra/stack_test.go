@@ -40,12 +40,16 @@ type synthesized struct {
 	agentSHA256 map[string]string
 }
 
+// agentBody is the stand-in agent binary of an architecture: a script
+// that names it.
+func agentBody(arch string) []byte { return []byte("#!/bin/sh\necho fleetq test agent " + arch + "\n") }
+
 // agentDir writes a stand-in agent binary per architecture, each with its
 // own content, and answers the directory and their SHA-256 digests.
 func agentDir(t *testing.T) (string, map[string]string) {
 	dir, sums := t.TempDir(), map[string]string{}
 	for _, arch := range []string{"amd64", "arm64"} {
-		body := []byte("#!/bin/sh\necho fleetq test agent " + arch + "\n")
+		body := agentBody(arch)
 		if err := os.MkdirAll(filepath.Join(dir, arch), 0o755); err != nil {
 			t.Fatal(err)
 		}
