@@ -159,7 +159,7 @@ func (s *Stack) fleet(b *build, f fleetconfig.Fleet, role awsiam.Role, profile a
 	{
 		id := camel(f.Slug)
 		logs := awslogs.NewLogGroup(s.Stack, jsii.String(id+"WorkerLogs"), &awslogs.LogGroupProps{
-			Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+			Retention: b.logRetention, RemovalPolicy: b.keep,
 		})
 		logs.GrantWrite(role)
 		image := f.AMIID

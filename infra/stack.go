@@ -140,7 +140,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength: jsii.Number(48), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
 		},
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		RemovalPolicy: b.keep,
 	})
 	suppress(b.s.Secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "the fleet secret only gates worker registration; it is rotated by put-secret-value as docs/deploy.md describes, without a rotation function"})
 	b.s.ConsoleKey = b.signingKey("ConsoleKey", "the key operator console sessions are signed with")
@@ -196,7 +196,7 @@ func (b *build) signingKey(id, purpose string) awssecretsmanager.Secret {
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
 		},
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		RemovalPolicy: b.keep,
 	})
 	suppress(k, nagRule{ID: "AwsSolutions-SMG4", Reason: "a signing key rotated with overlap by put-secret-value (the previous version verifies during the rotation window), as docs/security.md describes; a rotation function would have to reach every holder of the key, which for webhook receivers is outside AWS"})
 	return k
@@ -280,10 +280,17 @@ type build struct {
 	o     Options
 	cfg   *fleetconfig.Config
 	stage string
-	// prod stages keep their data (retained table and bucket, deletion
-	// protection) and their logs longer.
+	// prod stages keep their data and their logs longer. keep is the
+	// removal policy of their stateful resources (the table, the assets
+	// bucket, the secrets, the log groups): RetainExceptOnCreate, kept
+	// through stack deletion and replacement but deleted by the rollback
+	// of the deploy that created them, so a failed first deploy can be
+	// deployed again (docs/deploy.md, "A failed first deploy"). retain is
+	// the logs bucket's: a rollback could not delete it once AWS has
+	// delivered logs into it, so it is kept even then (it has no fixed
+	// name, so a retry makes another). dev keeps nothing.
 	prod         bool
-	retain       awscdk.RemovalPolicy
+	keep, retain awscdk.RemovalPolicy
 	logRetention awslogs.RetentionDays
 	st           awscdk.Stack
 	s            *Stack
@@ -295,9 +302,9 @@ type build struct {
 func newBuild(app constructs.Construct, o Options) *build {
 	stage := o.Config.Stage
 	b := &build{o: o, cfg: o.Config, stage: stage, prod: stage != "dev",
-		retain: awscdk.RemovalPolicy_DESTROY, logRetention: awslogs.RetentionDays_ONE_WEEK}
+		keep: awscdk.RemovalPolicy_DESTROY, retain: awscdk.RemovalPolicy_DESTROY, logRetention: awslogs.RetentionDays_ONE_WEEK}
 	if b.prod {
-		b.retain, b.logRetention = awscdk.RemovalPolicy_RETAIN, awslogs.RetentionDays_ONE_MONTH
+		b.keep, b.retain, b.logRetention = awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE, awscdk.RemovalPolicy_RETAIN, awslogs.RetentionDays_ONE_MONTH
 	}
 	b.st = awscdk.NewStack(app, jsii.String("fleetq-"+stage), &awscdk.StackProps{
 		Env:         &awscdk.Environment{Region: jsii.String(b.cfg.Region)},
@@ -329,8 +336,12 @@ func (b *build) table() awsdynamodb.Table {
 		BillingMode:                      awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: jsii.Bool(true)},
 		TimeToLiveAttribute:              jsii.String(store.AttrTTL),
-		DeletionProtection:               jsii.Bool(b.prod),
-		RemovalPolicy:                    b.retain,
+		// No deletion protection: the rollback of a failed first deploy
+		// must be able to delete the table, whose name is fixed, or every
+		// retry fails with "already exists". RetainExceptOnCreate keeps it
+		// through every later stack operation (docs/deploy.md).
+		DeletionProtection: jsii.Bool(false),
+		RemovalPolicy:      b.keep,
 	})
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:        jsii.String(store.IndexByState),
@@ -404,7 +415,7 @@ func (b *build) bucket() awss3.Bucket {
 			Expiration:                          awscdk.Duration_Days(jsii.Number(30)),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 		}},
-		RemovalPolicy:     b.retain,
+		RemovalPolicy:     b.keep,
 		AutoDeleteObjects: jsii.Bool(!b.prod),
 	})
 }
@@ -523,7 +534,7 @@ func (b *build) function(fn awsenv.Function, memory, timeoutSec float64) awslamb
 	}
 	title := strings.ToUpper(id[:1]) + id[1:]
 	logs := awslogs.NewLogGroup(b.st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
-		Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		Retention: b.logRetention, RemovalPolicy: b.keep,
 	})
 	return awslambda.NewFunction(b.st, jsii.String(title), &awslambda.FunctionProps{
 		FunctionName: b.name(id),
@@ -627,7 +638,7 @@ func (b *build) registration(fns functions) {
 			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 				PasswordLength: jsii.Number(48), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
 			},
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+			RemovalPolicy: b.keep,
 		})
 		suppress(secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "a fleet secret only gates registration into its fleet from outside AWS; it is rotated with put-secret-value and a rotation window, as docs/security.md describes"})
 		secret.GrantRead(fns.api, nil)
@@ -776,7 +787,7 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 	}
 	suppress(httpAPI.Node().FindChild(jsii.String("DefaultRoute")), nagRule{ID: "AwsSolutions-APIG4",
 		Reason: "the $default route answers unknown paths in the API's error shape; the handler refuses operator routes without an IAM identity"})
-	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: b.keep})
 	awsapigatewayv2.NewCfnStage(st, jsii.String("ApiStage"), &awsapigatewayv2.CfnStageProps{
 		ApiId: httpAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
 		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{
@@ -815,7 +826,7 @@ func (b *build) keyAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 			suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonKeyRoutes})
 		}
 	}
-	accessLogs := awslogs.NewLogGroup(st, jsii.String("KeyApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: awscdk.RemovalPolicy_DESTROY})
+	accessLogs := awslogs.NewLogGroup(st, jsii.String("KeyApiAccessLogs"), &awslogs.LogGroupProps{Retention: b.logRetention, RemovalPolicy: b.keep})
 	awsapigatewayv2.NewCfnStage(st, jsii.String("KeyApiStage"), &awsapigatewayv2.CfnStageProps{
 		ApiId: keyAPI.ApiId(), StageName: jsii.String("$default"), AutoDeploy: jsii.Bool(true),
 		DefaultRouteSettings: &awsapigatewayv2.CfnStage_RouteSettingsProperty{

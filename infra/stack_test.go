@@ -254,7 +254,7 @@ func TestQueueTableBucketRules(t *testing.T) {
 			"TableName": "fleetq-" + stage, "BillingMode": "PAY_PER_REQUEST",
 			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
 			"TimeToLiveSpecification":          map[string]any{"AttributeName": store.AttrTTL, "Enabled": true},
-			"DeletionProtectionEnabled":        stage != "dev",
+			"DeletionProtectionEnabled":        false,
 			"GlobalSecondaryIndexes": []any{
 				assertions.Match_ObjectLike(&map[string]any{"IndexName": store.IndexByState,
 					"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": store.ByStateProjection}}),
