@@ -15,7 +15,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release clean
+.PHONY: dev serve test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
 
 ## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
@@ -127,6 +127,11 @@ release:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$a $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/fleetq-$(VERSION)-$$os-$$a ./cmd/fleetq || exit 1; \
 	done; done
 	cd dist && sha256sum fleetq-* > SHA256SUMS && cat SHA256SUMS
+
+## release-fixtures: record what release $(VERSION) (vX.Y.Z) leaves behind, for the next releases'
+## compatibility tests: its store's items in pkg/aws/store/testdata/release-$(VERSION)/ (docs/deploy.md, "Releases")
+release-fixtures:
+	FLEETQ_RELEASE_FIXTURES=$(VERSION) $(GO) test -count=1 -run '^TestWriteReleaseFixtures$$' ./pkg/aws/store/
 
 ## synth: build, then the CDK cloud assembly of $(STAGE) in cdk.out/, offline (no AWS account needed); prints the agent assets and their SHA-256
 synth: build
