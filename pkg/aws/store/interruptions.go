@@ -23,22 +23,11 @@ const interruptionRetention = 14 * 24 * time.Hour
 // RecordInterruption counts an interruption once per event id; it answers
 // false for an event already counted.
 func (s *Store) RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error) {
-	if in.EventID == "" || in.Fleet == "" || in.Kind == "" {
-		return false, fmt.Errorf("record interruption: event id, fleet and kind are required")
-	}
-	pk := interruptionsPartition(in.Fleet)
-	expires := in.At.Add(interruptionRetention).Unix()
-	marker, err := attributevalue.MarshalMap(map[string]any{AttrPK: pk, AttrSK: interruptionMarker(in.EventID), AttrTTL: expires})
+	items, err := interruptionItems(in)
 	if err != nil {
 		return false, err
 	}
-	bucket := interruptionBucket(in.At, in.Kind, in.InstanceType, in.AZ)
-	err = s.transact(ctx,
-		txItem{name: memberMarker, put: marker, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
-		txItem{name: memberBucket, update: &update{pk: pk, sk: bucket,
-			set: expression.Add(expression.Name(attrCount), expression.Value(1)).
-				Set(expression.Name(AttrTTL), expression.Value(expires))}},
-	)
+	err = s.transact(ctx, items...)
 	var tf *txFailed
 	if errors.As(err, &tf) && tf.failed(memberMarker) {
 		return false, nil
@@ -47,6 +36,27 @@ func (s *Store) RecordInterruption(ctx context.Context, in fleetstate.Interrupti
 		return false, fmt.Errorf("record interruption: %w", err)
 	}
 	return true, nil
+}
+
+// interruptionItems are the two writes that count an interruption once:
+// the event's marker, put only if absent, and the bucket's increment.
+func interruptionItems(in fleetstate.Interruption) ([]txItem, error) {
+	if in.EventID == "" || in.Fleet == "" || in.Kind == "" {
+		return nil, fmt.Errorf("record interruption: event id, fleet and kind are required")
+	}
+	pk := interruptionsPartition(in.Fleet)
+	expires := in.At.Add(interruptionRetention).Unix()
+	marker, err := attributevalue.MarshalMap(map[string]any{AttrPK: pk, AttrSK: interruptionMarker(in.EventID), AttrTTL: expires})
+	if err != nil {
+		return nil, err
+	}
+	bucket := interruptionBucket(in.At, in.Kind, in.InstanceType, in.AZ)
+	return []txItem{
+		{name: memberMarker, put: marker, putIf: expression.AttributeNotExists(expression.Name(AttrPK))},
+		{name: memberBucket, update: &update{pk: pk, sk: bucket,
+			set: expression.Add(expression.Name(attrCount), expression.Value(1)).
+				Set(expression.Name(AttrTTL), expression.Value(expires))}},
+	}, nil
 }
 
 // InterruptionCounts reads a fleet's interruption buckets since a time

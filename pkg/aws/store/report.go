@@ -280,29 +280,11 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 	return s.GetJob(ctx, jobID)
 }
 
-// requeueWorkerLeases gives back every lease a worker holds, without spending
-// attempts (each counts as a preemption). It finds the leases through the
-// index and moves each one under its own lease token, so a lease that ended
-// meanwhile is left alone.
+// requeueWorkerLeases gives back every lease a worker (as read) holds,
+// without spending attempts (each counts as a preemption); see
+// RequeueLeasesOf.
 func (s *Store) requeueWorkerLeases(ctx context.Context, w worker.Worker, reason string) (int, error) {
-	leased, err := s.queryIndex(ctx, leasedPartition(w.Fleet), "", 0, true)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, c := range leased {
-		if c.WorkerID != w.ID {
-			continue
-		}
-		moved, err := s.preemptBySystem(ctx, c.JobID, c.LeaseToken, w.ID, reason)
-		if err != nil {
-			return n, err
-		}
-		if moved {
-			n++
-		}
-	}
-	return n, nil
+	return s.RequeueLeasesOf(ctx, []worker.Worker{w}, reason, nil)
 }
 
 // RequeueWorkerLeases gives back every lease of a worker (an interruption the

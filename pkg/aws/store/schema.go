@@ -281,7 +281,7 @@ func interruptionMinute(t time.Time) string {
 }
 
 // interruptionBucket is the sort key of one bucket's counter.
-func interruptionBucket(at time.Time, kind, instanceType, az string) string {
+func interruptionBucket(at time.Time, kind fleetstate.InterruptionKind, instanceType, az string) string {
 	return fmt.Sprintf("%s#%s#%s#%s", interruptionMinute(at), kind, orNone(instanceType), orNone(az))
 }
 
@@ -292,7 +292,7 @@ func parseInterruptionBucket(sk string) (c fleetstate.InterruptionCount, ok bool
 	if len(parts) != 4 {
 		return c, false
 	}
-	return fleetstate.InterruptionCount{Minute: parts[0], Kind: parts[1], InstanceType: parts[2], AZ: parts[3]}, true
+	return fleetstate.InterruptionCount{Minute: parts[0], Kind: fleetstate.InterruptionKind(parts[1]), InstanceType: parts[2], AZ: parts[3]}, true
 }
 
 // lastInterruptionMinute sorts after every bucket's minute.

@@ -499,20 +499,32 @@ func (s *Store) ReconcileLeaseCounts(ctx context.Context, workers []worker.Worke
 }
 
 // RemoveStaleWorkers removes the workers (as the caller read them) not seen
-// since before cutoff; their leases, if any, are requeued first. It answers
-// the ids removed.
+// since before cutoff; their leases, if any, are requeued first
+// (RemoveWorkers). It answers the ids removed.
 func (s *Store) RemoveStaleWorkers(ctx context.Context, workers []worker.Worker, cutoff time.Time) ([]string, error) {
-	var removed []string
+	var stale []worker.Worker
+	var ids []string
 	for _, w := range workers {
 		if w.LastSeenAt.IsZero() || !w.LastSeenAt.Before(cutoff) {
 			continue
 		}
-		if _, err := s.RemoveWorker(ctx, w.ID, "stale"); err != nil && !errors.Is(err, ErrNotFound) {
-			return removed, err
-		}
-		removed = append(removed, w.ID)
+		stale = append(stale, w)
+		ids = append(ids, w.ID)
 	}
-	return removed, nil
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	if _, err := s.RemoveWorkers(ctx, stale, job.ReasonStale); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// RemoveIdleWorker deletes a worker the caller drained while it held no
+// lease (DrainIdleWorker): it can take none, so there is nothing to requeue
+// and nothing to read. A worker already gone is not an error.
+func (s *Store) RemoveIdleWorker(ctx context.Context, w worker.Worker) error {
+	return s.deleteWorker(ctx, w, expression.AttributeExists(expression.Name(AttrPK)))
 }
 
 // workerItem is a registered worker as stored.

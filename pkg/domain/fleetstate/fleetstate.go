@@ -112,21 +112,29 @@ type Record struct {
 	Forecast *Forecast
 }
 
+// InterruptionKind is what ended or threatened an instance, as counted.
+type InterruptionKind string
+
 // Interruption kinds.
 const (
 	// InterruptSpot is a Spot interruption warning.
-	InterruptSpot = "spot"
+	InterruptSpot InterruptionKind = "spot"
 	// InterruptRebalance is a rebalance recommendation.
-	InterruptRebalance = "rebalance"
+	InterruptRebalance InterruptionKind = "rebalance"
 	// InterruptTerminated is an instance that terminated under a worker.
-	InterruptTerminated = "terminated"
+	InterruptTerminated InterruptionKind = "terminated"
+	// InterruptReservation is an interruptible Capacity Reservation's
+	// warning.
+	InterruptReservation InterruptionKind = "reservation"
+	// InterruptScheduled is an AWS Health scheduled change.
+	InterruptScheduled InterruptionKind = "scheduled"
 )
 
 // Interruption is one interruption event of a fleet's instance.
 type Interruption struct {
 	EventID      string
 	Fleet        string
-	Kind         string
+	Kind         InterruptionKind
 	InstanceType string
 	AZ           string
 	At           time.Time
@@ -136,7 +144,7 @@ type Interruption struct {
 // interruption on an instance type in an availability zone.
 type InterruptionCount struct {
 	Minute       string
-	Kind         string
+	Kind         InterruptionKind
 	InstanceType string
 	AZ           string
 	Count        int

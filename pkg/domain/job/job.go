@@ -81,6 +81,9 @@ const (
 	ReasonWorkerFailed          = "worker_failed"
 	ReasonInterrupted           = "interrupted"
 	ReasonInstanceStopped       = "instance_stopped"
+	// ReasonStale: the worker went unseen so long that the scaler removed
+	// it (its instance is long gone).
+	ReasonStale = "stale"
 	// ReasonLeaseUndone marks a claim taken back because the poll that made
 	// it could not hand the lease to its worker; no attempt is spent.
 	ReasonLeaseUndone = "lease_undone"

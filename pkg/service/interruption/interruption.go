@@ -18,14 +18,16 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
-// Store is what the handler needs of the store.
+// Store is what the handler needs of the store. Its calls take the workers
+// as the handler holds them, so a Spot warning for n workers holding L
+// leases costs at most 1 + 2n + L requests (docs/data-model.md).
 type Store interface {
 	// Config gives each fleet's drain timeout (agent.drain_timeout).
 	Config() *fleetconfig.Config
 	WorkersByInstance(ctx context.Context, instanceID string) ([]worker.Worker, error)
-	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
-	RequeueWorkerLeases(ctx context.Context, workerID, reason string) (int, error)
-	RemoveWorker(ctx context.Context, id, reason string) (int, error)
+	DrainInstance(ctx context.Context, instanceID string) ([]worker.Worker, error)
+	RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason string, count *fleetstate.Interruption) (int, error)
+	RemoveWorkers(ctx context.Context, workers []worker.Worker, reason string) (int, error)
 	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
 	StartTermination(ctx context.Context, t store.Termination) (store.Termination, bool, error)
 	Terminations(ctx context.Context) ([]store.Termination, error)
@@ -153,34 +155,22 @@ type input struct {
 // action is what the handler does for one kind of message.
 type action func(ctx context.Context, h *Handler, in input, s *Summary) error
 
-// step is one change to one worker on the event's instance.
-type step func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error
-
-// Interruption kinds counted besides fleetstate's (spot, rebalance,
-// terminated).
-const (
-	// InterruptReservation is an interruptible Capacity Reservation's
-	// warning.
-	InterruptReservation = "reservation"
-	// InterruptScheduled is an AWS Health scheduled change.
-	InterruptScheduled = "scheduled"
-)
-
 // actions maps each kind of message to its action.
 var actions = map[Kind]action{
 	// Drained and its leases requeued at once: a preemption, no attempt spent.
-	KindSpotWarning: onWorkers(fleetstate.InterruptSpot, drain, requeue(job.SpotInterruption)),
+	KindSpotWarning: drainAndRequeue(counted(fleetstate.InterruptSpot), job.SpotInterruption),
 	// The same two minutes, from a Capacity Reservation.
-	KindReservationWarning: onWorkers(InterruptReservation, drain, requeue(job.Shutdown)),
+	KindReservationWarning: drainAndRequeue(counted(fleetstate.InterruptReservation), job.Shutdown),
 	// Counted only: the group's Capacity Rebalance replaces the instance
 	// and terminates it through the terminate hook, which drains it
 	// (docs/scaling.md, "One rebalance policy").
-	KindRebalance: onWorkers(fleetstate.InterruptRebalance),
+	KindRebalance: countOnly(fleetstate.InterruptRebalance),
 	// Its leases requeued and the worker removed (an agent that comes
 	// back registers afresh).
-	KindInstanceEnding: onWorkers(fleetstate.InterruptTerminated, remove),
-	// Drained and its leases requeued: the jobs cannot finish.
-	KindInstanceStopping: onWorkers("", drain, requeue(job.Shutdown)),
+	KindInstanceEnding: removeWorkers(fleetstate.InterruptTerminated),
+	// Drained and its leases requeued: the jobs cannot finish. A stop is
+	// not a loss of capacity to weigh, so it is not counted.
+	KindInstanceStopping: drainAndRequeue(notCounted, job.Shutdown),
 	KindInstanceState:    stateNeedsNothing,
 	// Drained; with running jobs and a drain timeout, the action is held
 	// (see holdTermination), else the leases are requeued and the action
@@ -193,6 +183,37 @@ var actions = map[Kind]action{
 	KindTestNotification: testNotificationNeedsNothing,
 }
 
+// counting says whether an action counts its event, and as which kind.
+type counting struct {
+	kind fleetstate.InterruptionKind
+	ok   bool
+}
+
+// notCounted is an action that counts nothing.
+var notCounted = counting{}
+
+// counted counts the event once as kind.
+func counted(kind fleetstate.InterruptionKind) counting { return counting{kind: kind, ok: true} }
+
+// of is the count of the event on w's instance, nil when the action counts
+// nothing or the event has no id to count it once by.
+func (c counting) of(in input, w worker.Worker) *fleetstate.Interruption {
+	if !c.ok || in.id == "" {
+		return nil
+	}
+	return &fleetstate.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: c.kind, InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}
+}
+
+// record counts the event on w's instance, when c says so.
+func (c counting) record(ctx context.Context, h *Handler, in input, w worker.Worker) error {
+	if n := c.of(in, w); n != nil {
+		if _, err := h.Store.RecordInterruption(ctx, *n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // drainScheduled drains every worker of every instance an AWS Health
 // scheduled change affects, and counts it once.
 func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error {
@@ -200,32 +221,22 @@ func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error
 	if !ok {
 		return fmt.Errorf("scheduled change: %s is not a %s", in.msg.Kind(), KindScheduledChange)
 	}
-	var first *worker.Worker
+	var all []worker.Worker
 	for _, inst := range m.Instances {
-		ws, err := h.Store.WorkersByInstance(ctx, inst)
+		ws, err := h.Store.DrainInstance(ctx, inst)
 		if err != nil {
 			return err
 		}
-		for _, w := range ws {
-			if first == nil {
-				first = &w
-				s.WorkerID = w.ID
-			}
-			s.Workers = append(s.Workers, w.ID)
-			if err := drain(ctx, h, w, s); err != nil {
-				return err
-			}
-		}
+		all = append(all, ws...)
 	}
-	if first == nil {
+	if len(all) == 0 {
 		s.Note = "no worker runs on these instances"
 		return nil
 	}
-	if in.id != "" {
-		if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: first.Fleet, Kind: InterruptScheduled,
-			InstanceType: first.InstanceType, AZ: first.AZ, At: in.at}); err != nil {
-			return err
-		}
+	summarize(all, s)
+	s.Drained = true
+	if err := counted(fleetstate.InterruptScheduled).record(ctx, h, in, all[0]); err != nil {
+		return err
 	}
 	s.Note = fmt.Sprintf("%s at %s: drained ahead of it", m.EventTypeCode, m.StartTime)
 	in.log.Info("scheduled change: instances drained", "code", m.EventTypeCode, "start", m.StartTime,
@@ -244,83 +255,93 @@ func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Su
 	return nil
 }
 
-// workers reads every worker on the event's instance into the summary.
-func workers(ctx context.Context, h *Handler, in input, s *Summary) ([]worker.Worker, error) {
-	ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
-	if err != nil {
-		return nil, err
-	}
-	if len(ws) == 0 {
-		in.log.Info("no worker on the instance; nothing to do")
-		s.Note = "no worker runs on this instance"
-		return nil, nil
-	}
+// summarize names the workers in the summary.
+func summarize(ws []worker.Worker, s *Summary) {
 	s.WorkerID = ws[0].ID
 	for _, w := range ws {
 		s.Workers = append(s.Workers, w.ID)
 	}
-	return ws, nil
 }
 
-// onWorkers runs steps on every worker of the event's instance, then counts
-// the interruption (once per event) as kind ("" counts nothing). No worker
-// there is a no-op.
-func onWorkers(kind string, steps ...step) action {
+// nobody notes an instance without workers: the action has nothing to do.
+func nobody(in input, s *Summary) {
+	in.log.Info("no worker on the instance; nothing to do")
+	s.Note = "no worker runs on this instance"
+}
+
+// handled logs what an action did to the instance's workers.
+func handled(in input, s *Summary, fleet string) {
+	in.log.Info("interruption handled", "workers", s.Workers, "fleet", fleet,
+		"drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
+}
+
+// drainAndRequeue drains every worker of the event's instance, requeues
+// their leases for reason and counts the event (in the first requeue's
+// write). No worker there is a no-op.
+func drainAndRequeue(c counting, reason job.PreemptReason) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		ws, err := workers(ctx, h, in, s)
-		if err != nil || len(ws) == 0 {
+		ws, err := h.Store.DrainInstance(ctx, s.InstanceID)
+		if err != nil {
 			return err
 		}
-		for _, w := range ws {
-			for _, st := range steps {
-				if err := st(ctx, h, w, s); err != nil {
-					return err
-				}
-			}
+		if len(ws) == 0 {
+			nobody(in, s)
+			return nil
 		}
-		if kind != "" && in.id != "" {
-			w := ws[0]
-			if _, err := h.Store.RecordInterruption(ctx, fleetstate.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: kind,
-				InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}); err != nil {
-				return err
-			}
+		summarize(ws, s)
+		s.Drained = true
+		if s.Requeued, err = h.Store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
+			return err
 		}
-		in.log.Info("interruption handled", "workers", s.Workers, "fleet", ws[0].Fleet,
-			"drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
+		handled(in, s, ws[0].Fleet)
 		return nil
 	}
 }
 
-// drain stops the worker taking new leases.
-func drain(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
-	if _, err := h.Store.DrainWorker(ctx, w.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	s.Drained = true
-	return nil
-}
-
-// requeue puts the worker's leased jobs back in the queue for reason.
-func requeue(reason job.PreemptReason) step {
-	return func(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
-		n, err := h.Store.RequeueWorkerLeases(ctx, w.ID, string(reason))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+// countOnly counts the event on the fleet of the instance's workers and
+// changes nothing else.
+func countOnly(kind fleetstate.InterruptionKind) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
+		if err != nil {
 			return err
 		}
-		s.Requeued += n
+		if len(ws) == 0 {
+			nobody(in, s)
+			return nil
+		}
+		summarize(ws, s)
+		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
+			return err
+		}
+		handled(in, s, ws[0].Fleet)
 		return nil
 	}
 }
 
-// remove requeues the worker's leases and deletes the worker.
-func remove(ctx context.Context, h *Handler, w worker.Worker, s *Summary) error {
-	n, err := h.Store.RemoveWorker(ctx, w.ID, string(job.Shutdown))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+// removeWorkers requeues the leases of the instance's workers and deletes
+// them (the instance is gone), then counts the event as kind.
+func removeWorkers(kind fleetstate.InterruptionKind) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			nobody(in, s)
+			return nil
+		}
+		summarize(ws, s)
+		if s.Requeued, err = h.Store.RemoveWorkers(ctx, ws, string(job.Shutdown)); err != nil {
+			return err
+		}
+		s.Removed = true
+		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
+			return err
+		}
+		handled(in, s, ws[0].Fleet)
+		return nil
 	}
-	s.Requeued += n
-	s.Removed = s.Removed || err == nil
-	return nil
 }
 
 // stateNeedsNothing notes a state change that ends nothing.
@@ -343,22 +364,20 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 	if !ok {
 		return fmt.Errorf("terminate lifecycle action: %s is not a %s", in.msg.Kind(), KindTerminateAction)
 	}
-	ws, err := workers(ctx, h, in, s)
+	// The drain answers each worker with a lease claimed since any read.
+	ws, err := h.Store.DrainInstance(ctx, m.Instance)
 	if err != nil {
 		return err
 	}
+	if len(ws) == 0 {
+		nobody(in, s)
+	} else {
+		summarize(ws, s)
+		s.Drained = true
+	}
 	leases, timeout, fleet := 0, time.Duration(0), ""
 	for _, w := range ws {
-		// The drained record counts a lease claimed since the read.
-		dw, err := h.Store.DrainWorker(ctx, w.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			continue
-		case err != nil:
-			return err
-		}
-		s.Drained = true
-		leases += dw.Leases
+		leases += w.Leases
 		if d := h.drainTimeout(w.Fleet); fleet == "" || d > timeout {
 			timeout, fleet = d, w.Fleet
 		}
@@ -386,11 +405,11 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
 		return nil
 	}
-	for _, w := range ws {
-		if err := requeue(job.Shutdown)(ctx, h, w, s); err != nil {
-			return err
-		}
+	n, err := h.Store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+	if err != nil {
+		return err
 	}
+	s.Requeued += n
 	note, err := h.complete(ctx, m.Group, m.Hook, m.Instance, m.Token)
 	if err != nil {
 		return err
@@ -505,14 +524,9 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	}
 	// requeueAll gives back what still runs there.
 	requeueAll := func() error {
-		for _, w := range ws {
-			n, err := h.Store.RequeueWorkerLeases(ctx, w.ID, string(job.Shutdown))
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			r.Requeued += n
-		}
-		return nil
+		n, err := h.Store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+		r.Requeued += n
+		return err
 	}
 	// finish completes the action and forgets the termination.
 	finish := func(outcome string) TerminationSummary {

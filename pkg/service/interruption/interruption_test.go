@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,8 @@ type env struct {
 	asg  *localaws.AutoScaling
 	clk  *clock.Fake
 	auth store.WorkerAuth
+	// requests counts the DynamoDB requests of the store's client.
+	requests *atomic.Int64
 }
 
 func newEnv(t *testing.T) *env {
@@ -67,7 +70,8 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, table := testenv.DynamoDB(t)
+	requests := new(atomic.Int64)
+	client, table := testenv.DynamoDB(t, testenv.Counter(requests))
 	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: storeClk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
@@ -76,7 +80,7 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	t.Cleanup(func() { _ = srv.Close() })
 	groups(srv)
 	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
-	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk,
+	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk, requests: requests,
 		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}
 }
 

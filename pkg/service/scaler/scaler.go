@@ -38,7 +38,7 @@ type Store interface {
 	ReconcileLeaseCounts(ctx context.Context, workers []worker.Worker, held map[string]int) (int, error)
 	DrainIdleWorker(ctx context.Context, id string) error
 	DrainWorker(ctx context.Context, id string) (worker.Worker, error)
-	RemoveWorker(ctx context.Context, id, reason string) (int, error)
+	RemoveIdleWorker(ctx context.Context, w worker.Worker) error
 	RecordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error
 	RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error)
 }
@@ -266,7 +266,8 @@ func (s *Scaler) removeStale(ctx context.Context, snap *snapshot, r *FleetReport
 type decisionPlan struct {
 	input     scaling.Input
 	firstSeen map[string]time.Time
-	status    map[string]worker.Status
+	// workers are the snapshot's workers by id.
+	workers map[string]worker.Worker
 	// forecast is the forecast's memory with this tick's sample, and the
 	// interval the tick books against its budget (nil: no forecast).
 	forecast         *fleetstate.Forecast
@@ -285,7 +286,7 @@ func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
 			Desired: snap.group.Desired, LastActiveAt: snap.state.LastActiveAt,
 		},
 		firstSeen: map[string]time.Time{},
-		status:    map[string]worker.Status{},
+		workers:   map[string]worker.Worker{},
 		capHeld:   capHeld(snap),
 	}
 	p.input.Ready -= p.capHeld
@@ -299,7 +300,7 @@ func plan(f *fleetconfig.Fleet, snap snapshot) decisionPlan {
 		p.input.Instances = append(p.input.Instances, inst)
 	}
 	for _, w := range snap.workers {
-		p.status[w.ID] = w.Status
+		p.workers[w.ID] = w
 		p.input.Workers = append(p.input.Workers, scaling.Worker{
 			ID: w.ID, InstanceID: w.InstanceID, Leases: w.Leases,
 			Draining: w.Status != worker.Active, LastSeen: w.LastSeenAt, IdleSince: w.IdleSince(),
@@ -364,7 +365,7 @@ func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot,
 func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPlan, victims []scaling.Victim, r *FleetReport) ([]string, error) {
 	var gone []string
 	for _, v := range victims {
-		if v.WorkerID != "" && p.status[v.WorkerID] != worker.Revoked {
+		if v.WorkerID != "" && p.workers[v.WorkerID].Status != worker.Revoked {
 			if err := s.Store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
 				if !errors.Is(err, store.ErrConflict) {
 					return gone, err
@@ -383,8 +384,10 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 		gone = append(gone, v.InstanceID)
 		delete(p.firstSeen, v.InstanceID)
 		r.Terminated = append(r.Terminated, v.InstanceID)
-		if v.WorkerID != "" {
-			if _, err := s.Store.RemoveWorker(ctx, v.WorkerID, "scale_in"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if w, ok := p.workers[v.WorkerID]; ok {
+			// Drained idle (or revoked, its leases given back then): it
+			// holds no lease, so removing it reads nothing.
+			if err := s.Store.RemoveIdleWorker(ctx, w); err != nil {
 				s.log().Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
 			}
 		}

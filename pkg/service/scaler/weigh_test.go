@@ -42,7 +42,7 @@ func newWeighHarness(t *testing.T) *weighHarness {
 	return &weighHarness{harness: h, srv: srv}
 }
 
-func (h *weighHarness) interrupt(n int, kind, instanceType, zone string) {
+func (h *weighHarness) interrupt(n int, kind fleetstate.InterruptionKind, instanceType, zone string) {
 	h.t.Helper()
 	for range n {
 		id := fmt.Sprintf("evt-%d", h.clock.Now().UnixNano())
