@@ -686,6 +686,54 @@ func (b *build) grantLaunch(fns functions) {
 		Actions: jsii.Strings("iam:PassRole"), Resources: b.s.workerRoleARNs(b.cfg),
 		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"}},
 	}))
+	// The templates tag the instance and its volume at launch, which the
+	// launch's caller must be allowed (ec2:CreateTags at RunInstances, with
+	// the stage's tag the templates carry).
+	fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("TagAtLaunch"), Actions: jsii.Strings("ec2:CreateTags"),
+		Resources: &[]*string{
+			b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Resource: jsii.String("instance"), ResourceName: jsii.String("*")}),
+			b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ec2"), Resource: jsii.String("volume"), ResourceName: jsii.String("*")}),
+		},
+		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{
+			"ec2:CreateAction": "RunInstances", "aws:RequestTag/" + TagStage: b.stage}},
+	}))
+	// A template whose image is resolve:ssm: is usable only by whoever
+	// may read that parameter: Auto Scaling validates its value when the
+	// group is updated ("Use AWS Systems Manager parameters instead of AMI
+	// IDs in launch templates", Auto Scaling user guide).
+	if params := b.imageParameters(); len(params) > 0 {
+		fns.scaler.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("TemplateImageParameters"), Actions: jsii.Strings("ssm:GetParameters"), Resources: &params,
+		}))
+	}
+}
+
+// imageParameters are the ARNs of the SSM parameters the fleets' launch
+// templates take their image from, once each: AWS's public parameters
+// (/aws/service/...) have no account in their ARN, the stage's own are in
+// the stack's account, and a parameter named by its ARN (shared from
+// another account) is that ARN.
+func (b *build) imageParameters() []*string {
+	var out []*string
+	seen := map[string]bool{}
+	for _, f := range b.cfg.Fleets {
+		p := f.AMISSMParameter
+		if f.AMIID != "" || p == "" || seen[p] {
+			continue
+		}
+		seen[p] = true
+		if strings.HasPrefix(p, "arn:") {
+			out = append(out, jsii.String(p))
+			continue
+		}
+		arn := &awscdk.ArnComponents{Service: jsii.String("ssm"), Resource: jsii.String("parameter"), ResourceName: jsii.String(strings.TrimPrefix(p, "/"))}
+		if strings.HasPrefix(p, "/aws/service/") {
+			arn.Account = jsii.String("")
+		}
+		out = append(out, b.st.FormatArn(arn))
+	}
+	return out
 }
 
 // triggers wire dispatch to the queue, the scaler to its schedule, and the

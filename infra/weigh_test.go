@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,69 @@ func TestScalerMayWeighSpotGroups(t *testing.T) {
 					t.Errorf("prod: FLEETQ_SUBNETS lacks %s: %s", z, raw)
 				}
 			}
+		}
+	}
+}
+
+// rolesWith lists the roles (by logical id) whose policies allow action.
+func (s synthesized) rolesWith(t *testing.T, action string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range s.resources("AWS::IAM::Policy") {
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			if !strings.Contains(jsonText(t, st.(map[string]any)["Action"]), `"`+action+`"`) {
+				continue
+			}
+			for _, r := range p["Roles"].([]any) {
+				if id := r.(map[string]any)["Ref"].(string); !slices.Contains(out, id) {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Auto Scaling checks that whoever updates a group may use its launch
+// template, and the templates take their image from an SSM parameter
+// (resolve:ssm:): the scaler may read exactly those parameters
+// (ssm:GetParameters; "Use AWS Systems Manager parameters instead of AMI
+// IDs in launch templates", Auto Scaling user guide) — a public one of
+// AWS's by its account-less ARN, the stage's own in the stack's account,
+// none for a fleet with an ami_id — and tag only the instances and
+// volumes a launch creates, with the stage's tag (the templates tag both at
+// launch: ec2:CreateTags).
+func TestScalerMayUseTheSpotTemplates(t *testing.T) {
+	own := fromProd("prod-own-image", func(s string) string {
+		public := "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"
+		s = strings.Replace(s, "ami_ssm_parameter: "+public, "ami_ssm_parameter: /fleetq/prod/comfyui-ami", 1)
+		return strings.Replace(s, "ami_ssm_parameter: "+public, "ami_id: ami-0123456789abcdef0", 1)
+	})
+	for _, c := range []struct {
+		name      string
+		s         synthesized
+		parameter string
+	}{
+		{"prod", synth(t, "prod"), `::parameter/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"`},
+		{"prod-own-image", own.synth(t), `:",{"Ref":"AWS::AccountId"},":parameter/fleetq/prod/comfyui-ami"`},
+	} {
+		scaler := c.s.roleOf(t, "fleetq-prod-scaler")
+		get := c.s.statements("ssm:GetParameters")
+		if len(get) != 1 || !slices.Equal(c.s.rolesWith(t, "ssm:GetParameters"), []string{scaler}) {
+			t.Fatalf("%s: %d statements allow ssm:GetParameters, to %v; want 1, to the scaler", c.name, len(get), c.s.rolesWith(t, "ssm:GetParameters"))
+		}
+		res := jsonText(t, get[0]["Resource"])
+		if !strings.Contains(res, c.parameter) || strings.Contains(res, "*") || strings.Count(res, ":parameter/") != 1 {
+			t.Errorf("%s: ssm:GetParameters on %s, want exactly the templates' parameter (%s)", c.name, res, c.parameter)
+		}
+		tag := c.s.statements("ec2:CreateTags")
+		if len(tag) != 1 || !slices.Equal(c.s.rolesWith(t, "ec2:CreateTags"), []string{scaler}) {
+			t.Fatalf("%s: %d statements allow ec2:CreateTags, to %v; want 1, to the scaler", c.name, len(tag), c.s.rolesWith(t, "ec2:CreateTags"))
+		}
+		tb := jsonText(t, tag[0])
+		if !strings.Contains(tb, `"ec2:CreateAction":"RunInstances"`) || !strings.Contains(tb, `"aws:RequestTag/fleetq:stage":"prod"`) ||
+			!strings.Contains(tb, ":instance/*") || !strings.Contains(tb, ":volume/*") || strings.Count(tb, ":ec2:") != 2 {
+			t.Errorf("%s: ec2:CreateTags not limited to the instances and volumes a launch tags with the stage: %s", c.name, tb)
 		}
 	}
 }

@@ -89,7 +89,9 @@ func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot)
 	if len(f.InstanceTypes) > 1 && len(group.Types) > 0 && !slices.Equal(rep.Types, group.Types) {
 		rep.SetTypes = rep.Types
 	}
-	if len(zones) > 1 && !slices.Equal(rep.Zones, group.Zones) {
+	// The types' order is their priority; the zones are a set (Auto
+	// Scaling may answer a group's subnets in another order than sent).
+	if len(zones) > 1 && !sameSet(rep.Zones, group.Zones) {
 		rep.SetZones = rep.Zones
 	}
 	if rep.SetTypes == nil && rep.SetZones == nil {
@@ -100,4 +102,12 @@ func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot)
 	}
 	rep.Placed = true
 	return rep, nil
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }

@@ -135,3 +135,54 @@ func TestWeighFailureIsNotFatal(t *testing.T) {
 		t.Fatalf("types %s after the retry", types)
 	}
 }
+
+// Auto Scaling keeps a group's subnets as a set and may answer them in
+// another order than they were sent: the same zones in another order are
+// no change, so no tick sends an update for them (one that AWS refused
+// would otherwise be sent again every tick). The instance types' order is
+// their priority: that order counts.
+func TestZonesInAnotherOrderAreNoChange(t *testing.T) {
+	h := newWeighHarness(t)
+	types := []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
+	h.srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
+		InstanceTypes: types, Subnets: []string{"subnet-c", "subnet-a", "subnet-b"}})
+	for range 3 {
+		if r := h.tick(); r.Weighing == nil || r.Weighing.Placed {
+			t.Fatalf("weighing %+v with the configured zones in another order", r.Weighing)
+		}
+		h.clock.Advance(time.Minute)
+	}
+	if n := h.srv.CallCount("UpdateAutoScalingGroup"); n != 0 {
+		t.Fatalf("%d updates for the configured zones answered in another order, want 0", n)
+	}
+
+	// A zone taken out is one update; the zones left, answered in another
+	// order, are none.
+	h.interrupt(3, fleetstate.InterruptSpot, "g5.xlarge", "us-east-1b")
+	if r := h.tick(); !r.Weighing.Placed || h.srv.CallCount("UpdateAutoScalingGroup") != 1 {
+		t.Fatalf("weighing %+v, %d updates after a zone reached the threshold", r.Weighing, h.srv.CallCount("UpdateAutoScalingGroup"))
+	}
+	placed, subnets := h.placement()
+	if subnets != "subnet-a,subnet-c" {
+		t.Fatalf("subnets %s, want subnet-a,subnet-c", subnets)
+	}
+	h.srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
+		InstanceTypes: strings.Split(placed, ","), Subnets: []string{"subnet-c", "subnet-a"}})
+	for range 3 {
+		h.clock.Advance(time.Minute)
+		if r := h.tick(); r.Weighing.Placed {
+			t.Fatalf("weighing %+v with the zones left answered in another order", r.Weighing)
+		}
+	}
+	if n := h.srv.CallCount("UpdateAutoScalingGroup"); n != 1 {
+		t.Fatalf("%d updates, want the 1 that took the zone out", n)
+	}
+
+	// The types in another order than the weighing's are a change.
+	h.srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
+		InstanceTypes: types, Subnets: []string{"subnet-c", "subnet-a"}})
+	h.clock.Advance(time.Minute)
+	if r := h.tick(); !r.Weighing.Placed || r.Weighing.SetZones != nil || r.Weighing.SetTypes == nil {
+		t.Fatalf("weighing %+v: want the types sent and the zones left alone", r.Weighing)
+	}
+}
