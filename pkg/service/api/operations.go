@@ -197,6 +197,27 @@ func (o consoleOps) Drain(ctx context.Context, operator, id string) (wire.Worker
 	return viewWorker(wk), nil
 }
 
+func (o consoleOps) Keys(ctx context.Context, tenant string) ([]wire.APIKey, error) {
+	v, err := o.s.tenantKeys(ctx, tenant)
+	return v, o.wireErr(ctx, err)
+}
+
+func (o consoleOps) CreateKey(ctx context.Context, operator string, req wire.CreateKeyRequest) (string, wire.APIKey, error) {
+	key, k, err := o.s.newKey(ctx, operator, req)
+	if err != nil {
+		return "", wire.APIKey{}, o.wireErr(ctx, err)
+	}
+	return key, viewKey(k, o.s.Clock.Now()), nil
+}
+
+func (o consoleOps) RevokeKey(ctx context.Context, operator, id string) (wire.APIKey, error) {
+	k, err := o.s.revokeKeyID(ctx, operator, id)
+	if err != nil {
+		return wire.APIKey{}, o.wireErr(ctx, err)
+	}
+	return viewKey(k, o.s.Clock.Now()), nil
+}
+
 // wireErr maps a store or validation error to the contract's error (nil
 // stays nil), logging the unexpected ones as writeError does.
 func (o consoleOps) wireErr(ctx context.Context, err error) error {

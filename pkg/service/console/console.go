@@ -33,6 +33,12 @@ type Ops interface {
 	Cancel(ctx context.Context, operator, id string) (string, error)
 	Retry(ctx context.Context, operator, id string) (string, error)
 	Drain(ctx context.Context, operator, id string) (wire.Worker, error)
+	// Keys lists the API keys of a tenant ("" for every tenant), oldest
+	// first; CreateKey mints one and answers it (shown once) with its
+	// listing; RevokeKey revokes one.
+	Keys(ctx context.Context, tenant string) ([]wire.APIKey, error)
+	CreateKey(ctx context.Context, operator string, req wire.CreateKeyRequest) (string, wire.APIKey, error)
+	RevokeKey(ctx context.Context, operator, id string) (wire.APIKey, error)
 }
 
 // Keys answers the console's signing keys: the current key signs, the
@@ -102,6 +108,8 @@ const (
 	PathJob       = "/console/jobs/{job_id}"
 	PathJobCancel = "/console/jobs/{job_id}/cancel"
 	PathJobRetry  = "/console/jobs/{job_id}/retry"
+	PathKeys      = "/console/keys"
+	PathKeyRevoke = "/console/keys/{key_id}/revoke"
 	// PathSignOut ends this session; PathSignOutEverywhere every session
 	// of its operator.
 	PathSignOut           = "/console/sign-out"
@@ -139,6 +147,9 @@ var routes = []struct {
 	{Route{http.MethodGet, PathJob}, (*Console).job},
 	{Route{http.MethodPost, PathJobCancel}, (*Console).cancel},
 	{Route{http.MethodPost, PathJobRetry}, (*Console).retry},
+	{Route{http.MethodGet, PathKeys}, (*Console).keys},
+	{Route{http.MethodPost, PathKeys}, (*Console).createKey},
+	{Route{http.MethodPost, PathKeyRevoke}, (*Console).revokeKey},
 	{Route{http.MethodPost, PathSignOut}, (*Console).signOut},
 	{Route{http.MethodPost, PathSignOutEverywhere}, (*Console).signOutEverywhere},
 }

@@ -54,6 +54,16 @@ func (o *recordingOps) Drain(_ context.Context, op, id string) (wire.Worker, err
 	return wire.Worker{}, o.fail
 }
 
+func (o *recordingOps) Keys(context.Context, string) ([]wire.APIKey, error) { return nil, nil }
+func (o *recordingOps) CreateKey(_ context.Context, op string, req wire.CreateKeyRequest) (string, wire.APIKey, error) {
+	o.actions = append(o.actions, "create key for "+req.TenantID+" by "+op)
+	return "fqk1.k1.secret", wire.APIKey{KeyID: "k1", TenantID: req.TenantID}, o.fail
+}
+func (o *recordingOps) RevokeKey(_ context.Context, op, id string) (wire.APIKey, error) {
+	o.actions = append(o.actions, "revoke key "+id+" by "+op)
+	return wire.APIKey{KeyID: id, TenantID: "acme"}, o.fail
+}
+
 type env struct {
 	t     *testing.T
 	ops   *recordingOps
