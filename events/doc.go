@@ -66,7 +66,10 @@
 // corpus/README.md names the source (repository, path and commit, or
 // documentation page) of each and what was filled in. The
 // interruption handler's tests replay every one of them with its expected
-// effect.
+// effect. Two are AWS Health scheduled changes that name no instance (a
+// Dedicated Host's, and one without affected entities), derived from
+// aws-node-termination-handler's sample as the README says: the handler
+// logs them and answers with success.
 package events
 
 import "embed"

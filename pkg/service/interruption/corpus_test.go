@@ -19,11 +19,17 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
 
+// elsewhere is where the agents run for an event that names no instance.
+const elsewhere = "i-0e15e3e0e0e0e0e0e"
+
 // instanceOf is the instance an event names, whether or not the handler
-// takes the event.
+// takes the event; elsewhere for one that names none.
 func instanceOf(t *testing.T, ev events.CloudWatchEvent) string {
 	t.Helper()
 	if m, err := interruption.Parse(ev); err == nil {
+		if m.Kind() == interruption.KindNoInstance {
+			return elsewhere
+		}
 		return m.InstanceID()
 	}
 	var d map[string]any
@@ -61,6 +67,8 @@ func TestRealEventCorpus(t *testing.T) {
 		"nth-ec2-state-change-event.json":                        handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),
 		"nth-asg-lifecycle-event.json":                           {kind: interruption.KindTerminateAction, job: job.Leased, worker: worker.Draining, held: true},
 		"nth-scheduled-change-event.json":                        handled(interruption.KindScheduledChange, 0, job.Leased, worker.Draining),
+		"nth-scheduled-change-dedicated-host.json":               handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
+		"nth-scheduled-change-no-entity.json":                    handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
 		"karpenter-spot-interruption.json":                       handled(interruption.KindSpotWarning, 2, job.Queued, worker.Draining),
 		"karpenter-state-change-stopped.json":                    handled(interruption.KindInstanceEnding, 2, job.Queued, ""),
 		"karpenter-state-change-creating.json":                   handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),

@@ -181,6 +181,10 @@ var actions = map[Kind]action{
 	KindScheduledChange: drainScheduled,
 	// Logged, nothing else.
 	KindTestNotification: testNotificationNeedsNothing,
+	// Logged, nothing else, and answered with success: an error would have
+	// Lambda retry an event that can never be handled, then keep it in the
+	// failed-events queue and fire its alarms.
+	KindNoInstance: noInstanceNeedsNothing,
 }
 
 // counting says whether an action counts its event, and as which kind.
@@ -252,6 +256,15 @@ func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Su
 	}
 	s.Note = "test notification of group " + group + ": nothing to do"
 	in.log.Info("test notification", "group", group)
+	return nil
+}
+
+// noInstanceNeedsNothing logs an AWS Health scheduled change that names no
+// instance, once.
+func noInstanceNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) error {
+	m, _ := in.msg.(ScheduledChangeWithoutInstance)
+	s.Note = "scheduled change " + m.EventTypeCode + " names no instance: nothing to drain"
+	in.log.Info("scheduled change names no instance: nothing to drain", "code", m.EventTypeCode, "entities", m.Entities)
 	return nil
 }
 

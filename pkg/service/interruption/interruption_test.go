@@ -337,6 +337,40 @@ func TestUnsupportedAndMalformedEventsChangeNothing(t *testing.T) {
 	}
 }
 
+// An AWS Health scheduled change that names no instance (a Dedicated
+// Host's, or one without affected entities) matches the Health rule; the
+// handler answers it with success and one log line, so Lambda does not
+// retry it and it never reaches the failed-events queue, and changes
+// nothing.
+func TestHealthEventWithoutAnInstanceIsLoggedAndAnswered(t *testing.T) {
+	e := newEnv(t)
+	e.leased("j1")
+	before := e.state("j1")
+	for _, name := range []string{"corpus/nth-scheduled-change-dedicated-host.json", "corpus/nth-scheduled-change-no-entity.json"} {
+		b, err := samples.Corpus.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev events.CloudWatchEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		h := interruption.New(e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.NewJSONHandler(&logs, nil)))
+		s, err := h.Handle(e.ctx, ev)
+		if err != nil || s.Kind != interruption.KindNoInstance || s.Drained || s.Requeued != 0 || s.Note == "" {
+			t.Errorf("%s: summary %+v, err %v; want %s handled without an error", name, s, err, interruption.KindNoInstance)
+		}
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], "AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED") {
+			t.Errorf("%s: logged %q, want one line naming the event type", name, logs.String())
+		}
+		if after := e.state("j1"); after != before {
+			t.Errorf("%s: changed %+v to %+v", name, before, after)
+		}
+	}
+}
+
 func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
 	e := newEnv(t)
 	ev := sample(t, "ec2-spot-interruption-warning.json")

@@ -81,6 +81,10 @@ const (
 	// KindTerminateAction: the Auto Scaling group holds the instance in
 	// Terminating:Wait until its lifecycle action is completed.
 	KindTerminateAction Kind = "terminate_lifecycle_action"
+	// KindNoInstance: an AWS Health scheduled change that names no
+	// instance (a Dedicated Host's, or one without affected entities); it
+	// needs nothing.
+	KindNoInstance Kind = "no_instance"
 )
 
 // Message is one event's detail, parsed: it says what it means and which
@@ -216,6 +220,23 @@ func (m ScheduledChange) InstanceID() string {
 	return m.Instances[0]
 }
 
+// ScheduledChangeWithoutInstance is an AWS Health scheduled change for EC2
+// whose affected entities name no instance: a Dedicated Host's change names
+// the host (h-...), and an event may name no entity at all. The rule on
+// EC2's scheduled changes matches it all the same.
+type ScheduledChangeWithoutInstance struct {
+	EventTypeCode string
+	// Entities are the affected entities the event names (none, or hosts
+	// and other resources).
+	Entities []string
+}
+
+// Kind is KindNoInstance.
+func (ScheduledChangeWithoutInstance) Kind() Kind { return KindNoInstance }
+
+// InstanceID is empty: the event names no instance.
+func (ScheduledChangeWithoutInstance) InstanceID() string { return "" }
+
 // healthDetail is the part of an AWS Health Event's detail the handler reads.
 type healthDetail struct {
 	Service           string `json:"service"`
@@ -284,13 +305,16 @@ var parsers = map[string]parser{
 			return nil, fmt.Errorf("%w: %s %s event", errNotHandled, h.Service, h.EventTypeCategory)
 		}
 		m := ScheduledChange{EventTypeCode: h.EventTypeCode, StartTime: h.StartTime}
+		var others []string
 		for _, e := range h.AffectedEntities {
 			if strings.HasPrefix(e.EntityValue, "i-") {
 				m.Instances = append(m.Instances, e.EntityValue)
+			} else if e.EntityValue != "" {
+				others = append(others, e.EntityValue)
 			}
 		}
 		if len(m.Instances) == 0 {
-			return nil, errors.New("detail has no instance among its affectedEntities")
+			return ScheduledChangeWithoutInstance{EventTypeCode: h.EventTypeCode, Entities: others}, nil
 		}
 		return m, nil
 	}},

@@ -125,10 +125,22 @@ func TestParseHealthScheduledChange(t *testing.T) {
 	if m, err := interruption.Parse(ev); err != nil || len(m.(interruption.ScheduledChange).Instances) != 2 || m.InstanceID() != "i-1" {
 		t.Fatalf("hosts are not instances: %#v, %v", m, err)
 	}
+	// A change to a Dedicated Host, or to no named entity, is about no
+	// instance: its own kind, which the handler answers without an error.
+	for _, detail := range []string{
+		`{"service":"EC2","eventTypeCode":"AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"h-0123"}]}`,
+		`{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[]}`,
+		`{"service":"EC2","eventTypeCategory":"scheduledChange"}`,
+	} {
+		ev.Detail = json.RawMessage(detail)
+		m, err := interruption.Parse(ev)
+		if err != nil || m.Kind() != interruption.KindNoInstance || m.InstanceID() != "" {
+			t.Errorf("%s: %#v, %v; want %s", detail, m, err, interruption.KindNoInstance)
+		}
+	}
 	for detail, want := range map[string]error{
 		`{"service":"EC2","eventTypeCategory":"issue","affectedEntities":[{"entityValue":"i-1"}]}`:           interruption.ErrUnsupported,
 		`{"service":"RDS","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"i-1"}]}`: interruption.ErrUnsupported,
-		`{"service":"EC2","eventTypeCategory":"scheduledChange","affectedEntities":[]}`:                      interruption.ErrMalformed,
 		`{"eventTypeCategory":"scheduledChange"}`:                                                            interruption.ErrMalformed,
 	} {
 		ev.Detail = json.RawMessage(detail)
