@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
@@ -68,20 +67,11 @@ func leaseNext(t *testing.T, stack *devstack.Stack) (string, wire.LeasedJob) {
 	var reg wire.RegisterResponse
 	post(t, stack.URL+wire.PathRegister, map[string]string{wire.HeaderFleetSecret: stack.FleetSecrets["demo"]},
 		wire.RegisterRequest{WorkerID: "w1", FleetSlug: "demo", Stage: stack.Config.Stage}, http.StatusCreated, &reg)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for {
-		var p wire.PollResponse
-		if post(t, stack.URL+wire.PathPoll, map[string]string{"Authorization": "Bearer " + reg.Token}, wire.PollRequest{}, 0, &p) == http.StatusOK {
-			return reg.Token, *p.Job
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no job was leased")
-		}
-	}
+	var p wire.PollResponse
+	testenv.Eventually(t, "a job to lease", stack.Dispatched(), func() bool {
+		return post(t, stack.URL+wire.PathPoll, map[string]string{"Authorization": "Bearer " + reg.Token}, wire.PollRequest{}, 0, &p) == http.StatusOK
+	})
+	return reg.Token, *p.Job
 }
 
 func post(t *testing.T, u string, header map[string]string, body any, want int, out any) int {
@@ -173,23 +163,13 @@ func TestJobsCancelThenWaitSaysCanceled(t *testing.T) {
 		t.Fatalf("submit: %s", errOut)
 	}
 	// Cancel needs the job dispatch creates; until then it is not found.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for {
+	testenv.Eventually(t, "the job to be dispatched", stack.Dispatched(), func() bool {
 		code, _, errOut := cli(t, stack, "get", "t1:cli-2")
-		if code == 0 {
-			break
-		}
-		if !strings.Contains(errOut, "404 not_found") {
+		if code != 0 && !strings.Contains(errOut, "404 not_found") {
 			t.Fatalf("get before dispatch: exit %d, %s", code, errOut)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("the job was never dispatched")
-		}
-	}
+		return code == 0
+	})
 	if code, out, errOut := cli(t, stack, "cancel", "t1:cli-2"); code != 0 || strings.TrimSpace(out) != "t1:cli-2  canceled" {
 		t.Fatalf("cancel: exit %d, %q %s", code, out, errOut)
 	}

@@ -151,6 +151,8 @@ type Stack struct {
 	wg       sync.WaitGroup
 	mu       sync.RWMutex
 	handlers map[string]EventHandler
+	// dispatched are the channels Dispatched handed out.
+	dispatched []chan struct{}
 }
 
 // Start brings the stack up and returns once the API answers.
@@ -236,7 +238,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	esm := &EventSourceMapping{
 		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
-		Handler: s.Dispatch.Handle, Logger: o.Logger,
+		Handler: s.Dispatch.Handle, Logger: o.Logger, Invoked: s.signalDispatched,
 	}
 	s.Go(func() { esm.Run(runCtx) })
 	if o.RelayInterval == 0 {
@@ -268,6 +270,29 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 	})
 	return s, nil
+}
+
+// Dispatched answers a channel that receives each time dispatch has handled
+// a batch of submissions (whatever came of it): the signal for code that
+// waits on the jobs dispatch creates, such as a test. It holds one value,
+// so batches handled while nobody reads it make one signal.
+func (s *Stack) Dispatched() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.dispatched = append(s.dispatched, ch)
+	s.mu.Unlock()
+	return ch
+}
+
+func (s *Stack) signalDispatched() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, ch := range s.dispatched {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Go runs f until the stack closes (Close waits for it).

@@ -46,6 +46,9 @@ type EventSourceMapping struct {
 	// Clock times the batching window and the pauses between receives
 	// (default: the wall clock; SQS's own long poll waits in real time).
 	Clock clock.Clock
+	// Invoked, when set, is called after each invocation of Handler,
+	// whatever its outcome (Stack.Dispatched).
+	Invoked func()
 
 	mu       sync.Mutex
 	receives map[string]int // message id → receives seen
@@ -63,6 +66,9 @@ func (m *EventSourceMapping) Run(ctx context.Context) {
 			continue
 		}
 		m.invoke(ctx, batch)
+		if m.Invoked != nil {
+			m.Invoked()
+		}
 	}
 }
 

@@ -109,16 +109,6 @@ func (h logNotes) Handle(_ context.Context, r slog.Record) error {
 func (h logNotes) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h logNotes) WithGroup(string) slog.Handler      { return h }
 
-// blockUntil waits until n timers or tickers wait on c.
-func blockUntil(t *testing.T, c *clock.Fake, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.BlockUntil(ctx, n); err != nil {
-		t.Fatalf("waiting for %d waits on the clock: %v", n, err)
-	}
-}
-
 func newStack(t *testing.T, fake bool) *stackEnv {
 	t.Helper()
 	cfg, err := fleetconfig.Parse("stack.yaml", []byte(stackConfig))
@@ -163,15 +153,7 @@ func (e *stackEnv) job(id string) job.Job {
 // logs, until it holds.
 func (e *stackEnv) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-e.changed:
-		case <-deadline.C:
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testenv.Eventually(e.t, what, e.changed, cond)
 }
 
 // running is an agent running in the background.
@@ -203,14 +185,9 @@ func (e *stackEnv) start(id string, r agent.Runner, mutate ...func(*agent.Config
 
 func (r *running) wait(t *testing.T) error {
 	t.Helper()
-	select {
-	case err := <-r.done:
-		r.done <- err // for the cleanup
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatal("the agent did not stop")
-		return nil
-	}
+	err := testenv.Receive(t, "the agent to stop", r.done)
+	r.done <- err // for the cleanup
+	return err
 }
 
 // fakeIMDS serves the IMDSv2 token and the metadata paths the agent reads.
@@ -357,7 +334,7 @@ func TestRebalanceStopsLeasingOnly(t *testing.T) {
 	}
 	// The metadata watch, j1's heartbeat and sleep, and the poll interval
 	// (0.8-1.2s) wait on the clock.
-	blockUntil(t, clk, 4)
+	testenv.Waiters(t, clk, 4)
 	imds.mu.Lock()
 	imds.rebalance = true
 	imds.mu.Unlock()
@@ -388,13 +365,13 @@ func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
 	e := newStack(t, true)
 	a := e.start("hb", agent.SleepRunner{}, func(c *agent.Config) { c.Clock = e.clock })
 	// Registered, polled once (nothing queued), now waiting for the clock.
-	blockUntil(t, e.clock, 1)
+	testenv.Waiters(t, e.clock, 1)
 	if n := e.calls("/api/worker/poll"); n != 1 {
 		t.Fatalf("%d polls before the clock moved", n)
 	}
 	e.create("j1", `{"seconds": 20}`)
 	e.clock.Advance(700 * time.Millisecond)
-	blockUntil(t, e.clock, 1)
+	testenv.Waiters(t, e.clock, 1)
 	if n := e.calls("/api/worker/poll"); n != 1 {
 		t.Fatalf("polled again %d times before the poll interval", n-1)
 	}
@@ -408,7 +385,7 @@ func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
 		t.Fatalf("lease until %s, want %s", j.LeaseExpiresAt, leasedAt.Add(10*time.Second))
 	}
 	// The heartbeat ticker and the job's sleep.
-	blockUntil(t, e.clock, 2)
+	testenv.Waiters(t, e.clock, 2)
 	for beat := 1; beat <= 15; beat++ {
 		e.clock.Advance(time.Second)
 		e.waitFor("heartbeat", func() bool { return e.calls("/api/worker/heartbeat") == beat })
@@ -430,7 +407,7 @@ func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
 	}
 	// With the slot free the agent polls at once, then waits again.
 	e.waitFor("the poll after the job", func() bool { return e.calls("/api/worker/poll") == 3 })
-	blockUntil(t, e.clock, 1)
+	testenv.Waiters(t, e.clock, 1)
 	e.clock.Advance(1200 * time.Millisecond)
 	e.waitFor("the next poll", func() bool { return e.calls("/api/worker/poll") == 4 })
 	_ = a
@@ -537,10 +514,10 @@ func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
 		c.Metadata, c.Clock, c.ReadyPoll = agent.NewMetadata(srv.URL), clk, time.Second
 	})
 	for range 3 {
-		blockUntil(t, clk, 1) // the agent waits for its next look
+		testenv.Waiters(t, clk, 1) // the agent waits for its next look
 		clk.Advance(time.Second)
 	}
-	blockUntil(t, clk, 1)
+	testenv.Waiters(t, clk, 1)
 	if n, looks := e.calls("/api/worker/register"), imds.targets.Load(); n != 0 || looks < 4 {
 		t.Fatalf("%d registrations after %d looks at a Warmed:Stopped instance", n, looks)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -32,17 +33,6 @@ func (c *comfyServer) postedIDs() []string {
 	return ids
 }
 
-func receive(t *testing.T, ch <-chan string, what string) string {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		return ""
-	}
-}
-
 // ended is a job that finished, or failed an attempt: what each test below
 // waits for before it judges the outcome.
 func (e *stackEnv) ended(id string, attempts int) bool {
@@ -62,7 +52,7 @@ func TestComfyUIJobRequeuedByShutdownSucceedsOnTheSameAttempt(t *testing.T) {
 	r := agent.ComfyUIRunner{URL: srv.URL, PollEvery: 20 * time.Millisecond}
 	e.create("cr", comfyInput())
 	first := e.start("comfy-a", r)
-	receive(t, posted, "the first prompt")
+	testenv.Receive(t, "the first prompt", posted)
 	e.waitFor("the prompt to run", func() bool { _, _, _, _, running := comfy.snapshot(); return running })
 	leased := e.job("cr")
 	if leased.Status != job.Leased {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -89,13 +90,8 @@ func TestComfyUIRunnerDeliversEveryOutputInNodeOrderWithProgress(t *testing.T) {
 	go func() { res, err := runComfy(t, r, j); done <- outcome{res, err} }()
 	// The websocket's progress message (10 of 20 steps of the first node)
 	// arrives while the prompt runs.
-	select {
-	case p := <-pl.ch:
-		if p <= 0 || p >= 1 {
-			t.Fatalf("progress %v", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no progress while the prompt ran")
+	if p := testenv.Receive(t, "progress while the prompt ran", pl.ch); p <= 0 || p >= 1 {
+		t.Fatalf("progress %v", p)
 	}
 	comfy.finish(id)
 	o := <-done

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -233,7 +234,7 @@ func TestMissingExecProgramNeverRegisters(t *testing.T) {
 	e.start("m1", agent.ExecRunner{Command: prog}, func(c *agent.Config) { c.Clock = e.clock })
 	for range 3 {
 		e.waitFor("the agent to say its runner is not ready", func() bool { return e.logged("runner not ready") })
-		blockUntil(t, e.clock, 1)
+		testenv.Waiters(t, e.clock, 1)
 		e.clock.Advance(time.Minute)
 	}
 	if n := e.calls("/api/worker/register"); n != 0 {
@@ -242,7 +243,7 @@ func TestMissingExecProgramNeverRegisters(t *testing.T) {
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho '{}'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	blockUntil(t, e.clock, 1)
+	testenv.Waiters(t, e.clock, 1)
 	e.clock.Advance(time.Minute)
 	e.waitFor("a registration", func() bool { return e.calls("/api/worker/register") == 1 })
 }

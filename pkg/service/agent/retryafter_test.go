@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -64,9 +65,9 @@ func TestPollHonoursRetryAfter(t *testing.T) {
 		{6900 * time.Millisecond, 100 * time.Millisecond},
 		{2900 * time.Millisecond, 100 * time.Millisecond},
 	} {
-		blockUntil(t, e.clock, 1)
+		testenv.Waiters(t, e.clock, 1)
 		e.clock.Advance(step.early)
-		blockUntil(t, e.clock, 1)
+		testenv.Waiters(t, e.clock, 1)
 		if n := polls(); n != i+1 {
 			t.Fatalf("polled again %s after answer %d, before its Retry-After", step.early, i+1)
 		}

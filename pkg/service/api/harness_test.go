@@ -7,20 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
-	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
@@ -59,39 +53,9 @@ type harness struct {
 	t     testing.TB
 	stack *devstack.Stack
 	http  *http.Client
-	// dispatched is signaled each time the stack deletes a submission from
-	// its queue: dispatch is done with it.
-	dispatched chan struct{}
-}
-
-// watchSubmissions puts a proxy in front of the SQS endpoint the next stack
-// uses and signals h.dispatched after each DeleteMessage it forwards.
-func (h *harness) watchSubmissions(t testing.TB) {
-	t.Helper()
-	upstream := os.Getenv(awsenv.EnvSQSEndpoint)
-	if upstream == "" {
-		srv, err := localaws.SharedSQS("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		upstream = srv.URL
-	}
-	target, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxy.ServeHTTP(w, r)
-		if strings.Contains(r.Header.Get("X-Amz-Target"), "DeleteMessage") {
-			select {
-			case h.dispatched <- struct{}{}:
-			default:
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv(awsenv.EnvSQSEndpoint, srv.URL)
+	// dispatched is signaled each time dispatch has handled a batch of
+	// submissions.
+	dispatched <-chan struct{}
 }
 
 func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
@@ -111,15 +75,14 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	for _, m := range mutate {
 		m(&o)
 	}
-	h := &harness{t: t, http: contractClient(t), dispatched: make(chan struct{}, 1)}
+	h := &harness{t: t, http: contractClient(t)}
 	testenv.StackDynamoDB(t)
-	h.watchSubmissions(t)
 	stack, err := devstack.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.Close() })
-	h.stack = stack
+	h.stack, h.dispatched = stack, stack.Dispatched()
 	return h
 }
 
@@ -281,19 +244,11 @@ func (h *harness) submit(body map[string]any) string {
 	return id
 }
 
-// waitFor checks cond each time dispatch finishes with a submission, until
-// it holds.
+// waitFor checks cond each time dispatch has handled submissions, until it
+// holds.
 func (h *harness) waitFor(cond func() bool, what string) {
 	h.t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-h.dispatched:
-		case <-deadline.C:
-			h.t.Fatalf("gave up waiting for %s", what)
-		}
-	}
+	testenv.Eventually(h.t, what, h.dispatched, cond)
 }
 
 type lease struct{ id, token string }

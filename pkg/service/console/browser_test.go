@@ -152,22 +152,17 @@ func (s *consoleStack) call(method, path, auth string, body, out any) int {
 }
 
 // waitJob waits until dispatch has created the job (submissions are
-// asynchronous: the event source mapping hands them to dispatch).
+// asynchronous: the event source mapping hands them to dispatch), looking
+// each time dispatch has handled a batch.
 func (s *consoleStack) waitJob(id string) job.Job {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := s.stack.Store.GetJob(context.Background(), id)
-		if err == nil {
-			return j
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("job %s was not dispatched: %v", id, err)
-		}
-		<-tick.C
-	}
+	var j job.Job
+	testenv.Eventually(s.t, "job "+id+" to be dispatched", s.stack.Dispatched(), func() bool {
+		var err error
+		j, err = s.stack.Store.GetJob(context.Background(), id)
+		return err == nil
+	})
+	return j
 }
 
 func (s *consoleStack) job(id string) job.Job {
