@@ -2,7 +2,6 @@ package devstack_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // An empty fleet with a stopped pool of one: the first job is leased by the
@@ -26,14 +26,7 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	cfg.Fleets[0].SlotsPerInstance = 1
 	cfg.Fleets[0].Bridge = fleetconfig.Bridge{Pool: 1}
 	clk := clock.NewFake(time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC))
-	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), Clock: clk,
-		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: bootDelay, PoolStart: 0.25, LocalAgents: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
+	stack, requests := startWatched(t, cfg, clk, devstack.FleetOptions{BootDelay: bootDelay, PoolStart: 0.25, LocalAgents: true})
 	pooled := stack.Fleet.Pooled("demo")
 	if len(pooled) != 1 {
 		t.Fatalf("pool %v, want one stopped instance", pooled)
@@ -48,27 +41,27 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 
 	// The first job wakes the fleet: the Spot group for it, and the bridge.
 	submit(t, stack, map[string]any{"job_id": "b-1", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 60}})
-	eventually(t, "the wake raised Spot and started the bridge", func() bool {
+	testenv.Eventually(t, "the wake raised Spot and started the bridge", stack.Dispatched(), func() bool {
 		spot, _ := stack.Fleet.Describe(ctx, "demo")
 		od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo")
 		return spot.Desired == 1 && od.Desired == 1
 	})
 	clk.Advance(bootDelay / 4)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "the bridge leased the first job", func() bool {
+	testenv.Eventually(t, "the bridge leased the first job", requests, func() bool {
 		j := jobOf(stack, "t1:b-1")
 		return j.Status == job.Leased && j.WorkerID == bridge
 	})
 
 	// The next job finds no free slot and the pool in use: it waits for Spot.
 	submit(t, stack, map[string]any{"job_id": "b-2", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 300}})
-	eventually(t, "the second job queued", func() bool { return jobOf(stack, "t1:b-2").Status == job.Queued })
+	testenv.Eventually(t, "the second job queued", stack.Dispatched(), func() bool { return jobOf(stack, "t1:b-2").Status == job.Queued })
 	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 1 {
 		t.Fatalf("On-Demand desired %d with a pool of one", od.Desired)
 	}
 	clk.Advance(bootDelay - bootDelay/4)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "a Spot instance leased the second job", func() bool {
+	testenv.Eventually(t, "a Spot instance leased the second job", requests, func() bool {
 		j := jobOf(stack, "t1:b-2")
 		return j.Status == job.Leased && j.WorkerID != bridge && !strings.Contains(j.WorkerID, "-od-")
 	})
@@ -106,7 +99,11 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 
 	// The bridge's job ends: the next tick stops it back into the pool
 	// while the Spot instance runs on.
-	pump(t, clk, 10*time.Second, "the bridge's job succeeded", func() bool { return jobOf(stack, "t1:b-1").Status == job.Succeeded })
+	// The bridge's 60 seconds of sleep, begun a quarter of a boot in, are
+	// over a minute from now, once both agents wait on the clock.
+	testenv.Waiters(t, clk, fleetWaits+2*jobWaits)
+	clk.Advance(time.Minute)
+	testenv.Eventually(t, "the bridge's job succeeded", requests, func() bool { return jobOf(stack, "t1:b-1").Status == job.Succeeded })
 	r = tickDemo(t, stack)
 	if !slices.ContainsFunc(r.Decision.Victims, func(v scaling.Victim) bool { return v.InstanceID == bridge && v.Why == scaling.WhyBridge }) ||
 		!strings.Contains(r.Decision.Reason, "stop 1 idle bridge into the pool") {

@@ -3,7 +3,6 @@ package devstack_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // A tenant with max_leased 2 and 10 jobs on a fleet of idle workers with
@@ -22,14 +22,7 @@ func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	cfg := fleetconfig.Default()
 	cfg.Tenants = append(cfg.Tenants, fleetconfig.Tenant{ID: "capped", MaxLeased: 2})
-	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), Clock: clk,
-		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: 10 * time.Second, LocalAgents: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	stack, requests := startWatched(t, cfg, clk, devstack.FleetOptions{BootDelay: 10 * time.Second, LocalAgents: true})
 	for i := range 10 {
 		submit(t, stack, map[string]any{"job_id": fmt.Sprintf("capped-%d", i), "tenant_id": "capped", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 20}})
 	}
@@ -40,7 +33,7 @@ func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
 		}
 		return len(js)
 	}
-	eventually(t, "the jobs dispatched", func() bool { return count(job.Queued) == 10 })
+	testenv.Eventually(t, "the jobs dispatched", stack.Dispatched(), func() bool { return count(job.Queued) == 10 })
 	// The wake on enqueue and the tick size for the 2 jobs that can run:
 	// one instance of 2 slots, not the 5 (max 4) the 10 jobs would need.
 	g, err := stack.Fleet.Describe(ctx, "demo")
@@ -60,20 +53,29 @@ func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
 	}
 	clk.Advance(10 * time.Second)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "three workers registered", func() bool {
+	testenv.Eventually(t, "three workers registered", requests, func() bool {
 		ws, err := stack.Store.ListWorkers(ctx, "demo")
 		return err == nil && len(ws) == 3
 	})
-	eventually(t, "two jobs leased", func() bool { return count(job.Leased) == 2 })
+	testenv.Eventually(t, "two jobs leased", requests, func() bool { return count(job.Leased) == 2 })
+	// The jobs sleep 20 s each: step the clock 5 s at a time, each step
+	// once the agents are at rest, until every job has succeeded.
 	peak := 0
-	pump(t, clk, 5*time.Second, "every job succeeded", func() bool {
+	for step := 0; ; step++ {
+		atRest(t, clk, requests, func() int { return restWaits(stack, "demo") })
 		n := count(job.Leased)
 		peak = max(peak, n)
 		if n > 2 {
 			t.Fatalf("%d of the capped tenant's jobs leased at once, cap 2", n)
 		}
-		return count(job.Succeeded) == 10
-	})
+		if count(job.Succeeded) == 10 {
+			break
+		}
+		if step == 200 {
+			t.Fatalf("%d of 10 jobs succeeded after %d steps of 5s", count(job.Succeeded), step)
+		}
+		clk.Advance(5 * time.Second)
+	}
 	if n, err := stack.Store.TenantLeasedJobs(ctx, "capped"); err != nil || n != 0 || peak != 2 {
 		t.Fatalf("after the run: counter %d (%v), peak leased %d; want 0 and 2", n, err, peak)
 	}

@@ -2,7 +2,6 @@ package devstack_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // With yesterday's 09:00 hour in the fleet's memory (6 jobs arrived, 2 at
@@ -26,14 +26,7 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 	clk := clock.NewFake(at)
 	cfg := fleetconfig.Default()
 	cfg.Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: 10, LookbackDays: 7}
-	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), Clock: clk,
-		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: 2 * time.Minute, LocalAgents: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	stack, requests := startWatched(t, cfg, clk, devstack.FleetOptions{BootDelay: 2 * time.Minute, LocalAgents: true})
 	fleet := cfg.Fleets[0].Slug
 	mem := fleetstate.Forecast{At: at.Add(-time.Minute),
 		Hours: forecast.History{forecast.HourOf(at.Add(-24 * time.Hour)): {Arrivals: 6, Work: 2, Ticks: 1}}}
@@ -51,14 +44,22 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 	}
 	clk.Advance(2 * time.Minute)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "two warm workers registered", func() bool {
+	testenv.Eventually(t, "two warm workers registered", requests, func() bool {
 		ws, err := stack.Store.ListWorkers(ctx, fleet)
 		return err == nil && len(ws) == 2
 	})
 
 	submit(t, stack, map[string]any{"job_id": "acme:first-of-the-hour", "tenant_id": "acme", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 5}})
 	var j job.Job
-	pump(t, clk, time.Second, "the job leased", func() bool {
+	testenv.Eventually(t, "the job dispatched", stack.Dispatched(), func() bool {
+		j, err = stack.Store.GetJob(ctx, "acme:first-of-the-hour")
+		return err == nil
+	})
+	// Once both idle agents wait for their next poll, each polls within
+	// a poll interval and its jitter (5 s, at most 6 s).
+	testenv.Waiters(t, clk, fleetWaits+2*pollWaits)
+	clk.Advance(6 * time.Second)
+	testenv.Eventually(t, "the job leased", requests, func() bool {
 		j, err = stack.Store.GetJob(ctx, "acme:first-of-the-hour")
 		return err == nil && !j.FirstLeasedAt.IsZero()
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -27,22 +27,15 @@ const bootDelay = 20 * time.Second
 // startLadderStack runs the dev stack with the demo fleet given an
 // On-Demand rung (fallback_after 5m) and a preemption cap of 1, its local
 // instances running the real agent; the scaler ticks only when the test
-// says so.
-func startLadderStack(t *testing.T) (*devstack.Stack, *clock.Fake) {
+// says so. requests signals each time an agent's request returns.
+func startLadderStack(t *testing.T) (stack *devstack.Stack, clk *clock.Fake, requests <-chan struct{}) {
 	t.Helper()
 	cfg := fleetconfig.Default()
 	cfg.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(5 * time.Minute)
 	cfg.Fleets[0].PreemptionCap = 1
-	clk := clock.NewFake(time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC))
-	stack, err := devstack.Start(context.Background(), devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), Clock: clk,
-		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: bootDelay, LocalAgents: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
-	return stack, clk
+	clk = clock.NewFake(time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC))
+	stack, requests = startWatched(t, cfg, clk, devstack.FleetOptions{BootDelay: bootDelay, LocalAgents: true})
+	return stack, clk, requests
 }
 
 func tickDemo(t *testing.T, s *devstack.Stack) scaler.FleetReport {
@@ -69,10 +62,10 @@ func onDemandInstance(id string) bool { return strings.Contains(id, "-od-") }
 // runs the job; Spot comes back and the idle On-Demand instance goes.
 func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
 	ctx := context.Background()
-	stack, clk := startLadderStack(t)
+	stack, clk, requests := startLadderStack(t)
 	stack.Fleet.SetSpotShort("demo", true)
 	submit(t, stack, map[string]any{"job_id": "t1:short-1", "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 30}})
-	eventually(t, "the job dispatched", func() bool { return jobOf(stack, "t1:short-1").Status == job.Queued })
+	testenv.Eventually(t, "the job dispatched", stack.Dispatched(), func() bool { return jobOf(stack, "t1:short-1").Status == job.Queued })
 	shortAt := clk.Now()
 
 	r := tickDemo(t, stack)
@@ -95,14 +88,17 @@ func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
 
 	clk.Advance(bootDelay)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "an On-Demand worker leased the job", func() bool {
+	testenv.Eventually(t, "an On-Demand worker leased the job", requests, func() bool {
 		j := jobOf(stack, "t1:short-1")
 		return j.Status == job.Leased && onDemandInstance(j.WorkerID)
 	})
 	if w, err := stack.Store.GetWorker(ctx, jobOf(stack, "t1:short-1").WorkerID); err != nil || w.PurchaseOption != "on-demand" {
 		t.Fatalf("the On-Demand instance's worker %+v, %v: want purchase_option on-demand", w, err)
 	}
-	pump(t, clk, 10*time.Second, "the job succeeded", func() bool { return jobOf(stack, "t1:short-1").Status == job.Succeeded })
+	// Its 30 seconds of sleep, once the agent waits for them.
+	testenv.Waiters(t, clk, fleetWaits+pollWaits+jobWaits)
+	clk.Advance(30 * time.Second)
+	testenv.Eventually(t, "the job succeeded", requests, func() bool { return jobOf(stack, "t1:short-1").Status == job.Succeeded })
 
 	// Spot is back: the idle On-Demand instance is terminated.
 	stack.Fleet.SetSpotShort("demo", false)
@@ -140,22 +136,22 @@ func spotWarning(t *testing.T, s *devstack.Stack, instanceID string, at time.Tim
 // for it, and that instance's agent leases it.
 func TestDevStackRunsAJobPreemptedToTheCapOnOnDemandOnly(t *testing.T) {
 	ctx := context.Background()
-	stack, clk := startLadderStack(t)
+	stack, clk, requests := startLadderStack(t)
 	const id = "t1:pin-1"
 	submit(t, stack, map[string]any{"job_id": id, "tenant_id": "t1", "workflow_id": "demo-sleep", "input": map[string]any{"seconds": 3600}})
-	eventually(t, "the job dispatched", func() bool { return jobOf(stack, id).Status == job.Queued })
+	testenv.Eventually(t, "the job dispatched", stack.Dispatched(), func() bool { return jobOf(stack, id).Status == job.Queued })
 
 	for round := 1; round <= 2; round++ { // preemption_cap 1: the second is past it
 		tickDemo(t, stack)
 		clk.Advance(bootDelay)
 		stack.Fleet.Step(ctx, 0)
-		eventually(t, "a Spot worker leased the job", func() bool { return jobOf(stack, id).Status == job.Leased })
+		testenv.Eventually(t, "a Spot worker leased the job", requests, func() bool { return jobOf(stack, id).Status == job.Leased })
 		inst := jobOf(stack, id).WorkerID
 		if onDemandInstance(inst) {
 			t.Fatalf("round %d: leased by On-Demand %s before the cap", round, inst)
 		}
 		spotWarning(t, stack, inst, clk.Now())
-		eventually(t, "the interrupted job requeued", func() bool {
+		testenv.Eventually(t, "the interrupted job requeued", requests, func() bool {
 			j := jobOf(stack, id)
 			return j.Status == job.Queued && j.Preemptions == round
 		})
@@ -189,7 +185,7 @@ func TestDevStackRunsAJobPreemptedToTheCapOnOnDemandOnly(t *testing.T) {
 	}
 	clk.Advance(bootDelay)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "the On-Demand worker leased the pinned job", func() bool {
+	testenv.Eventually(t, "the On-Demand worker leased the pinned job", requests, func() bool {
 		j := jobOf(stack, id)
 		return j.Status == job.Leased && onDemandInstance(j.WorkerID)
 	})

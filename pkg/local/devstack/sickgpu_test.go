@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -67,23 +67,16 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 	var mu sync.Mutex
 	var first string // the first instance: its GPU turns sick
 	const healthEvery = 15 * time.Second
-	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: fleetconfig.Default(), Logger: slog.New(slog.DiscardHandler), Clock: clk,
-		Fleet: devstack.FleetOptions{Tick: -1, BootDelay: 10 * time.Second, LocalAgents: true,
-			AgentConfig: func(_, instanceID string, c *agent.Config) {
-				mu.Lock()
-				defer mu.Unlock()
-				path := otherSMI
-				if first == "" || first == instanceID {
-					first, path = instanceID, firstSMI
-				}
-				c.GPU, c.HealthEvery = &agent.NvidiaSMI{Path: path}, healthEvery
-			}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	stack, requests := startWatched(t, fleetconfig.Default(), clk, devstack.FleetOptions{BootDelay: 10 * time.Second, LocalAgents: true,
+		AgentConfig: func(_, instanceID string, c *agent.Config) {
+			mu.Lock()
+			defer mu.Unlock()
+			path := otherSMI
+			if first == "" || first == instanceID {
+				first, path = instanceID, firstSMI
+			}
+			c.GPU, c.HealthEvery = &agent.NvidiaSMI{Path: path}, healthEvery
+		}})
 	firstInstance := func() string { mu.Lock(); defer mu.Unlock(); return first }
 
 	const id = "t1:sick-gpu-1"
@@ -95,7 +88,7 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 		}
 		return j
 	}
-	eventually(t, "the job dispatched", func() bool { return getJob().Status == job.Queued })
+	testenv.Eventually(t, "the job dispatched", stack.Dispatched(), func() bool { return getJob().Status == job.Queued })
 
 	// The scaler launches an instance; it boots and its agent leases the job.
 	if _, err := stack.Scaler.Tick(ctx); err != nil {
@@ -103,16 +96,18 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 	}
 	clk.Advance(10 * time.Second)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "the job leased", func() bool { return getJob().Status == job.Leased })
+	testenv.Eventually(t, "the job leased", requests, func() bool { return getJob().Status == job.Leased })
 	sick := firstInstance()
 	if j := getJob(); j.WorkerID != sick || j.Attempts != 1 {
 		t.Fatalf("leased by %q (first instance %q), attempts %d", j.WorkerID, sick, j.Attempts)
 	}
 
-	// Its GPU logs uncorrectable ECC errors: the next health check drains
-	// the worker.
+	// Its GPU logs uncorrectable ECC errors: the next health check, once
+	// the agent waits for it with its job running, drains the worker.
+	testenv.Waiters(t, clk, fleetWaits+pollWaits+jobWaits+healthWaits)
 	sicken(smiECC)
-	pump(t, clk, healthEvery, "the worker reported unhealthy", func() bool {
+	clk.Advance(healthEvery)
+	testenv.Eventually(t, "the worker reported unhealthy", requests, func() bool {
 		w, err := stack.Store.GetWorker(ctx, sick)
 		return err == nil && w.Status == worker.Unhealthy
 	})
@@ -140,59 +135,20 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 	}
 	clk.Advance(10 * time.Second)
 	stack.Fleet.Step(ctx, 0)
-	eventually(t, "the replacement leased the job", func() bool {
+	testenv.Eventually(t, "the replacement leased the job", requests, func() bool {
 		j := getJob()
 		return j.Status == job.Leased && j.WorkerID != sick
 	})
-	pump(t, clk, 10*time.Second, "the job succeeded", func() bool { return getJob().Status == job.Succeeded })
+	// Its 60 seconds of sleep, once it waits for them.
+	testenv.Waiters(t, clk, fleetWaits+pollWaits+jobWaits+healthWaits)
+	clk.Advance(time.Minute)
+	testenv.Eventually(t, "the job succeeded", requests, func() bool { return getJob().Status == job.Succeeded })
 	if j := getJob(); j.Attempts != 1 || j.Preemptions != 1 {
 		t.Fatalf("the finished job: attempts %d, preemptions %d", j.Attempts, j.Preemptions)
 	}
 	if s := stack.Fleet.Stats(); s.Launched != 2 || s.Terminated != 1 || s.KilledBusy != 0 {
 		t.Fatalf("fleet stats %+v", s)
 	}
-}
-
-// eventually waits (in wall-clock time: the stack works in the background)
-// until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// pump moves the fake clock step by step, giving the stack's work a moment
-// of wall-clock time after each, until cond holds.
-func pump(t *testing.T, clk *clock.Fake, step time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for range 40 {
-		clk.Advance(step)
-		settle := time.NewTimer(250 * time.Millisecond)
-		tick := time.NewTicker(10 * time.Millisecond)
-		for done := false; !done; {
-			select {
-			case <-tick.C:
-				done = cond()
-			case <-settle.C:
-				done = true
-			}
-		}
-		settle.Stop()
-		tick.Stop()
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not after %d steps of %s", what, 40, step)
 }
 
 func submit(t *testing.T, s *devstack.Stack, body map[string]any) {
