@@ -312,6 +312,19 @@ func userData(cfg *fleetconfig.Config, f fleetconfig.Fleet, agent *AgentAsset, a
 	if f.Agent.ComfyUIURL != "" {
 		env = append(env, "FLEETQ_COMFYUI_URL="+f.Agent.ComfyUIURL)
 	}
+	// The warm-up (docs/worker.md, "Warm-up"): the agent runs it before it
+	// registers, and a failed one marks the instance unhealthy.
+	if w := f.Agent.Warmup; w.Enabled() {
+		switch {
+		case w.Workflow != "":
+			env = append(env, "FLEETQ_WARMUP_WORKFLOW="+w.Workflow)
+		case w.Exec != "":
+			env = append(env, "FLEETQ_WARMUP_EXEC="+w.Exec)
+		default:
+			env = append(env, "FLEETQ_WARMUP_INPUT="+string(w.InputJSON()))
+		}
+		env = append(env, "FLEETQ_WARMUP_TIMEOUT="+w.Timeout.String())
+	}
 	var unit strings.Builder
 	unit.WriteString("[Unit]\nDescription=fleetq worker\nAfter=network-online.target\nWants=network-online.target\n\n[Service]\n")
 	for _, e := range env {

@@ -220,6 +220,8 @@ func TestBridgeWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Replace(string(raw), "  - slug: video-a10g\n", "  - slug: video-a10g\n    bridge:\n      pool: 3\n", 1)
+	// A bridged fleet warms its runners before they register.
+	text = strings.Replace(text, "      drain_timeout: 90s\n", "      drain_timeout: 90s\n      warmup:\n        workflow: /opt/fleetq/warmup.json\n", 1)
 	file := filepath.Join(t.TempDir(), "prod.yaml")
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -257,5 +259,14 @@ func TestBridgeWarmPool(t *testing.T) {
 	}
 	if !dispatchEnv {
 		t.Error("the dispatch function does not know the On-Demand group its wake starts bridges on")
+	}
+	warmed := 0
+	for _, ud := range s.userData(t) {
+		if strings.Contains(ud, `Environment=\"FLEETQ_WARMUP_WORKFLOW=/opt/fleetq/warmup.json\"\nEnvironment=\"FLEETQ_WARMUP_TIMEOUT=5m0s\"`) {
+			warmed++
+		}
+	}
+	if warmed != 2 {
+		t.Errorf("%d launch templates run the warm-up workflow, want the bridged fleet's two (Spot and On-Demand)", warmed)
 	}
 }

@@ -52,6 +52,9 @@ type workerFlags struct {
 	slot, stateDir                     *string
 	logLevel                           *string
 	xidSource, xidFatal                *string
+	warmupWorkflow, warmupInput        *string
+	warmupExec                         *string
+	warmupTimeout                      *time.Duration
 }
 
 // parseWorkerFlags reads the flags, each defaulting to its FLEETQ_*
@@ -95,6 +98,15 @@ func parseWorkerFlags(args []string, stderr io.Writer) (*workerFlags, error) {
 		"where the kernel log is read for NVIDIA Xid errors: a shell command, file:PATH, or none (env FLEETQ_XID_SOURCE)")
 	f.xidFatal = fs.String("xid-fatal", env("XID_FATAL", ""),
 		"comma-separated Xid codes that make the GPU sick (env FLEETQ_XID_FATAL; default the list in docs/worker.md)")
+	f.warmupWorkflow = fs.String("warmup-workflow", env("WARMUP_WORKFLOW", ""),
+		"a workflow in ComfyUI's API format (a file) the comfyui runner runs once on every server after it is ready and before the worker registers, to load the models (env FLEETQ_WARMUP_WORKFLOW)")
+	f.warmupInput = fs.String("warmup-input", env("WARMUP_INPUT", ""),
+		"a job input (a JSON object) the runner runs once after it is ready and before the worker registers (env FLEETQ_WARMUP_INPUT)")
+	f.warmupExec = fs.String("warmup-exec", env("WARMUP_EXEC", ""),
+		"a shell command run once after the runner is ready and before the worker registers; exit 0 means warm (env FLEETQ_WARMUP_EXEC)")
+	warmupDefault, _ := time.ParseDuration(env("WARMUP_TIMEOUT", agent.DefaultWarmupTimeout.String()))
+	f.warmupTimeout = fs.Duration("warmup-timeout", warmupDefault,
+		"how long the warm-up may take; a warm-up that fails or takes longer marks the machine unhealthy and the worker exits 3 (env FLEETQ_WARMUP_TIMEOUT)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq worker [flags]")
 		fmt.Fprintln(stderr)
@@ -192,6 +204,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		API: *f.api, FleetSecret: fleetSecret, Attest: attestation, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
 		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Logger: log,
 		HealthEvery: *f.healthEvery, UnhealthyAfter: *f.unhealthyAfter,
+		Warmup: agent.Warmup{Workflow: *f.warmupWorkflow, Input: json.RawMessage(*f.warmupInput), Exec: *f.warmupExec,
+			Timeout: *f.warmupTimeout},
 	}
 	if !*f.noGPUCheck {
 		cfg.GPU = &agent.NvidiaSMI{}

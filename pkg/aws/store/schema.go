@@ -101,6 +101,7 @@ const (
 	attrBootLaunchMS   = "boot_launch_ms"
 	attrBootAgentMS    = "boot_agent_ms"
 	attrBootReadyMS    = "boot_ready_ms"
+	attrBootWarmMS     = "boot_warm_ms"
 	attrSourceIP       = "source_ip"
 	attrAgentVersion   = "agent_version"
 

@@ -192,7 +192,8 @@ type RetryPolicy struct {
 	Backoff []Duration `yaml:"backoff"`
 }
 
-// Agent is how the instances of a fleet run `fleetq worker` (CDK app only).
+// Agent is how the instances of a fleet run `fleetq worker` (CDK app; the
+// dev stack's local fleet runs the warm-up too).
 type Agent struct {
 	// Runner is what runs a job: comfyui (a ComfyUI server on the
 	// instance) or exec (a command; docs/worker.md).
@@ -204,6 +205,10 @@ type Agent struct {
 	// DrainTimeout is how long an instance being scaled in or interrupted
 	// lets running jobs finish before they are requeued; 0 requeues at once.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// Warmup is a job each instance runs after its runner is ready and
+	// before it registers, to load the fleet's models (none by default); a
+	// warm-up that fails marks the instance unhealthy.
+	Warmup Warmup `yaml:"warmup"`
 }
 
 // Defaults applied to fields left out of the file.

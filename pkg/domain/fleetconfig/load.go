@@ -145,6 +145,7 @@ func (f *Fleet) applyDefaults() {
 	if f.Agent.ComfyUIURL == "" {
 		f.Agent.ComfyUIURL = DefaultComfyUIURL
 	}
+	f.Agent.Warmup.applyDefaults()
 }
 
 var (
@@ -351,6 +352,7 @@ func (f *Fleet) validate(at string, k *checker) {
 	if f.Agent.DrainTimeout.Std() < 0 || f.Agent.DrainTimeout.Std() > 2*time.Hour {
 		k.add(at+".agent.drain_timeout", "must be between 0s and 2h, got %s", f.Agent.DrainTimeout)
 	}
+	f.validateWarmup(at, k)
 	f.validateWarm(at, k)
 	f.validateForecast(at, k)
 	f.validateOnDemand(at, k)

@@ -43,8 +43,10 @@ type FleetBoot struct {
 
 // BootPhase is one phase of the way from launch to the first job.
 type BootPhase struct {
-	// Name is launch_to_agent, agent_to_runner_ready,
-	// runner_ready_to_registered or registered_to_first_lease.
+	// Name is <from>_to_<to>, between two consecutive moments a worker
+	// reported: launch, agent, runner_ready, warmed_up (a fleet with a
+	// warm-up), registered, first_lease (launch_to_agent,
+	// runner_ready_to_warmed_up, ...).
 	Name    string  `json:"name"`
 	Workers int     `json:"workers"`
 	P50S    float64 `json:"p50_s"`

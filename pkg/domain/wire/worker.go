@@ -37,13 +37,15 @@ type RegisterRequest struct {
 }
 
 // BootTimes are when the instance launched (or started from a warm pool:
-// the instance identity document's pendingTime), the agent started, and
-// the runner answered ready. Each is optional; given, they are in that
-// order and not in the future.
+// the instance identity document's pendingTime), the agent started, the
+// runner answered ready, and the runner's warm-up ended (a fleet with a
+// warm-up). Each is optional; given, they are in that order and not in the
+// future.
 type BootTimes struct {
 	LaunchedAt     string `json:"launched_at,omitempty"`
 	AgentStartedAt string `json:"agent_started_at,omitempty"`
 	RunnerReadyAt  string `json:"runner_ready_at,omitempty"`
+	WarmedUpAt     string `json:"warmed_up_at,omitempty"`
 }
 
 // AWSIdentity is a signed sts:GetCallerIdentity request, as the agent

@@ -51,16 +51,18 @@ type Worker struct {
 	// registration (empty for an agent that reports none).
 	AgentVersion string
 	// Boot is when the worker's instance launched (or started from a warm
-	// pool), its agent started and its runner became ready, as the agent
-	// reported at registration (zero when not reported).
+	// pool), its agent started, its runner became ready and warmed up, as
+	// the agent reported at registration (zero when not reported).
 	Boot Boot
 	// FirstClaimAt is when the worker leased its first job (zero: none yet).
 	FirstClaimAt time.Time
 }
 
-// Boot is an instance's way to its first job, up to registration.
+// Boot is an instance's way to its first job, up to registration: when it
+// launched, its agent started, its runner answered ready and its runner's
+// warm-up ended (zero: not reported, or no warm-up).
 type Boot struct {
-	LaunchedAt, AgentStartedAt, RunnerReadyAt time.Time
+	LaunchedAt, AgentStartedAt, RunnerReadyAt, WarmedUpAt time.Time
 }
 
 // IdleSince is when the worker last held no lease: its last release, or its

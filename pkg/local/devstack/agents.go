@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/service/agent"
@@ -40,13 +41,15 @@ func (m *agentMachine) SpotNotice() { m.a.SpotNotice() }
 // talking to the stack over HTTP.
 func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) localfleet.Machine {
 	slots := 1
+	var warmup agent.Warmup
 	if f, ok := s.Config.Fleet(fleet); ok {
 		slots = f.SlotsPerInstance
+		warmup = fleetWarmup(f.Agent.Warmup)
 	}
 	cfg := agent.Config{
 		API: s.URL, Attest: s.instanceCredentials(fleet, instanceID), Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
-		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Clock: s.Env.Clock,
+		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Warmup: warmup, Clock: s.Env.Clock,
 		PurchaseOption: localfleet.PurchaseOption(ctx), LaunchedAt: localfleet.LaunchedAt(ctx),
 		Logger:      s.log.With("instance_id", instanceID),
 		BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second,
@@ -73,6 +76,15 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 		}
 	}()
 	return &agentMachine{a: a, cancel: cancel}
+}
+
+// fleetWarmup is the fleet's warm-up as the agent runs it: what the CDK
+// app's boot script hands `fleetq worker` as FLEETQ_WARMUP_* on EC2.
+func fleetWarmup(w fleetconfig.Warmup) agent.Warmup {
+	if !w.Enabled() {
+		return agent.Warmup{}
+	}
+	return agent.Warmup{Workflow: w.Workflow, Input: w.InputJSON(), Exec: w.Exec, Timeout: w.Timeout.Std()}
 }
 
 // closeAgents stops launching and waits for the running agents (their

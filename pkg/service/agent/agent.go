@@ -55,6 +55,10 @@ type Config struct {
 	AgentKey       string
 	MaxConcurrency int
 	Runner         Runner
+	// Warmup is run once the runner is ready and before the worker
+	// registers (none by default); a warm-up that fails makes the agent
+	// give up on the machine (ErrUnhealthy), as a sick GPU does.
+	Warmup Warmup
 	// Metadata, when set, is polled every SpotPoll (default 5s) for Spot
 	// interruption notices and rebalance recommendations.
 	Metadata *Metadata
@@ -124,9 +128,10 @@ type Agent struct {
 	reg     wire.RegisterResponse
 	wg      sync.WaitGroup
 	health  health
-	// startedAt and readyAt are when the agent started and when its runner
-	// first answered ready (reported at registration).
-	startedAt, readyAt time.Time
+	// startedAt, readyAt and warmedAt are when the agent started, when its
+	// runner first answered ready and when its warm-up ended (reported at
+	// registration).
+	startedAt, readyAt, warmedAt time.Time
 }
 
 type running struct {
@@ -196,6 +201,9 @@ func New(c Config) (*Agent, error) {
 		return nil, errors.New("agent: fleet, stage and worker id are required")
 	case c.Runner == nil:
 		return nil, errors.New("agent: no runner")
+	}
+	if err := c.Warmup.check(); err != nil {
+		return nil, err
 	}
 	if c.MaxConcurrency < 1 {
 		c.MaxConcurrency = 1
@@ -291,6 +299,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	a.readyAt = a.cfg.Clock.Now()
+	if err := a.warmUp(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return a.failedWarmup(ctx, err)
+	}
+	if a.cfg.Warmup.set() {
+		a.warmedAt = a.cfg.Clock.Now()
+	}
 	if err := a.waitInService(ctx); err != nil {
 		return nil
 	}
@@ -423,8 +440,9 @@ func (a *Agent) waitInService(ctx context.Context) error {
 	}
 }
 
-// bootTimes are the instance's launch, the agent's start and the runner's
-// readiness as registration reports them (docs/scaling.md, "Cold start").
+// bootTimes are the instance's launch, the agent's start, the runner's
+// readiness and the end of its warm-up as registration reports them
+// (docs/scaling.md, "Cold start").
 func (a *Agent) bootTimes() *wire.BootTimes {
 	at := func(t time.Time) string {
 		if t.IsZero() {
@@ -432,7 +450,7 @@ func (a *Agent) bootTimes() *wire.BootTimes {
 		}
 		return t.UTC().Format(time.RFC3339Nano)
 	}
-	b := &wire.BootTimes{AgentStartedAt: at(a.startedAt), RunnerReadyAt: at(a.readyAt)}
+	b := &wire.BootTimes{AgentStartedAt: at(a.startedAt), RunnerReadyAt: at(a.readyAt), WarmedUpAt: at(a.warmedAt)}
 	if l := a.cfg.LaunchedAt; !l.IsZero() && !l.After(a.startedAt) {
 		b.LaunchedAt = at(l)
 	}

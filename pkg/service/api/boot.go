@@ -14,7 +14,8 @@ import (
 const bootSkew = 5 * time.Minute
 
 // parseBoot reads a registration's boot times: each optional, RFC 3339,
-// in order (launch, agent start, runner ready), none after now + bootSkew.
+// in order (launch, agent start, runner ready, warmed up), none after now +
+// bootSkew.
 func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 	var out worker.Boot
 	if b == nil {
@@ -27,6 +28,7 @@ func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 		{"boot.launched_at", b.LaunchedAt, &out.LaunchedAt},
 		{"boot.agent_started_at", b.AgentStartedAt, &out.AgentStartedAt},
 		{"boot.runner_ready_at", b.RunnerReadyAt, &out.RunnerReadyAt},
+		{"boot.warmed_up_at", b.WarmedUpAt, &out.WarmedUpAt},
 	}
 	var prev time.Time
 	prevName := ""
@@ -49,49 +51,96 @@ func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 	return out, nil
 }
 
-// bootPhases are the phases of an instance's way to its first job, each
-// between two of a worker's times.
-var bootPhases = []struct {
-	name     string
-	from, to func(worker.Worker) time.Time
+// bootPoints are the moments of an instance's way to its first job, in
+// order; a phase runs from one a worker has to the next it has, and is
+// named for both ("runner_ready_to_registered" for a worker without a
+// warm-up, "runner_ready_to_warmed_up" and "warmed_up_to_registered" for
+// one with).
+var bootPoints = []struct {
+	name string
+	at   func(worker.Worker) time.Time
 }{
-	{"launch_to_agent", func(w worker.Worker) time.Time { return w.Boot.LaunchedAt }, func(w worker.Worker) time.Time { return w.Boot.AgentStartedAt }},
-	{"agent_to_runner_ready", func(w worker.Worker) time.Time { return w.Boot.AgentStartedAt }, func(w worker.Worker) time.Time { return w.Boot.RunnerReadyAt }},
-	{"runner_ready_to_registered", func(w worker.Worker) time.Time { return w.Boot.RunnerReadyAt }, func(w worker.Worker) time.Time { return w.RegisteredAt }},
-	{"registered_to_first_lease", func(w worker.Worker) time.Time { return w.RegisteredAt }, func(w worker.Worker) time.Time { return w.FirstClaimAt }},
+	{"launch", func(w worker.Worker) time.Time { return w.Boot.LaunchedAt }},
+	{"agent", func(w worker.Worker) time.Time { return w.Boot.AgentStartedAt }},
+	{"runner_ready", func(w worker.Worker) time.Time { return w.Boot.RunnerReadyAt }},
+	{"warmed_up", func(w worker.Worker) time.Time { return w.Boot.WarmedUpAt }},
+	{"registered", func(w worker.Worker) time.Time { return w.RegisteredAt }},
+	{"first_lease", func(w worker.Worker) time.Time { return w.FirstClaimAt }},
+}
+
+// bootPhase is one phase of one worker's boot.
+type bootPhase struct {
+	from, to int // indexes in bootPoints
+	d        time.Duration
+}
+
+// workerBoot is a worker's phases, in order: between each two consecutive
+// moments it has.
+func workerBoot(w worker.Worker) []bootPhase {
+	var out []bootPhase
+	prev := -1
+	for i, p := range bootPoints {
+		t := p.at(w)
+		if t.IsZero() {
+			continue
+		}
+		if prev >= 0 {
+			if from := bootPoints[prev].at(w); !t.Before(from) {
+				out = append(out, bootPhase{from: prev, to: i, d: t.Sub(from)})
+			}
+		}
+		prev = i
+	}
+	return out
 }
 
 // fleetBoot is the boot timeline of a fleet's workers: each phase's median
-// and longest over the workers that have both its ends, and the phase with
-// the longest median; nil when no worker has any.
+// and longest over the workers that have it, in the order of the moments,
+// and the phase with the longest median; nil when no worker has any. A
+// worker that reported itself unhealthy (a failed warm-up among others)
+// is left out: its boot did not end in work.
 func fleetBoot(ws []worker.Worker) *wire.FleetBoot {
-	out := &wire.FleetBoot{Phases: []wire.BootPhase{}}
-	counted := map[string]bool{}
-	var slowest float64
-	for _, ph := range bootPhases {
-		var ds []float64
-		for _, w := range ws {
-			from, to := ph.from(w), ph.to(w)
-			if from.IsZero() || to.IsZero() || to.Before(from) {
-				continue
-			}
-			ds = append(ds, to.Sub(from).Seconds())
-			counted[w.ID] = true
-		}
-		if len(ds) == 0 {
+	type key struct{ from, to int }
+	ds := map[key][]float64{}
+	counted := 0
+	for _, w := range ws {
+		if w.Status == worker.Unhealthy {
 			continue
 		}
-		slices.Sort(ds)
-		p := wire.BootPhase{Name: ph.name, Workers: len(ds), P50S: round1(ds[(len(ds)-1)/2]), MaxS: round1(ds[len(ds)-1])}
+		phases := workerBoot(w)
+		if len(phases) > 0 {
+			counted++
+		}
+		for _, p := range phases {
+			k := key{p.from, p.to}
+			ds[k] = append(ds[k], p.d.Seconds())
+		}
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	keys := make([]key, 0, len(ds))
+	for k := range ds {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.from != b.from {
+			return a.from - b.from
+		}
+		return a.to - b.to
+	})
+	out := &wire.FleetBoot{Workers: counted, Phases: []wire.BootPhase{}}
+	var slowest float64
+	for _, k := range keys {
+		d := ds[k]
+		slices.Sort(d)
+		p := wire.BootPhase{Name: bootPoints[k.from].name + "_to_" + bootPoints[k.to].name,
+			Workers: len(d), P50S: round1(d[(len(d)-1)/2]), MaxS: round1(d[len(d)-1])}
 		out.Phases = append(out.Phases, p)
 		if p.P50S > slowest || out.Slowest == "" {
 			slowest, out.Slowest = p.P50S, p.Name
 		}
 	}
-	if len(out.Phases) == 0 {
-		return nil
-	}
-	out.Workers = len(counted)
 	return out
 }
 

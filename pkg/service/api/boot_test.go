@@ -25,6 +25,7 @@ func TestBootPhasesAtRegistrationShowInAdminFleets(t *testing.T) {
 		{map[string]any{"launched_at": at(time.Minute), "agent_started_at": at(2 * time.Minute)}, `"boot.agent_started_at"`},
 		{map[string]any{"runner_ready_at": now.Add(time.Hour).Format(time.RFC3339)}, "is in the future"},
 		{map[string]any{"launched": at(time.Minute)}, `unknown field "launched"`},
+		{map[string]any{"runner_ready_at": at(time.Minute), "warmed_up_at": at(2 * time.Minute)}, `"boot.warmed_up_at"`},
 	} {
 		r := h.do("POST", "/api/worker/register", "secret", reg(c.boot))
 		h.want(r, 400, "invalid_argument")
@@ -65,5 +66,48 @@ func TestBootPhasesAtRegistrationShowInAdminFleets(t *testing.T) {
 		if p["name"] != w.name || p["p50_s"].(float64) < math.Floor(w.lo) || p["p50_s"].(float64) > w.hi+1 {
 			t.Errorf("phase %d = %v, want %s of %.0f-%.0f s", i, p, w.name, w.lo, w.hi)
 		}
+	}
+}
+
+// A worker that warmed its runner up reports when the warm-up ended: its
+// phases run from the runner's readiness to the warm-up's end and on to
+// registration, beside a worker without one; a worker that reported itself
+// unhealthy is left out of the timeline.
+func TestWarmUpIsABootPhaseOfItsOwn(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now().UTC()
+	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }
+	register := func(id string, boot map[string]any) string {
+		r := h.do("POST", "/api/worker/register", "secret", map[string]any{"worker_id": id, "fleet_slug": "gpu", "stage": "test", "boot": boot})
+		h.want(r, 201, "")
+		return r.body["token"].(string)
+	}
+	register("cold", map[string]any{"agent_started_at": at(50 * time.Second), "runner_ready_at": at(40 * time.Second)})
+	register("warm", map[string]any{"agent_started_at": at(300 * time.Second), "runner_ready_at": at(290 * time.Second), "warmed_up_at": at(20 * time.Second)})
+	sick := register("sick", map[string]any{"agent_started_at": at(900 * time.Second), "runner_ready_at": at(890 * time.Second)})
+	h.want(h.do("POST", "/api/worker/unhealthy", sick, map[string]any{"reason": "warm-up failed"}), 200, "")
+
+	fl := h.do("GET", "/api/admin/fleets", "op", nil)
+	h.want(fl, 200, "")
+	boot := fl.body["fleets"].([]any)[0].(map[string]any)["boot"].(map[string]any)
+	got := map[string]map[string]any{}
+	var names []string
+	for _, p := range boot["phases"].([]any) {
+		m := p.(map[string]any)
+		got[m["name"].(string)] = m
+		names = append(names, m["name"].(string))
+	}
+	wantNames := []string{"agent_to_runner_ready", "runner_ready_to_warmed_up", "runner_ready_to_registered", "warmed_up_to_registered"}
+	if strings.Join(names, " ") != strings.Join(wantNames, " ") {
+		t.Fatalf("phases %v, want %v", names, wantNames)
+	}
+	if w := got["agent_to_runner_ready"]; w["workers"].(float64) != 2 || w["max_s"].(float64) != 10 {
+		t.Errorf("the sick worker's 10 s boot is not left out, or a worker is missing: %v", w)
+	}
+	if w := got["runner_ready_to_warmed_up"]; w["workers"].(float64) != 1 || w["p50_s"].(float64) != 270 {
+		t.Errorf("warm-up phase %v, want 270 s on one worker", w)
+	}
+	if boot["slowest"] != "runner_ready_to_warmed_up" || boot["workers"].(float64) != 2 {
+		t.Errorf("boot %v: want the warm-up the slowest, over the two healthy workers", boot)
 	}
 }

@@ -195,6 +195,8 @@ func typeName(t reflect.Type) string {
 		return "duration"
 	case t.Kind() == reflect.Slice:
 		return "list of " + typeName(t.Elem())
+	case t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface:
+		return "object"
 	case t.Kind() == reflect.Map:
 		return "map of " + typeName(t.Elem())
 	case t.Kind() == reflect.Struct:
@@ -335,6 +337,8 @@ func schemaOf(t reflect.Type) map[string]any {
 		}}
 	case t.Kind() == reflect.Slice:
 		return map[string]any{"type": "array", "items": schemaOf(t.Elem())}
+	case t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface:
+		return map[string]any{"type": "object"} // any JSON object
 	case t.Kind() == reflect.Map:
 		return map[string]any{"type": "object", "additionalProperties": schemaOf(t.Elem())}
 	case t.Kind() == reflect.Struct:
