@@ -156,7 +156,9 @@ func relWorkerView(w worker.Worker) map[string]any {
 		"max_concurrency": w.MaxConcurrency, "token_hash": w.TokenHash, "status": string(w.Status),
 		"approved": w.Approved, "leases": w.Leases, "registered_at": w.RegisteredAt, "last_seen_at": w.LastSeenAt,
 		"last_release_at": w.LastReleaseAt, "last_claim_at": w.LastClaimAt, "first_claim_at": w.FirstClaimAt,
-		"source_ip": w.SourceIP, "agent_version": w.AgentVersion, "boot": w.Boot,
+		"source_ip": w.SourceIP, "agent_version": w.AgentVersion,
+		// The boot times v0.1.0 knew (a warm-up's end came later).
+		"boot": map[string]any{"LaunchedAt": w.Boot.LaunchedAt, "AgentStartedAt": w.Boot.AgentStartedAt, "RunnerReadyAt": w.Boot.RunnerReadyAt},
 	})
 }
 
