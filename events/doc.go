@@ -7,9 +7,15 @@
 // # Where each sample comes from
 //
 // Every sample follows the event shape AWS documents for it, with fleetq's
-// own names (group fleetq-dev-demo, hook fleetq-drain, instance
-// i-0abc1234def567890, dates in 2026) in place of the documentation's
-// placeholders:
+// own names (group fleetq-dev-demo, hook fleetq-drain, queue
+// fleetq-dev-submit, instance i-0abc1234def567890 — the registration
+// sample's worker runs on it, so replaying the EC2 samples drains that
+// worker — dates in 2026) in place of the documentation's placeholders.
+// pkg/service/system's TestLambdaWiring and TestDevStackWiring replay them
+// end to end (a worker registers, leases the batch's job, is drained by the
+// Spot warning, and the job is requeued), and infra's
+// TestSQSSampleComesFromTheDispatchQueue checks the batch's queue is the
+// dev stack's:
 //
 //   - ec2-spot-interruption-warning.json: the "EC2 Spot Instance
 //     Interruption Warning" event of the Amazon EC2 User Guide, "Spot

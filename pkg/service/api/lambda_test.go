@@ -78,7 +78,7 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	if status != 201 || !strings.HasPrefix(body["token"].(string), "fqw1.") {
 		t.Fatalf("register: %d %v", status, body)
 	}
-	w, err := store.New(db, store.Options{Table: table, Config: cfg}).GetWorker(ctx, "i-0abc123def4567890")
+	w, err := store.New(db, store.Options{Table: table, Config: cfg}).GetWorker(ctx, "i-0abc1234def567890")
 	if err != nil || w.SourceIP != "203.0.113.7" {
 		t.Fatalf("registered worker %+v, %v: want the request context's source IP", w, err)
 	}

@@ -23,8 +23,10 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -35,7 +37,10 @@ import (
 // wiring is one way of building the four functions: the Lambda mains' or
 // the dev stack's. The same scenario runs through both.
 type wiring struct {
-	register  func(t *testing.T, body string) int
+	// register answers the status and the worker token.
+	register func(t *testing.T, body string) (int, string)
+	// poll answers the job the worker with the token leases ("" for none).
+	poll      func(t *testing.T, token string) string
 	cancel    func(t *testing.T, jobID string) int
 	published func() []string
 	dispatch  func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error)
@@ -62,25 +67,28 @@ func sample[T any](t *testing.T, name string) T {
 	return v
 }
 
-// registerBody is the registration sample's body, for the instance the
-// Spot warning sample names.
+// registerBody is the registration sample's body, as it is: its worker
+// runs on the instance the EC2 samples name.
 func registerBody(t *testing.T) string {
 	req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
-	var body map[string]any
-	if err := json.Unmarshal([]byte(req.Body), &body); err != nil {
-		t.Fatal(err)
+	var body struct {
+		InstanceID string `json:"instance_id"`
 	}
-	body["worker_id"], body["instance_id"] = spotInstance, spotInstance
-	data, _ := json.Marshal(body)
-	return string(data)
+	if err := json.Unmarshal([]byte(req.Body), &body); err != nil || body.InstanceID != spotInstance {
+		t.Fatalf("the registration sample's instance is %q (%v), not the EC2 samples' %s: replaying them would drain no worker", body.InstanceID, err, spotInstance)
+	}
+	return req.Body
 }
 
 // scenario replays the samples: a worker registers, a submission batch
 // arrives at a fleet at zero (dispatch wakes it and records why), the
-// worker's instance gets a Spot warning, and the scheduled tick runs.
+// worker leases the job, its instance gets a Spot warning (the worker is
+// drained and the job requeued without spending an attempt), and the
+// scheduled tick runs.
 func scenario(t *testing.T, w wiring) {
 	ctx := context.Background()
-	if code := w.register(t, registerBody(t)); code != http.StatusCreated && code != http.StatusOK {
+	code, token := w.register(t, registerBody(t))
+	if (code != http.StatusCreated && code != http.StatusOK) || token == "" {
 		t.Fatalf("register answered %d", code)
 	}
 	resp, err := w.dispatch(ctx, sample[awsevents.SQSEvent](t, "sqs-submission-batch.json"))
@@ -104,6 +112,10 @@ func scenario(t *testing.T, w wiring) {
 		t.Fatalf("last decision after the wake: %+v", st.LastDecision)
 	}
 
+	if leased := w.poll(t, token); leased != "acme:render-0001" {
+		t.Fatalf("the worker leased %q, want the sample's job", leased)
+	}
+
 	// The warning arrives now: the tick counts the last minute's.
 	warning := sample[awsevents.CloudWatchEvent](t, "ec2-spot-interruption-warning.json")
 	warning.Time = time.Now().UTC()
@@ -113,8 +125,14 @@ func scenario(t *testing.T, w wiring) {
 	}
 	data, _ := json.Marshal(sum)
 	var s interruption.Summary
-	if err := json.Unmarshal(data, &s); err != nil || s.WorkerID != spotInstance {
-		t.Fatalf("interruption summary %s (%v), want the worker on %s", data, err, spotInstance)
+	if err := json.Unmarshal(data, &s); err != nil || s.WorkerID != spotInstance || !s.Drained || s.Requeued != 1 {
+		t.Fatalf("interruption summary %s (%v), want the worker on %s drained and its job requeued", data, err, spotInstance)
+	}
+	if wk, err := w.store.GetWorker(ctx, spotInstance); err != nil || wk.Status != worker.Draining {
+		t.Fatalf("the worker after the warning: %+v, %v; want draining", wk, err)
+	}
+	if j, err := w.store.GetJob(ctx, "acme:render-0001"); err != nil || j.Status != job.Queued || j.Attempts != 0 || j.Preemptions != 1 {
+		t.Fatalf("the job after the warning: %+v, %v; want queued again, no attempt spent, one preemption", j, err)
 	}
 
 	out, err := w.tick(ctx, sample[awsevents.CloudWatchEvent](t, "schedule-tick.json"))
@@ -142,6 +160,19 @@ func scenario(t *testing.T, w wiring) {
 	if !found {
 		t.Fatalf("no event of render-0001 reached the bus: %q", w.published())
 	}
+}
+
+// leasedJob is the job id of a poll's answer, "" when it leased none.
+func leasedJob(t *testing.T, status int, body []byte) string {
+	t.Helper()
+	if status == http.StatusNoContent {
+		return ""
+	}
+	var p wire.PollResponse
+	if err := json.Unmarshal(body, &p); err != nil || status != http.StatusOK || p.Job == nil {
+		t.Fatalf("poll answered %d %s (%v)", status, body, err)
+	}
+	return p.Job.JobID
 }
 
 // metric finds a fleet's value of one metric in Embedded Metric Format lines.
@@ -246,7 +277,7 @@ func TestLambdaWiring(t *testing.T) {
 	interruptH := build(awsenv.Interruption).(func(context.Context, awsevents.CloudWatchEvent) (interruption.Summary, error))
 
 	scenario(t, wiring{
-		register: func(t *testing.T, body string) int {
+		register: func(t *testing.T, body string) (int, string) {
 			// As an agent on EC2 registers: attested, no secret.
 			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
 			for k := range req.Headers {
@@ -264,7 +295,26 @@ func TestLambdaWiring(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return resp.StatusCode
+			var reg wire.RegisterResponse
+			_ = json.Unmarshal([]byte(resp.Body), &reg)
+			return resp.StatusCode, reg.Token
+		},
+		poll: func(t *testing.T, token string) string {
+			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-worker-register.json")
+			for k := range req.Headers {
+				if strings.EqualFold(k, wire.HeaderFleetSecret) {
+					delete(req.Headers, k)
+				}
+			}
+			req.RawPath, req.RequestContext.HTTP.Path = "/api/worker/poll", "/api/worker/poll"
+			req.RouteKey, req.RequestContext.RouteKey = "POST /api/worker/poll", "POST /api/worker/poll"
+			req.Headers["authorization"] = "Bearer " + token
+			req.Body = "{}"
+			resp, err := apiH(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return leasedJob(t, resp.StatusCode, []byte(resp.Body))
 		},
 		cancel: func(t *testing.T, jobID string) int {
 			req := sample[awsevents.APIGatewayV2HTTPRequest](t, "apigw-v2-submit-job-iam.json")
@@ -317,7 +367,7 @@ func TestDevStackWiring(t *testing.T) {
 	}
 	defer stack.Close()
 	scenario(t, wiring{
-		register: func(t *testing.T, body string) int {
+		register: func(t *testing.T, body string) (int, string) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/worker/register", strings.NewReader(body))
 			req.Header.Set("X-Fleet-Secret", stack.FleetSecrets["demo"])
 			req.Header.Set("Content-Type", "application/json")
@@ -325,8 +375,22 @@ func TestDevStackWiring(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Body.Close()
-			return resp.StatusCode
+			defer resp.Body.Close()
+			var reg wire.RegisterResponse
+			_ = json.NewDecoder(resp.Body).Decode(&reg)
+			return resp.StatusCode, reg.Token
+		},
+		poll: func(t *testing.T, token string) string {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/worker/poll", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return leasedJob(t, resp.StatusCode, body)
 		},
 		cancel: func(t *testing.T, jobID string) int {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.URL+"/api/jobs/"+jobID+"/cancel", strings.NewReader("{}"))
