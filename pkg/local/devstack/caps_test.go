@@ -44,8 +44,8 @@ func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := reports[0]; r.Desired != 1 || !strings.Contains(r.Decision.Reason, "max_leased") {
-		t.Fatalf("tick: desired %d (%s); want 1, limited by the cap", r.Desired, r.Decision.Reason)
+	if r := reports[0]; r.Desired != 1 || !strings.Contains(r.Reason, "max_leased") {
+		t.Fatalf("tick: desired %d (%s); want 1, limited by the cap", r.Desired, r.Reason)
 	}
 	// Several idle workers: three instances, six slots.
 	if err := stack.Fleet.SetDesired(ctx, "demo", 3); err != nil {

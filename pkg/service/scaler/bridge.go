@@ -58,7 +58,7 @@ func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		return "", err
 	}
 	r.Desired = rep.SpotDesired + rep.OnDemandDesired
-	return withKept(d.Reason, r.Kept), nil
+	return d.Reason, nil
 }
 
 // end takes a victim out of its group: an idle bridge back into its pool

@@ -132,7 +132,7 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 		return "", err
 	}
 	r.Desired = rep.SpotDesired + rep.OnDemandDesired
-	return withKept(d.Reason, r.Kept), nil
+	return d.Reason, nil
 }
 
 // countByGroup counts instance ids in the Spot group and in the On-Demand
@@ -181,14 +181,6 @@ func (s *Scaler) setGroups(ctx context.Context, f *fleetconfig.Fleet, rep *Ladde
 		return s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired)
 	}
 	return nil
-}
-
-// withKept adds to a decision's reason how many victims were kept.
-func withKept(reason string, kept []string) string {
-	if len(kept) > 0 {
-		reason += fmt.Sprintf("; %d victim(s) kept: took work or could not be terminated", len(kept))
-	}
-	return reason
 }
 
 // oldestReadyWait is how long the fleet's oldest ready job has waited

@@ -79,7 +79,12 @@ type FleetReport struct {
 	Swept        store.SweepResult
 	Reconciled   int
 	Removed      int
-	Decision     scaling.Decision
+	// Decision is the policy's decision; its Reason is the policy's alone.
+	Decision scaling.Decision
+	// Reason is the tick's one-line reason, as recorded with the decision:
+	// the policy's, with what applying it and the rest of the tick added
+	// (reasonParts).
+	Reason string
 	// Desired is the group's desired capacity the tick left.
 	Desired int
 	// Terminated are the instances terminated; Kept are victims that took
@@ -150,34 +155,31 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 		return r, err
 	}
 	p := plan(f, snap)
-	var reason string
+	why := reasonParts{capHeld: p.capHeld, ready: snap.backlog.Ready}
 	if useBridge(f, snap) {
-		reason, err = s.tickBridge(ctx, f, snap, &p, &r)
+		why.policy, err = s.tickBridge(ctx, f, snap, &p, &r)
 	} else if snap.ladder != nil {
-		reason, err = s.tickLadder(ctx, f, snap, &p, &r)
+		why.policy, err = s.tickLadder(ctx, f, snap, &p, &r)
 	} else {
 		r.Decision = scaling.Decide(p.input)
-		reason, err = s.apply(ctx, f, snap, p, &r)
+		why.policy, why.advisory, err = r.Decision.Reason, s.Capacity == nil, s.apply(ctx, f, snap, p, &r)
 	}
 	if err != nil {
 		return r, err
 	}
+	why.kept = len(r.Kept)
 	if s.Capacity != nil {
 		// Best effort: a tick that cannot weigh still records its decision.
 		w, err := s.weigh(ctx, f, snap)
 		if err != nil {
 			s.log().Warn("weigh spot types and zones", "fleet", f.Slug, "error", err.Error())
 		}
-		if r.Weighing = w; w != nil && w.Reason != "" {
-			reason += "; " + w.Reason
+		if r.Weighing = w; w != nil {
+			why.weighed = w.Reason
 		}
 	}
-	if p.capHeld > 0 {
-		note := fmt.Sprintf("; tenant caps (max_leased) limit demand: %d of %d ready jobs cannot run now", p.capHeld, snap.backlog.Ready)
-		reason += note
-		r.Decision.Reason += note
-	}
-	if err := s.record(ctx, f, snap, p, r, reason); err != nil {
+	r.Reason = why.String()
+	if err := s.record(ctx, f, snap, p, r); err != nil {
 		return r, err
 	}
 	s.publish(ctx, f, snap, r)
@@ -332,30 +334,27 @@ func capHeld(snap snapshot) int {
 	return min(max(held, 0), b.Ready)
 }
 
-// apply carries the decision out on the fleet's group and answers the
-// reason to record. Scale-in claims each victim with the conditional drain
-// (it holds only while the worker has no lease), then terminates it,
-// lowering desired; victims that took work meanwhile, or that could not be
-// terminated, are kept and still occupy the group.
-func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r *FleetReport) (string, error) {
+// apply carries the decision out on the fleet's group. Scale-in claims
+// each victim with the conditional drain (it holds only while the worker
+// has no lease), then terminates it, lowering desired; victims that took
+// work meanwhile, or that could not be terminated, are kept and still
+// occupy the group. Without capacity it only says what the policy wants.
+func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r *FleetReport) error {
 	d := r.Decision
 	if s.Capacity == nil {
-		r.Decision.Reason = "advisory, no capacity attached: " + d.Reason
 		r.Desired = d.Desired
-		return r.Decision.Reason, nil
+		return nil
 	}
 	gone, err := s.retire(ctx, f, p, d.Victims, r)
 	if err != nil {
-		return "", err
+		return err
 	}
 	desired := snap.group.Desired - len(gone)
 	r.Desired = d.Desired + len(r.Kept)
 	if r.Desired != desired {
-		if err := s.Capacity.SetDesired(ctx, f.Slug, r.Desired); err != nil {
-			return "", err
-		}
+		return s.Capacity.SetDesired(ctx, f.Slug, r.Desired)
 	}
-	return withKept(d.Reason, r.Kept), nil
+	return nil
 }
 
 // retire claims each victim with the conditional drain (it holds only
@@ -397,10 +396,10 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 
 // record stores the decision with its inputs, on the state it was made
 // from, and logs it.
-func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r FleetReport, reason string) error {
+func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r FleetReport) error {
 	d := r.Decision
 	rec := fleetstate.Decision{
-		At: snap.now, Desired: r.Desired, Reason: reason, InService: r.InService(),
+		At: snap.now, Desired: r.Desired, Reason: r.Reason, InService: r.InService(),
 		Victims: victimNames(d.Victims),
 		Inputs: map[string]int{
 			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
@@ -431,7 +430,7 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
-	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", reason,
+	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
 		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
 	return nil
 }

@@ -118,7 +118,13 @@ func (h *harness) tick() scaler.FleetReport {
 	if err != nil || len(reports) != 1 {
 		h.t.Fatalf("tick: %v (%d reports)", err, len(reports))
 	}
-	return reports[0]
+	// What the tick reports is what it recorded, word for word.
+	r := reports[0]
+	st, err := h.st.GetFleetState(h.ctx, r.Fleet)
+	if err != nil || st.LastDecision == nil || st.LastDecision.Reason != r.Reason || r.Reason == "" {
+		h.t.Fatalf("tick reported reason %q, recorded %+v (%v)", r.Reason, st.LastDecision, err)
+	}
+	return r
 }
 
 // leaseAll has every registered worker lease what it can; it answers the

@@ -144,6 +144,13 @@ func scenario(t *testing.T, w wiring) {
 	if err := json.Unmarshal(data, &ticked); err != nil || len(ticked.Fleets) == 0 {
 		t.Fatalf("tick summary %s (%v)", data, err)
 	}
+	// Each fleet's reason in the answer is the one its decision recorded.
+	for _, f := range ticked.Fleets {
+		st, err := w.store.GetFleetState(ctx, f.Fleet)
+		if err != nil || st.LastDecision == nil || st.LastDecision.Reason != f.Reason {
+			t.Fatalf("tick answered %s's reason %q, recorded %+v (%v)", f.Fleet, f.Reason, st.LastDecision, err)
+		}
+	}
 	if got := metric(t, w.metrics, "demo", "SpotInterruptionCount"); got != 1 {
 		t.Fatalf("SpotInterruptionCount of demo = %v, want 1; metric lines:\n%s", got, w.metrics)
 	}
