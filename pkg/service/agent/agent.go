@@ -18,15 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/version"
-)
-
-// Requeue reasons (docs/api.md).
-const (
-	ReasonSpot     = "spot_interruption"
-	ReasonShutdown = "shutdown"
 )
 
 // Config configures an agent.
@@ -119,7 +114,7 @@ type Agent struct {
 	client *Client
 	log    *slog.Logger
 
-	stop chan string // ReasonSpot or ReasonShutdown
+	stop chan job.PreemptReason // job.SpotInterruption or job.Shutdown
 
 	mu      sync.Mutex
 	jobs    map[string]*running
@@ -241,7 +236,7 @@ func New(c Config) (*Agent, error) {
 	a := &Agent{
 		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
 		log:  c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet),
-		stop: make(chan string, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
+		stop: make(chan job.PreemptReason, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
 	}
 	a.leasing.Store(true)
 	a.startedAt = c.Clock.Now()
@@ -251,14 +246,14 @@ func New(c Config) (*Agent, error) {
 // SpotNotice tells the agent its machine is about to be reclaimed, as the
 // instance metadata's spot/instance-action does: it requeues its running
 // jobs, deregisters and returns from Run.
-func (a *Agent) SpotNotice() { a.signal(ReasonSpot) }
+func (a *Agent) SpotNotice() { a.signal(job.SpotInterruption) }
 
 // Drain asks the agent to shut down gracefully (what SIGTERM does): stop
 // leasing, let running jobs finish within the drain timeout, requeue the
 // rest, deregister, and return from Run.
-func (a *Agent) Drain() { a.signal(ReasonShutdown) }
+func (a *Agent) Drain() { a.signal(job.Shutdown) }
 
-func (a *Agent) signal(reason string) {
+func (a *Agent) signal(reason job.PreemptReason) {
 	select {
 	case a.stop <- reason:
 	default:
@@ -649,7 +644,7 @@ func (a *Agent) report(ctx context.Context, l Lease, result json.RawMessage, run
 }
 
 // requeueAll gives back every running job with reason and stops it.
-func (a *Agent) requeueAll(ctx context.Context, reason string) {
+func (a *Agent) requeueAll(ctx context.Context, reason job.PreemptReason) {
 	a.mu.Lock()
 	jobs := make([]*running, 0, len(a.jobs))
 	for _, r := range a.jobs {
@@ -670,10 +665,10 @@ func (a *Agent) requeueAll(ctx context.Context, reason string) {
 }
 
 // shutdown ends the agent for a Spot notice or a drain.
-func (a *Agent) shutdown(ctx context.Context, reason string) error {
+func (a *Agent) shutdown(ctx context.Context, reason job.PreemptReason) error {
 	a.leasing.Store(false)
 	a.log.Info("shutting down", "reason", reason, "running", a.slotsUsed())
-	if reason == ReasonShutdown && a.cfg.DrainTimeout > 0 && a.unhealthyReason() == "" {
+	if reason == job.Shutdown && a.cfg.DrainTimeout > 0 && a.unhealthyReason() == "" {
 		finished := make(chan struct{})
 		go func() { a.wg.Wait(); close(finished) }()
 		select {
@@ -713,7 +708,7 @@ func (a *Agent) watchMetadata(ctx context.Context) {
 	for {
 		if spot, err := a.cfg.Metadata.SpotNotice(ctx); err == nil && spot {
 			a.log.Warn("Spot interruption notice")
-			a.signal(ReasonSpot)
+			a.signal(job.SpotInterruption)
 			return
 		}
 		if a.leasing.Load() {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
@@ -86,8 +87,8 @@ func (c *Client) Fail(ctx context.Context, jobID, token string, e *JobError) err
 }
 
 // Requeue gives a job back without spending an attempt.
-func (c *Client) Requeue(ctx context.Context, jobID, token, reason string) error {
-	return c.call(ctx, wire.PathRequeue, nil, wire.RequeueRequest{LeaseRef: wire.LeaseRef{JobID: jobID, LeaseToken: token}, Reason: reason}, nil)
+func (c *Client) Requeue(ctx context.Context, jobID, token string, reason job.PreemptReason) error {
+	return c.call(ctx, wire.PathRequeue, nil, wire.RequeueRequest{LeaseRef: wire.LeaseRef{JobID: jobID, LeaseToken: token}, Reason: string(reason)}, nil)
 }
 
 // Deregister ends the worker; its token stops working.

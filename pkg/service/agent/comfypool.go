@@ -82,9 +82,9 @@ func (p *ComfyUIPool) take(ctx context.Context) (int, error) {
 		p.give(i)
 	}
 	if last == nil {
-		return 0, Retryable("comfyui_busy", "every ComfyUI server of this machine is busy (run the agent with --max-concurrency equal to the number of servers)")
+		return 0, Retryable(CodeComfyUIBusy, "every ComfyUI server of this machine is busy (run the agent with --max-concurrency equal to the number of servers)")
 	}
-	return 0, Retryable("comfyui_unreachable", "no free ComfyUI server answers: %v", last)
+	return 0, Retryable(CodeComfyUIUnreachable, "no free ComfyUI server answers: %v", last)
 }
 
 func (p *ComfyUIPool) give(i int) {

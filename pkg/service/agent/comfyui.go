@@ -152,18 +152,18 @@ func (r ComfyUIRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error)
 		Prompt json.RawMessage `json:"prompt"`
 	}
 	if err := json.Unmarshal(j.Input, &in); err != nil || len(in.Prompt) == 0 || in.Prompt[0] != '{' {
-		return nil, Permanent("bad_input", "comfyui: input.prompt must be a workflow in ComfyUI's API format (a JSON object)")
+		return nil, Permanent(CodeBadInput, "comfyui: input.prompt must be a workflow in ComfyUI's API format (a JSON object)")
 	}
 	run := &comfyRun{r: r, j: j, clk: j.clock(), id: PromptID(j.JobID, j.LeaseToken), done: map[string]bool{}}
 	run.clientID = "fleetq-" + run.id
 	if err := json.Unmarshal(in.Prompt, &run.nodes); err != nil {
-		return nil, Permanent("bad_input", "comfyui: input.prompt is not a workflow in ComfyUI's API format: %v", err)
+		return nil, Permanent(CodeBadInput, "comfyui: input.prompt is not a workflow in ComfyUI's API format: %v", err)
 	}
 	run.log = newComfyLog(j.logWriter(), run.clk, run.nodes)
 	if len(j.InputURLs) > 0 {
 		dir, err := os.MkdirTemp("", "fleetq-comfy-")
 		if err != nil {
-			return nil, Retryable("workdir", "create input directory: %v", err)
+			return nil, Retryable(CodeWorkdir, "create input directory: %v", err)
 		}
 		defer os.RemoveAll(dir)
 		paths, err := fetchInputs(ctx, j.HTTP, j.InputURLs, dir)
@@ -218,12 +218,12 @@ func (r ComfyUIRunner) uploadImage(ctx context.Context, name, path string) error
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return Retryable("input_read", "read input %q: %v", name, err)
+		return Retryable(CodeInputRead, "read input %q: %v", name, err)
 	}
 	_, err = io.Copy(fw, f)
 	f.Close()
 	if err != nil {
-		return Retryable("input_read", "read input %q: %v", name, err)
+		return Retryable(CodeInputRead, "read input %q: %v", name, err)
 	}
 	_ = mw.WriteField("overwrite", "true")
 	if err := mw.Close(); err != nil {
@@ -236,12 +236,12 @@ func (r ComfyUIRunner) uploadImage(ctx context.Context, name, path string) error
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	res, err := r.http().Do(req)
 	if err != nil {
-		return Retryable("comfyui_unreachable", "upload %q to comfyui: %v", name, err)
+		return Retryable(CodeComfyUIUnreachable, "upload %q to comfyui: %v", name, err)
 	}
 	defer res.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	if res.StatusCode != http.StatusOK {
-		return Retryable("comfyui_upload", "comfyui /upload/image answered %s: %s", res.Status, strings.TrimSpace(string(msg)))
+		return Retryable(CodeComfyUIUpload, "comfyui /upload/image answered %s: %s", res.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }
@@ -308,7 +308,7 @@ func (c *comfyRun) retry(ctx context.Context, what string, f func() error) error
 		if since.IsZero() {
 			since = c.clk.Now()
 		} else if c.clk.Now().Sub(since) >= c.r.unreachableFor() {
-			return Retryable("comfyui_unreachable", "%s: comfyui unreachable for %s: %v", what, c.r.unreachableFor(), err)
+			return Retryable(CodeComfyUIUnreachable, "%s: comfyui unreachable for %s: %v", what, c.r.unreachableFor(), err)
 		}
 		select {
 		case <-ctx.Done():
@@ -371,7 +371,7 @@ func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
 		if je := (*JobError)(nil); errors.As(err, &je) || ctx.Err() != nil {
 			return err
 		}
-		return Retryable("comfyui_error", "queue prompt on comfyui: %v", err)
+		return Retryable(CodeComfyUIError, "queue prompt on comfyui: %v", err)
 	}
 	var nodeErrs comfyNodeErrors
 	_ = json.Unmarshal(out.NodeErrors, &nodeErrs) // [] when there is no prompt
@@ -379,9 +379,9 @@ func (c *comfyRun) queue(ctx context.Context, prompt json.RawMessage) error {
 	case status == http.StatusBadRequest:
 		return c.rejected(ctx, out.Error, nodeErrs, "comfyui rejected the workflow")
 	case status != http.StatusOK:
-		return Retryable("comfyui_error", "comfyui /prompt answered %d", status)
+		return Retryable(CodeComfyUIError, "comfyui /prompt answered %d", status)
 	case out.PromptID == "":
-		return Retryable("comfyui_error", "comfyui /prompt answered no prompt_id")
+		return Retryable(CodeComfyUIError, "comfyui /prompt answered no prompt_id")
 	}
 	c.id = out.PromptID // a ComfyUI that predates client prompt ids picks its own
 	c.number = out.Number
@@ -422,7 +422,7 @@ func (c *comfyRun) rejected(ctx context.Context, top json.RawMessage, nodeErrs c
 	} else if s := ""; json.Unmarshal(top, &s) == nil && s != "" {
 		msg += ": " + s
 	}
-	code := "comfyui_validation"
+	code := CodeComfyUIValidation
 	for _, id := range sortedNodeIDs(keysOf(nodeErrs)) {
 		ne := nodeErrs[id]
 		for _, ee := range ne.Errors {
@@ -436,7 +436,7 @@ func (c *comfyRun) rejected(ctx context.Context, top json.RawMessage, nodeErrs c
 			var got string
 			_ = json.Unmarshal(ee.ExtraInfo.ReceivedValue, &got)
 			if looksLikeModel(got) {
-				code = "comfyui_missing_model"
+				code = CodeComfyUIMissingModel
 			}
 			if opts := c.r.inputOptions(ctx, ne.ClassType, ee.ExtraInfo.InputName); opts != nil {
 				msg += fmt.Sprintf(" (this machine has %s: %s)", ee.ExtraInfo.InputName, strings.Join(opts, ", "))
@@ -525,7 +525,7 @@ func (c *comfyRun) history(ctx context.Context) (comfyHistory, bool, error) {
 		return comfyHistory{}, false, err
 	}
 	if status != http.StatusOK {
-		return comfyHistory{}, false, Retryable("comfyui_error", "comfyui /history answered %d", status)
+		return comfyHistory{}, false, Retryable(CodeComfyUIError, "comfyui /history answered %d", status)
 	}
 	h, ok := hist[c.id]
 	if ok && c.number != "" && len(h.Prompt) > 0 && string(h.Prompt[0]) != string(c.number) {
@@ -558,7 +558,7 @@ func (r ComfyUIRunner) queueIDs(ctx context.Context) (running, pending map[strin
 		return nil, nil, err
 	}
 	if status != http.StatusOK {
-		return nil, nil, Retryable("comfyui_error", "comfyui /queue answered %d", status)
+		return nil, nil, Retryable(CodeComfyUIError, "comfyui /queue answered %d", status)
 	}
 	ids := func(items [][]json.RawMessage) map[string]bool {
 		m := map[string]bool{}
@@ -610,7 +610,7 @@ func (c *comfyRun) follow(ctx context.Context, events <-chan comfyEvent) (comfyH
 			return h, nil
 		}
 		if !found && missing >= 2 {
-			return comfyHistory{}, Retryable("comfyui_prompt_lost", "comfyui lost prompt %s: it is neither queued nor in the history (did ComfyUI restart?)", c.id)
+			return comfyHistory{}, Retryable(CodeComfyUIPromptLost, "comfyui lost prompt %s: it is neither queued nor in the history (did ComfyUI restart?)", c.id)
 		}
 		wait := c.clk.NewTimer(c.r.pollEvery())
 	waiting:
@@ -812,21 +812,21 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 				c.log.failure(e.NodeID, e.NodeType, ran, e.Type, e.Exception, e.Traceback)
 				where := fmt.Sprintf("node %s (%s): %s", e.NodeID, e.NodeType, strings.TrimSpace(e.Exception))
 				if isOOM(e.Type, e.Exception) {
-					return nil, Retryable("comfyui_oom", "comfyui ran out of GPU memory: %s", where)
+					return nil, Retryable(CodeComfyUIOOM, "comfyui ran out of GPU memory: %s", where)
 				}
-				return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow: %s", where)
+				return nil, Permanent(CodeComfyUIExecution, "comfyui failed to execute the workflow: %s", where)
 			case "execution_interrupted":
 				// This run's own prompt (its id is this lease's, and the
 				// entry carries its queue number), and fleetq interrupts
 				// only a prompt it has stopped following: someone else
 				// interrupted it.
 				c.log.printf("node %s (%s) interrupted: not by fleetq (another client's /interrupt, or ComfyUI's own)", e.NodeID, e.NodeType)
-				return nil, Retryable("comfyui_interrupted", "comfyui interrupted the prompt at node %s (%s); fleetq did not ask for it", e.NodeID, e.NodeType)
+				return nil, Retryable(CodeComfyUIInterrupted, "comfyui interrupted the prompt at node %s (%s); fleetq did not ask for it", e.NodeID, e.NodeType)
 			}
 		}
 		if h.Status.StatusStr == "error" {
 			c.log.printf("comfyui recorded an error without a message (see the ComfyUI server's own log)")
-			return nil, Permanent("comfyui_execution", "comfyui failed to execute the workflow (no error message in its history; see the ComfyUI log)")
+			return nil, Permanent(CodeComfyUIExecution, "comfyui failed to execute the workflow (no error message in its history; see the ComfyUI log)")
 		}
 	}
 	var missing []string
@@ -836,7 +836,7 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 		}
 	}
 	if len(missing) > 0 {
-		err := Permanent("comfyui_missing_outputs", "comfyui finished but output nodes produced nothing: %s", strings.Join(missing, ", "))
+		err := Permanent(CodeComfyUIMissingOutputs, "comfyui finished but output nodes produced nothing: %s", strings.Join(missing, ", "))
 		c.log.printf("%v", err)
 		return nil, err
 	}
@@ -857,7 +857,7 @@ func (c *comfyRun) judge(ctx context.Context, h comfyHistory) (map[string][]comf
 		}
 	}
 	if n == 0 {
-		err := Permanent("comfyui_no_outputs", "comfyui finished but saved no output file (a workflow needs a save node, such as SaveImage)")
+		err := Permanent(CodeComfyUINoOutputs, "comfyui finished but saved no output file (a workflow needs a save node, such as SaveImage)")
 		c.log.printf("%v", err)
 		return nil, err
 	}
@@ -895,7 +895,7 @@ func (c *comfyRun) deliver(ctx context.Context, outputs map[string][]comfyFile) 
 		targets, names = append(targets, named[name]), append(names, "output_urls["+name+"]")
 	}
 	if len(targets) > 0 && len(ordered) > len(targets) {
-		err := Permanent("comfyui_too_many_outputs", "comfyui saved %d files but the job has %d output URLs; name one output per extra file in input.outputs", len(ordered), len(targets))
+		err := Permanent(CodeComfyUITooManyOutputs, "comfyui saved %d files but the job has %d output URLs; name one output per extra file in input.outputs", len(ordered), len(targets))
 		c.log.printf("%v", err)
 		return nil, err
 	}
@@ -921,24 +921,24 @@ func (r ComfyUIRunner) copyOut(ctx context.Context, hc *http.Client, f comfyFile
 	}
 	res, err := r.http().Do(req)
 	if err != nil {
-		return Retryable("comfyui_unreachable", "fetch output %s: %v", f.Filename, err)
+		return Retryable(CodeComfyUIUnreachable, "fetch output %s: %v", f.Filename, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return Retryable("comfyui_error", "comfyui /view %s answered %s", f.Filename, res.Status)
+		return Retryable(CodeComfyUIError, "comfyui /view %s answered %s", f.Filename, res.Status)
 	}
 	tmp, err := os.CreateTemp("", "fleetq-out-*"+filepath.Ext(f.Filename))
 	if err != nil {
-		return Retryable("workdir", "%v", err)
+		return Retryable(CodeWorkdir, "%v", err)
 	}
 	defer os.Remove(tmp.Name())
 	_, err = io.Copy(tmp, res.Body)
 	tmp.Close()
 	if err != nil {
-		return Retryable("comfyui_error", "fetch output %s: %v", f.Filename, err)
+		return Retryable(CodeComfyUIError, "fetch output %s: %v", f.Filename, err)
 	}
 	if err := upload(ctx, hc, target, tmp.Name()); err != nil {
-		return Retryable("output_upload", "upload output %s: %v", f.Filename, err)
+		return Retryable(CodeOutputUpload, "upload output %s: %v", f.Filename, err)
 	}
 	return nil
 }

@@ -169,13 +169,13 @@ const stderrTail = 2048
 func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	dir, err := os.MkdirTemp(r.WorkDir, "fleetq-job-")
 	if err != nil {
-		return nil, Retryable("workdir", "create job directory: %v", err)
+		return nil, Retryable(CodeWorkdir, "create job directory: %v", err)
 	}
 	defer os.RemoveAll(dir)
 	inDir, outDir := filepath.Join(dir, "in"), filepath.Join(dir, "out")
 	for _, d := range []string{inDir, outDir, filepath.Join(dir, "home"), filepath.Join(dir, "tmp")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, Retryable("workdir", "create job directory: %v", err)
+			return nil, Retryable(CodeWorkdir, "create job directory: %v", err)
 		}
 	}
 	inputs, err := fetchInputs(ctx, j.HTTP, j.InputURLs, inDir)
@@ -196,7 +196,7 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	// Its own process group, so a stop ends the whole command tree.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, Permanent("exec_start", "start %q: %v", r.Command, err)
+		return nil, Permanent(CodeExecStart, "start %q: %v", r.Command, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -215,16 +215,16 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			return nil, Retryable("exec_wait", "run %q: %v", r.Command, err)
+			return nil, Retryable(CodeExecWait, "run %q: %v", r.Command, err)
 		}
 		msg := fmt.Sprintf("command exited with %d", ee.ExitCode())
 		if tail := tailOf(stderr.Bytes(), stderrTail); tail != "" {
 			msg += ": " + tail
 		}
 		if ee.ExitCode() == ExitPermanent {
-			return nil, Permanent("exit_65", "%s", msg)
+			return nil, Permanent(CodeExitBadInput, "%s", msg)
 		}
-		return nil, Retryable(fmt.Sprintf("exit_%d", ee.ExitCode()), "%s", msg)
+		return nil, Retryable(exitCode(ee.ExitCode()), "%s", msg)
 	}
 	if err := uploadOutputs(ctx, j, outDir); err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func uploadOutputs(ctx context.Context, j *Job, outDir string) error {
 			continue // not written: nothing to upload
 		}
 		if err := upload(ctx, j.HTTP, targets[name], p); err != nil {
-			return Retryable("output_upload", "upload output %q: %v", name, err)
+			return Retryable(CodeOutputUpload, "upload output %q: %v", name, err)
 		}
 	}
 	return nil

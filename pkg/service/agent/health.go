@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/job"
 )
 
 // ErrUnhealthy is what Run answers when the agent gave up on its machine: a
@@ -179,7 +181,7 @@ func (a *Agent) giveUp(reason string) {
 	}
 	a.log.Error("machine unhealthy; stopping leasing and giving back running jobs", "reason", reason)
 	a.leasing.Store(false)
-	a.signal(ReasonShutdown)
+	a.signal(job.Shutdown)
 }
 
 func (a *Agent) unhealthyReason() string {

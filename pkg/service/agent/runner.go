@@ -74,13 +74,13 @@ type JobError struct {
 func (e *JobError) Error() string { return e.Message }
 
 // Permanent is a failure that no retry will fix.
-func Permanent(code, format string, args ...any) *JobError {
-	return &JobError{Code: code, Message: fmt.Sprintf(format, args...)}
+func Permanent(code ErrorCode, format string, args ...any) *JobError {
+	return &JobError{Code: string(code), Message: fmt.Sprintf(format, args...)}
 }
 
 // Retryable is a failure another attempt may not meet.
-func Retryable(code, format string, args ...any) *JobError {
-	return &JobError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: true}
+func Retryable(code ErrorCode, format string, args ...any) *JobError {
+	return &JobError{Code: string(code), Message: fmt.Sprintf(format, args...), Retryable: true}
 }
 
 // SleepRunner sleeps input.seconds (on the job's clock) and succeeds;
@@ -96,11 +96,11 @@ func (SleepRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	}
 	if len(j.Input) > 0 {
 		if err := json.Unmarshal(j.Input, &in); err != nil {
-			return nil, Permanent("bad_input", "sleep: input must be {\"seconds\": N}: %v", err)
+			return nil, Permanent(CodeBadInput, "sleep: input must be {\"seconds\": N}: %v", err)
 		}
 	}
 	if in.Seconds < 0 || in.Seconds > 24*3600 {
-		return nil, Permanent("bad_input", "sleep: seconds must be between 0 and 86400, got %v", in.Seconds)
+		return nil, Permanent(CodeBadInput, "sleep: seconds must be between 0 and 86400, got %v", in.Seconds)
 	}
 	fmt.Fprintf(j.logWriter(), "sleep: job %s attempt %d sleeps %gs\n", j.JobID, j.Attempt, in.Seconds)
 	t := j.clock().NewTimer(time.Duration(in.Seconds * float64(time.Second)))
@@ -111,7 +111,7 @@ func (SleepRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 	case <-t.Chan():
 	}
 	if in.Fail != "" {
-		return nil, Permanent("requested", "%s", in.Fail)
+		return nil, Permanent(CodeRequested, "%s", in.Fail)
 	}
 	return json.Marshal(map[string]any{"slept_seconds": in.Seconds})
 }
@@ -123,11 +123,11 @@ func fetchInputs(ctx context.Context, hc *http.Client, urls map[string]string, d
 	paths := map[string]string{}
 	for _, name := range sortedKeys(urls) {
 		if name != filepath.Base(name) || name == "." || name == ".." {
-			return nil, Permanent("bad_input", "input name %q is not a plain file name", name)
+			return nil, Permanent(CodeBadInput, "input name %q is not a plain file name", name)
 		}
 		p := filepath.Join(dir, name)
 		if err := download(ctx, hc, urls[name], p); err != nil {
-			return nil, Retryable("input_download", "download input %q: %v", name, err)
+			return nil, Retryable(CodeInputDownload, "download input %q: %v", name, err)
 		}
 		paths[name] = p
 	}
@@ -212,5 +212,5 @@ func asJobError(err error) *JobError {
 	if errors.As(err, &je) {
 		return je
 	}
-	return &JobError{Code: "runner_error", Message: err.Error(), Retryable: true}
+	return &JobError{Code: string(CodeRunnerError), Message: err.Error(), Retryable: true}
 }
