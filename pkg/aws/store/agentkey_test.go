@@ -82,3 +82,35 @@ func TestApprovalSticksToTheAgentKey(t *testing.T) {
 		t.Fatalf("a registration without a key: approved %v, %v; want unapproved", approved, err)
 	}
 }
+
+// A worker that holds a lease is live however long ago it was last seen
+// (its heartbeats write only its job): another agent cannot take its id
+// over until the lease ends.
+func TestWorkerIDHoldingALeaseIsNotTakenOver(t *testing.T) {
+	e := newEnv(t)
+	reg := func(tokenHash, agentKeyHash string) error {
+		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
+			InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
+		return err
+	}
+	if err := reg("tok-a", "key-a"); err != nil {
+		t.Fatal(err)
+	}
+	a := store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-a"}
+	e.submit("j", "wf-a", 0)
+	j := e.lease(a)
+	e.clock.Advance(100 * time.Second) // past three heartbeat intervals, within the lease
+	if _, err := e.st.Heartbeat(e.ctx, a, j.ID, j.LeaseToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg("tok-b", "key-b"); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "holds 1 leases") {
+		t.Fatalf("takeover of a worker holding a lease: %v, want a conflict naming its leases", err)
+	}
+	if err := e.st.Complete(e.ctx, a, j.ID, j.LeaseToken, nil); err != nil {
+		t.Fatalf("the first agent's completion: %v", err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if err := reg("tok-b", "key-b"); err != nil {
+		t.Fatalf("takeover once the lease ended and the worker went quiet: %v", err)
+	}
+}

@@ -109,11 +109,33 @@ func (m *modeledEnv) nextSecond() {
 	m.requests.Store(0)
 }
 
-// Heartbeats move a leased job's index entry (its sort key is the lease
-// expiry), so every heartbeat is a delete and a put on the fleet's one
-// leased partition: 501 heartbeats in a second put it past DynamoDB's
-// 1,000 write units per partition (520 here). The model fails it.
-func TestCapacityModelFailsTodaysLeasedPartitionUnderHeartbeats(t *testing.T) {
+// Creations put a job's entry in its fleet's ready partition of the
+// by-state index, so 1,001 creations of one fleet in one second put that
+// partition past DynamoDB's 1,000 write units per partition key. The model
+// fails it.
+func TestCapacityModelFailsAHotReadyPartition(t *testing.T) {
+	m := newModeledEnv(t, capacityConfig, 0)
+	m.nextSecond()
+	m.createJobs(t, "job", 1001)
+	err := m.model.Err()
+	if err == nil {
+		t.Fatal("1,001 creations in one second of one fleet: the model found every partition within its limit")
+	}
+	if !strings.Contains(err.Error(), `by-state key "Q#gpu"`) {
+		t.Fatalf("Err() = %v, want the fleet's ready partition named", err)
+	}
+	hot := m.model.Hottest()
+	if hot.Index != store.IndexByState || hot.Key != "Q#gpu" || hot.Units.Write < 1001 {
+		t.Fatalf("hottest = %v, want by-state Q#gpu with at least 1,001 write units", hot)
+	}
+}
+
+// A heartbeat writes the job item and nothing else: no index entry moves
+// (the live expiry, lease_until_ms, is not projected) and the worker item
+// is left alone. 520 heartbeats in one second of one fleet, which put the
+// leased partition at 1,040 write units when each moved its entry, write
+// 520 units, each on its own job's key.
+func TestHeartbeatsWriteOnlyTheJobItem(t *testing.T) {
 	m := newModeledEnv(t, capacityConfig, 0)
 	m.createJobs(t, "job", 10)
 	w := m.registerWorkers(t, 1, 10)[0]
@@ -123,23 +145,67 @@ func TestCapacityModelFailsTodaysLeasedPartitionUnderHeartbeats(t *testing.T) {
 	}
 	m.nextSecond()
 	for i := range 520 {
-		m.clock.Advance(time.Millisecond) // each heartbeat a new expiry
+		m.clock.Advance(time.Millisecond)
 		j := leases[i%len(leases)]
 		if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := m.model.Err()
-	if err == nil {
-		t.Fatal("520 heartbeats in one second of one fleet: the model found every partition within its limit")
+	if err := m.model.Err(); err != nil {
+		t.Fatalf("520 heartbeats in one second: %v", err)
 	}
-	if !strings.Contains(err.Error(), `by-state key "L#gpu"`) {
-		t.Fatalf("Err() = %v, want the fleet's leased partition named", err)
+	if idx := m.model.ByIndex()[store.IndexByState]; idx.Write != 0 {
+		t.Fatalf("heartbeats wrote %.0f units to by-state, want none", idx.Write)
 	}
-	hot := m.model.Hottest()
-	if hot.Index != store.IndexByState || hot.Key != "L#gpu" || hot.Units.Write < 1040 {
-		t.Fatalf("hottest = %v, want by-state L#gpu with at least 1,040 write units (a delete and a put per heartbeat)", hot)
+	if tot := m.model.Total(); tot.Write != 520 {
+		t.Fatalf("520 heartbeats wrote %.0f units, want 520 (one per job item)", tot.Write)
 	}
+	if n := m.requests.Load(); n != 520 {
+		t.Fatalf("520 heartbeats sent %d requests, want 520", n)
+	}
+	for _, l := range m.model.Loads() {
+		if strings.HasPrefix(l.Key, "WORKER#") {
+			t.Fatalf("a heartbeat wrote the worker item: %v", l)
+		}
+	}
+}
+
+// A lease that heartbeats outlives the expiry the index files it under: the
+// sweep that finds it there refiles its entry at the heartbeat's expiry
+// (one write, a delete and a put in the index), so the sweeps after it do
+// not read it again until then, and it runs out when the heartbeats stop.
+func TestSweepRefilesALeaseItsHeartbeatsExtended(t *testing.T) {
+	m := newModeledEnv(t, capacityConfig, 0) // lease_seconds: 600
+	m.createJobs(t, "job", 1)
+	w := m.registerWorkers(t, 1, 1)[0]
+	j := m.lease(w)
+	m.clock.Advance(500 * time.Second)
+	if _, err := m.st.Heartbeat(m.ctx, w, j.ID, j.LeaseToken, nil); err != nil { // until 1,100 s
+		t.Fatal(err)
+	}
+	m.clock.Advance(200 * time.Second) // 700 s: past the filed 600 s
+	m.nextSecond()
+	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+		t.Fatalf("sweep = %+v, %v; want nothing ended", r, err)
+	}
+	if n := m.requests.Load(); n != 3 {
+		t.Fatalf("the refiling sweep sent %d requests, want 3 (query, read, refile)", n)
+	}
+	if idx := m.model.ByIndex()[store.IndexByState]; idx.Write != 2 {
+		t.Fatalf("the refile wrote %.0f index units, want 2 (the entry moved)", idx.Write)
+	}
+	m.nextSecond()
+	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+		t.Fatalf("second sweep = %+v, %v", r, err)
+	}
+	if n := m.requests.Load(); n != 1 {
+		t.Fatalf("the sweep after the refile sent %d requests, want 1 (its query finds nothing)", n)
+	}
+	m.clock.Advance(400 * time.Second) // past 1,100 s
+	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r.Requeued != 1 {
+		t.Fatalf("sweep past the heartbeat's expiry = %+v, %v; want the lease ended", r, err)
+	}
+	m.wantStatus(j.ID, job.Queued)
 }
 
 // A lease, a heartbeat and a completion run end to end on the modeled

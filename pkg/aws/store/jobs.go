@@ -321,6 +321,10 @@ type jobItem struct {
 	FirstLeasedMS  int64 `dynamodbav:"first_leased_ms,omitempty"`
 	LeasedMS       int64 `dynamodbav:"leased_ms,omitempty"`
 	LeaseExpiresMS int64 `dynamodbav:"lease_expires_ms,omitempty"`
+	// LeaseUntilMS is the expiry the lease's last heartbeat set (absent on
+	// a lease nobody has extended since it was filed, and on items written
+	// before heartbeats stopped moving the index entry).
+	LeaseUntilMS int64 `dynamodbav:"lease_until_ms,omitempty"`
 	// QueueDeadlineMS is when a never-leased job expires (0: never; cleared
 	// by the first lease). RunDeadlineMS is when the current attempt must
 	// end (0: no limit).
@@ -345,6 +349,18 @@ type jobItem struct {
 	Callback    *callbackState `dynamodbav:"callback,omitempty"`
 }
 
+// leaseExpires is when the lease runs out: the later of the expiry filed
+// in the index and the one the last heartbeat set.
+func (it *jobItem) leaseExpires() int64 { return max(it.LeaseExpiresMS, it.LeaseUntilMS) }
+
+// leaseRunOut is the condition that a job's lease has run out at now: both
+// expiries have passed (an item never heartbeated has no lease_until_ms).
+func leaseRunOut(now time.Time) expression.ConditionBuilder {
+	until := expression.Name(attrLeaseUntilMS)
+	return expression.Name(attrLeaseExpiresMS).LessThanEqual(expression.Value(ms(now))).
+		And(expression.Or(expression.AttributeNotExists(until), until.LessThanEqual(expression.Value(ms(now)))))
+}
+
 func (it *jobItem) toJob() job.Job {
 	j := job.Job{
 		ID:                  it.JobID,
@@ -366,7 +382,7 @@ func (it *jobItem) toJob() job.Job {
 		NotBefore:           fromMS(it.NotBeforeMS),
 		FirstLeasedAt:       fromMS(it.FirstLeasedMS),
 		LeasedAt:            fromMS(it.LeasedMS),
-		LeaseExpiresAt:      fromMS(it.LeaseExpiresMS),
+		LeaseExpiresAt:      fromMS(it.leaseExpires()),
 		LeaseToken:          it.LeaseToken,
 		WorkerID:            it.WorkerID,
 		Progress:            it.Progress,

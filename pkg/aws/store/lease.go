@@ -259,6 +259,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
 		Set(expression.Name(attrLeaseToken), expression.Value(token)).
 		Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
+		Set(expression.Name(attrLeaseUntilMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrLeasedMS), expression.Value(ms(now))).
 		Set(expression.Name(attrWorkerID), expression.Value(a.WorkerID)).
 		Set(expression.Name(attrAttempts), expression.Plus(expression.Name(attrAttempts), expression.Value(1))).
@@ -486,8 +487,12 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 		return "", err
 	}
 	j := it.toJob()
-	if j.LeaseToken != token || !job.LeaseExpired(j, now) {
+	if j.LeaseToken != token {
 		return "", nil
+	}
+	if !job.LeaseExpired(j, now) {
+		// Heartbeats extended it past the expiry the index files it under.
+		return "", s.refileLease(ctx, it, now)
 	}
 	if it.RunDeadlineMS > 0 && it.RunDeadlineMS <= ms(now) {
 		// The lease ran out at the run deadline: the attempt overran.
@@ -506,7 +511,7 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 		c.jobErr = &job.Error{Code: job.ReasonLeaseExpired, Message: fmt.Sprintf("lease expired on attempt %d of %d with no heartbeat; no attempt left", j.Attempts, j.MaxAttempts)}
 		c.reason = o.Reason
 	}
-	cond := leaseHeld(token).And(expression.Name(attrLeaseExpiresMS).LessThanEqual(expression.Value(ms(now))))
+	cond := leaseHeld(token).And(leaseRunOut(now))
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
 		return "", nil // heartbeat, completion or another sweep got there first
@@ -516,6 +521,26 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 	}
 	s.log.Info("lease expired", "job_id", id, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
 	return o.Status, nil
+}
+
+// refileLease moves a live lease's index entry to the expiry its last
+// heartbeat set, so that the sweeps stop finding it until then. Heartbeats
+// write only lease_until_ms (report.go); this write, made by the sweep that
+// found the filed expiry passed, is the only one that moves a running
+// lease's entry: once per lease time at most, not once per heartbeat.
+func (s *Store) refileLease(ctx context.Context, it *jobItem, now time.Time) error {
+	if it.Status != string(job.Leased) || it.LeaseExpiresMS > ms(now) || it.LeaseUntilMS <= it.LeaseExpiresMS {
+		return nil
+	}
+	until := fromMS(it.LeaseUntilMS)
+	set := expression.Set(expression.Name(attrLeaseExpiresMS), expression.Value(it.LeaseUntilMS)).
+		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(until, it.JobID)))
+	cond := leaseHeld(it.LeaseToken).And(expression.Name(attrLeaseUntilMS).Equal(expression.Value(it.LeaseUntilMS)))
+	err := s.updateItem(ctx, update{pk: it.PK, sk: it.SK, set: set, cond: cond})
+	if err != nil && !errors.Is(err, errConditionFailed) {
+		return fmt.Errorf("refile lease of job %s: %w", it.JobID, err)
+	}
+	return nil // a refused write: the lease moved on, the next sweep looks again
 }
 
 // LeaseStats counts lease claims and the claims lost to another poller.

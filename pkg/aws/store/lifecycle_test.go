@@ -129,7 +129,7 @@ func TestStaleTokenChangesNothing(t *testing.T) {
 	e.wantLeases("w2", 0)
 }
 
-func TestHeartbeatExtendsLeaseAndMarksSeen(t *testing.T) {
+func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -147,13 +147,28 @@ func TestHeartbeatExtendsLeaseAndMarksSeen(t *testing.T) {
 	if got.Progress == nil || *got.Progress != 0.25 || !got.LeaseExpiresAt.Equal(res.LeaseExpiresAt) {
 		t.Fatalf("job after heartbeat: %+v", got)
 	}
-	if seen := e.worker("w1").LastSeenAt; !seen.Equal(t0.Add(100 * time.Second)) {
-		t.Fatalf("worker last seen %s", seen)
+	// The heartbeat wrote the job only: the worker was last seen at its
+	// claim (a worker holding a live lease counts as seen in the scaler).
+	if seen := e.worker("w1").LastSeenAt; !seen.Equal(t0) {
+		t.Fatalf("worker last seen %s, want its claim's %s", seen, t0)
 	}
-	// Past the original expiry the lease still holds: nobody can take the job.
+	// Past the original expiry the lease still holds: a sweep leaves it,
+	// and nobody can take the job.
 	e.clock.Advance(60 * time.Second)
+	if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+		t.Fatalf("sweep past the filed expiry = %+v, %v; want nothing ended", r, err)
+	}
 	other := e.register("w2", "gpu", 1)
 	e.noLease(other, store.ErrNoJob)
+	if got := e.wantStatus("j", job.Leased); got.LeaseToken != j.LeaseToken || !got.LeaseExpiresAt.Equal(res.LeaseExpiresAt) {
+		t.Fatalf("job after the sweep: %+v", got)
+	}
+	// Past the heartbeat's expiry it runs out.
+	e.clock.Advance(61 * time.Second)
+	if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r.Requeued != 1 {
+		t.Fatalf("sweep past the heartbeat's expiry = %+v, %v; want the lease ended", r, err)
+	}
+	e.wantStatus("j", job.Queued)
 }
 
 func TestCompleteIsIdempotentAndTerminal(t *testing.T) {

@@ -20,8 +20,15 @@ type HeartbeatResult struct {
 	Cancel bool
 }
 
-// Heartbeat extends a lease and marks the worker seen, in one transaction
-// that also re-checks the worker's token.
+// Heartbeat extends a lease. It is one conditional write of the job item,
+// fenced by the lease token and the worker: it sets lease_until_ms, which
+// no index projects, so it moves no index entry and leaves the worker item
+// alone (docs/data-model.md, "Heartbeats"). The worker's token is checked
+// when the write is refused; a worker revoked meanwhile has lost its leases
+// already (RevokeWorker requeues them), and the API checks every worker
+// route's token before it reads the body. A worker holding a live lease
+// counts as seen (the scaler's snapshot), so the heartbeat need not touch
+// the worker's last_seen_ms either.
 func (s *Store) Heartbeat(ctx context.Context, a WorkerAuth, jobID, token string, progress *float64) (HeartbeatResult, error) {
 	return s.heartbeat(ctx, a, jobID, token, progress, time.Time{})
 }
@@ -39,22 +46,16 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 		exp = limit
 	}
 	pk, sk := jobKey(jobID)
-	set := expression.Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
-		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, jobID))).
+	set := expression.Set(expression.Name(attrLeaseUntilMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrHeartbeatMS), expression.Value(ms(now)))
 	if progress != nil {
 		set = set.Set(expression.Name(attrProgress), expression.Value(*progress))
 	}
-	wpk, wsk := workerKey(a.WorkerID)
-	err = s.transact(ctx,
-		txItem{name: memberJob, update: &update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))}},
-		txItem{name: memberWorker, update: &update{pk: wpk, sk: wsk, set: expression.Set(expression.Name(attrLastSeenMS), expression.Value(ms(now))), cond: authCond(a)}},
-	)
+	err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))})
 	if err == nil {
 		return HeartbeatResult{LeaseExpiresAt: exp}, nil
 	}
-	var tf *txFailed
-	if !errors.As(err, &tf) {
+	if !errors.Is(err, errConditionFailed) {
 		return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", jobID, err)
 	}
 	if _, aerr := s.Authorize(ctx, a); aerr != nil {
@@ -68,7 +69,7 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 		return HeartbeatResult{}, err
 	}
 	if it.Status == string(job.Canceled) && it.LeaseToken == token && it.WorkerID == a.WorkerID {
-		return HeartbeatResult{LeaseExpiresAt: fromMS(it.LeaseExpiresMS), Cancel: true}, nil
+		return HeartbeatResult{LeaseExpiresAt: fromMS(it.leaseExpires()), Cancel: true}, nil
 	}
 	if it.Status == string(job.Leased) && it.LeaseToken == token && it.WorkerID == a.WorkerID && it.RunDeadlineMS > 0 {
 		deadline := fromMS(it.RunDeadlineMS)

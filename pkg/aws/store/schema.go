@@ -141,6 +141,13 @@ const (
 	attrEpoch = "epoch"
 )
 
+// attrLeaseExpiresMS is a lease's expiry as the by-state index files it
+// (the claim's, or the sweep's refiling, lease.go); attrLeaseUntilMS is the
+// live expiry a heartbeat extends, kept out of every index so that a
+// heartbeat writes the job item only. A lease runs out when both have
+// passed (jobItem.leaseExpires).
+const attrLeaseUntilMS = "lease_until_ms"
+
 // ByStateProjection lists the non-key attributes copied into IndexByState:
 // enough to choose candidates and count work without reading whole items
 // (job inputs and results stay out of the index).

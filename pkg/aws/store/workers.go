@@ -187,8 +187,12 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 		if requireApproval {
 			takeover = takeover.Set(expression.Name(attrApproved), expression.Value(false))
 		}
+		// A worker holding a lease is live however long ago it was last
+		// seen: its heartbeats write only its jobs (report.go), and the
+		// lease runs out, giving the count back, when they stop.
+		idle := expression.AttributeNotExists(expression.Name(attrLeases)).Or(expression.Name(attrLeases).LessThanEqual(expression.Value(0)))
 		quiet := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
-			Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))))
+			Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))).And(idle))
 		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: takeover, cond: exists.And(quiet)})
 	}
 	if errors.Is(err, errConditionFailed) {
@@ -201,6 +205,9 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 			return worker.Worker{}, ErrNotFound
 		case cur.Fleet != r.Fleet:
 			return worker.Worker{}, fmt.Errorf("worker %s is registered to fleet %s; deregister it first: %w", r.WorkerID, cur.Fleet, ErrConflict)
+		case cur.Leases > 0:
+			return worker.Worker{}, fmt.Errorf("worker id %s is registered by another agent, which holds %d leases; give each agent its own worker id (fleetq worker --slot or --worker-id): %w",
+				r.WorkerID, cur.Leases, ErrConflict)
 		default:
 			return worker.Worker{}, fmt.Errorf("worker id %s is registered by another agent, last seen %s ago; give each agent its own worker id (fleetq worker --slot or --worker-id): %w",
 				r.WorkerID, now.Sub(fromMS(cur.LastSeenMS)).Round(time.Second), ErrConflict)

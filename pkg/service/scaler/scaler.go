@@ -227,6 +227,7 @@ func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, erro
 	if snap.workers, err = s.Store.ListWorkers(ctx, f.Slug); err != nil {
 		return snap, err
 	}
+	seenByLeases(&snap)
 	if snap.state, err = s.Store.GetFleetState(ctx, f.Slug); err != nil {
 		return snap, err
 	}
@@ -239,6 +240,21 @@ func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, erro
 		}
 	}
 	return snap, nil
+}
+
+// seenByLeases marks seen now every worker that holds a lease in the
+// snapshot. A heartbeat writes only its job (the worker's last_seen_ms is
+// written by polls, claims and reports), and the housekeeping before the
+// snapshot ended every lease whose worker stopped heartbeating for the
+// fleet's lease time: a lease still held is a worker still alive. A busy
+// worker that dies is therefore found when its lease runs out, and its
+// last_seen_ms tells the rest.
+func seenByLeases(snap *snapshot) {
+	for i, w := range snap.workers {
+		if snap.backlog.LeasesByWorker[w.ID] > 0 && w.LastSeenAt.Before(snap.now) {
+			snap.workers[i].LastSeenAt = snap.now
+		}
+	}
 }
 
 // removeStale removes the workers unseen for StaleWorkerAfter (their

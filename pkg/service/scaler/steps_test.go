@@ -2,6 +2,7 @@ package scaler_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -196,4 +198,37 @@ func (l *leaseBeforeDrain) DrainIdleWorker(ctx context.Context, id string) error
 		return fmt.Errorf("victim %s drained after it took work", id)
 	}
 	return err
+}
+
+// A heartbeat writes only its job, so a busy worker's last_seen_ms stays
+// at its claim: a worker that holds a live lease counts as seen. Heartbeats
+// alone keep it busy, never unresponsive or stale, for longer than
+// StaleWorkerAfter; once they stop, its lease runs out and the worker,
+// unseen since its claim, is removed.
+func TestAWorkerHoldingALiveLeaseIsSeen(t *testing.T) {
+	h := newHarness(t)
+	long := job.Spec{ID: "long", TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`), TimeoutSeconds: 4 * 3600}
+	if _, _, err := h.st.CreateJob(h.ctx, long); err != nil {
+		t.Fatal(err)
+	}
+	h.tick()
+	h.advance(4 * time.Minute) // booted and registered
+	leases := h.leaseAll()
+	if len(leases) != 1 {
+		t.Fatalf("leased %d jobs, want 1", len(leases))
+	}
+	for elapsed := time.Duration(0); elapsed <= scaler.StaleWorkerAfter; elapsed += 5 * time.Minute {
+		h.advance(5 * time.Minute)
+		h.heartbeat(leases)
+		r := h.tick()
+		if r.Removed != 0 || r.Decision.Counts.Unresponsive != 0 || r.Decision.Counts.Busy != 1 {
+			t.Fatalf("after %s of heartbeats: removed %d, counts %+v; want the worker busy", elapsed, r.Removed, r.Decision.Counts)
+		}
+	}
+	h.advance(11 * time.Minute) // no heartbeat: the 600 s lease runs out
+	r := h.tick()
+	if r.Swept.Requeued != 1 || r.Removed != 1 || r.Decision.Counts.Busy != 0 {
+		t.Fatalf("after the heartbeats stopped: swept %+v, removed %d, counts %+v; want the lease ended and the worker, unseen since its claim, removed",
+			r.Swept, r.Removed, r.Decision.Counts)
+	}
 }
