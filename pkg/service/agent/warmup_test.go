@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -48,9 +49,9 @@ func TestWarmUpRunsBeforeRegistration(t *testing.T) {
 		c.Clock = e.clock
 		c.Warmup = agent.Warmup{Input: json.RawMessage(`{"seconds": 40}`)}
 	})
-	blockUntil(t, e.clock, 2) // the warm-up's sleep and its timeout
+	testenv.Waiters(t, e.clock, 2) // the warm-up's sleep and its timeout
 	e.clock.Advance(30 * time.Second)
-	blockUntil(t, e.clock, 2)
+	testenv.Waiters(t, e.clock, 2)
 	if n := e.calls("/api/worker/register"); n != 0 {
 		t.Fatalf("registered %d times during the warm-up", n)
 	}
@@ -99,7 +100,7 @@ func TestFailedWarmUpMarksTheMachineUnhealthy(t *testing.T) {
 			e.create("j1", `{"seconds": 0}`)
 			a := e.start("cold", agent.SleepRunner{}, func(c2 *agent.Config) { c2.Clock, c2.Warmup = e.clock, c.warmup })
 			if c.advance > 0 {
-				blockUntil(t, e.clock, 2) // the warm-up's sleep and its timeout
+				testenv.Waiters(t, e.clock, 2) // the warm-up's sleep and its timeout
 				e.clock.Advance(c.advance)
 			}
 			err := a.wait(t)
