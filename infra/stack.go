@@ -758,25 +758,7 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 	target := &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fns.interruption, &awseventstargets.LambdaFunctionProps{
 		RetryAttempts: jsii.Number(8), MaxEventAge: awscdk.Duration_Hours(jsii.Number(1)), DeadLetterQueue: b.s.FailedEvents,
 	})}
-	awsevents.NewRule(st, jsii.String("SpotAndRebalance"), &awsevents.RuleProps{
-		RuleName: b.name("spot-rebalance"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"),
-			DetailType: jsii.Strings(interruption.SpotWarning, interruption.Rebalance,
-				interruption.ReservationWarning, interruption.ReservationWarningAlt)},
-		Targets: target,
-	})
-	awsevents.NewRule(st, jsii.String("InstanceStopping"), &awsevents.RuleProps{
-		RuleName: b.name("instance-state"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings(interruption.StateChange),
-			Detail: &map[string]interface{}{"state": []string{"stopping", "stopped", "shutting-down", "terminated"}}},
-		Targets: target,
-	})
-	awsevents.NewRule(st, jsii.String("HealthScheduledChange"), &awsevents.RuleProps{
-		RuleName: b.name("health-scheduled"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings(interruption.SourceHealth), DetailType: jsii.Strings(interruption.HealthEvent),
-			Detail: &map[string]interface{}{"service": []string{"EC2"}, "eventTypeCategory": []string{"scheduledChange"}}},
-		Targets: target,
-	})
+	b.interruptionRules(target)
 	// Held terminations (an instance draining while its terminate hook
 	// waits) are swept once a minute: completed when idle or at the drain
 	// deadline, heartbeated meanwhile (docs/scaling.md).
@@ -795,12 +777,40 @@ func (b *build) triggers(fns functions, queue awssqs.Queue) {
 			ResourceName: jsii.String("*:autoScalingGroupName/fleetq-" + b.stage + "-*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})},
 		Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:ResourceTag/" + TagStage: b.stage}},
 	}))
-	awsevents.NewRule(st, jsii.String("TerminateLifecycle"), &awsevents.RuleProps{
-		RuleName: b.name("terminate-hook"),
-		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.autoscaling"), DetailType: jsii.Strings(interruption.TerminateHook),
-			Detail: &map[string]interface{}{"AutoScalingGroupName": groupNames(b.cfg)}},
-		Targets: target,
-	})
+}
+
+// interruptionRules route the events the interruption handler takes to
+// target: one rule per rule of interruption.HandledEvents, with its source,
+// its detail types and its detail filter (narrowed to the stage's groups
+// where the table says so).
+func (b *build) interruptionRules(target *[]awsevents.IRuleTarget) {
+	var order []interruption.Rule
+	byRule := map[interruption.Rule][]interruption.Handled{}
+	for _, h := range interruption.HandledEvents() {
+		if _, ok := byRule[h.Rule]; !ok {
+			order = append(order, h.Rule)
+		}
+		byRule[h.Rule] = append(byRule[h.Rule], h)
+	}
+	for _, r := range order {
+		hs := byRule[r]
+		var types []string
+		for _, h := range hs {
+			types = append(types, h.DetailType)
+		}
+		pattern := &awsevents.EventPattern{Source: jsii.Strings(hs[0].Source), DetailType: jsii.Strings(types...)}
+		detail := map[string]interface{}{}
+		for k, v := range hs[0].Detail {
+			detail[k] = v
+		}
+		if hs[0].OfGroups {
+			detail["AutoScalingGroupName"] = groupNames(b.cfg)
+		}
+		if len(detail) > 0 {
+			pattern.Detail = &detail
+		}
+		awsevents.NewRule(b.st, jsii.String(r.ID), &awsevents.RuleProps{RuleName: b.name(r.Name), EventPattern: pattern, Targets: target})
+	}
 }
 
 // httpAPI is the HTTP API in front of the api function, its routes taken

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
 
 // Each stage is synthesized once (a synthesis costs seconds) and its
@@ -282,9 +283,12 @@ func TestQueueTableBucketRules(t *testing.T) {
 		}
 	}
 	slices.Sort(detailTypes)
-	want := []string{"AWS Health Event", "EC2 Capacity Reservation Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
-		"EC2 Instance State-change Notification", "EC2 Instance-terminate Lifecycle Action", "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
-		"EC2 Spot Instance Interruption Warning"}
+	// Every detail type the interruption handler takes, from its table.
+	var want []string
+	for _, h := range interruption.HandledEvents() {
+		want = append(want, h.DetailType)
+	}
+	slices.Sort(want)
 	if !slices.Equal(detailTypes, want) {
 		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
 	}

@@ -140,7 +140,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.CloudWatchEvent) (Summar
 	}
 	in := input{id: ev.ID, at: at, msg: msg,
 		log: h.log().With("event", ev.DetailType, "event_id", ev.ID, "instance_id", s.InstanceID)}
-	err = act(ctx, h, in, &s)
+	err = act.run(ctx, h, in, &s)
 	return s, err
 }
 
@@ -155,36 +155,37 @@ type input struct {
 // action is what the handler does for one kind of message.
 type action func(ctx context.Context, h *Handler, in input, s *Summary) error
 
+// kindAction is a kind's action and what it does, in a line of
+// docs/scaling.md's table.
+type kindAction struct {
+	run  action
+	does string
+}
+
 // actions maps each kind of message to its action.
-var actions = map[Kind]action{
-	// Drained and its leases requeued at once: a preemption, no attempt spent.
-	KindSpotWarning: drainAndRequeue(counted(fleetstate.InterruptSpot), job.SpotInterruption),
-	// The same two minutes, from a Capacity Reservation.
-	KindReservationWarning: drainAndRequeue(counted(fleetstate.InterruptReservation), job.Shutdown),
-	// Counted only: the group's Capacity Rebalance replaces the instance
-	// and terminates it through the terminate hook, which drains it
-	// (docs/scaling.md, "One rebalance policy").
-	KindRebalance: countOnly(fleetstate.InterruptRebalance),
-	// Its leases requeued and the worker removed (an agent that comes
-	// back registers afresh).
-	KindInstanceEnding: removeWorkers(fleetstate.InterruptTerminated),
-	// Drained and its leases requeued: the jobs cannot finish. A stop is
-	// not a loss of capacity to weigh, so it is not counted.
-	KindInstanceStopping: drainAndRequeue(notCounted, job.Shutdown),
-	KindInstanceState:    stateNeedsNothing,
-	// Drained; with running jobs and a drain timeout, the action is held
-	// (see holdTermination), else the leases are requeued and the action
-	// completed with CONTINUE (whether or not a worker ran there).
-	KindTerminateAction: holdTermination,
-	// Every affected instance drained ahead of the change: running jobs
-	// finish, then the scaler removes the idle instances.
-	KindScheduledChange: drainScheduled,
-	// Logged, nothing else.
-	KindTestNotification: testNotificationNeedsNothing,
-	// Logged, nothing else, and answered with success: an error would have
-	// Lambda retry an event that can never be handled, then keep it in the
-	// failed-events queue and fire its alarms.
-	KindNoInstance: noInstanceNeedsNothing,
+var actions = map[Kind]kindAction{
+	KindSpotWarning: {drainAndRequeue(counted(fleetstate.InterruptSpot), job.SpotInterruption),
+		"drained, leases requeued at once (a preemption: no attempt spent); the work cannot finish in two minutes; counted"},
+	KindReservationWarning: {drainAndRequeue(counted(fleetstate.InterruptReservation), job.Shutdown),
+		"the same two minutes from an interruptible Capacity Reservation: drained, leases requeued at once (no attempt spent); counted"},
+	KindRebalance: {countOnly(fleetstate.InterruptRebalance),
+		"counted only: the group's Capacity Rebalance replaces the instance and terminates it through the terminate hook (see \"One rebalance policy\")"},
+	KindTerminateAction: {holdTermination,
+		"drained; held while running jobs finish (below), else leases requeued (no attempt) and the action completed"},
+	KindTestNotification: {testNotificationNeedsNothing,
+		"the group's test notification: logged; nothing else (and no error, so EventBridge does not retry it)"},
+	KindInstanceStopping: {drainAndRequeue(notCounted, job.Shutdown),
+		"state `stopping`: drained, leases requeued (no attempt); not counted"},
+	KindInstanceEnding: {removeWorkers(fleetstate.InterruptTerminated),
+		"state `stopped`, `shutting-down`, `terminated`: leases requeued (no attempt), workers removed (an agent that comes back after a stop, a hibernation or a warm pool registers afresh, active); counted"},
+	KindInstanceState: {stateNeedsNothing,
+		"any other state (the rule does not route them): nothing"},
+	KindScheduledChange: {drainScheduled,
+		"a scheduled change of EC2 (retirement, maintenance, scheduled stop): every affected instance's workers drained ahead of the date; running jobs finish, then the scaler removes the idle instances; counted"},
+	// An error would have Lambda retry an event that can never be handled,
+	// then keep it in the failed-events queue and fire its alarms.
+	KindNoInstance: {noInstanceNeedsNothing,
+		"a scheduled change that names no instance (a Dedicated Host's, whose entity is the host `h-…`, or one with no affected entity): one log line with its event type and entities; nothing else, and no error"},
 }
 
 // counting says whether an action counts its event, and as which kind.
@@ -282,8 +283,8 @@ func nobody(in input, s *Summary) {
 	s.Note = "no worker runs on this instance"
 }
 
-// handled logs what an action did to the instance's workers.
-func handled(in input, s *Summary, fleet string) {
+// logHandled logs what an action did to the instance's workers.
+func logHandled(in input, s *Summary, fleet string) {
 	in.log.Info("interruption handled", "workers", s.Workers, "fleet", fleet,
 		"drained", s.Drained, "requeued", s.Requeued, "removed", s.Removed)
 }
@@ -306,7 +307,7 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 		if s.Requeued, err = h.Store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
 			return err
 		}
-		handled(in, s, ws[0].Fleet)
+		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
 }
@@ -327,7 +328,7 @@ func countOnly(kind fleetstate.InterruptionKind) action {
 		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
 			return err
 		}
-		handled(in, s, ws[0].Fleet)
+		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
 }
@@ -352,7 +353,7 @@ func removeWorkers(kind fleetstate.InterruptionKind) action {
 		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
 			return err
 		}
-		handled(in, s, ws[0].Fleet)
+		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
 }

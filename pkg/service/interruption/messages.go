@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -248,84 +247,6 @@ type healthDetail struct {
 	} `json:"affectedEntities"`
 }
 
-// errNotHandled marks a detail of a handled detail type that asks for
-// nothing this handler does (Parse reports it as ErrUnsupported).
-var errNotHandled = errors.New("not handled")
-
-// parser reads one detail type's detail.
-type parser struct {
-	source string
-	parse  func(detail json.RawMessage) (Message, error)
-}
-
-// parsers holds one parser per detail type handled.
-var parsers = map[string]parser{
-	SpotWarning: {SourceEC2, func(d json.RawMessage) (Message, error) {
-		var m SpotInterruptionWarning
-		err := decode(d, &m, need("instance-id", &m.Instance))
-		return m, err
-	}},
-	Rebalance: {SourceEC2, func(d json.RawMessage) (Message, error) {
-		var m RebalanceRecommendation
-		err := decode(d, &m, need("instance-id", &m.Instance))
-		return m, err
-	}},
-	StateChange: {SourceEC2, func(d json.RawMessage) (Message, error) {
-		var m InstanceStateChange
-		err := decode(d, &m, need("instance-id", &m.Instance), need("state", &m.State))
-		return m, err
-	}},
-	TerminateHook: {SourceAutoScaling, func(d json.RawMessage) (Message, error) {
-		var t TestNotification
-		var transition struct {
-			Transition string `json:"LifecycleTransition"`
-		}
-		if decode(d, &t) == nil && json.Unmarshal(d, &transition) == nil &&
-			(t.Event == testNotification || transition.Transition == testNotification) {
-			return t, nil
-		}
-		var m TerminateLifecycleAction
-		if err := decode(d, &m, need("EC2InstanceId", &m.Instance), need("AutoScalingGroupName", &m.Group),
-			need("LifecycleHookName", &m.Hook)); err != nil {
-			return m, err
-		}
-		if m.Transition != "" && m.Transition != terminatingTransition {
-			return m, fmt.Errorf("LifecycleTransition is %q, want %s", m.Transition, terminatingTransition)
-		}
-		return m, nil
-	}},
-	ReservationWarning:    {SourceEC2, parseReservationWarning},
-	ReservationWarningAlt: {SourceEC2, parseReservationWarning},
-	HealthEvent: {SourceHealth, func(d json.RawMessage) (Message, error) {
-		var h healthDetail
-		if err := decode(d, &h, need("service", &h.Service), need("eventTypeCategory", &h.EventTypeCategory)); err != nil {
-			return nil, err
-		}
-		if h.Service != "EC2" || h.EventTypeCategory != "scheduledChange" {
-			return nil, fmt.Errorf("%w: %s %s event", errNotHandled, h.Service, h.EventTypeCategory)
-		}
-		m := ScheduledChange{EventTypeCode: h.EventTypeCode, StartTime: h.StartTime}
-		var others []string
-		for _, e := range h.AffectedEntities {
-			if strings.HasPrefix(e.EntityValue, "i-") {
-				m.Instances = append(m.Instances, e.EntityValue)
-			} else if e.EntityValue != "" {
-				others = append(others, e.EntityValue)
-			}
-		}
-		if len(m.Instances) == 0 {
-			return ScheduledChangeWithoutInstance{EventTypeCode: h.EventTypeCode, Entities: others}, nil
-		}
-		return m, nil
-	}},
-}
-
-func parseReservationWarning(d json.RawMessage) (Message, error) {
-	var m ReservationInterruptionWarning
-	err := decode(d, &m, need("instance-id", &m.Instance))
-	return m, err
-}
-
 // field is a required detail field: its JSON name and where it was decoded.
 type field struct {
 	name  string
@@ -360,8 +281,8 @@ func Parse(ev events.CloudWatchEvent) (Message, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s %q", ErrUnsupported, ev.Source, ev.DetailType)
 	}
-	if ev.Source != p.source {
-		return nil, fmt.Errorf("%w: %q comes from %s, not %q", ErrUnsupported, ev.DetailType, p.source, ev.Source)
+	if ev.Source != p.Source {
+		return nil, fmt.Errorf("%w: %q comes from %s, not %q", ErrUnsupported, ev.DetailType, p.Source, ev.Source)
 	}
 	m, err := p.parse(ev.Detail)
 	if errors.Is(err, errNotHandled) {
