@@ -27,6 +27,9 @@ type Fleet struct {
 	LastDecision *Decision `json:"last_decision"`
 	// History is the fleet's recent decisions, newest first, with ?history=true.
 	History []Decision `json:"history,omitempty"`
+	// OutdatedAgents counts the fleet's workers whose agent is of an older
+	// release than the API's (Worker.AgentOutdated).
+	OutdatedAgents int `json:"outdated_agents"`
 	// Boot is the boot timeline of the fleet's registered workers (omitted
 	// when none reported one).
 	Boot *FleetBoot `json:"boot,omitempty"`
@@ -92,6 +95,11 @@ type Worker struct {
 	// VersionMismatch says the agent is not the API's build (or reported no
 	// version): upgrade it (docs/deploy.md).
 	VersionMismatch bool `json:"version_mismatch"`
+	// AgentOutdated says the agent is of an older release than the API's
+	// (both release versions, the agent's first): the instance still runs
+	// the previous release's agent after an upgrade (docs/deploy.md,
+	// "Upgrading a stage"). False when either version is not a release.
+	AgentOutdated bool `json:"agent_outdated"`
 	// Capabilities are the facts the agent registered: its GPUs and the
 	// driver's CUDA version (docs/worker.md, Health).
 	Capabilities json.RawMessage `json:"capabilities,omitempty"`

@@ -52,7 +52,8 @@ func viewWorker(wk worker.Worker) wire.Worker {
 		WorkerID: wk.ID, FleetSlug: wk.Fleet, InstanceID: wk.InstanceID, InstanceType: wk.InstanceType, AvailabilityZone: wk.AZ, PurchaseOption: wk.PurchaseOption,
 		Status: string(wk.Status), Approved: wk.Approved, Leases: wk.Leases, MaxConcurrency: wk.MaxConcurrency,
 		LastSeenAt: rfc3339(wk.LastSeenAt), RegisteredAt: rfc3339(wk.RegisteredAt),
-		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(), Capabilities: wk.Capabilities,
+		AgentVersion: wk.AgentVersion, VersionMismatch: wk.AgentVersion != version.Get(),
+		AgentOutdated: version.Older(wk.AgentVersion, version.Get()), Capabilities: wk.Capabilities,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
 // The operator work below is shared by the JSON admin routes and the
@@ -49,6 +50,11 @@ func (s *server) listFleets(ctx context.Context, history bool) ([]wire.Fleet, er
 			return nil, err
 		}
 		v.Boot = fleetBoot(ws)
+		for _, wk := range ws {
+			if version.Older(wk.AgentVersion, version.Get()) {
+				v.OutdatedAgents++
+			}
+		}
 		out = append(out, v)
 	}
 	return out, nil

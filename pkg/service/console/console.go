@@ -20,6 +20,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
 // Ops is the operator work the console's pages read and its buttons do: the
@@ -169,6 +170,8 @@ var templateFS embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
 	"short":      short,
+	// stackVersion is the API's build: the console is served by the API.
+	"stackVersion": version.Get,
 }).ParseFS(templateFS, "templates/*.html"))
 
 // New returns the console. Keys and Sessions are required.

@@ -26,12 +26,19 @@ import (
 type recordingOps struct {
 	actions []string
 	fail    error
+	// fleets and workers are the rows the pages show (one empty fleet,
+	// no worker, when unset).
+	fleets  []wire.Fleet
+	workers []wire.Worker
 }
 
 func (o *recordingOps) Fleets(context.Context) ([]wire.Fleet, error) {
+	if o.fleets != nil {
+		return o.fleets, nil
+	}
 	return []wire.Fleet{{FleetSlug: "render"}}, nil
 }
-func (o *recordingOps) Workers(context.Context) ([]wire.Worker, error) { return nil, nil }
+func (o *recordingOps) Workers(context.Context) ([]wire.Worker, error) { return o.workers, nil }
 func (o *recordingOps) Jobs(_ context.Context, fleet, status string, _ int) ([]wire.JobSummary, error) {
 	if status == "bogus" {
 		return nil, &wire.Error{Status: 400, Code: wire.CodeInvalidArgument, Message: `query "status": must be queued, leased, succeeded, dead or canceled`}
