@@ -128,10 +128,13 @@ release:
 	done; done
 	cd dist && sha256sum fleetq-* > SHA256SUMS && cat SHA256SUMS
 
-## release-fixtures: record what release $(VERSION) (vX.Y.Z) leaves behind, for the next releases'
-## compatibility tests: its store's items in pkg/aws/store/testdata/release-$(VERSION)/ (docs/deploy.md, "Releases")
+## release-fixtures: record what release $(VERSION) (vX.Y.Z) leaves behind for the next releases' compatibility
+## tests, each in a new testdata/release-$(VERSION)/: its store's items (pkg/aws/store), its agent's protocol
+## transcript (pkg/domain/wire) and its templates' stateful shapes (infra); docs/deploy.md, "Releasing"
 release-fixtures:
 	FLEETQ_RELEASE_FIXTURES=$(VERSION) $(GO) test -count=1 -run '^TestWriteReleaseFixtures$$' ./pkg/aws/store/
+	FLEETQ_RELEASE_FIXTURES=$(VERSION) $(GO) test -count=1 -run '^TestPreviousAgentTranscriptReplays$$' ./pkg/service/api/
+	FLEETQ_RELEASE_FIXTURES=$(VERSION) $(GO) test -count=1 -run '^TestTemplateUpgradesInPlace$$' ./infra/
 
 ## synth: build, then the CDK cloud assembly of $(STAGE) in cdk.out/, offline (no AWS account needed); prints the agent assets and their SHA-256
 synth: build
