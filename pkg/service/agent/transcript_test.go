@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
@@ -209,7 +210,7 @@ func speak(t *testing.T, file string) {
 			retry, _ := e["retryable"].(bool)
 			callErr = c.Fail(ctx, str("job_id"), str("lease_token"), &agent.JobError{Message: msg, Code: code, Retryable: retry})
 		case "requeue":
-			callErr = c.Requeue(ctx, str("job_id"), str("lease_token"), str("reason"))
+			callErr = c.Requeue(ctx, str("job_id"), str("lease_token"), job.PreemptReason(str("reason")))
 		case "unhealthy":
 			callErr = c.Unhealthy(ctx, str("reason"))
 		case "deregister":
