@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -57,7 +58,12 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if d := f.LastDecision; d != nil {
 			last = deref(d.At) + "  " + d.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%s\n", f.FleetSlug, f.Queued, f.Leased, f.Desired, f.InService, f.Workers, f.Min, f.Max, last)
+		workers := strconv.Itoa(f.Workers)
+		if f.OutdatedAgents > 0 {
+			// Still on the previous release's agent (docs/deploy.md, "Upgrading a stage").
+			workers += fmt.Sprintf(" (%d older)", f.OutdatedAgents)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d-%d\t%s\n", f.FleetSlug, f.Queued, f.Leased, f.Desired, f.InService, workers, f.Min, f.Max, last)
 	}
 	if err := tw.Flush(); err != nil {
 		return 1

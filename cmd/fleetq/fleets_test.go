@@ -62,3 +62,22 @@ func TestFleetsSignsWithSigV4WithoutAToken(t *testing.T) {
 		t.Fatalf("Authorization = %q", auth)
 	}
 }
+
+// After an upgrade the listing counts each fleet's workers still on an
+// older release's agent.
+func TestFleetsCountsWorkersOnAnOlderAgent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"fleets":[{"fleet_slug":"render","stage":"prod","workflows":[],"queued":0,"leased":2,"desired":3,"in_service":3,"workers":3,"outdated_agents":2,"min":0,"max":8,"last_decision":null},` +
+			`{"fleet_slug":"video","stage":"prod","workflows":[],"queued":0,"leased":0,"desired":1,"in_service":1,"workers":1,"outdated_agents":0,"min":0,"max":8,"last_decision":null}]}`))
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"fleets", "--api", srv.URL, "--operator-token", "op-token"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "render") || !strings.Contains(lines[1], "3 (2 older)") || strings.Contains(lines[2], "older") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
