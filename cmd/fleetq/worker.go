@@ -223,6 +223,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if cfg.AgentKey, err = agent.LoadAgentKey(*f.stateDir, cfg.WorkerID); err != nil {
 		return fail("%v (set --state-dir to a writable directory)", err)
 	}
+	if cfg.InstanceID != "" {
+		// Kept on the instance's volume across a stop into a warm pool.
+		cfg.PoolMarker = filepath.Join(*f.stateDir, "warm-pool-"+cfg.InstanceID)
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return fail("%v", err)

@@ -102,6 +102,7 @@ const (
 	attrBootAgentMS    = "boot_agent_ms"
 	attrBootReadyMS    = "boot_ready_ms"
 	attrBootWarmMS     = "boot_warm_ms"
+	attrBootFromPool   = "boot_from_pool"
 	attrSourceIP       = "source_ip"
 	attrAgentVersion   = "agent_version"
 

@@ -92,7 +92,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		Status: string(worker.Active), Approved: approved,
 		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash, AgentVersion: r.AgentVersion,
 		BootLaunchMS: msOrZero(r.Boot.LaunchedAt), BootAgentMS: msOrZero(r.Boot.AgentStartedAt), BootReadyMS: msOrZero(r.Boot.RunnerReadyAt),
-		BootWarmMS: msOrZero(r.Boot.WarmedUpAt),
+		BootWarmMS: msOrZero(r.Boot.WarmedUpAt), BootFromPool: r.Boot.FromPool,
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -166,6 +166,7 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 	}{{attrBootLaunchMS, r.Boot.LaunchedAt}, {attrBootAgentMS, r.Boot.AgentStartedAt}, {attrBootReadyMS, r.Boot.RunnerReadyAt}, {attrBootWarmMS, r.Boot.WarmedUpAt}} {
 		set = set.Set(expression.Name(b.name), expression.Value(msOrZero(b.at)))
 	}
+	set = set.Set(expression.Name(attrBootFromPool), expression.Value(r.Boot.FromPool))
 	exists := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet)))
 	err := errConditionFailed
 	if r.AgentKeyHash != "" {
@@ -571,6 +572,7 @@ type workerItem struct {
 	BootAgentMS    int64    `dynamodbav:"boot_agent_ms,omitempty"`
 	BootReadyMS    int64    `dynamodbav:"boot_ready_ms,omitempty"`
 	BootWarmMS     int64    `dynamodbav:"boot_warm_ms,omitempty"`
+	BootFromPool   bool     `dynamodbav:"boot_from_pool,omitempty"`
 }
 
 // msOrZero is a time in Unix milliseconds, 0 for the zero time.
@@ -612,7 +614,7 @@ func (it *workerItem) toWorker() worker.Worker {
 		AgentVersion:   it.AgentVersion,
 		FirstClaimAt:   timeOrZero(it.FirstClaimMS),
 		Boot: worker.Boot{LaunchedAt: timeOrZero(it.BootLaunchMS), AgentStartedAt: timeOrZero(it.BootAgentMS),
-			RunnerReadyAt: timeOrZero(it.BootReadyMS), WarmedUpAt: timeOrZero(it.BootWarmMS)},
+			RunnerReadyAt: timeOrZero(it.BootReadyMS), WarmedUpAt: timeOrZero(it.BootWarmMS), FromPool: it.BootFromPool},
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

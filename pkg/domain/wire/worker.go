@@ -46,6 +46,9 @@ type BootTimes struct {
 	AgentStartedAt string `json:"agent_started_at,omitempty"`
 	RunnerReadyAt  string `json:"runner_ready_at,omitempty"`
 	WarmedUpAt     string `json:"warmed_up_at,omitempty"`
+	// FromPool says LaunchedAt is the instance's start from a warm pool
+	// (a bridge), not its launch.
+	FromPool bool `json:"from_pool,omitempty"`
 }
 
 // AWSIdentity is a signed sts:GetCallerIdentity request, as the agent

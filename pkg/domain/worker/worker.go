@@ -63,6 +63,9 @@ type Worker struct {
 // warm-up ended (zero: not reported, or no warm-up).
 type Boot struct {
 	LaunchedAt, AgentStartedAt, RunnerReadyAt, WarmedUpAt time.Time
+	// FromPool says LaunchedAt is the instance's start from a warm pool (a
+	// bridge), not its launch.
+	FromPool bool
 }
 
 // IdleSince is when the worker last held no lease: its last release, or its

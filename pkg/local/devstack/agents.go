@@ -50,7 +50,7 @@ func (s *Stack) launchAgent(ctx context.Context, fleet, instanceID string) local
 		API: s.URL, Attest: s.instanceCredentials(fleet, instanceID), Fleet: fleet, Stage: s.Config.Stage,
 		WorkerID: instanceID, InstanceID: instanceID, InstanceType: "local", AZ: "local-1a",
 		MaxConcurrency: slots, Runner: agent.SleepRunner{}, Warmup: warmup, Clock: s.Env.Clock,
-		PurchaseOption: localfleet.PurchaseOption(ctx), LaunchedAt: localfleet.LaunchedAt(ctx),
+		PurchaseOption: localfleet.PurchaseOption(ctx), LaunchedAt: localfleet.LaunchedAt(ctx), FromPool: localfleet.FromPool(ctx),
 		Logger:      s.log.With("instance_id", instanceID),
 		BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second,
 	}

@@ -67,6 +67,7 @@ type instance struct {
 	// boot is how long it takes from launch to running its worker: the
 	// boot delay, or a pooled instance's start.
 	boot      time.Duration
+	fromPool  bool // started from the group's warm pool
 	inService bool
 	machine   Machine
 	// reclaimAt is when a warned instance disappears (zero: not warned).
@@ -295,7 +296,7 @@ func (f *Fleet) reconcile(g *group) {
 				// The group draws on its warm pool first.
 				id := g.pool[0]
 				g.pool = g.pool[1:]
-				g.instances[id] = &instance{id: id, launchedAt: now, boot: f.poolStart()}
+				g.instances[id] = &instance{id: id, launchedAt: now, boot: f.poolStart(), fromPool: true}
 				f.pooled++
 				continue
 			}
@@ -314,6 +315,7 @@ func (f *Fleet) reconcile(g *group) {
 			if f.o.Launch != nil {
 				ctx := context.WithValue(f.ctx, purchaseKey{}, purchaseOf(g))
 				ctx = context.WithValue(ctx, launchedKey{}, in.launchedAt)
+				ctx = context.WithValue(ctx, fromPoolKey{}, in.fromPool)
 				in.machine = f.o.Launch(ctx, g.fleet, in.id)
 			}
 		}
@@ -393,6 +395,16 @@ func LaunchedAt(ctx context.Context) time.Time {
 }
 
 type launchedKey struct{}
+
+// FromPool answers whether the instance a Launch starts was started from
+// its group's warm pool (LaunchedAt is then that start), as the agent on
+// EC2 knows from having waited while Auto Scaling prepared the instance.
+func FromPool(ctx context.Context) bool {
+	p, _ := ctx.Value(fromPoolKey{}).(bool)
+	return p
+}
+
+type fromPoolKey struct{}
 
 func purchaseOf(g *group) string {
 	if g.onDemand {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,15 @@ type Config struct {
 	// instance identity document's pendingTime; a warm pool's start), the
 	// first phase of the boot the agent reports; zero: unknown.
 	LaunchedAt time.Time
+	// FromPool says LaunchedAt is the instance's start from a warm pool (a
+	// bridge): the boot reports it as pool_start instead of launch.
+	FromPool bool
+	// PoolMarker, when set, is a file the agent creates once it sees its
+	// instance prepared for a warm pool; an agent that finds it at start
+	// runs on an instance started from the pool (FromPool). It must be on
+	// the instance's volume, which a stop keeps (fleetq worker: in the
+	// state directory).
+	PoolMarker string
 	// AgentKey identifies this agent across restarts (kept on its disk):
 	// the API refuses another agent's registration of a live worker id.
 	// Empty: a random key for this process.
@@ -199,6 +209,11 @@ func New(c Config) (*Agent, error) {
 	}
 	if err := c.Warmup.check(); err != nil {
 		return nil, err
+	}
+	if c.PoolMarker != "" {
+		if _, err := os.Stat(c.PoolMarker); err == nil {
+			c.FromPool = true
+		}
 	}
 	if c.MaxConcurrency < 1 {
 		c.MaxConcurrency = 1
@@ -414,15 +429,23 @@ func (a *Agent) waitInService(ctx context.Context) error {
 	if a.cfg.Metadata == nil {
 		return nil
 	}
-	logged := false
+	waited := false
 	for {
 		state, ok, err := a.cfg.Metadata.TargetLifecycleState(ctx)
 		if err != nil || !ok || !strings.HasPrefix(state, "Warmed:") {
+			if waited {
+				a.startedFromPool(ctx)
+			}
 			return nil
 		}
-		if !logged {
+		if !waited {
 			a.log.Info("instance is being prepared for a warm pool; not registering", "target_lifecycle_state", state)
-			logged = true
+			waited = true
+			if m := a.cfg.PoolMarker; m != "" {
+				if err := os.WriteFile(m, []byte(state+"\n"), 0o600); err != nil {
+					a.log.Warn("cannot mark the instance as pooled; its start from the pool will be reported as a launch", "error", err.Error())
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -432,6 +455,18 @@ func (a *Agent) waitInService(ctx context.Context) error {
 			return errors.New("stopped while the instance was prepared for a warm pool")
 		case <-a.cfg.Clock.After(a.cfg.ReadyPoll):
 		}
+	}
+}
+
+// startedFromPool notes that the instance this agent waited on was just
+// started from its warm pool (hibernated, or kept running, the agent lived
+// on): its boot starts at that start, the instance's new pendingTime.
+func (a *Agent) startedFromPool(ctx context.Context) {
+	a.cfg.FromPool = true
+	if id, err := a.cfg.Metadata.Identity(ctx); err == nil && !id.LaunchedAt.IsZero() {
+		a.cfg.LaunchedAt = id.LaunchedAt
+	} else {
+		a.cfg.LaunchedAt = a.cfg.Clock.Now()
 	}
 }
 
@@ -446,8 +481,15 @@ func (a *Agent) bootTimes() *wire.BootTimes {
 		return t.UTC().Format(time.RFC3339Nano)
 	}
 	b := &wire.BootTimes{AgentStartedAt: at(a.startedAt), RunnerReadyAt: at(a.readyAt), WarmedUpAt: at(a.warmedAt)}
-	if l := a.cfg.LaunchedAt; !l.IsZero() && !l.After(a.startedAt) {
-		b.LaunchedAt = at(l)
+	l := a.cfg.LaunchedAt
+	switch {
+	case l.IsZero():
+	case !l.After(a.startedAt):
+		b.LaunchedAt, b.FromPool = at(l), a.cfg.FromPool
+	case a.cfg.FromPool:
+		// Started from the pool after the agent started (a hibernated
+		// instance resumed): what came before was the pool's preparation.
+		return &wire.BootTimes{LaunchedAt: at(l), FromPool: true}
 	}
 	return b
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,6 +198,7 @@ type fakeIMDS struct {
 	notice    bool
 	rebalance bool
 	target    string       // autoscaling/target-lifecycle-state ("": absent)
+	pending   string       // the identity document's pendingTime ("": no document)
 	targets   atomic.Int32 // reads of it
 	v1        atomic.Int32 // requests without a token
 }
@@ -232,6 +235,12 @@ func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"action":"terminate","time":"2026-11-23T10:00:00Z"}`))
+	case "/latest/dynamic/instance-identity/document":
+		if f.pending == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"instanceId":"i-0spot","instanceType":"g5.xlarge","availabilityZone":"us-east-1b","region":"us-east-1","pendingTime":"` + f.pending + `"}`))
 	case "autoscaling/target-lifecycle-state":
 		f.targets.Add(1)
 		if f.target == "" {
@@ -510,8 +519,10 @@ func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
 	defer srv.Close()
 	clk := clock.NewFake(time.Now())
 	e.create("j1", `{"seconds": 0}`)
+	marker := filepath.Join(t.TempDir(), "warm-pool-i-pooled")
 	e.start("pooled", agent.SleepRunner{}, func(c *agent.Config) {
 		c.Metadata, c.Clock, c.ReadyPoll = agent.NewMetadata(srv.URL), clk, time.Second
+		c.PoolMarker = marker
 	})
 	for range 3 {
 		testenv.Waiters(t, clk, 1) // the agent waits for its next look
@@ -526,10 +537,30 @@ func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
 	}
 	imds.mu.Lock()
 	imds.target = "InService"
+	poolStart := clk.Now().Add(2 * time.Second).Truncate(time.Second).UTC()
+	imds.pending = poolStart.Format(time.RFC3339)
 	imds.mu.Unlock()
 	clk.Advance(time.Second)
 	e.waitFor("j1 leased once the instance is in service", func() bool { return e.job("j1").Status != job.Queued })
 	if n := e.calls("/api/worker/register"); n != 1 {
 		t.Fatalf("%d registrations once in service", n)
+	}
+	// The agent lived on through the pool (a hibernated instance): its
+	// boot starts at the start from the pool, the new pendingTime.
+	if w, err := e.stack.Store.GetWorker(e.ctx, "pooled"); err != nil || !w.Boot.FromPool || !w.Boot.LaunchedAt.Equal(poolStart) ||
+		!w.Boot.AgentStartedAt.IsZero() {
+		t.Fatalf("boot %+v (%v): want a start from the pool at %s and nothing before it", w.Boot, err, poolStart)
+	}
+	// The marker stays on the instance's volume: an agent started after a
+	// stop into the pool reports its start from the pool too.
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("no pool marker: %v", err)
+	}
+	e.start("pooled-again", agent.SleepRunner{}, func(c *agent.Config) {
+		c.PoolMarker, c.LaunchedAt = marker, time.Now().Add(-30*time.Second)
+	})
+	e.waitFor("the second registration", func() bool { return e.calls("/api/worker/register") == 2 })
+	if w, err := e.stack.Store.GetWorker(e.ctx, "pooled-again"); err != nil || !w.Boot.FromPool || w.Boot.LaunchedAt.IsZero() || w.Boot.AgentStartedAt.IsZero() {
+		t.Fatalf("boot %+v (%v): want a start from the pool, then the agent", w.Boot, err)
 	}
 }

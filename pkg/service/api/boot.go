@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -21,6 +20,10 @@ func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 	if b == nil {
 		return out, nil
 	}
+	if b.FromPool && b.LaunchedAt == "" {
+		return out, invalid("field %q: a start from a warm pool needs %q, when it started", "boot.from_pool", "boot.launched_at")
+	}
+	out.FromPool = b.FromPool
 	fields := []struct {
 		name, val string
 		into      *time.Time
@@ -51,95 +54,17 @@ func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 	return out, nil
 }
 
-// bootPoints are the moments of an instance's way to its first job, in
-// order; a phase runs from one a worker has to the next it has, and is
-// named for both ("runner_ready_to_registered" for a worker without a
-// warm-up, "runner_ready_to_warmed_up" and "warmed_up_to_registered" for
-// one with).
-var bootPoints = []struct {
-	name string
-	at   func(worker.Worker) time.Time
-}{
-	{"launch", func(w worker.Worker) time.Time { return w.Boot.LaunchedAt }},
-	{"agent", func(w worker.Worker) time.Time { return w.Boot.AgentStartedAt }},
-	{"runner_ready", func(w worker.Worker) time.Time { return w.Boot.RunnerReadyAt }},
-	{"warmed_up", func(w worker.Worker) time.Time { return w.Boot.WarmedUpAt }},
-	{"registered", func(w worker.Worker) time.Time { return w.RegisteredAt }},
-	{"first_lease", func(w worker.Worker) time.Time { return w.FirstClaimAt }},
-}
-
-// bootPhase is one phase of one worker's boot.
-type bootPhase struct {
-	from, to int // indexes in bootPoints
-	d        time.Duration
-}
-
-// workerBoot is a worker's phases, in order: between each two consecutive
-// moments it has.
-func workerBoot(w worker.Worker) []bootPhase {
-	var out []bootPhase
-	prev := -1
-	for i, p := range bootPoints {
-		t := p.at(w)
-		if t.IsZero() {
-			continue
-		}
-		if prev >= 0 {
-			if from := bootPoints[prev].at(w); !t.Before(from) {
-				out = append(out, bootPhase{from: prev, to: i, d: t.Sub(from)})
-			}
-		}
-		prev = i
-	}
-	return out
-}
-
-// fleetBoot is the boot timeline of a fleet's workers: each phase's median
-// and longest over the workers that have it, in the order of the moments,
-// and the phase with the longest median; nil when no worker has any. A
-// worker that reported itself unhealthy (a failed warm-up among others)
-// is left out: its boot did not end in work.
+// fleetBoot is the boot timeline of a fleet's workers as the API shows it
+// (worker.BootTimeline); nil when no worker has a phase.
 func fleetBoot(ws []worker.Worker) *wire.FleetBoot {
-	type key struct{ from, to int }
-	ds := map[key][]float64{}
-	counted := 0
-	for _, w := range ws {
-		if w.Status == worker.Unhealthy {
-			continue
-		}
-		phases := workerBoot(w)
-		if len(phases) > 0 {
-			counted++
-		}
-		for _, p := range phases {
-			k := key{p.from, p.to}
-			ds[k] = append(ds[k], p.d.Seconds())
-		}
-	}
-	if len(ds) == 0 {
+	tl := worker.BootTimeline(ws)
+	if tl.Workers == 0 {
 		return nil
 	}
-	keys := make([]key, 0, len(ds))
-	for k := range ds {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if a.from != b.from {
-			return a.from - b.from
-		}
-		return a.to - b.to
-	})
-	out := &wire.FleetBoot{Workers: counted, Phases: []wire.BootPhase{}}
-	var slowest float64
-	for _, k := range keys {
-		d := ds[k]
-		slices.Sort(d)
-		p := wire.BootPhase{Name: bootPoints[k.from].name + "_to_" + bootPoints[k.to].name,
-			Workers: len(d), P50S: round1(d[(len(d)-1)/2]), MaxS: round1(d[len(d)-1])}
-		out.Phases = append(out.Phases, p)
-		if p.P50S > slowest || out.Slowest == "" {
-			slowest, out.Slowest = p.P50S, p.Name
-		}
+	out := &wire.FleetBoot{Workers: tl.Workers, Slowest: tl.Slowest, Phases: []wire.BootPhase{}}
+	for _, p := range tl.Phases {
+		out.Phases = append(out.Phases, wire.BootPhase{Name: p.Name, Workers: p.Workers,
+			P50S: round1(p.P50.Seconds()), P95S: round1(p.P95.Seconds()), MaxS: round1(p.Max.Seconds())})
 	}
 	return out
 }

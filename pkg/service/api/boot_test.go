@@ -26,6 +26,7 @@ func TestBootPhasesAtRegistrationShowInAdminFleets(t *testing.T) {
 		{map[string]any{"runner_ready_at": now.Add(time.Hour).Format(time.RFC3339)}, "is in the future"},
 		{map[string]any{"launched": at(time.Minute)}, `unknown field "launched"`},
 		{map[string]any{"runner_ready_at": at(time.Minute), "warmed_up_at": at(2 * time.Minute)}, `"boot.warmed_up_at"`},
+		{map[string]any{"from_pool": true, "agent_started_at": at(time.Minute)}, `"boot.from_pool": a start from a warm pool needs "boot.launched_at"`},
 	} {
 		r := h.do("POST", "/api/worker/register", "secret", reg(c.boot))
 		h.want(r, 400, "invalid_argument")
@@ -82,7 +83,7 @@ func TestWarmUpIsABootPhaseOfItsOwn(t *testing.T) {
 		h.want(r, 201, "")
 		return r.body["token"].(string)
 	}
-	register("cold", map[string]any{"agent_started_at": at(50 * time.Second), "runner_ready_at": at(40 * time.Second)})
+	register("cold", map[string]any{"launched_at": at(80 * time.Second), "from_pool": true, "agent_started_at": at(50 * time.Second), "runner_ready_at": at(40 * time.Second)})
 	register("warm", map[string]any{"agent_started_at": at(300 * time.Second), "runner_ready_at": at(290 * time.Second), "warmed_up_at": at(20 * time.Second)})
 	sick := register("sick", map[string]any{"agent_started_at": at(900 * time.Second), "runner_ready_at": at(890 * time.Second)})
 	h.want(h.do("POST", "/api/worker/unhealthy", sick, map[string]any{"reason": "warm-up failed"}), 200, "")
@@ -97,7 +98,7 @@ func TestWarmUpIsABootPhaseOfItsOwn(t *testing.T) {
 		got[m["name"].(string)] = m
 		names = append(names, m["name"].(string))
 	}
-	wantNames := []string{"agent_to_runner_ready", "runner_ready_to_warmed_up", "runner_ready_to_registered", "warmed_up_to_registered"}
+	wantNames := []string{"pool_start_to_agent", "agent_to_runner_ready", "runner_ready_to_warmed_up", "runner_ready_to_registered", "warmed_up_to_registered"}
 	if strings.Join(names, " ") != strings.Join(wantNames, " ") {
 		t.Fatalf("phases %v, want %v", names, wantNames)
 	}
