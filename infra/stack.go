@@ -1,7 +1,7 @@
 // Package infra is the CDK app (aws-cdk-go) that deploys one fleetq stage:
 // the four functions, the HTTP API, the submission queue and its DLQ, the
-// table, the event bus and rules, the assets bucket, the fleet secret, the
-// agent binaries, and one Spot Auto Scaling Group per fleet of the stage's
+// table, the event bus and rules, the assets bucket, the signing keys and
+// the fleets' own secrets, the agent binaries, and one Spot Auto Scaling Group per fleet of the stage's
 // fleet config, with alarms that notify an SNS topic and a dashboard.
 // Synthesis needs no AWS account: nothing is looked up.
 package infra
@@ -87,8 +87,6 @@ type Stack struct {
 	// Agents are the agent binaries published with the stack, by
 	// architecture; empty when the config's agent_url overrides them.
 	Agents map[string]*AgentAsset
-	// Secret is the fleet secret the stack creates.
-	Secret awssecretsmanager.Secret
 	// ConsoleKey signs operator console sessions (the API reads it), and
 	// WebhookKey job callbacks (the scaler, which delivers them, reads it):
 	// generated secrets of their own, rotated by put-secret-value.
@@ -135,14 +133,6 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	suppress(b.s.FailedEvents, nagRule{ID: "AwsSolutions-SQS3", Reason: "this queue is itself the dead-letter queue of the asynchronous invocations"},
 		nagRule{ID: "Serverless-SQSRedrivePolicy", Reason: "this queue is itself the dead-letter queue of the asynchronous invocations"})
 	bucket := b.bucket()
-	b.s.Secret = awssecretsmanager.NewSecret(b.st, jsii.String("FleetSecret"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("fleetq " + b.stage + ": the fleet secret workers register with"),
-		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength: jsii.Number(48), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
-		},
-		RemovalPolicy: b.keep,
-	})
-	suppress(b.s.Secret, nagRule{ID: "AwsSolutions-SMG4", Reason: "the fleet secret only gates worker registration; it is rotated by put-secret-value as docs/deploy.md describes, without a rotation function"})
 	b.s.ConsoleKey = b.signingKey("ConsoleKey", "the key operator console sessions are signed with")
 	b.s.WebhookKey = b.signingKey("WebhookKey", "the key job callbacks (webhooks) are signed with")
 	fns, err := b.functions(table, queue, bus, bucket)
@@ -174,7 +164,6 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	out("SubmitQueueUrl", queue.QueueUrl())
 	out("TableName", table.TableName())
 	out("BucketName", bucket.BucketName())
-	out("FleetSecretArn", b.s.Secret.SecretArn())
 	out("ConsoleKeyArn", b.s.ConsoleKey.SecretArn())
 	out("WebhookKeyArn", b.s.WebhookKey.SecretArn())
 	out("AlarmTopicArn", b.s.AlarmTopic.TopicArn())
@@ -459,7 +448,6 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		awsenv.EnvTable:               table.TableName(),
 		awsenv.EnvLogLevel:            jsii.String("info"),
 		awsenv.EnvSubmitQueueURL:      queue.QueueUrl(),
-		awsenv.EnvFleetSecretARN:      b.s.Secret.SecretArn(),
 		awsenv.EnvConsoleKeyARN:       b.s.ConsoleKey.SecretArn(),
 		awsenv.EnvWebhookKeyARN:       b.s.WebhookKey.SecretArn(),
 		awsenv.EnvBucket:              bucket.BucketName(),
@@ -561,7 +549,6 @@ func (b *build) grant(fns functions, table awsdynamodb.Table, queue awssqs.Queue
 	}))
 	bus.GrantPutEventsTo(fns.api, nil)
 	bus.GrantPutEventsTo(fns.scaler, nil)
-	b.s.Secret.GrantRead(fns.api, nil)
 	b.s.ConsoleKey.GrantRead(fns.api, nil)
 	b.s.WebhookKey.GrantRead(fns.scaler, nil)
 	// The asynchronous functions keep what they could not handle.

@@ -44,6 +44,7 @@ fleets:
     max_instances: 2
     instance_types: [g5.xlarge]
     ami_id: ami-0123456789abcdef0
+    accept_secret: true
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ fleets:
 	acct.PutStack(localaws.Stack{Name: "CDKToolkit", Status: "CREATE_COMPLETE", Outputs: map[string]string{"BootstrapVersion": "21"}})
 	acct.PutInstanceType(localaws.InstanceType{Name: "g5.xlarge", VCPUs: 4, Architectures: []string{"x86_64"}})
 	acct.PutImage(localaws.Image{ID: "ami-0123456789abcdef0", Architecture: "x86_64"})
-	acct.PutStack(localaws.Stack{Name: "fleetq-doc", Status: "CREATE_COMPLETE", Outputs: map[string]string{"FleetSecretArn": "arn:secret", "ApiUrl": api.URL}})
+	acct.PutStack(localaws.Stack{Name: "fleetq-doc", Status: "CREATE_COMPLETE", Outputs: map[string]string{"FleetSecretArns": `{"gpu":"arn:secret"}`, "ApiUrl": api.URL}})
 	js.PutSecretValue("arn:secret", "x")
 	js.PutServiceQuota("ec2", "L-3819A6DF", 8)
 
@@ -72,7 +73,7 @@ fleets:
 	if code := runCLI(context.Background(), []string{"doctor", "--stage", "doc", "--config", cfgFile}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d on a healthy account:\n%s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"ok    credentials", "ok    region", "ok    cdk bootstrap", "ok    Spot G and VT quota", "ok    ami gpu", "ok    fleet secret", "ok    api"} {
+	for _, want := range []string{"ok    credentials", "ok    region", "ok    cdk bootstrap", "ok    Spot G and VT quota", "ok    ami gpu", "ok    fleet secret gpu", "ok    api"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -23,7 +23,7 @@ func startStack(t *testing.T) *devstack.Stack {
 	t.Helper()
 	testenv.StackDynamoDB(t)
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
-		OperatorToken: "op-token", FleetSecret: "fleet-secret", Fleet: devstack.FleetOptions{Tick: -1}})
+		OperatorToken: "op-token", Fleet: devstack.FleetOptions{Tick: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

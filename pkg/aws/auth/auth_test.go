@@ -2,24 +2,14 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
-	"github.com/fleetq/fleetq/pkg/aws/awsenv"
-	"github.com/fleetq/fleetq/pkg/lib/clock"
-	"github.com/fleetq/fleetq/pkg/local/localaws"
 )
 
 func TestWorkerTokenRoundTrip(t *testing.T) {
@@ -75,55 +65,6 @@ func TestBearerToken(t *testing.T) {
 	}
 }
 
-// ssmServer answers GetParameter over SSM's JSON protocol.
-func ssmServer(t *testing.T, value *atomic.Value, calls *atomic.Int64) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Amz-Target") != "AmazonSSM.GetParameter" {
-			http.Error(w, "unexpected target", 400)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var in struct {
-			Name           string
-			WithDecryption bool
-		}
-		_ = json.Unmarshal(body, &in)
-		if !in.WithDecryption {
-			http.Error(w, `{"__type":"ValidationException","message":"want decryption"}`, 400)
-			return
-		}
-		calls.Add(1)
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_ = json.NewEncoder(w).Encode(map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "SecureString", "Value": value.Load().(string)}})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func TestSSMSecretIsCachedForTTL(t *testing.T) {
-	var value atomic.Value
-	value.Store("first")
-	var calls atomic.Int64
-	url := ssmServer(t, &value, &calls)
-	client := ssm.NewFromConfig(awsenv.Static(""), func(o *ssm.Options) { o.BaseEndpoint = aws.String(url) })
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	src := &SSMSecret{Client: client, Name: "/fleetq/dev/fleet-secret", TTL: time.Minute, Clock: clk}
-	ctx := context.Background()
-	for range 3 {
-		if s, err := src.FleetSecret(ctx); err != nil || s != "first" {
-			t.Fatalf("FleetSecret = %q, %v", s, err)
-		}
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("SSM read %d times within the TTL, want 1", calls.Load())
-	}
-	value.Store("rotated")
-	clk.Advance(time.Minute)
-	if s, _ := src.FleetSecret(ctx); s != "rotated" || calls.Load() != 2 {
-		t.Fatalf("after the TTL: %q with %d reads", s, calls.Load())
-	}
-}
-
 func TestIAMOperatorNeedsAnIAMIdentity(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, err := IAMOperator{}.AuthenticateOperator(r)
@@ -162,49 +103,6 @@ func TestOperatorToken(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer op")
 	if _, err := OperatorToken("op").AuthenticateOperator(r); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// The Secrets Manager source, through the real SDK client against the local
-// JSON API: one read per TTL, a rotated value after it, and a missing
-// secret's error named.
-func TestSecretsManagerSecretIsCachedForTTL(t *testing.T) {
-	srv, err := localaws.StartJSONAPI("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-AbCdEf"
-	srv.PutSecretValue(arn, "first")
-	var calls atomic.Int64
-	client := secretsmanager.NewFromConfig(awsenv.Static(""), func(o *secretsmanager.Options) {
-		o.BaseEndpoint = aws.String(srv.URL)
-		o.APIOptions = append(o.APIOptions, awsenv.CountRequests(&calls))
-	})
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	src := &SecretsManagerSecret{Client: client, ID: arn, TTL: time.Minute, Clock: clk}
-	ctx := context.Background()
-	for range 3 {
-		if s, err := src.FleetSecret(ctx); err != nil || s != "first" {
-			t.Fatalf("FleetSecret = %q, %v", s, err)
-		}
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("Secrets Manager read %d times within the TTL, want 1", calls.Load())
-	}
-	srv.PutSecretValue(arn, "rotated")
-	clk.Advance(59 * time.Second)
-	if s, _ := src.FleetSecret(ctx); s != "first" {
-		t.Fatalf("within the TTL: %q", s)
-	}
-	clk.Advance(time.Second)
-	if s, _ := src.FleetSecret(ctx); s != "rotated" || calls.Load() != 2 {
-		t.Fatalf("after the TTL: %q with %d reads", s, calls.Load())
-	}
-
-	missing := &SecretsManagerSecret{Client: client, ID: "nope", Clock: clk}
-	if _, err := missing.FleetSecret(ctx); err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(err.Error(), "ResourceNotFoundException") {
-		t.Fatalf("missing secret: %v", err)
 	}
 }
 

@@ -3,66 +3,14 @@ package auth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
-
-// StaticSecret is a fleet secret given on the command line (the dev stack).
-type StaticSecret string
-
-// FleetSecret returns the secret.
-func (s StaticSecret) FleetSecret(context.Context) (string, error) { return string(s), nil }
-
-// SSMGetter is the part of the SSM API the secret source uses.
-type SSMGetter interface {
-	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-}
-
-// SSMSecret reads the fleet secret from a SecureString parameter and keeps it
-// for TTL, so a warm Lambda does not call SSM on every registration, while a
-// rotated secret is picked up within TTL.
-type SSMSecret struct {
-	Client SSMGetter
-	Name   string
-	TTL    time.Duration
-	Clock  clock.Clock
-
-	mu      sync.Mutex
-	value   string
-	fetched time.Time
-}
-
-// FleetSecret returns the cached secret, reading SSM when the cache is stale.
-func (s *SSMSecret) FleetSecret(ctx context.Context) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock().Now()
-	if s.value != "" && now.Sub(s.fetched) < s.ttl() {
-		return s.value, nil
-	}
-	out, err := s.Client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(s.Name), WithDecryption: aws.Bool(true)})
-	if err != nil {
-		return "", fmt.Errorf("read fleet secret parameter %s: %w", s.Name, err)
-	}
-	if out.Parameter == nil || aws.ToString(out.Parameter.Value) == "" {
-		return "", fmt.Errorf("fleet secret parameter %s is empty", s.Name)
-	}
-	s.value, s.fetched = aws.ToString(out.Parameter.Value), now
-	return s.value, nil
-}
-
-func (s *SSMSecret) ttl() time.Duration { return ttlOr(s.TTL) }
-
-func (s *SSMSecret) clock() clock.Clock { return clockOr(s.Clock) }
 
 // ErrOperatorUnauthenticated is a request without a valid operator credential.
 var ErrOperatorUnauthenticated = errors.New("operator credential missing or wrong")
@@ -106,41 +54,6 @@ func (IAMOperator) AuthenticateOperator(r *http.Request) (string, error) {
 // source uses.
 type SecretsManagerGetter interface {
 	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-// SecretsManagerSecret reads the fleet secret from a Secrets Manager secret
-// (the one the stack creates, by ARN) and keeps it for TTL, as SSMSecret
-// does: a warm function reads it once per TTL, and a rotated value (a new
-// AWSCURRENT version) is used within TTL.
-type SecretsManagerSecret struct {
-	Client SecretsManagerGetter
-	ID     string
-	TTL    time.Duration
-	Clock  clock.Clock
-
-	mu      sync.Mutex
-	value   string
-	fetched time.Time
-}
-
-// FleetSecret returns the cached secret, reading Secrets Manager when the
-// cache is stale.
-func (s *SecretsManagerSecret) FleetSecret(ctx context.Context) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := clockOr(s.Clock).Now()
-	if s.value != "" && now.Sub(s.fetched) < ttlOr(s.TTL) {
-		return s.value, nil
-	}
-	out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.ID)})
-	if err != nil {
-		return "", fmt.Errorf("read fleet secret %s: %w", s.ID, err)
-	}
-	if aws.ToString(out.SecretString) == "" {
-		return "", fmt.Errorf("fleet secret %s is empty (or binary)", s.ID)
-	}
-	s.value, s.fetched = aws.ToString(out.SecretString), now
-	return s.value, nil
 }
 
 func ttlOr(d time.Duration) time.Duration {

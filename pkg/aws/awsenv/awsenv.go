@@ -78,12 +78,6 @@ const (
 	EnvTable = "FLEETQ_TABLE"
 	// EnvSubmitQueueURL is the SQS submission queue.
 	EnvSubmitQueueURL = "FLEETQ_SUBMIT_QUEUE_URL"
-	// EnvFleetSecretParam is the SSM SecureString parameter holding the fleet secret.
-	EnvFleetSecretParam = "FLEETQ_FLEET_SECRET_PARAM"
-	// EnvFleetSecretARN is the Secrets Manager secret holding the fleet
-	// secret (the stack creates it); it takes precedence over
-	// EnvFleetSecretParam.
-	EnvFleetSecretARN = "FLEETQ_FLEET_SECRET_ARN"
 	// EnvConsoleKeyARN is the Secrets Manager secret operator console
 	// sessions are signed with (the stack generates it; the API reads it).
 	EnvConsoleKeyARN = "FLEETQ_CONSOLE_KEY_ARN"

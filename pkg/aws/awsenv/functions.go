@@ -75,8 +75,6 @@ var Vars = []Var{
 	{EnvSubmitQueueURL, []Function{API}, Always},
 	{EnvBucket, []Function{API}, Always},
 	{EnvEventBus, []Function{API, Scaler}, Always},
-	{EnvFleetSecretARN, []Function{API}, Always},
-	{EnvFleetSecretParam, []Function{API}, ByHand},
 	{EnvConsoleKeyARN, []Function{API}, Always},
 	// The API admits an attested registration into a fleet from the fleet's
 	// own worker role, on an instance of the fleet's groups, and a

@@ -51,7 +51,7 @@ type Parameters interface {
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 }
 
-// Secrets is the Secrets Manager call the secret check makes.
+// Secrets is the Secrets Manager call the fleet secret checks make.
 type Secrets interface {
 	DescribeSecret(ctx context.Context, in *secretsmanager.DescribeSecretInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error)
 }
@@ -129,12 +129,17 @@ func Run(ctx context.Context, cfg *fleetconfig.Config, d Deps) []Result {
 	}
 	outputs, res := StackOutputs(ctx, d.Stacks, cfg.Stage)
 	if res.Status != OK {
-		res.Check = "fleet secret"
-		out = append(out, res)
+		for _, f := range cfg.Fleets {
+			if f.AcceptSecret {
+				res.Check = "fleet secret " + f.Slug
+				out = append(out, res)
+			}
+		}
 		res.Check = "api"
 		return append(out, res)
 	}
-	return append(out, Secret(ctx, d.Secrets, outputs["FleetSecretArn"]), API(ctx, d.HTTP, outputs["ApiUrl"]))
+	out = append(out, FleetSecrets(ctx, d.Secrets, cfg, outputs["FleetSecretArns"])...)
+	return append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
 }
 
 // Credentials asks STS who the caller is.
@@ -258,20 +263,39 @@ func StackOutputs(ctx context.Context, st Stacks, stage string) (map[string]stri
 	return outputs, ok("stack", "%s is %s", name, out.Stacks[0].StackStatus)
 }
 
-// Secret checks the fleet secret the stack created exists.
-func Secret(ctx context.Context, sm Secrets, arn string) Result {
-	const check = "fleet secret"
-	if arn == "" {
-		return fail(check, "the stack has no FleetSecretArn output: deploy the stage with this version (make deploy)")
+// FleetSecrets checks the own secret of each fleet that accepts one
+// (accept_secret) exists: the stack names them in its FleetSecretArns
+// output, a JSON object of fleet slug to secret ARN. Fleets whose workers
+// attest have none, and no check.
+func FleetSecrets(ctx context.Context, sm Secrets, cfg *fleetconfig.Config, output string) []Result {
+	arns := map[string]string{}
+	if output != "" {
+		if err := json.Unmarshal([]byte(output), &arns); err != nil {
+			arns = map[string]string{}
+		}
 	}
-	out, err := sm.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(arn)})
-	if err != nil {
-		return fail(check, "%v: the stack's secret %s is gone; make deploy recreates it", awsMessage(err), arn)
+	var out []Result
+	for _, f := range cfg.Fleets {
+		if !f.AcceptSecret {
+			continue
+		}
+		check := "fleet secret " + f.Slug
+		arn := arns[f.Slug]
+		if arn == "" {
+			out = append(out, fail(check, "the stack's FleetSecretArns output names no secret of fleet %s: deploy the stage with this config (make deploy)", f.Slug))
+			continue
+		}
+		d, err := sm.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(arn)})
+		switch {
+		case err != nil:
+			out = append(out, fail(check, "%v: fleet %s's secret %s is gone; make deploy recreates it", awsMessage(err), f.Slug, arn))
+		case d.DeletedDate != nil:
+			out = append(out, fail(check, "%s is scheduled for deletion: aws secretsmanager restore-secret --secret-id %s", arn, arn))
+		default:
+			out = append(out, ok(check, "%s", aws.ToString(d.Name)))
+		}
 	}
-	if out.DeletedDate != nil {
-		return fail(check, "%s is scheduled for deletion: aws secretsmanager restore-secret --secret-id %s", arn, arn)
-	}
-	return ok(check, "%s", aws.ToString(out.Name))
+	return out
 }
 
 // API checks the stage's API answers: a GET of its root reaches the API

@@ -59,6 +59,7 @@ fleets:
     max_instances: 4
     instance_types: [g5.xlarge, g5.2xlarge]
     ami_ssm_parameter: `+amiParam+`
+    accept_secret: true
 `+extraYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +74,10 @@ fleets:
 	js.PutParameter(amiParam, "ami-0123456789abcdef0")
 	js.PutServiceQuota("ec2", "L-3819A6DF", 32) // 4 × 8 vCPUs fit exactly
 	js.PutServiceQuota("ec2", "L-DB2E81BA", 32)
-	secretARN := "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-abc"
+	secretARN := "arn:aws:secretsmanager:us-east-1:123456789012:secret:SdxlFleetSecret-abc"
 	js.PutSecretValue(secretARN, "s3cret")
 	acct.PutStack(localaws.Stack{Name: "fleetq-test", Status: "CREATE_COMPLETE", Outputs: map[string]string{
-		"FleetSecretArn": secretARN, "ApiUrl": api.URL,
+		"FleetSecretArns": `{"sdxl":"` + secretARN + `"}`, "ApiUrl": api.URL,
 	}})
 
 	base := awsenv.Static("us-east-1")
@@ -144,7 +145,7 @@ func TestHealthyAccountPassesEveryCheck(t *testing.T) {
 	expect(t, only(t, rs, "cdk bootstrap"), preflight.OK, "version 21")
 	expect(t, only(t, rs, "Spot G and VT quota"), preflight.OK, "L-3819A6DF allows 32 vCPUs, the fleets may run 32", "sdxl 4 × 8 vCPUs")
 	expect(t, only(t, rs, "ami sdxl"), preflight.OK, "ami-0123456789abcdef0", amiParam, "x86_64")
-	expect(t, only(t, rs, "fleet secret"), preflight.OK)
+	expect(t, only(t, rs, "fleet secret sdxl"), preflight.OK, "SdxlFleetSecret-abc")
 	expect(t, only(t, rs, "api"), preflight.OK, "404")
 	for _, r := range rs {
 		if strings.HasPrefix(r.Check, "On-Demand") {
@@ -198,7 +199,7 @@ func TestBootstrapMissingFailedOrOld(t *testing.T) {
 			rs := e.run(t)
 			expect(t, only(t, rs, "cdk bootstrap"), preflight.Fail, c.says)
 			// Without the stage's stack, the checks that need it wait for the deploy.
-			expect(t, only(t, rs, "fleet secret"), preflight.Skip, "make deploy STAGE=test")
+			expect(t, only(t, rs, "fleet secret sdxl"), preflight.Skip, "make deploy STAGE=test")
 			expect(t, only(t, rs, "api"), preflight.Skip, "not deployed yet")
 		})
 	}
@@ -251,13 +252,21 @@ func TestAMIParameterMissingImageMissingOrOtherArchitecture(t *testing.T) {
 func TestSecretGoneOrStackWithoutOutputs(t *testing.T) {
 	e := newEnv(t, "")
 	e.acct.PutStack(localaws.Stack{Name: "fleetq-test", Status: "UPDATE_COMPLETE", Outputs: map[string]string{
-		"FleetSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:Deleted-xyz", "ApiUrl": e.api.URL,
+		"FleetSecretArns": `{"sdxl":"arn:aws:secretsmanager:us-east-1:123456789012:secret:Deleted-xyz"}`, "ApiUrl": e.api.URL,
 	}})
-	expect(t, only(t, e.run(t), "fleet secret"), preflight.Fail, "ResourceNotFoundException", "make deploy recreates it")
+	expect(t, only(t, e.run(t), "fleet secret sdxl"), preflight.Fail, "ResourceNotFoundException", "make deploy recreates it")
 
 	e.acct.PutStack(localaws.Stack{Name: "fleetq-test", Status: "UPDATE_COMPLETE"})
 	rs := e.run(t)
-	expect(t, only(t, rs, "fleet secret"), preflight.Fail, "no FleetSecretArn output")
+	expect(t, only(t, rs, "fleet secret sdxl"), preflight.Fail, "names no secret of fleet sdxl")
+
+	// A fleet whose workers attest has no secret to check.
+	e.cfg.Fleets[0].AcceptSecret = false
+	for _, r := range e.run(t) {
+		if strings.HasPrefix(r.Check, "fleet secret") {
+			t.Errorf("a fleet without accept_secret checked: %+v", r)
+		}
+	}
 	expect(t, only(t, rs, "api"), preflight.Fail, "no ApiUrl output")
 }
 
@@ -270,7 +279,7 @@ func TestAPINotAnsweringAsTheAPI(t *testing.T) {
 		_, _ = w.Write([]byte(`{"message":"Internal Server Error"}`))
 	}))
 	defer gw.Close()
-	out := map[string]string{"FleetSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-abc", "ApiUrl": gw.URL}
+	out := map[string]string{"FleetSecretArns": `{"sdxl":"arn:aws:secretsmanager:us-east-1:123456789012:secret:SdxlFleetSecret-abc"}`, "ApiUrl": gw.URL}
 	e.acct.PutStack(localaws.Stack{Name: "fleetq-test", Status: "UPDATE_COMPLETE", Outputs: out})
 	expect(t, only(t, e.run(t), "api"), preflight.Fail, "answered 500", "Internal Server Error", "make build ran before make deploy")
 

@@ -45,8 +45,7 @@ type Options struct {
 	// Addr is where the API listens (default 127.0.0.1:8080; ":0" picks a port).
 	Addr   string
 	Config *fleetconfig.Config
-	// FleetSecret and OperatorToken are generated when empty.
-	FleetSecret   string
+	// OperatorToken is generated when empty.
 	OperatorToken string
 	// ConsoleKey signs operator console sessions; generated when empty
 	// (signing.Generate), as the stack generates it in AWS. It is no other
@@ -103,7 +102,6 @@ type Stack struct {
 	// Gateway; tests wrap it in the Lambda adapter to send it API Gateway
 	// events (an IAM caller's identity among them).
 	API           http.Handler
-	FleetSecret   string
 	OperatorToken string
 	ConsoleKey    string
 	WebhookKey    string
@@ -166,9 +164,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.FleetSecret == "" {
-		o.FleetSecret = auth.RandomSecret(24)
-	}
 	if o.OperatorToken == "" {
 		o.OperatorToken = auth.RandomSecret(24)
 	}
@@ -195,7 +190,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
 	}
-	s := &Stack{FleetSecret: o.FleetSecret, OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, WebhookKey: o.WebhookKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{},
+	s := &Stack{OperatorToken: o.OperatorToken, ConsoleKey: o.ConsoleKey, WebhookKey: o.WebhookKey, Config: o.Config, log: o.Logger, handlers: map[string]EventHandler{},
 		FleetSecrets: map[string]string{}}
 	for _, f := range o.Config.Fleets {
 		if f.AcceptSecret {
@@ -257,7 +252,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		apiOpts = append(apiOpts, system.NoAnnounce())
 	}
 	apiHandler := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
-		auth.StaticSecret(o.FleetSecret), consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
+		consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.operatorRoute(http.MethodPost, s.localEvents))
 	mux.HandleFunc("/local/events/recent", s.operatorRoute(http.MethodGet, s.recentEvents))

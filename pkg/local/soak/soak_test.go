@@ -428,7 +428,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
-		FleetSecret: fleetSecret, FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
+		FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
 		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {

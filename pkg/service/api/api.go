@@ -80,11 +80,6 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, body []byte) error
 }
 
-// SecretSource supplies the stage's fleet secret.
-type SecretSource interface {
-	FleetSecret(ctx context.Context) (string, error)
-}
-
 // Attestor checks an attested registration's signed identity request and
 // answers the instance and fleet it proves (*attest.Verifier).
 type Attestor interface {
@@ -120,12 +115,11 @@ type Announcer interface {
 
 // Options wire the API.
 type Options struct {
-	Config      *fleetconfig.Config
-	Store       Store
-	Queue       Enqueuer
-	FleetSecret SecretSource
+	Config *fleetconfig.Config
+	Store  Store
+	Queue  Enqueuer
 	// ConsoleKeys sign operator console logins and sessions: the console's
-	// own key, never the fleet secret.
+	// own key, never a fleet's secret.
 	ConsoleKeys console.Keys
 	// Attestor admits attested registrations (nil: none, every fleet
 	// registers by secret); FleetSecrets admits registrations by a fleet's

@@ -68,7 +68,7 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 	for _, f := range cfg.Fleets {
 		secrets[f.Slug] = secretOf(f.Slug)
 	}
-	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecret: fleetSecret, FleetSecrets: secrets, OperatorToken: operatorToken,
+	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecrets: secrets, OperatorToken: operatorToken,
 		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second,
 		// The scaler runs only when a test posts the schedule event.
 		Fleet: devstack.FleetOptions{Tick: -1}}

@@ -44,7 +44,6 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 		Config:       cfg,
 		Store:        store.New(db, store.Options{Table: table, Config: cfg}),
 		Queue:        sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)},
-		FleetSecret:  auth.StaticSecret("sample-fleet-secret"),
 		FleetSecrets: auth.StaticFleetSecrets{"demo": {"sample-fleet-secret"}},
 		Operator:     auth.IAMOperator{},
 		Logger:       slog.New(slog.DiscardHandler),

@@ -47,7 +47,7 @@ func directAPI(h *harness) http.Handler {
 		panic(err)
 	}
 	return system.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
-		auth.StaticSecret(fleetSecret), keys, auth.OperatorToken(operatorToken), h.stack.Assets)
+		keys, auth.OperatorToken(operatorToken), h.stack.Assets)
 }
 
 type measured struct {

@@ -198,19 +198,6 @@ func (e *Lambda) SecretsManager() *secretsmanager.Client {
 	return secretsmanager.NewFromConfig(e.AWS, func(o *secretsmanager.Options) { e.endpoint(awsenv.EnvSecretsManagerEndpoint, &o.BaseEndpoint) })
 }
 
-// FleetSecret is where the API reads the fleet secret: the Secrets Manager
-// secret FLEETQ_FLEET_SECRET_ARN (the stack's), else the SSM SecureString
-// parameter FLEETQ_FLEET_SECRET_PARAM.
-func (e *Lambda) FleetSecret() (api.SecretSource, error) {
-	if arn := e.Lookup(awsenv.EnvFleetSecretARN); arn != "" {
-		return &auth.SecretsManagerSecret{Client: e.SecretsManager(), ID: arn}, nil
-	}
-	if param := e.Lookup(awsenv.EnvFleetSecretParam); param != "" {
-		return &auth.SSMSecret{Client: e.SSM(), Name: param}, nil
-	}
-	return nil, fmt.Errorf("neither %s nor %s is set: the API cannot check the fleet secret", awsenv.EnvFleetSecretARN, awsenv.EnvFleetSecretParam)
-}
-
 // rotationWindow is how long a signing key's previous version still
 // verifies after a rotation: the longest a console session lasts, so a
 // rotation signs nobody out (rotate twice to end every session at once).
@@ -333,14 +320,10 @@ func (e *Lambda) onDemandGroups() (map[string]string, error) {
 
 // APIHandler returns the API function's handler: the HTTP API behind API
 // Gateway (payload format 2.0), with submissions to FLEETQ_SUBMIT_QUEUE_URL,
-// the fleet secret from FleetSecret, IAM
-// operators, and presigned URLs on FLEETQ_BUCKET when set.
+// registrations checked as Registration says, IAM operators, and presigned
+// URLs on FLEETQ_BUCKET when set.
 func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	queueURL, err := e.Require(awsenv.EnvSubmitQueueURL)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := e.FleetSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +339,7 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
 		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
 	}
-	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, secret, consoleKeys,
+	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, consoleKeys,
 		auth.IAMOperator{}, files, registration)
 	return httpadapter.NewV2(h).ProxyWithContext, nil
 }

@@ -203,7 +203,7 @@ func TestFleetGroupsSubnets(t *testing.T) {
 
 // Each function asks for the key it signs with, by its own variable: the
 // API for console sessions, the scaler (which delivers job callbacks) for
-// webhooks when the stage allows any. Neither takes the fleet secret for it.
+// webhooks when the stage allows any. Neither takes a fleet's secret for it.
 func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	dir := t.TempDir()
@@ -214,7 +214,7 @@ func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
 	}
 	base := map[string]string{
 		awsenv.EnvStage: "dev", awsenv.EnvConfigFile: hooks, awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
-		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+		awsenv.EnvFleetGroups:  `{"demo":"fleetq-dev-demo"}`,
 		awsenv.EnvEventBus:     "fleetq-dev-jobs",
 		awsenv.EnvFleetSecrets: `{"demo":"arn:aws:secretsmanager:us-east-1:1:secret:DemoFleetSecret"}`,
 	}
@@ -254,7 +254,7 @@ func TestAPINeedsEachAcceptingFleetsSecret(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	base := map[string]string{
 		awsenv.EnvStage: "dev", awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
-		awsenv.EnvFleetSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:FleetSecret", awsenv.EnvEventBus: "fleetq-dev-jobs",
+		awsenv.EnvEventBus:      "fleetq-dev-jobs",
 		awsenv.EnvConsoleKeyARN: "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey",
 	}
 	e, err := LoadLambda(context.Background(), awsenv.API, env(base), io.Discard)

@@ -114,12 +114,11 @@ func NewAttestor(e *Env, stsEndpoint string, instances attest.Instances, roles m
 }
 
 // NewAPI returns the worker, producer and operator HTTP API. queue takes
-// submissions, secret is the fleet secret workers register with,
-// consoleKeys sign operator console sessions, operator authenticates
+// submissions, consoleKeys sign operator console sessions, operator authenticates
 // operators, files presigns job input and output URLs (nil: a stage without
 // a bucket).
-func NewAPI(e *Env, queue api.Enqueuer, secret api.SecretSource, consoleKeys console.Keys, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
-	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, FleetSecret: secret, ConsoleKeys: consoleKeys, Operator: operator,
+func NewAPI(e *Env, queue api.Enqueuer, consoleKeys console.Keys, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
+	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, ConsoleKeys: consoleKeys, Operator: operator,
 		Assets: files, Clock: e.Clock, Logger: e.Logger}
 	if e.Relay != nil {
 		o.Events = e.Relay

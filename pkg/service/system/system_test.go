@@ -239,8 +239,8 @@ func TestLambdaWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jsonAPI.Close()
-	// The stack's Secrets Manager secret, by ARN, as the API function reads it.
-	const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:FleetSecret-AbCdEf"
+	// The demo fleet's own secret (accept_secret), by ARN, as the API function reads it.
+	const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:DemoFleetSecret-AbCdEf"
 	jsonAPI.PutSecretValue(secretARN, "sample-fleet-secret")
 	// The console key, a secret of its own.
 	const consoleKeyARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ConsoleKey-AbCdEf"
@@ -257,9 +257,9 @@ func TestLambdaWiring(t *testing.T) {
 		awsenv.EnvStage: "dev", awsenv.EnvTable: table, awsenv.EnvLogLevel: "warn",
 		awsenv.EnvDynamoDBEndpoint: testenv.DynamoDBEndpoint(t), awsenv.EnvSQSEndpoint: sqsSrv.URL,
 		awsenv.EnvAutoScalingEndpoint: asg.URL, awsenv.EnvSecretsManagerEndpoint: jsonAPI.URL, awsenv.EnvEventBridgeEndpoint: jsonAPI.URL,
-		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl), awsenv.EnvFleetSecretARN: secretARN,
-		awsenv.EnvConsoleKeyARN: consoleKeyARN,
-		awsenv.EnvEventBus:      "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
+		awsenv.EnvSubmitQueueURL: aws.ToString(q.QueueUrl),
+		awsenv.EnvConsoleKeyARN:  consoleKeyARN,
+		awsenv.EnvEventBus:       "fleetq-dev", awsenv.EnvFleetGroups: `{"demo":"fleetq-dev-demo"}`,
 		awsenv.EnvEC2Endpoint:  acct.URL,
 		awsenv.EnvFleetSecrets: `{"demo":"` + secretARN + `"}`,
 		awsenv.EnvWorkerRoles:  `{"demo":"` + localaws.RoleARN("fleetq-dev-demo-worker") + `"}`, awsenv.EnvSTSEndpoint: sts.URL,
@@ -365,7 +365,7 @@ func TestDevStackWiring(t *testing.T) {
 	ctx := context.Background()
 	var metrics bytes.Buffer
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: fleetconfig.Default(), FleetSecret: "sample-fleet-secret",
+		Addr: "127.0.0.1:0", Config: fleetconfig.Default(),
 		Logger: slog.New(slog.DiscardHandler), RelayInterval: -1,
 		Fleet: devstack.FleetOptions{Tick: -1, Metrics: &metrics},
 	})
