@@ -199,6 +199,9 @@ func speak(t *testing.T, file string) {
 				if hb.Cancel != rec.Cancel || (rec.LeaseExpiresAt != nil) != (hb.LeaseExpiresAt != nil) {
 					t.Errorf("%s: the client read %+v from the release's answer %s", what, hb, ex.Response)
 				}
+				if u := rec.LeaseURLs; u != nil && (hb.LeaseURLs == nil || hb.OutputURL != u.OutputURL || hb.LogURL != u.LogURL || len(hb.InputURLs) != len(u.InputURLs)) {
+					t.Errorf("%s: the client read URLs %+v from the release's answer %s", what, hb.LeaseURLs, ex.Response)
+				}
 			}
 		case "complete":
 			result, _ := json.Marshal(req["result"])

@@ -224,14 +224,16 @@ func recordAgentProtocol(t *testing.T, h *harness) []exchange {
 		return l
 	}
 	progress := 0.5
-	noRefresh := false
-	heartbeat := func(step string, l *agent.Lease, token string) (wire.HeartbeatResponse, error) {
+	heartbeatURLs := func(step string, l *agent.Lease, token string, refresh bool) (wire.HeartbeatResponse, error) {
 		var hb wire.HeartbeatResponse
 		err := r.agentCall(step, "heartbeat", "w1", "worker", func(c *agent.Client) (err error) {
-			hb, err = c.Heartbeat(ctx, l.JobID, token, &progress, noRefresh)
+			hb, err = c.Heartbeat(ctx, l.JobID, token, &progress, refresh)
 			return err
 		})
 		return hb, err
+	}
+	heartbeat := func(step string, l *agent.Lease, token string) (wire.HeartbeatResponse, error) {
+		return heartbeatURLs(step, l, token, false)
 	}
 
 	// Success: lease, heartbeat, complete, complete again.
@@ -239,6 +241,10 @@ func recordAgentProtocol(t *testing.T, h *harness) []exchange {
 	lease = leaseOf("poll, a job", "t1:done")
 	_, err := heartbeat("heartbeat", lease, lease.LeaseToken)
 	r.must(err, "heartbeat")
+	hb, err := heartbeatURLs("heartbeat asking for fresh URLs", lease, lease.LeaseToken, true)
+	if err != nil || hb.LeaseURLs == nil || hb.OutputURL == "" {
+		t.Fatalf("heartbeat asking for fresh URLs = %+v, %v", hb, err)
+	}
 	complete := func(step string, l *agent.Lease) error {
 		return r.agentCall(step, "complete", "w1", "worker", func(c *agent.Client) error {
 			return c.Complete(ctx, l.JobID, l.LeaseToken, json.RawMessage(`{"outputs":{"video":"s3://out/done.mp4"}}`))
@@ -271,7 +277,7 @@ func recordAgentProtocol(t *testing.T, h *harness) []exchange {
 	}
 	lease = leaseOf("poll, the requeued job", "t1:preempted")
 	r.setup("an operator cancels the job", "POST", "/api/jobs/t1:preempted/cancel", map[string]any{})
-	hb, err := heartbeat("heartbeat of a canceled job", lease, lease.LeaseToken)
+	hb, err = heartbeat("heartbeat of a canceled job", lease, lease.LeaseToken)
 	if err != nil || !hb.Cancel {
 		t.Fatalf("heartbeat of a canceled job = %+v, %v; want cancel", hb, err)
 	}
