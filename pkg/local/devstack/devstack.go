@@ -229,7 +229,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	s.cancel = cancel
 	// The scaler, the local fleet and wake-on-enqueue are wired before the
 	// dispatch loop starts.
-	s.startFleet(runCtx, o)
+	if err := s.startFleet(runCtx, o); err != nil {
+		cancel()
+		s.Close()
+		return nil, err
+	}
 	esm := &EventSourceMapping{
 		Client: s.SQS, QueueURL: s.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:" + lastSegment(s.QueueURL), DLQURL: s.DLQURL,
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,

@@ -70,7 +70,7 @@ const (
 // startFleet wires the interruption handler (EC2 and Auto Scaling events
 // posted to /local/events), wake-on-enqueue, the scaler (its loop and its
 // schedule event) and the local fleet.
-func (s *Stack) startFleet(ctx context.Context, o Options) {
+func (s *Stack) startFleet(ctx context.Context, o Options) error {
 	fo := o.Fleet
 	if fo.Tick == 0 {
 		fo.Tick = time.Minute
@@ -110,16 +110,19 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 			lifecycle = fo.Lifecycle
 		}
 	}
-	s.Dispatch = system.NewDispatch(s.Env, capacity)
-	s.Scaler = system.NewScaler(s.Env, capacity, fo.Metrics)
-	s.Interruptions = system.NewInterruption(s.Env, lifecycle)
-	for _, r := range []struct{ source, detailType string }{
-		{"aws.ec2", interruption.SpotWarning}, {"aws.ec2", interruption.Rebalance},
-		{"aws.ec2", interruption.StateChange}, {"aws.autoscaling", interruption.TerminateHook},
-		{"aws.ec2", interruption.ReservationWarning}, {"aws.ec2", interruption.ReservationWarningAlt},
-		{"aws.health", interruption.HealthEvent},
-	} {
-		s.HandleEvents(r.source, r.detailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
+	var err error
+	if s.Dispatch, err = system.NewDispatch(s.Env, capacity); err != nil {
+		return err
+	}
+	if s.Scaler, err = system.NewScaler(s.Env, capacity, fo.Metrics, nil); err != nil {
+		return err
+	}
+	if s.Interruptions, err = system.NewInterruption(s.Env, lifecycle); err != nil {
+		return err
+	}
+	// The events the stage's rules route to the interruption function.
+	for _, r := range interruption.HandledEvents() {
+		s.HandleEvents(r.Source, r.DetailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
 			return s.Interruptions.Handle(ctx, ev)
 		})
 	}
@@ -140,6 +143,7 @@ func (s *Stack) startFleet(ctx context.Context, o Options) {
 			})
 		})
 	}
+	return nil
 }
 
 // interruptLocal delivers a Spot interruption warning for a local instance

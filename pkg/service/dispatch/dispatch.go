@@ -25,22 +25,41 @@ type Waker interface {
 	Wake(ctx context.Context, fleet string, jobs int) error
 }
 
-// Handler is the dispatch function's logic.
+// Handler is the dispatch function's logic. Build it with New.
 type Handler struct {
-	Config *fleetconfig.Config
-	Store  Store
+	cfg   *fleetconfig.Config
+	store Store
+	waker Waker
+	log   *slog.Logger
+}
+
+// Config holds the handler's optional settings; the zero Config is the
+// defaults.
+type Config struct {
 	// Waker, when set, is called once per fleet per batch that created
-	// work, after the batch's jobs are stored.
-	Waker  Waker
-	Logger *slog.Logger
+	// work, after the batch's jobs are stored (default: none, the scaler's
+	// next tick raises the fleet).
+	Waker Waker
+}
+
+// New returns the dispatch handler over the stage's config and store. Every
+// argument but the Config is required: New answers an error naming the one
+// missing.
+func New(cfg *fleetconfig.Config, st Store, log *slog.Logger, c Config) (*Handler, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("dispatch.New: no config")
+	case st == nil:
+		return nil, errors.New("dispatch.New: no store")
+	case log == nil:
+		return nil, errors.New("dispatch.New: no logger")
+	}
+	return &Handler{cfg: cfg, store: st, waker: c.Waker, log: log}, nil
 }
 
 // Handle processes one SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	log := h.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := h.log
 	var resp events.SQSEventResponse
 	created := map[string]int{}
 	// perTenant counts the batch's jobs per fleet and tenant: a tenant with
@@ -62,16 +81,16 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			}
 			k := [2]string{fleet, tenant}
 			perTenant[k]++
-			if c := h.Config.Tenant(tenant).MaxLeased; c == 0 || perTenant[k] <= c {
+			if c := h.cfg.Tenant(tenant).MaxLeased; c == 0 || perTenant[k] <= c {
 				created[fleet]++
 			}
 		}
 	}
-	if h.Waker != nil {
+	if h.waker != nil {
 		for _, fleet := range order {
 			// Waking is best effort here: the jobs are stored, and the
 			// scaler's next tick raises capacity if this call failed.
-			if err := h.Waker.Wake(ctx, fleet, created[fleet]); err != nil {
+			if err := h.waker.Wake(ctx, fleet, created[fleet]); err != nil {
 				log.WarnContext(ctx, "wake fleet", "fleet", fleet, "error", err.Error())
 			}
 		}
@@ -82,11 +101,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 // record creates the job of one message. It answers the fleet that got new
 // work ("" for none) and the job's tenant, or an error worth a redelivery.
 func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (string, string, error) {
-	sub, err := submission.Parse([]byte(rec.Body), h.Config)
+	sub, err := submission.Parse([]byte(rec.Body), h.cfg)
 	var invalid *submission.Error
 	if errors.As(err, &invalid) {
 		log.WarnContext(ctx, "submission rejected", "message_id", rec.MessageId, "reason", invalid.Msg)
-		return "", "", h.Store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
+		return "", "", h.store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
 	}
 	if err != nil {
 		return "", "", err
@@ -96,7 +115,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMe
 		// across redeliveries of the same message.
 		sub.JobID = rec.MessageId
 	}
-	j, created, err := h.Store.CreateJob(ctx, sub.Spec())
+	j, created, err := h.store.CreateJob(ctx, sub.Spec())
 	if err != nil {
 		return "", "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -45,7 +46,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 		t.Fatal(err)
 	}
 	waker := &recordingWaker{}
-	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: st, Waker: waker, Logger: slog.New(slog.DiscardHandler)}
+	h := newHandler(t, fleetconfig.Default(), st, dispatch.Config{Waker: waker})
 	ctx := context.Background()
 	resp, err := h.Handle(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -75,7 +76,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 
 func TestMissingJobIDUsesMessageID(t *testing.T) {
 	st := newStore(t)
-	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: st, Logger: slog.New(slog.DiscardHandler)}
+	h := newHandler(t, fleetconfig.Default(), st, dispatch.Config{})
 	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m-77", `{"tenant_id":"t","workflow_id":"demo-exec"}`)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatal(resp, err)
@@ -101,7 +102,7 @@ func (f *flakyStore) CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, 
 
 func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 	st := newStore(t)
-	h := &dispatch.Handler{Config: fleetconfig.Default(), Store: &flakyStore{Store: st, failFor: map[string]bool{"t:b": true}}, Logger: slog.New(slog.DiscardHandler)}
+	h := newHandler(t, fleetconfig.Default(), &flakyStore{Store: st, failFor: map[string]bool{"t:b": true}}, dispatch.Config{})
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		msg("m1", `{"job_id":"a","tenant_id":"t","workflow_id":"demo-sleep"}`),
 		msg("m2", `{"job_id":"b","tenant_id":"t","workflow_id":"demo-sleep"}`),
@@ -149,12 +150,35 @@ func TestWakeCountsACappedTenantUpToItsCap(t *testing.T) {
 		ev.Records = append(ev.Records, msg("m-"+id, fmt.Sprintf(`{"job_id":%q,"tenant_id":%q,"workflow_id":"demo-sleep","input":{}}`, id, tenant)))
 	}
 	waker := &countingWaker{jobs: map[string]int{}}
-	h := &dispatch.Handler{Config: cfg, Store: st, Waker: waker, Logger: slog.New(slog.DiscardHandler)}
+	h := newHandler(t, cfg, st, dispatch.Config{Waker: waker})
 	resp, err := h.Handle(context.Background(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
 	}
 	if waker.jobs["demo"] != 5 {
 		t.Fatalf("woken for %v, want demo: 5 (2 capped + 3 free)", waker.jobs)
+	}
+}
+
+// newHandler is dispatch.New with a silent logger.
+func newHandler(t *testing.T, cfg *fleetconfig.Config, st dispatch.Store, c dispatch.Config) *dispatch.Handler {
+	t.Helper()
+	h, err := dispatch.New(cfg, st, slog.New(slog.DiscardHandler), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestNewRequiresConfigStoreAndLogger(t *testing.T) {
+	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
+	for name, err := range map[string]error{
+		"config": func() error { _, err := dispatch.New(nil, st, log, dispatch.Config{}); return err }(),
+		"store":  func() error { _, err := dispatch.New(fleetconfig.Default(), nil, log, dispatch.Config{}); return err }(),
+		"logger": func() error { _, err := dispatch.New(fleetconfig.Default(), st, nil, dispatch.Config{}); return err }(),
+	} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("New without a %s: %v", name, err)
+		}
 	}
 }

@@ -68,29 +68,47 @@ func (noAutoScaling) CompleteLifecycle(context.Context, string, string, string, 
 // that one or two failed sweeps (run once a minute) do not let it lapse.
 const DefaultHeartbeatEvery = 2 * time.Minute
 
-// Handler handles one event at a time. Build it with New; the fields are
-// exported for callers that still build it as a literal, where a nil
-// Lifecycle is NoAutoScaling and a nil Clock the wall clock.
+// Handler handles one event at a time. Build it with New.
 type Handler struct {
-	Store     Store
-	Lifecycle Lifecycle
-	// Clock dates an event that carries no time, and the sweep.
-	Clock  clock.Clock
-	Logger *slog.Logger
+	store     Store
+	lifecycle Lifecycle
+	// clock dates an event that carries no time, and the sweep.
+	clock clock.Clock
+	log   *slog.Logger
+	// heartbeatEvery is how long a held lifecycle action goes without a
+	// heartbeat.
+	heartbeatEvery time.Duration
+}
+
+// Config holds the handler's optional settings; the zero Config is the
+// defaults.
+type Config struct {
 	// HeartbeatEvery is how long a held lifecycle action goes without a
-	// heartbeat; 0 means DefaultHeartbeatEvery.
+	// heartbeat (default DefaultHeartbeatEvery).
 	HeartbeatEvery time.Duration
 }
 
 // New returns a handler over the store. lifecycle completes terminate
-// lifecycle actions (NoAutoScaling where there is no group); clk dates events
-// that carry no time; log may be nil (slog's default). store, lifecycle and
-// clk are required: New panics without them.
-func New(store Store, lifecycle Lifecycle, clk clock.Clock, log *slog.Logger) *Handler {
-	if store == nil || lifecycle == nil || clk == nil {
-		panic("interruption.New: store, lifecycle and clock are required")
+// lifecycle actions (NoAutoScaling where there is no group); clk dates
+// events that carry no time. Every dependency is required: New answers an
+// error naming the one missing.
+func New(store Store, lifecycle Lifecycle, clk clock.Clock, log *slog.Logger, c Config) (*Handler, error) {
+	switch {
+	case store == nil:
+		return nil, errors.New("interruption.New: no store")
+	case lifecycle == nil:
+		return nil, errors.New("interruption.New: no lifecycle (NoAutoScaling where there is no group)")
+	case clk == nil:
+		return nil, errors.New("interruption.New: no clock")
+	case log == nil:
+		return nil, errors.New("interruption.New: no logger")
+	case c.HeartbeatEvery < 0:
+		return nil, fmt.Errorf("interruption.New: heartbeat interval %s is negative", c.HeartbeatEvery)
 	}
-	return &Handler{Store: store, Lifecycle: lifecycle, Clock: clk, Logger: log}
+	if c.HeartbeatEvery == 0 {
+		c.HeartbeatEvery = DefaultHeartbeatEvery
+	}
+	return &Handler{store: store, lifecycle: lifecycle, clock: clk, log: log, heartbeatEvery: c.HeartbeatEvery}, nil
 }
 
 // Summary is what the handler did.
@@ -136,10 +154,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.CloudWatchEvent) (Summar
 	}
 	at := ev.Time
 	if at.IsZero() {
-		at = h.clock().Now()
+		at = h.clock.Now()
 	}
 	in := input{id: ev.ID, at: at, msg: msg,
-		log: h.log().With("event", ev.DetailType, "event_id", ev.ID, "instance_id", s.InstanceID)}
+		log: h.log.With("event", ev.DetailType, "event_id", ev.ID, "instance_id", s.InstanceID)}
 	err = act.run(ctx, h, in, &s)
 	return s, err
 }
@@ -212,7 +230,7 @@ func (c counting) of(in input, w worker.Worker) *fleetstate.Interruption {
 // record counts the event on w's instance, when c says so.
 func (c counting) record(ctx context.Context, h *Handler, in input, w worker.Worker) error {
 	if n := c.of(in, w); n != nil {
-		if _, err := h.Store.RecordInterruption(ctx, *n); err != nil {
+		if _, err := h.store.RecordInterruption(ctx, *n); err != nil {
 			return err
 		}
 	}
@@ -228,7 +246,7 @@ func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error
 	}
 	var all []worker.Worker
 	for _, inst := range m.Instances {
-		ws, err := h.Store.DrainInstance(ctx, inst)
+		ws, err := h.store.DrainInstance(ctx, inst)
 		if err != nil {
 			return err
 		}
@@ -294,7 +312,7 @@ func logHandled(in input, s *Summary, fleet string) {
 // write). No worker there is a no-op.
 func drainAndRequeue(c counting, reason job.PreemptReason) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		ws, err := h.Store.DrainInstance(ctx, s.InstanceID)
+		ws, err := h.store.DrainInstance(ctx, s.InstanceID)
 		if err != nil {
 			return err
 		}
@@ -304,7 +322,7 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 		}
 		summarize(ws, s)
 		s.Drained = true
-		if s.Requeued, err = h.Store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
+		if s.Requeued, err = h.store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
 			return err
 		}
 		logHandled(in, s, ws[0].Fleet)
@@ -316,7 +334,7 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 // changes nothing else.
 func countOnly(kind fleetstate.InterruptionKind) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
+		ws, err := h.store.WorkersByInstance(ctx, s.InstanceID)
 		if err != nil {
 			return err
 		}
@@ -337,7 +355,7 @@ func countOnly(kind fleetstate.InterruptionKind) action {
 // them (the instance is gone), then counts the event as kind.
 func removeWorkers(kind fleetstate.InterruptionKind) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
-		ws, err := h.Store.WorkersByInstance(ctx, s.InstanceID)
+		ws, err := h.store.WorkersByInstance(ctx, s.InstanceID)
 		if err != nil {
 			return err
 		}
@@ -346,7 +364,7 @@ func removeWorkers(kind fleetstate.InterruptionKind) action {
 			return nil
 		}
 		summarize(ws, s)
-		if s.Requeued, err = h.Store.RemoveWorkers(ctx, ws, string(job.Shutdown)); err != nil {
+		if s.Requeued, err = h.store.RemoveWorkers(ctx, ws, string(job.Shutdown)); err != nil {
 			return err
 		}
 		s.Removed = true
@@ -379,7 +397,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		return fmt.Errorf("terminate lifecycle action: %s is not a %s", in.msg.Kind(), KindTerminateAction)
 	}
 	// The drain answers each worker with a lease claimed since any read.
-	ws, err := h.Store.DrainInstance(ctx, m.Instance)
+	ws, err := h.store.DrainInstance(ctx, m.Instance)
 	if err != nil {
 		return err
 	}
@@ -397,8 +415,8 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		}
 	}
 	deadline := in.at.Add(timeout)
-	if leases > 0 && timeout > 0 && deadline.After(h.clock().Now()) {
-		t, created, err := h.Store.StartTermination(ctx, store.Termination{InstanceID: m.Instance, Fleet: fleet,
+	if leases > 0 && timeout > 0 && deadline.After(h.clock.Now()) {
+		t, created, err := h.store.StartTermination(ctx, store.Termination{InstanceID: m.Instance, Fleet: fleet,
 			Group: m.Group, Hook: m.Hook, Token: m.Token, StartedAt: in.at, Deadline: deadline, HeartbeatAt: in.at})
 		if err != nil {
 			return err
@@ -411,7 +429,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		in.log.Info("terminate lifecycle action held while the instance drains", "workers", s.Workers,
 			"leases", leases, "deadline", s.HeldUntil)
 		// A late delivery may find the heartbeat due already.
-		ts := h.tend(ctx, t, h.clock().Now())
+		ts := h.tend(ctx, t, h.clock.Now())
 		if ts.Error != "" {
 			return errors.New(ts.Error)
 		}
@@ -419,7 +437,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
 		return nil
 	}
-	n, err := h.Store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+	n, err := h.store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
 	if err != nil {
 		return err
 	}
@@ -435,7 +453,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 // drainTimeout is how long a fleet lets running jobs finish when an
 // instance is scaled in (agent.drain_timeout; 0 for an unknown fleet).
 func (h *Handler) drainTimeout(fleet string) time.Duration {
-	cfg := h.Store.Config()
+	cfg := h.store.Config()
 	if cfg == nil {
 		return 0
 	}
@@ -450,11 +468,7 @@ func (h *Handler) drainTimeout(fleet string) time.Duration {
 // waiting (a duplicate delivery: completed already, or timed out) is done
 // too; note says so ("" when this call completed it).
 func (h *Handler) complete(ctx context.Context, group, hook, instance, token string) (note string, err error) {
-	lc := h.Lifecycle
-	if lc == nil {
-		lc = NoAutoScaling
-	}
-	err = lc.CompleteLifecycle(ctx, group, hook, instance, token)
+	err = h.lifecycle.CompleteLifecycle(ctx, group, hook, instance, token)
 	switch {
 	case errors.Is(err, errNoAutoScaling):
 		return "no Auto Scaling group here: the lifecycle action times out on its own", nil
@@ -503,11 +517,11 @@ type TerminationSummary struct {
 // failure on one instance does not stop the others; the sweep answers them
 // all joined, and the termination stays held for the next sweep.
 func (h *Handler) Sweep(ctx context.Context) ([]TerminationSummary, error) {
-	ts, err := h.Store.Terminations(ctx)
+	ts, err := h.store.Terminations(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sweep held terminations: %w", err)
 	}
-	now := h.clock().Now()
+	now := h.clock.Now()
 	out := make([]TerminationSummary, 0, len(ts))
 	var errs []error
 	for _, t := range ts {
@@ -515,7 +529,7 @@ func (h *Handler) Sweep(ctx context.Context) ([]TerminationSummary, error) {
 		if r.Error != "" {
 			errs = append(errs, fmt.Errorf("held termination of %s: %s", t.InstanceID, r.Error))
 		}
-		h.log().Info("held termination tended", "instance_id", t.InstanceID, "leases", r.Leases,
+		h.log.Info("held termination tended", "instance_id", t.InstanceID, "leases", r.Leases,
 			"outcome", r.Outcome, "requeued", r.Requeued, "error", r.Error)
 		out = append(out, r)
 	}
@@ -529,7 +543,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 		r.Outcome, r.Error = OutcomeFailed, err.Error()
 		return r
 	}
-	ws, err := h.Store.WorkersByInstance(ctx, t.InstanceID)
+	ws, err := h.store.WorkersByInstance(ctx, t.InstanceID)
 	if err != nil {
 		return fail(err)
 	}
@@ -538,7 +552,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	}
 	// requeueAll gives back what still runs there.
 	requeueAll := func() error {
-		n, err := h.Store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+		n, err := h.store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
 		r.Requeued += n
 		return err
 	}
@@ -548,7 +562,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 		if err != nil {
 			return fail(err)
 		}
-		if err := h.Store.EndTermination(ctx, t.InstanceID); err != nil {
+		if err := h.store.EndTermination(ctx, t.InstanceID); err != nil {
 			return fail(err)
 		}
 		r.Outcome, r.Note = outcome, note
@@ -562,11 +576,11 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 			return fail(err)
 		}
 		return finish(OutcomeDeadline)
-	case now.Sub(t.HeartbeatAt) < h.heartbeatEvery():
+	case now.Sub(t.HeartbeatAt) < h.heartbeatEvery:
 		r.Outcome = OutcomeWaiting
 		return r
 	}
-	hb, ok := h.Lifecycle.(Heartbeater)
+	hb, ok := h.lifecycle.(Heartbeater)
 	if !ok {
 		r.Outcome, r.Note = OutcomeWaiting, "this stack cannot heartbeat lifecycle actions"
 		return r
@@ -576,7 +590,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 		if err := requeueAll(); err != nil {
 			return fail(err)
 		}
-		if err := h.Store.EndTermination(ctx, t.InstanceID); err != nil {
+		if err := h.store.EndTermination(ctx, t.InstanceID); err != nil {
 			return fail(err)
 		}
 		r.Outcome = OutcomeLapsed
@@ -585,30 +599,9 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := h.Store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fail(err)
 	}
 	r.Outcome = OutcomeHeartbeat
 	return r
-}
-
-func (h *Handler) heartbeatEvery() time.Duration {
-	if h.HeartbeatEvery > 0 {
-		return h.HeartbeatEvery
-	}
-	return DefaultHeartbeatEvery
-}
-
-func (h *Handler) clock() clock.Clock {
-	if h.Clock != nil {
-		return h.Clock
-	}
-	return clock.Real{}
-}
-
-func (h *Handler) log() *slog.Logger {
-	if h.Logger != nil {
-		return h.Logger
-	}
-	return slog.Default()
 }

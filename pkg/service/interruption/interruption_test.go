@@ -81,7 +81,7 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	groups(srv)
 	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
 	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk, requests: requests,
-		h: interruption.New(st, ad, clk, slog.New(slog.DiscardHandler))}
+		h: newHandler(t, st, ad, clk, slog.New(slog.DiscardHandler))}
 }
 
 // waitingHook is the stage's group with the instance waiting on its
@@ -356,7 +356,7 @@ func TestHealthEventWithoutAnInstanceIsLoggedAndAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs strings.Builder
-		h := interruption.New(e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.NewJSONHandler(&logs, nil)))
+		h := newHandler(t, e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.NewJSONHandler(&logs, nil)))
 		s, err := h.Handle(e.ctx, ev)
 		if err != nil || s.Kind != interruption.KindNoInstance || s.Drained || s.Requeued != 0 || s.Note == "" {
 			t.Errorf("%s: summary %+v, err %v; want %s handled without an error", name, s, err, interruption.KindNoInstance)
@@ -418,7 +418,7 @@ func TestTerminateLifecycleActionFailureIsReturned(t *testing.T) {
 func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 	e := newEnv(t)
 	e.leased("j1")
-	h := interruption.New(e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
+	h := newHandler(t, e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
 	s, err := h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
 	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") {
 		t.Fatalf("summary %+v, %v", s, err)
@@ -426,32 +426,44 @@ func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 	if n := len(e.asg.Calls()); n != 0 {
 		t.Fatalf("%d Auto Scaling requests", n)
 	}
-	// A handler built as a literal without Lifecycle does the same.
-	lit := &interruption.Handler{Store: e.st}
-	if s, err := lit.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json")); err != nil || !strings.Contains(s.Note, "times out on its own") {
-		t.Fatalf("literal: %+v, %v", s, err)
+}
+
+func TestNewRequiresEveryDependency(t *testing.T) {
+	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
+	for name, f := range map[string]func() (*interruption.Handler, error){
+		"store": func() (*interruption.Handler, error) {
+			return interruption.New(nil, interruption.NoAutoScaling, clock.Real{}, log, interruption.Config{})
+		},
+		"lifecycle": func() (*interruption.Handler, error) {
+			return interruption.New(st, nil, clock.Real{}, log, interruption.Config{})
+		},
+		"clock": func() (*interruption.Handler, error) {
+			return interruption.New(st, interruption.NoAutoScaling, nil, log, interruption.Config{})
+		},
+		"logger": func() (*interruption.Handler, error) {
+			return interruption.New(st, interruption.NoAutoScaling, clock.Real{}, nil, interruption.Config{})
+		},
+		"heartbeat": func() (*interruption.Handler, error) {
+			return interruption.New(st, interruption.NoAutoScaling, clock.Real{}, log, interruption.Config{HeartbeatEvery: -time.Second})
+		},
+	} {
+		if h, err := f(); err == nil || h != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("New without a good %s: %v, %v", name, h, err)
+		}
+	}
+	if h, err := interruption.New(st, interruption.NoAutoScaling, clock.Real{}, log, interruption.Config{}); err != nil || h == nil {
+		t.Fatalf("New with every dependency: %v, %v", h, err)
 	}
 }
 
-func TestNewRequiresStoreLifecycleAndClock(t *testing.T) {
-	st := &store.Store{}
-	for name, f := range map[string]func(){
-		"store":     func() { interruption.New(nil, interruption.NoAutoScaling, clock.Real{}, nil) },
-		"lifecycle": func() { interruption.New(st, nil, clock.Real{}, nil) },
-		"clock":     func() { interruption.New(st, interruption.NoAutoScaling, nil, nil) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("New without %s did not panic", name)
-				}
-			}()
-			f()
-		}()
+// newHandler is interruption.New with the default settings.
+func newHandler(t *testing.T, st interruption.Store, lc interruption.Lifecycle, clk clock.Clock, log *slog.Logger) *interruption.Handler {
+	t.Helper()
+	h, err := interruption.New(st, lc, clk, log, interruption.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if h := interruption.New(st, interruption.NoAutoScaling, clock.Real{}, nil); h.Store == nil || h.Lifecycle == nil || h.Clock == nil {
-		t.Fatalf("handler %+v", h)
-	}
+	return h
 }
 
 // The agent's own requeue and the warning race on each job: one of them

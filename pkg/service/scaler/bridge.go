@@ -64,8 +64,8 @@ func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snap
 // end takes a victim out of its group: an idle bridge back into its pool
 // stopped (capacity with a Pool), anything else terminated.
 func (s *Scaler) end(ctx context.Context, f *fleetconfig.Fleet, v scaling.Victim) error {
-	if pool, ok := s.Capacity.(Pool); ok && v.Why == scaling.WhyBridge {
+	if pool, ok := s.c.Capacity.(Pool); ok && v.Why == scaling.WhyBridge {
 		return pool.StopIntoPool(ctx, f.Slug, v.InstanceID)
 	}
-	return s.Capacity.Terminate(ctx, f.Slug, v.InstanceID)
+	return s.c.Capacity.Terminate(ctx, f.Slug, v.InstanceID)
 }

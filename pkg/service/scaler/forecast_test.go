@@ -15,7 +15,7 @@ import (
 // leased on average.
 func withForecast(h *harness, budgetHours float64) {
 	h.t.Helper()
-	h.sc.Config.Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
+	h.st.Config().Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
 	yesterday := t0.Add(-24 * time.Hour)
 	mem := fleetstate.Forecast{Hours: forecast.History{forecast.HourOf(yesterday): {Arrivals: 12, Work: 6, Ticks: 1}}, At: t0.Add(-time.Minute)}
 	d := fleetstate.Decision{At: t0.Add(-time.Minute), Reason: "seed"}

@@ -33,7 +33,9 @@ func TestTickOnAnAutoScalingGroup(t *testing.T) {
 	h.submit(1, "j")
 	leases := h.leaseAll()
 	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
-	h.sc.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": "fleetq-test-gpu"}}
+	h.configure(func(c *scaler.Config) {
+		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": "fleetq-test-gpu"}}
+	})
 	srv.Throttle("DescribeAutoScalingGroups", 2) // retried by the adapter
 	for range 20 {
 		h.clock.Advance(time.Minute)

@@ -78,7 +78,7 @@ type ladderSnapshot struct {
 // the Spot group has a launch outstanding: failures left from a scale-out
 // the fleet no longer wants say nothing about the next one.
 func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Group) (*ladderSnapshot, error) {
-	l, ok := s.Capacity.(Ladder)
+	l, ok := s.c.Capacity.(Ladder)
 	if !(f.OnDemand.Enabled() || f.Bridge.Enabled()) || !ok || !l.HasOnDemand(f.Slug) {
 		return nil, nil
 	}
@@ -160,7 +160,7 @@ func (s *Scaler) drainInstances(ctx context.Context, snap snapshot, ids []string
 	var drained []string
 	for _, id := range ids {
 		if wid, ok := workers[id]; ok {
-			if _, err := s.Store.DrainWorker(ctx, wid); err != nil {
+			if _, err := s.store.DrainWorker(ctx, wid); err != nil {
 				return drained, fmt.Errorf("drain %s worker %s: %w", what, wid, err)
 			}
 			drained = append(drained, id)
@@ -173,12 +173,12 @@ func (s *Scaler) drainInstances(ctx context.Context, snap snapshot, ids []string
 // differs from what the group holds now.
 func (s *Scaler) setGroups(ctx context.Context, f *fleetconfig.Fleet, rep *LadderReport, spotNow, onDemandNow int) error {
 	if rep.OnDemandDesired != onDemandNow {
-		if err := s.Capacity.(Ladder).SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
+		if err := s.c.Capacity.(Ladder).SetOnDemandDesired(ctx, f.Slug, rep.OnDemandDesired); err != nil {
 			return err
 		}
 	}
 	if rep.SpotDesired != spotNow {
-		return s.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired)
+		return s.c.Capacity.SetDesired(ctx, f.Slug, rep.SpotDesired)
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ type ladderHarness struct {
 func newLadderHarness(t *testing.T, fallbackAfter time.Duration) *ladderHarness {
 	t.Helper()
 	h := newHarness(t)
-	h.sc.Config.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(fallbackAfter)
+	h.st.Config().Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(fallbackAfter)
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,9 @@ func newLadderHarness(t *testing.T, fallbackAfter time.Duration) *ladderHarness 
 	srv.SetCapacity(spotGroup, false)
 	srv.SetCapacity(odGroup, true)
 	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
-	h.sc.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, OnDemandNames: map[string]string{"gpu": odGroup}}
+	h.configure(func(c *scaler.Config) {
+		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, OnDemandNames: map[string]string{"gpu": odGroup}}
+	})
 	return &ladderHarness{harness: h, srv: srv}
 }
 
@@ -210,7 +212,7 @@ func TestLadderOffKeepsOneGroup(t *testing.T) {
 // fallback_after; the decision says which rule moved them.
 func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 	h := newLadderHarness(t, 30*time.Minute)
-	h.sc.Config.Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
+	h.st.Config().Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
 	h.submit(4, "a")
 	h.tick()
 	for m := 1; m <= 3; m++ {
@@ -236,7 +238,7 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 // instance's worker leases it, and the instance is kept while it runs.
 func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	h := newLadderHarness(t, 10*time.Minute)
-	h.sc.Config.Fleets[0].PreemptionCap = 1
+	h.st.Config().Fleets[0].PreemptionCap = 1
 	h.srv.SetCapacity(spotGroup, true)
 	h.submit(1, "p")
 	h.tick()

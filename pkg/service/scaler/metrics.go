@@ -57,22 +57,22 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 	if !snap.OldestReady.IsZero() {
 		m.OldestQueuedAgeSeconds = now.Sub(snap.OldestReady).Seconds()
 	}
-	done, err := s.Store.RecentOutcomes(ctx, f.Slug, now.Add(-processingWindow))
+	done, err := s.store.RecentOutcomes(ctx, f.Slug, now.Add(-processingWindow))
 	if err != nil {
 		return m, err
 	}
 	if len(done.Runs) > 0 {
 		m.JobProcessingP50 = done.Runs[(len(done.Runs)-1)/2].Seconds()
 	}
-	recent, err := s.Store.RecentOutcomes(ctx, f.Slug, now.Add(-errorWindow))
+	recent, err := s.store.RecentOutcomes(ctx, f.Slug, now.Add(-errorWindow))
 	if err != nil {
 		return m, err
 	}
 	if n := recent.Succeeded + recent.Dead; n > 0 {
 		m.ErrorRate = 100 * float64(recent.Dead) / float64(n)
 	}
-	if s.Interruptions != nil {
-		if m.SpotInterruptionCount, err = s.Interruptions(ctx, f.Slug, now.Add(-time.Minute)); err != nil {
+	if s.c.Interruptions != nil {
+		if m.SpotInterruptionCount, err = s.c.Interruptions(ctx, f.Slug, now.Add(-time.Minute)); err != nil {
 			return m, err
 		}
 	}
@@ -80,12 +80,12 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 }
 
 func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {
-	if s.Metrics == nil {
+	if s.c.Metrics == nil {
 		return nil
 	}
 	m, err := s.fleetMetrics(ctx, f, r, workers, now)
 	if err != nil {
 		return err
 	}
-	return writeEMF(s.Metrics, s.Stage, f.Slug, m, now)
+	return writeEMF(s.c.Metrics, s.c.Stage, f.Slug, m, now)
 }

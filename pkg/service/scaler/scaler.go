@@ -43,32 +43,60 @@ type Store interface {
 	RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error)
 }
 
-// Scaler runs the tick.
+// Scaler runs the tick. Build it with New.
 type Scaler struct {
-	Config *fleetconfig.Config
-	Store  Store
-	// Capacity is the fleets' groups; nil keeps the books only (workers
-	// started by hand) and records what the policy would do.
+	cfg   *fleetconfig.Config
+	store Store
+	clock Clock
+	log   *slog.Logger
+	c     Config
+}
+
+// Config holds the scaler's optional settings; the zero Config is the
+// defaults.
+type Config struct {
+	// Capacity is the fleets' groups (default: none, which keeps the books
+	// only, for workers started by hand, and records what the policy would
+	// do).
 	Capacity Capacity
-	Clock    Clock
-	Logger   *slog.Logger
-	// Stage names the deployment in metrics.
+	// Stage names the deployment in metrics (default: the fleet config's
+	// stage).
 	Stage string
 	// Metrics receives one CloudWatch Embedded Metric Format line per fleet
-	// per tick (os.Stdout in Lambda); nil writes none.
+	// per tick (os.Stdout in Lambda; default: none).
 	Metrics io.Writer
-	// Relay, when set, publishes job events the API could not announce.
+	// Relay publishes job events the API could not announce (default:
+	// none).
 	Relay Relay
-	// Interruptions, when set, counts a fleet's Spot interruptions since a
-	// time (for the SpotInterruptionCount metric).
+	// Interruptions counts a fleet's Spot interruptions since a time, for
+	// the SpotInterruptionCount metric (default: not published).
 	Interruptions func(ctx context.Context, fleet string, since time.Time) (int, error)
-	// InterruptionCounts, when set, reads a fleet's interruptions since a
-	// time by instance type, zone and kind, to weigh down the Spot types
-	// and zones interrupted recently (weigh.go).
+	// InterruptionCounts reads a fleet's interruptions since a time by
+	// instance type, zone and kind, to weigh down the Spot types and zones
+	// interrupted recently (weigh.go; default: no weighing).
 	InterruptionCounts func(ctx context.Context, fleet string, since time.Time) ([]fleetstate.InterruptionCount, error)
-	// SpotPrices, when set, reads each fleet's Spot prices about once an
-	// hour for the cost of its jobs (spotprices.go).
+	// SpotPrices reads each fleet's Spot prices about once an hour for the
+	// cost of its jobs (spotprices.go; default: none).
 	SpotPrices *SpotPricer
+}
+
+// New returns the tick over the fleets of cfg. Every argument but the
+// Config is required: New answers an error naming the one missing.
+func New(cfg *fleetconfig.Config, st Store, clk Clock, log *slog.Logger, c Config) (*Scaler, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("scaler.New: no config")
+	case st == nil:
+		return nil, errors.New("scaler.New: no store")
+	case clk == nil:
+		return nil, errors.New("scaler.New: no clock")
+	case log == nil:
+		return nil, errors.New("scaler.New: no logger")
+	}
+	if c.Stage == "" {
+		c.Stage = cfg.Stage
+	}
+	return &Scaler{cfg: cfg, store: st, clock: clk, log: log, c: c}, nil
 }
 
 // FleetReport is what one tick did for one fleet.
@@ -114,19 +142,19 @@ func (r FleetReport) InService() int {
 func (s *Scaler) Tick(ctx context.Context) ([]FleetReport, error) {
 	var reports []FleetReport
 	var errs []error
-	for i := range s.Config.Fleets {
-		f := &s.Config.Fleets[i]
+	for i := range s.cfg.Fleets {
+		f := &s.cfg.Fleets[i]
 		r, err := s.TickFleet(ctx, f)
 		if err != nil {
-			s.log().Error("scaler tick failed", "fleet", f.Slug, "error", err.Error())
+			s.log.Error("scaler tick failed", "fleet", f.Slug, "error", err.Error())
 			errs = append(errs, fmt.Errorf("fleet %s: %w", f.Slug, err))
 			continue
 		}
 		reports = append(reports, r)
 	}
 	s.refreshSpotPrices(ctx)
-	if s.Relay != nil {
-		if _, err := s.Relay.Drain(ctx); err != nil {
+	if s.c.Relay != nil {
+		if _, err := s.c.Relay.Drain(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("relay job events: %w", err))
 		}
 	}
@@ -151,7 +179,7 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	if err := s.removeStale(ctx, &snap, &r); err != nil {
 		return r, err
 	}
-	if r.Reconciled, err = s.Store.ReconcileLeaseCounts(ctx, snap.workers, snap.backlog.LeasesByWorker); err != nil {
+	if r.Reconciled, err = s.store.ReconcileLeaseCounts(ctx, snap.workers, snap.backlog.LeasesByWorker); err != nil {
 		return r, err
 	}
 	p := plan(f, snap)
@@ -162,17 +190,17 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 		why.policy, err = s.tickLadder(ctx, f, snap, &p, &r)
 	} else {
 		r.Decision = scaling.Decide(p.input)
-		why.policy, why.advisory, err = r.Decision.Reason, s.Capacity == nil, s.apply(ctx, f, snap, p, &r)
+		why.policy, why.advisory, err = r.Decision.Reason, s.c.Capacity == nil, s.apply(ctx, f, snap, p, &r)
 	}
 	if err != nil {
 		return r, err
 	}
 	why.kept = len(r.Kept)
-	if s.Capacity != nil {
+	if s.c.Capacity != nil {
 		// Best effort: a tick that cannot weigh still records its decision.
 		w, err := s.weigh(ctx, f, snap)
 		if err != nil {
-			s.log().Warn("weigh spot types and zones", "fleet", f.Slug, "error", err.Error())
+			s.log.Warn("weigh spot types and zones", "fleet", f.Slug, "error", err.Error())
 		}
 		if r.Weighing = w; w != nil {
 			why.weighed = w.Reason
@@ -191,13 +219,13 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 // deadline end, run-out leases end (the same sweep the poll path runs).
 func (s *Scaler) housekeep(ctx context.Context, f *fleetconfig.Fleet, r *FleetReport) error {
 	var err error
-	if r.Promoted, err = s.Store.PromoteDue(ctx, f.Slug); err != nil {
+	if r.Promoted, err = s.store.PromoteDue(ctx, f.Slug); err != nil {
 		return err
 	}
-	if r.QueueExpired, err = s.Store.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
+	if r.QueueExpired, err = s.store.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
 		return err
 	}
-	r.Swept, err = s.Store.SweepExpiredLeases(ctx, f.Slug)
+	r.Swept, err = s.store.SweepExpiredLeases(ctx, f.Slug)
 	return err
 }
 
@@ -218,21 +246,21 @@ type snapshot struct {
 
 // read takes the fleet's snapshot.
 func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, error) {
-	snap := snapshot{now: s.Clock.Now()}
+	snap := snapshot{now: s.clock.Now()}
 	var err error
-	if snap.backlog, err = s.Store.FleetSnapshot(ctx, f.Slug); err != nil {
+	if snap.backlog, err = s.store.FleetSnapshot(ctx, f.Slug); err != nil {
 		return snap, err
 	}
-	snap.tenant = s.Config.Tenant
-	if snap.workers, err = s.Store.ListWorkers(ctx, f.Slug); err != nil {
+	snap.tenant = s.cfg.Tenant
+	if snap.workers, err = s.store.ListWorkers(ctx, f.Slug); err != nil {
 		return snap, err
 	}
 	seenByLeases(&snap)
-	if snap.state, err = s.Store.GetFleetState(ctx, f.Slug); err != nil {
+	if snap.state, err = s.store.GetFleetState(ctx, f.Slug); err != nil {
 		return snap, err
 	}
-	if s.Capacity != nil {
-		if snap.group, err = s.Capacity.Describe(ctx, f.Slug); err != nil {
+	if s.c.Capacity != nil {
+		if snap.group, err = s.c.Capacity.Describe(ctx, f.Slug); err != nil {
 			return snap, err
 		}
 		if snap.ladder, err = s.readLadder(ctx, f, snap.group); err != nil {
@@ -260,7 +288,7 @@ func seenByLeases(snap *snapshot) {
 // removeStale removes the workers unseen for StaleWorkerAfter (their
 // instances are long gone) and drops them from the snapshot.
 func (s *Scaler) removeStale(ctx context.Context, snap *snapshot, r *FleetReport) error {
-	removed, err := s.Store.RemoveStaleWorkers(ctx, snap.workers, snap.now.Add(-StaleWorkerAfter))
+	removed, err := s.store.RemoveStaleWorkers(ctx, snap.workers, snap.now.Add(-StaleWorkerAfter))
 	r.Removed = len(removed)
 	if err != nil || len(removed) == 0 {
 		return err
@@ -357,7 +385,7 @@ func capHeld(snap snapshot) int {
 // occupy the group. Without capacity it only says what the policy wants.
 func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p decisionPlan, r *FleetReport) error {
 	d := r.Decision
-	if s.Capacity == nil {
+	if s.c.Capacity == nil {
 		r.Desired = d.Desired
 		return nil
 	}
@@ -368,7 +396,7 @@ func (s *Scaler) apply(ctx context.Context, f *fleetconfig.Fleet, snap snapshot,
 	desired := snap.group.Desired - len(gone)
 	r.Desired = d.Desired + len(r.Kept)
 	if r.Desired != desired {
-		return s.Capacity.SetDesired(ctx, f.Slug, r.Desired)
+		return s.c.Capacity.SetDesired(ctx, f.Slug, r.Desired)
 	}
 	return nil
 }
@@ -381,7 +409,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 	var gone []string
 	for _, v := range victims {
 		if v.WorkerID != "" && p.workers[v.WorkerID].Status != worker.Revoked {
-			if err := s.Store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
+			if err := s.store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
 				if !errors.Is(err, store.ErrConflict) {
 					return gone, err
 				}
@@ -392,7 +420,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 		if err := s.end(ctx, f, v); err != nil {
 			// The worker stays drained; the next tick sees it as a drained
 			// victim and tries again.
-			s.log().Warn("terminate failed", "fleet", f.Slug, "instance_id", v.InstanceID, "error", err.Error())
+			s.log.Warn("terminate failed", "fleet", f.Slug, "instance_id", v.InstanceID, "error", err.Error())
 			r.Kept = append(r.Kept, v.InstanceID)
 			continue
 		}
@@ -402,8 +430,8 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 		if w, ok := p.workers[v.WorkerID]; ok {
 			// Drained idle (or revoked, its leases given back then): it
 			// holds no lease, so removing it reads nothing.
-			if err := s.Store.RemoveIdleWorker(ctx, w); err != nil {
-				s.log().Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
+			if err := s.store.RemoveIdleWorker(ctx, w); err != nil {
+				s.log.Warn("remove terminated worker", "worker_id", v.WorkerID, "error", err.Error())
 			}
 		}
 	}
@@ -443,10 +471,10 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 		rec.Inputs["forecast"] = p.input.Forecast.Instances
 		rec.Inputs["forecast_extra"] = d.ForecastExtra
 	}
-	if err := s.Store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
+	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
-	s.log().Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
+	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
 		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
 	return nil
 }
@@ -454,7 +482,7 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 // publish writes the fleet's metrics; a failure is logged, never fatal.
 func (s *Scaler) publish(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, r FleetReport) {
 	if err := s.emitMetrics(ctx, f, r, snap.workers, snap.now); err != nil {
-		s.log().Warn("metrics", "fleet", f.Slug, "error", err.Error())
+		s.log.Warn("metrics", "fleet", f.Slug, "error", err.Error())
 	}
 }
 
@@ -464,11 +492,4 @@ func victimNames(vs []scaling.Victim) []string {
 		out = append(out, v.InstanceID+" ("+v.Why+")")
 	}
 	return out
-}
-
-func (s *Scaler) log() *slog.Logger {
-	if s.Logger != nil {
-		return s.Logger
-	}
-	return slog.Default()
 }

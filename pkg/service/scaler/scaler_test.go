@@ -43,6 +43,7 @@ type harness struct {
 	st      *store.Store
 	fleet   *localfleet.Fleet
 	sc      *scaler.Scaler
+	scfg    scaler.Config
 	waker   *scaler.Waker
 	metrics *bytes.Buffer
 
@@ -69,9 +70,30 @@ func newHarnessWith(t *testing.T, config string) *harness {
 	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]store.WorkerAuth{}, register: true, metrics: &bytes.Buffer{}}
 	h.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: log})
 	h.fleet = localfleet.New(h.ctx, localfleet.Options{Clock: clk, BootDelay: 3 * time.Minute, Launch: h.launch})
-	h.sc = &scaler.Scaler{Config: h.st.Config(), Store: h.st, Capacity: h.fleet, Clock: clk, Logger: log, Stage: "test", Metrics: h.metrics}
-	h.waker = &scaler.Waker{Config: h.st.Config(), Store: h.st, Capacity: h.fleet, Logger: log}
+	h.scfg = scaler.Config{Capacity: h.fleet, Stage: "test", Metrics: h.metrics}
+	h.sc = h.scalerOn(h.st)
+
+	if h.waker, err = scaler.NewWaker(h.st.Config(), h.st, h.fleet, log); err != nil {
+		t.Fatal(err)
+	}
 	return h
+}
+
+// configure changes the scaler's settings and builds it again.
+func (h *harness) configure(change func(*scaler.Config)) {
+	h.t.Helper()
+	change(&h.scfg)
+	h.sc = h.scalerOn(h.st)
+}
+
+// scalerOn builds a scaler with the harness's settings on st.
+func (h *harness) scalerOn(st scaler.Store) *scaler.Scaler {
+	h.t.Helper()
+	sc, err := scaler.New(h.st.Config(), st, h.clock, slog.New(slog.DiscardHandler), h.scfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return sc
 }
 
 // machine is a booted instance in these tests; its worker's jobs are

@@ -67,7 +67,7 @@ func (p *SpotPricer) refresh(ctx context.Context, s *Scaler, f *fleetconfig.Flee
 		err = p.Store.PutSpotPrices(ctx, f.Slug, cost.LatestSpot(points, now))
 	}
 	if err != nil {
-		s.log().Warn("spot prices", "fleet", f.Slug, "error", err.Error())
+		s.log.Warn("spot prices", "fleet", f.Slug, "error", err.Error())
 		return
 	}
 	every := p.Every
@@ -81,11 +81,11 @@ func (p *SpotPricer) refresh(ctx context.Context, s *Scaler, f *fleetconfig.Flee
 
 // refreshSpotPrices refreshes every fleet's Spot prices that are due.
 func (s *Scaler) refreshSpotPrices(ctx context.Context) {
-	if s.SpotPrices == nil || s.SpotPrices.Source == nil || s.SpotPrices.Store == nil {
+	if s.c.SpotPrices == nil || s.c.SpotPrices.Source == nil || s.c.SpotPrices.Store == nil {
 		return
 	}
-	now := s.Clock.Now()
-	for i := range s.Config.Fleets {
-		s.SpotPrices.refresh(ctx, s, &s.Config.Fleets[i], now)
+	now := s.clock.Now()
+	for i := range s.cfg.Fleets {
+		s.c.SpotPrices.refresh(ctx, s, &s.cfg.Fleets[i], now)
 	}
 }

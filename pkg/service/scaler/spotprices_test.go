@@ -22,7 +22,9 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.45, At: t0.Add(-2 * time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.52, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g6.xlarge", Zone: "us-east-1a", USD: 0.9, At: t0.Add(-time.Hour)}) // not the fleet's
-	h.sc.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+	h.configure(func(c *scaler.Config) {
+		c.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+	})
 
 	want := func(when string, prices map[string]float64, readAt time.Time) {
 		t.Helper()
@@ -80,7 +82,9 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	t.Cleanup(func() { _ = acct.Close() })
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.8, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.3, At: t0.Add(-time.Hour)})
-	h.sc.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+	h.configure(func(c *scaler.Config) {
+		c.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+	})
 	h.tick()
 
 	a := store.WorkerAuth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}

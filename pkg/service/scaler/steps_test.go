@@ -52,8 +52,7 @@ func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
 	h.advance(4 * time.Minute) // booted and registered
 	h.leaseAll()
 	counted := &countingStore{Store: h.st, calls: map[string]int{}}
-	sc := *h.sc
-	sc.Store = counted
+	sc := h.scalerOn(counted)
 	if _, err := sc.Tick(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +92,14 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	h.tick() // "no work" recorded
 	h.submit(2, "j")
 	woke := false
-	sc := *h.sc
-	sc.Store = &wakeDuring{Store: h.st, wake: func() {
+	sc := h.scalerOn(&wakeDuring{Store: h.st, wake: func() {
 		if !woke {
 			woke = true
 			if _, err := h.st.WakeFleet(h.ctx, "gpu", 2, 1); err != nil {
 				t.Error(err)
 			}
 		}
-	}}
+	}})
 	if _, err := sc.Tick(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +145,7 @@ func TestApplyKeepsAVictimThatTookWork(t *testing.T) {
 	}
 	h.advance(16 * time.Minute) // past the idle window and the grace
 	h.submit(1, "late")
-	sc := *h.sc
-	sc.Store = &leaseBeforeDrain{Store: h.st, lease: func(id string) {
+	sc := h.scalerOn(&leaseBeforeDrain{Store: h.st, lease: func(id string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, a := range h.workers {
@@ -158,7 +155,7 @@ func TestApplyKeepsAVictimThatTookWork(t *testing.T) {
 				}
 			}
 		}
-	}}
+	}})
 	reports, err := sc.Tick(h.ctx)
 	if err != nil {
 		t.Fatal(err)

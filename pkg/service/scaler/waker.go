@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -19,15 +20,37 @@ import (
 //
 // A fleet with a bridge also starts bridge instances from its pool, in
 // every invocation, for the ready jobs the free slots cannot take
-// (scaling.BridgeStart): Bridge reads its ready jobs and workers for that,
+// (scaling.BridgeStart): the store reads its ready jobs and workers for that,
 // a snapshot of the live backlog and one query of the workers per batch,
 // paid only by fleets with a bridge.
 type Waker struct {
-	Config   *fleetconfig.Config
-	Store    FleetWaker
-	Bridge   BridgeReader
-	Capacity Capacity
-	Logger   *slog.Logger
+	cfg      *fleetconfig.Config
+	store    WakerStore
+	capacity Capacity
+	log      *slog.Logger
+}
+
+// WakerStore is what the waker needs of the store.
+type WakerStore interface {
+	FleetWaker
+	BridgeReader
+}
+
+// NewWaker returns the waker of the fleets of cfg, raising their groups
+// through capacity. Every argument is required: NewWaker answers an error
+// naming the one missing.
+func NewWaker(cfg *fleetconfig.Config, st WakerStore, capacity Capacity, log *slog.Logger) (*Waker, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("scaler.NewWaker: no config")
+	case st == nil:
+		return nil, errors.New("scaler.NewWaker: no store")
+	case capacity == nil:
+		return nil, errors.New("scaler.NewWaker: no capacity")
+	case log == nil:
+		return nil, errors.New("scaler.NewWaker: no logger")
+	}
+	return &Waker{cfg: cfg, store: st, capacity: capacity, log: log}, nil
 }
 
 // BridgeReader reads what a bridge's wake needs: the fleet's ready jobs
@@ -46,17 +69,17 @@ type FleetWaker interface {
 // Wake raises the fleet to the capacity jobs new jobs need when its recorded
 // desired capacity is zero. It never lowers a group that is already larger.
 func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
-	f, ok := w.Config.Fleet(fleet)
+	f, ok := w.cfg.Fleet(fleet)
 	if !ok {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}
 	want := scaling.Need(scaling.SettingsOf(f), jobs)
-	won, err := w.Store.WakeFleet(ctx, fleet, jobs, want)
+	won, err := w.store.WakeFleet(ctx, fleet, jobs, want)
 	if err != nil {
 		return err
 	}
 	if won {
-		if err := raise(ctx, w.Capacity, f, want, w.log()); err != nil {
+		if err := raise(ctx, w.capacity, f, want, w.log); err != nil {
 			return err
 		}
 	}
@@ -67,19 +90,19 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 // the free slots of its running workers and of the bridges already running
 // or starting.
 func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bool) error {
-	l, ok := w.Capacity.(Ladder)
-	if !f.Bridge.Enabled() || w.Bridge == nil || !ok || !l.HasOnDemand(f.Slug) {
+	l, ok := w.capacity.(Ladder)
+	if !f.Bridge.Enabled() || !ok || !l.HasOnDemand(f.Slug) {
 		return nil
 	}
 	s := scaling.SettingsOf(f)
-	backlog, err := w.Bridge.FleetSnapshot(ctx, f.Slug)
+	backlog, err := w.store.FleetSnapshot(ctx, f.Slug)
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", f.Slug, err)
 	}
 	if backlog.Ready == 0 {
 		return nil
 	}
-	workers, err := w.Bridge.ListWorkers(ctx, f.Slug)
+	workers, err := w.store.ListWorkers(ctx, f.Slug)
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", f.Slug, err)
 	}
@@ -118,7 +141,7 @@ func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bo
 	if woken {
 		spot = "Spot launching"
 	}
-	w.log().Info("bridge started on enqueue", "fleet", f.Slug, "desired", live+start,
+	w.log.Info("bridge started on enqueue", "fleet", f.Slug, "desired", live+start,
 		"reason", fmt.Sprintf("bridge %d: %d ready jobs, %d idle workers, %s", start, backlog.Ready, idle, spot))
 	return nil
 }
@@ -136,11 +159,4 @@ func raise(ctx context.Context, c Capacity, f *fleetconfig.Fleet, want int, log 
 	}
 	log.Info("fleet woken on enqueue", "fleet", f.Slug, "from", g.Desired, "desired", want)
 	return nil
-}
-
-func (w *Waker) log() *slog.Logger {
-	if w.Logger != nil {
-		return w.Logger
-	}
-	return slog.Default()
 }

@@ -2,6 +2,7 @@ package scaler_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,10 @@ func (c *countingCapacity) SetDesired(ctx context.Context, fleet string, n int) 
 func TestConcurrentWakesRaiseOnce(t *testing.T) {
 	h := newHarness(t)
 	c := &countingCapacity{Capacity: h.fleet}
-	w := &scaler.Waker{Config: h.st.Config(), Store: h.st, Capacity: c}
+	w, err := scaler.NewWaker(h.st.Config(), h.st, c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

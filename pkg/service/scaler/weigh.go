@@ -56,8 +56,8 @@ func (w *WeighReport) addInputs(in map[string]int) {
 // from the group's, changes the group. Only fleets with more than one type
 // or zone on capacity that is a Weigher are weighed; nil otherwise.
 func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot) (*WeighReport, error) {
-	w, ok := s.Capacity.(Weigher)
-	if !ok || s.InterruptionCounts == nil {
+	w, ok := s.c.Capacity.(Weigher)
+	if !ok || s.c.InterruptionCounts == nil {
 		return nil, nil
 	}
 	zones := w.SpotZones(f.Slug)
@@ -65,7 +65,7 @@ func (s *Scaler) weigh(ctx context.Context, f *fleetconfig.Fleet, snap snapshot)
 		return nil, nil
 	}
 	window := f.Spot.InterruptionWindow.Std()
-	counts, err := s.InterruptionCounts(ctx, f.Slug, snap.now.Add(-window))
+	counts, err := s.c.InterruptionCounts(ctx, f.Slug, snap.now.Add(-window))
 	if err != nil {
 		return nil, err
 	}

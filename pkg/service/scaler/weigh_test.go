@@ -27,7 +27,7 @@ var weighSubnets = []scaler.Subnet{{ID: "subnet-a", Zone: "us-east-1a"}, {ID: "s
 func newWeighHarness(t *testing.T) *weighHarness {
 	t.Helper()
 	h := newHarness(t)
-	h.sc.Config.Fleets[0].InstanceTypes = []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
+	h.st.Config().Fleets[0].InstanceTypes = []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +37,10 @@ func newWeighHarness(t *testing.T) *weighHarness {
 	srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
 		InstanceTypes: []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}})
 	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
-	h.sc.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, Subnets: weighSubnets}
-	h.sc.InterruptionCounts = h.st.InterruptionCounts
+	h.configure(func(c *scaler.Config) {
+		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, Subnets: weighSubnets}
+	})
+	h.configure(func(c *scaler.Config) { c.InterruptionCounts = h.st.InterruptionCounts })
 	return &weighHarness{harness: h, srv: srv}
 }
 

@@ -110,7 +110,7 @@ func (e *Lambda) Handler(metrics io.Writer) (any, error) {
 	case awsenv.Scaler:
 		return e.ScalerHandler(metrics)
 	case awsenv.Interruption:
-		return e.InterruptionHandler(), nil
+		return e.InterruptionHandler()
 	}
 	return nil, fmt.Errorf("no function %q", e.Function)
 }
@@ -410,7 +410,11 @@ func (e *Lambda) DispatchHandler() (func(context.Context, events.SQSEvent) (even
 	if err != nil {
 		return nil, err
 	}
-	return NewDispatch(e.Env, groups).Handle, nil
+	h, err := NewDispatch(e.Env, groups)
+	if err != nil {
+		return nil, err
+	}
+	return h.Handle, nil
 }
 
 // ScalerHandler returns the scaler function's handler: one tick per
@@ -435,15 +439,21 @@ func (e *Lambda) ScalerHandler(metrics io.Writer) (func(context.Context, events.
 			return nil, err
 		}
 	}
-	sc := NewScaler(e.Env, groups, metrics)
-	EnableSpotPrices(e.Env, sc, spotprice.Reader{EC2: e.EC2()})
+	sc, err := NewScaler(e.Env, groups, metrics, spotprice.Reader{EC2: e.EC2()})
+	if err != nil {
+		return nil, err
+	}
 	return ScheduleHandler(sc), nil
 }
 
 // InterruptionHandler returns the interruption function's handler, which
 // completes lifecycle actions through the Auto Scaling API.
-func (e *Lambda) InterruptionHandler() func(context.Context, events.CloudWatchEvent) (interruption.Summary, error) {
-	return NewInterruption(e.Env, asg.New(e.AutoScaling(), asg.Options{})).Handle
+func (e *Lambda) InterruptionHandler() (func(context.Context, events.CloudWatchEvent) (interruption.Summary, error), error) {
+	h, err := NewInterruption(e.Env, asg.New(e.AutoScaling(), asg.Options{}))
+	if err != nil {
+		return nil, err
+	}
+	return h.Handle, nil
 }
 
 // NewLogger returns a JSON logger at level (debug, info, warn or error).

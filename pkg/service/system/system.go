@@ -133,41 +133,41 @@ func NewAPI(e *Env, queue api.Enqueuer, consoleKeys console.Keys, operator api.O
 // capacity is the fleets' groups, raised at once when work arrives for a
 // fleet at zero; nil leaves the raise to the scaler's next tick (a stack
 // without groups).
-func NewDispatch(e *Env, capacity scaler.Capacity) *dispatch.Handler {
-	h := &dispatch.Handler{Config: e.Config, Store: e.Store, Logger: e.Logger}
+func NewDispatch(e *Env, capacity scaler.Capacity) (*dispatch.Handler, error) {
+	var c dispatch.Config
 	if capacity != nil {
-		h.Waker = &scaler.Waker{Config: e.Config, Store: e.Store, Bridge: e.Store, Capacity: capacity, Logger: e.Logger}
+		w, err := scaler.NewWaker(e.Config, e.Store, capacity, e.Logger)
+		if err != nil {
+			return nil, err
+		}
+		c.Waker = w
 	}
-	return h
+	return dispatch.New(e.Config, e.Store, e.Logger, c)
 }
 
 // NewScaler returns the tick over every fleet. capacity is the fleets'
 // groups (nil: the scaler keeps the books and its decisions are advisory);
-// metrics receives one Embedded Metric Format line per fleet per tick.
-// With a Spot price source (EnableSpotPrices) it also records each fleet's
-// Spot prices by zone for the cost of its jobs.
-func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer) *scaler.Scaler {
-	sc := &scaler.Scaler{Config: e.Config, Store: e.Store, Capacity: capacity, Clock: e.Clock, Logger: e.Logger,
-		Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions,
+// metrics receives one Embedded Metric Format line per fleet per tick;
+// spotPrices, when set, is where it reads each fleet's Spot prices about
+// once an hour and keeps them in the store, where the relay prices Spot
+// jobs by their instance's type and zone.
+func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer, spotPrices scaler.SpotPriceSource) (*scaler.Scaler, error) {
+	c := scaler.Config{Capacity: capacity, Stage: e.Config.Stage, Metrics: metrics, Interruptions: e.Store.SpotInterruptions,
 		InterruptionCounts: e.Store.InterruptionCounts}
 	if e.Relay != nil {
-		sc.Relay = e.Relay
+		c.Relay = e.Relay
 	}
-	return sc
-}
-
-// EnableSpotPrices makes the scaler read each fleet's Spot prices from
-// source about once an hour and keep them in the store, where the relay
-// prices Spot jobs by their instance's type and zone.
-func EnableSpotPrices(e *Env, sc *scaler.Scaler, source scaler.SpotPriceSource) {
-	sc.SpotPrices = &scaler.SpotPricer{Source: source, Store: e.Store}
+	if spotPrices != nil {
+		c.SpotPrices = &scaler.SpotPricer{Source: spotPrices, Store: e.Store}
+	}
+	return scaler.New(e.Config, e.Store, e.Clock, e.Logger, c)
 }
 
 // NewInterruption returns the handler of the EC2 and Auto Scaling events
 // that end or threaten instances. lifecycle completes terminate lifecycle
 // actions.
-func NewInterruption(e *Env, lifecycle interruption.Lifecycle) *interruption.Handler {
-	return interruption.New(e.Store, lifecycle, e.Clock, e.Logger)
+func NewInterruption(e *Env, lifecycle interruption.Lifecycle) (*interruption.Handler, error) {
+	return interruption.New(e.Store, lifecycle, e.Clock, e.Logger, interruption.Config{})
 }
 
 // FleetTick is one fleet's line of a tick summary.
