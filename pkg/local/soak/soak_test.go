@@ -117,7 +117,10 @@ type soak struct {
 	// work holds one token per event that may have made a job available
 	// (a submission dispatched, a lease released); an idle worker takes one.
 	work chan struct{}
-	seq  atomic.Int64
+	// found receives each time a worker's poll found nothing to lease: the
+	// moment to see whether the run is over.
+	found chan struct{}
+	seq   atomic.Int64
 
 	mu       sync.Mutex
 	grants   []*grant
@@ -230,6 +233,10 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 	for !s.done.Load() && token != "" {
 		status, out, _ := s.retried("POST", wire.PathPoll, token, map[string]any{"current_load": 0})
 		if status == 204 {
+			select {
+			case s.found <- struct{}{}:
+			default:
+			}
 			idle := time.NewTimer(2 * time.Second)
 			select {
 			case <-s.work:
@@ -369,7 +376,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, http: &http.Client{Timeout: 30 * time.Second}, clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
-		work: make(chan struct{}, workers), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{}}
+		work: make(chan struct{}, workers), found: make(chan struct{}, 1), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{}}
 	ddbProxy, err := faultproxy.Start(ddbURL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
 		Forwarded: func(op string) {
 			if op == "PutItem" { // a job created
@@ -487,15 +494,17 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	pwg.Wait()
 
-	// Wait until the fleet has nothing queued or leased, then until every
-	// accepted job has reached a terminal state.
+	// Each time a worker finds nothing to lease, see whether the fleet has
+	// nothing queued or leased and every accepted job has reached a
+	// terminal state.
 	ctx := context.Background()
-	deadline := time.Now().Add(soakDeadline)
+	deadline := time.NewTimer(soakDeadline)
+	defer deadline.Stop()
 	var final map[job.Status]int
 	for {
-		wait := time.NewTimer(500 * time.Millisecond)
-		<-wait.C
-		if time.Now().After(deadline) {
+		select {
+		case <-s.found:
+		case <-deadline.C:
 			_, wout := s.call("GET", wire.PathAdminWorkers, "op", nil)
 			_, fout := s.call("GET", wire.PathAdminFleets, "op", nil)
 			busy := map[string]any{}
