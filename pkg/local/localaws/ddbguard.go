@@ -868,17 +868,26 @@ func canceled(w http.ResponseWriter, codes []string, message string) {
 	})
 }
 
-// describeFence keeps minidyn's DescribeTable apart from every other call:
-// minidyn answers it without taking the lock its other operations take, and
-// it reads the item count that a concurrent write changes. Other calls share
-// the fence, so writes stay as concurrent as minidyn lets them be.
+// describeFence keeps minidyn's table operations apart from every other
+// call: minidyn answers them without taking the lock its other operations
+// take. DescribeTable reads the item count that a concurrent write changes;
+// CreateTable, UpdateTable and DeleteTable change the map of tables every
+// other call reads (tests that run in parallel make and drop tables while
+// others write to theirs). Other calls share the fence, so writes stay as
+// concurrent as minidyn lets them be.
 type describeFence struct {
 	mu   sync.RWMutex
 	next http.Handler
 }
 
+// fencedAlone are the operations describeFence runs alone.
+var fencedAlone = map[string]bool{
+	ddbTarget + "DescribeTable": true, ddbTarget + "CreateTable": true,
+	ddbTarget + "UpdateTable": true, ddbTarget + "DeleteTable": true,
+}
+
 func (f *describeFence) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("X-Amz-Target") == ddbTarget+"DescribeTable" {
+	if fencedAlone[r.Header.Get("X-Amz-Target")] {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 	} else {
