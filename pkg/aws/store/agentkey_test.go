@@ -14,6 +14,7 @@ import (
 // token keeps working; the same agent restarting registers again; once the
 // first registration has gone quiet, the id can be taken over.
 func TestWorkerIDOfALiveAgentIsNotTakenOver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reg := func(tokenHash, agentKeyHash string) error {
 		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
@@ -52,6 +53,7 @@ func TestWorkerIDOfALiveAgentIsNotTakenOver(t *testing.T) {
 // quiet, or a registration without a key) needs approval again, while the
 // approved agent restarting keeps it.
 func TestApprovalSticksToTheAgentKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reg := func(tokenHash, agentKeyHash string) (bool, error) {
 		w, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "other", Stage: "test",
@@ -87,6 +89,7 @@ func TestApprovalSticksToTheAgentKey(t *testing.T) {
 // (its heartbeats write only its job): another agent cannot take its id
 // over until the lease ends.
 func TestWorkerIDHoldingALeaseIsNotTakenOver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reg := func(tokenHash, agentKeyHash string) error {
 		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",

@@ -63,6 +63,7 @@ func newFaultyEnvWith(t *testing.T, config string) (*env, *faultproxy.Proxy) {
 // worker gets the job it claimed, no other job is leased, its lease count
 // is one.
 func TestClaimWithLostAnswerHandsTheLeaseToItsWorker(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("first", "wf-a", 0)
 	e.clock.Advance(time.Second)
@@ -87,6 +88,7 @@ func TestClaimWithLostAnswerHandsTheLeaseToItsWorker(t *testing.T) {
 // Fail, Requeue and Complete whose answers were lost report what happened,
 // and count it once.
 func TestReportsWithLostAnswersCountOnce(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	w := e.register("w1", "gpu", 1)
 
@@ -136,6 +138,7 @@ func failEvery(p *faultproxy.Proxy, op string, kind faultproxy.Kind) (stop func(
 // A poll whose read of the job it just claimed fails once (every SDK
 // attempt of one read) reads again and hands the lease to its worker.
 func TestPollReadsItsClaimAgainAfterAFailedRead(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("only", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -159,6 +162,7 @@ func TestPollReadsItsClaimAgainAfterAFailedRead(t *testing.T) {
 // the poll fails, and nothing changed (the job is ready, no attempt spent,
 // the worker holds nothing); the next poll leases it on its first attempt.
 func TestPollThatCannotReadItsClaimUndoesIt(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("only", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -187,6 +191,7 @@ func TestPollThatCannotReadItsClaimUndoesIt(t *testing.T) {
 // is found by the read and handed over; one that never reached the server
 // changed nothing.
 func TestClaimTheSDKGaveUpOnIsFoundByTheRead(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("only", "wf-a", 0)
 	w := e.register("w1", "gpu", 2)
@@ -219,6 +224,7 @@ func TestClaimTheSDKGaveUpOnIsFoundByTheRead(t *testing.T) {
 // answered (the worker does not hold it): the poll leases again, here the
 // same job on its next attempt, under a token the store holds.
 func TestPollDoesNotAnswerALeaseThatEndedBeforeItsRead(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("only", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -245,6 +251,7 @@ func TestPollDoesNotAnswerALeaseThatEndedBeforeItsRead(t *testing.T) {
 // closed connection, a function timing out) takes the claim back: nobody
 // would receive the lease.
 func TestPollWhoseCallerLeftUndoesItsClaim(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnv(t)
 	e.submit("only", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestAPIKeysAreCreatedListedRevokedAndTouched(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	now := e.clock.Now()
 	keys := []store.APIKey{

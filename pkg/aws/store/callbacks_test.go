@@ -10,6 +10,7 @@ import (
 )
 
 func TestCallbackIsFiledOnceDueAndRecorded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const url = "https://hooks.example.com/in"
 	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: "hooked", TenantID: "t1", WorkflowID: "wf-a", Input: json.RawMessage(`{}`), CallbackURL: url}); err != nil {
@@ -76,6 +77,7 @@ func TestCallbackIsFiledOnceDueAndRecorded(t *testing.T) {
 }
 
 func TestCallbackGivenUpIsFailed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: "h", TenantID: "t1", WorkflowID: "wf-a", Input: json.RawMessage(`{}`), CallbackURL: "https://x.example.com/"}); err != nil {
 		t.Fatal(err)

@@ -114,6 +114,7 @@ func (m *modeledEnv) nextSecond() {
 // partition past DynamoDB's 1,000 write units per partition key. The model
 // fails it.
 func TestCapacityModelFailsAHotReadyPartition(t *testing.T) {
+	t.Parallel()
 	m := newModeledEnv(t, capacityConfig, 0)
 	m.nextSecond()
 	m.createJobs(t, "job", 1001)
@@ -136,6 +137,7 @@ func TestCapacityModelFailsAHotReadyPartition(t *testing.T) {
 // leased partition at 1,040 write units when each moved its entry, write
 // 520 units, each on its own job's key.
 func TestHeartbeatsWriteOnlyTheJobItem(t *testing.T) {
+	t.Parallel()
 	m := newModeledEnv(t, capacityConfig, 0)
 	m.createJobs(t, "job", 10)
 	w := m.registerWorkers(t, 1, 10)[0]
@@ -175,6 +177,7 @@ func TestHeartbeatsWriteOnlyTheJobItem(t *testing.T) {
 // (one write, a delete and a put in the index), so the sweeps after it do
 // not read it again until then, and it runs out when the heartbeats stop.
 func TestSweepRefilesALeaseItsHeartbeatsExtended(t *testing.T) {
+	t.Parallel()
 	m := newModeledEnv(t, capacityConfig, 0) // lease_seconds: 600
 	m.createJobs(t, "job", 1)
 	w := m.registerWorkers(t, 1, 1)[0]
@@ -212,6 +215,7 @@ func TestSweepRefilesALeaseItsHeartbeatsExtended(t *testing.T) {
 // server with an index lag, so the lag cannot break the lease path: a poll
 // that finds nothing in the lagging index leases once the index caught up.
 func TestLeasePathWorksWithLaggingIndexes(t *testing.T) {
+	t.Parallel()
 	m := newModeledEnv(t, capacityConfig, 500*time.Millisecond)
 	m.createJobs(t, "job", 1)
 	w := m.registerWorkers(t, 1, 1)[0]
@@ -234,6 +238,7 @@ func TestLeasePathWorksWithLaggingIndexes(t *testing.T) {
 // between write nothing to an index, and still refuse a bad token or a
 // revoked worker.
 func TestEmptyPollsWriteTheWorkersPartitionOnceAHeartbeatInterval(t *testing.T) {
+	t.Parallel()
 	m := newModeledEnv(t, capacityConfig, 0)
 	w := m.registerWorkers(t, 1, 1)[0]
 	poll := func() error {

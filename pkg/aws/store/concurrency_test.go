@@ -37,6 +37,7 @@ fleets:
 // the fencing, not a legitimate re-lease. Every job must end in exactly one
 // terminal state, reported by exactly one worker.
 func TestConcurrentWorkersLeaseEachJobExclusively(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("race of 50 workers over 250 jobs")
 	}

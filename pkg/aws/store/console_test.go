@@ -13,6 +13,7 @@ import (
 // A console login nonce is used once, even by many processes at once: each
 // store here stands for one API process on the same table.
 func TestConsoleLoginIsUsedOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	client, table := testenv.DynamoDB(t)
 	e.st = store.New(client, store.Options{Table: table, Config: e.cfg})
@@ -53,6 +54,7 @@ func TestConsoleLoginIsUsedOnceAcrossProcesses(t *testing.T) {
 }
 
 func TestConsoleSessionsEndOneByOneOrAllAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if ended, err := e.st.ConsoleSessionEnded(e.ctx, "s1"); err != nil || ended {
 		t.Fatalf("a live session: ended %v, %v", ended, err)

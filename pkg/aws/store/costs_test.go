@@ -18,6 +18,7 @@ prices:
 `
 
 func TestOutcomeRecordsTheJobsCostOnceAndTotalsIt(t *testing.T) {
+	t.Parallel()
 	cfg, err := fleetconfig.Parse("test.yaml", []byte(pricedConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +82,7 @@ func TestOutcomeRecordsTheJobsCostOnceAndTotalsIt(t *testing.T) {
 }
 
 func TestAJobWithoutAPriceIsCountedUnpriced(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // no prices
 	a := e.register("w1", "gpu", 1)
 	e.submit("x", "wf-a", 0)

@@ -161,6 +161,7 @@ func itemFromJSON(raw json.RawMessage) (map[string]types.AttributeValue, error) 
 }
 
 func TestDynamoDBJSONRoundTrips(t *testing.T) {
+	t.Parallel()
 	item := map[string]types.AttributeValue{
 		"s":    &types.AttributeValueMemberS{Value: "x"},
 		"n":    &types.AttributeValueMemberN{Value: "12.5"},

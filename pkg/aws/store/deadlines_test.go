@@ -29,6 +29,7 @@ func (e *env) status(id string) job.Job {
 }
 
 func TestQueueTimeoutKillsAJobNobodyLeased(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submitWith(job.Spec{ID: "late", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
 	e.submitWith(job.Spec{ID: "patient", WorkflowID: "wf-a"})
@@ -53,6 +54,7 @@ func TestQueueTimeoutKillsAJobNobodyLeased(t *testing.T) {
 }
 
 func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submitWith(job.Spec{ID: "a", WorkflowID: "wf-a", QueueTimeoutSeconds: 30})
 	e.submitWith(job.Spec{ID: "b", WorkflowID: "wf-a", QueueTimeoutSeconds: 300})
@@ -67,6 +69,7 @@ func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
 }
 
 func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", QueueTimeoutSeconds: 60})
 	a := e.register("w1", "gpu", 1)
@@ -84,6 +87,7 @@ func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
 }
 
 func TestRunTimeoutCapsHeartbeatsAndFailsTheAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // lease 120s, backoff 2m
 	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 300})
 	a := e.register("w1", "gpu", 1)
@@ -116,6 +120,7 @@ func TestRunTimeoutCapsHeartbeatsAndFailsTheAttempt(t *testing.T) {
 }
 
 func TestRunTimeoutOfASilentWorker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 60})
 	a := e.register("w1", "gpu", 1)

@@ -50,6 +50,7 @@ func (e *env) leaseTenants(a store.WorkerAuth, n int) []string {
 }
 
 func TestLeasesAlternateBetweenTenantsOfEqualWeight(t *testing.T) {
+	t.Parallel()
 	// small's jobs come after big's whole backlog, past the 20 jobs a poll
 	// reads: the poll has to look past big's backlog to find them.
 	e := newFairEnv(t, "  - id: big\n  - id: small\n", 20)
@@ -75,6 +76,7 @@ func TestLeasesAlternateBetweenTenantsOfEqualWeight(t *testing.T) {
 }
 
 func TestLeasesFollowTenantWeights(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, "  - id: heavy\n    weight: 2\n  - id: light\n", 100)
 	e.queue("light", 40)
 	e.queue("heavy", 40)
@@ -89,6 +91,7 @@ func TestLeasesFollowTenantWeights(t *testing.T) {
 }
 
 func TestFairShareCountsLeasesHeldElsewhere(t *testing.T) {
+	t.Parallel()
 	cfg, err := fleetconfig.Parse("test.yaml", []byte(testConfig+"tenants:\n  - id: big\n  - id: small\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +117,7 @@ func TestFairShareCountsLeasesHeldElsewhere(t *testing.T) {
 }
 
 func TestATenantAtMaxLeasedYieldsToOthers(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, "  - id: capped\n    max_leased: 2\n  - id: free\n", 100)
 	e.queue("capped", 10)
 	e.queue("free", 3)
@@ -128,6 +132,7 @@ func TestATenantAtMaxLeasedYieldsToOthers(t *testing.T) {
 }
 
 func TestFairShareSeesEndedLeasesAtTheNextCensus(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, "  - id: big\n  - id: small\n", 100)
 	e.queue("big", 10)
 	e.queue("small", 10)

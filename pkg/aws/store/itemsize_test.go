@@ -35,6 +35,7 @@ func jsonObject(n int) json.RawMessage {
 // the largest result) to success against a DynamoDB that enforces the 400 KB
 // item limit, and checks that a result past the budget would not have fitted.
 func TestLargestJobCompletesWithinTheItemLimit(t *testing.T) {
+	t.Parallel()
 	if testenv.OnDynalite() {
 		// dynalite counts a string's size in UTF-16 code units (JavaScript's
 		// length), not UTF-8 bytes as DynamoDB does; this job's text is

@@ -45,6 +45,7 @@ func (e *env) leasedOf(tenant string) int {
 // cap) never lease more of a capped tenant's jobs than its cap, and still
 // lease every other tenant's job.
 func TestMaxLeasedHoldsUnderConcurrentPollers(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, fmt.Sprintf(cappedTenants, 3), 100)
 	e.queue("capped", 30)
 	e.queue("free", 10)
@@ -89,6 +90,7 @@ func TestMaxLeasedHoldsUnderConcurrentPollers(t *testing.T) {
 // A poll that meets only a capped tenant's jobs, at its cap, answers no
 // job; the moment one of its leases ends, the next poll leases its next job.
 func TestCappedTenantLeasesAgainAsSoonAsALeaseEnds(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, fmt.Sprintf(cappedTenants, 2), 100)
 	e.queue("capped", 5)
 	a := e.register("w1", "gpu", fleetconfig.MaxSlots)
@@ -111,6 +113,7 @@ func TestCappedTenantLeasesAgainAsSoonAsALeaseEnds(t *testing.T) {
 // Every way a lease ends gives its slot back: after each, the counter is
 // at 0 and the tenant's next job is leased at once.
 func TestEveryLeaseEndGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
 	ends := map[string]func(e *env, a store.WorkerAuth, j job.Job){
 		"complete": func(e *env, a store.WorkerAuth, j job.Job) {
 			must(t, e.st.Complete(e.ctx, a, j.ID, j.LeaseToken, json.RawMessage(`{}`)))
@@ -185,6 +188,7 @@ func TestEveryLeaseEndGivesTheSlotBack(t *testing.T) {
 
 // An attempt that runs past its timeout ends its lease, and the slot with it.
 func TestRunTimeoutGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, fmt.Sprintf(cappedTenants, 1), 100)
 	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: "slow", TenantID: "capped", WorkflowID: "wf-a", TimeoutSeconds: 60, Input: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
@@ -207,6 +211,7 @@ func TestRunTimeoutGivesTheSlotBack(t *testing.T) {
 // The poll's own undo (it could not read the job it claimed) gives the
 // slot back with the claim.
 func TestUndoneClaimGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
 	e, p := newFaultyEnvWith(t, testConfig+"tenants:\n"+fmt.Sprintf(cappedTenants, 1))
 	e.queue("capped", 2)
 	w := e.register("w1", "gpu", 2)
@@ -226,6 +231,7 @@ func TestUndoneClaimGivesTheSlotBack(t *testing.T) {
 
 // Leases of uncapped tenants write no counter.
 func TestUncappedTenantsHoldNoSlot(t *testing.T) {
+	t.Parallel()
 	e := newFairEnv(t, fmt.Sprintf(cappedTenants, 1), 100)
 	e.queue("free", 3)
 	a := e.register("w1", "gpu", fleetconfig.MaxSlots)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCreateJobIsIdempotent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	first := e.submit("j1", "wf-a", 0)
 	if first.FleetSlug != "gpu" || first.MaxAttempts != 3 || first.MaxPreemptions != 2 || first.Status != job.Queued {
@@ -33,6 +34,7 @@ func TestCreateJobIsIdempotent(t *testing.T) {
 }
 
 func TestLeaseOrderIsPriorityThenAge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("old-low", "wf-a", 0)
 	e.clock.Advance(time.Second)
@@ -57,6 +59,7 @@ func TestLeaseOrderIsPriorityThenAge(t *testing.T) {
 }
 
 func TestLeaseOnlyServedWorkflows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("a", "wf-a", 0)
 	e.submit("b", "wf-b", 9)
@@ -75,6 +78,7 @@ func TestLeaseOnlyServedWorkflows(t *testing.T) {
 }
 
 func TestLeaseGrantsFreshFencedLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -98,6 +102,7 @@ func TestLeaseGrantsFreshFencedLease(t *testing.T) {
 }
 
 func TestStaleTokenChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 2)
@@ -130,6 +135,7 @@ func TestStaleTokenChangesNothing(t *testing.T) {
 }
 
 func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -172,6 +178,7 @@ func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
 }
 
 func TestCompleteIsIdempotentAndTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -201,6 +208,7 @@ func TestCompleteIsIdempotentAndTerminal(t *testing.T) {
 }
 
 func TestFailRetriesAfterBackoffThenDies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -247,6 +255,7 @@ func TestFailRetriesAfterBackoffThenDies(t *testing.T) {
 }
 
 func TestNonRetryableFailureIsDeadAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -261,6 +270,7 @@ func TestNonRetryableFailureIsDeadAtOnce(t *testing.T) {
 }
 
 func TestExpiredLeaseIsClaimableAndFencesOldWorker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w1 := e.register("w1", "gpu", 1)
@@ -294,6 +304,7 @@ func TestExpiredLeaseIsClaimableAndFencesOldWorker(t *testing.T) {
 }
 
 func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -326,6 +337,7 @@ func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
 }
 
 func TestPreemptionKeepsAttemptsUntilItsCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // preemption_cap: 2
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -354,6 +366,7 @@ func TestPreemptionKeepsAttemptsUntilItsCap(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("queued", "wf-a", 0)
 	e.submit("leased", "wf-a", 0)
@@ -394,6 +407,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestRetryDead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -417,6 +431,7 @@ func TestRetryDead(t *testing.T) {
 }
 
 func TestHistoryStaysBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.cfg.Fleets[0].PreemptionCap = 100
 	e.submit("j", "wf-a", 0)
@@ -441,6 +456,7 @@ func TestHistoryStaysBounded(t *testing.T) {
 }
 
 func TestTerminalJobsExpireByTTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("j", "wf-a", 0)
 	w := e.register("w1", "gpu", 1)
@@ -458,6 +474,7 @@ func TestTerminalJobsExpireByTTL(t *testing.T) {
 }
 
 func TestCountBacklog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		e.submit(id, "wf-a", 0)

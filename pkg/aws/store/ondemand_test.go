@@ -74,6 +74,7 @@ func (e *env) preemptToCap(id string, w store.WorkerAuth) job.Outcome {
 }
 
 func TestAJobPreemptedToTheCapIsPinnedToOnDemandWithARung(t *testing.T) {
+	t.Parallel()
 	e := newOnDemandEnv(t)
 	spot := e.registerAs("spot-1", "gpu", "spot")
 	e.submit("j", "wf-a", 0)
@@ -108,6 +109,7 @@ func TestAJobPreemptedToTheCapIsPinnedToOnDemandWithARung(t *testing.T) {
 }
 
 func TestAJobPreemptedToTheCapIsDeadWithoutARung(t *testing.T) {
+	t.Parallel()
 	e := newOnDemandEnv(t)
 	spot := e.registerAs("spot-1", "spotonly", "spot")
 	e.submit("j", "wf-c", 0)
@@ -121,6 +123,7 @@ func TestAJobPreemptedToTheCapIsDeadWithoutARung(t *testing.T) {
 }
 
 func TestSpotWorkersLeaseAroundPinnedJobsAndOnDemandTakesThemFirst(t *testing.T) {
+	t.Parallel()
 	e := newOnDemandEnv(t)
 	spot := e.registerAs("spot-1", "gpu", "spot")
 	e.submit("pinned", "wf-a", 0)
@@ -145,6 +148,7 @@ func TestSpotWorkersLeaseAroundPinnedJobsAndOnDemandTakesThemFirst(t *testing.T)
 }
 
 func TestTheSystemsRequeueAtTheCapPinsToo(t *testing.T) {
+	t.Parallel()
 	e := newOnDemandEnv(t)
 	spot := e.registerAs("spot-1", "gpu", "spot")
 	e.submit("j", "wf-a", 0)
@@ -174,6 +178,7 @@ func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o .
 // A poll reads the worker's purchase option only when a pinned job is
 // among its candidates, and once per worker per store.
 func TestPinnedJobsCostOneWorkerReadPerWorker(t *testing.T) {
+	t.Parallel()
 	e := newOnDemandEnv(t)
 	spot := e.registerAs("spot-1", "gpu", "spot")
 	for _, id := range []string{"p1", "p2"} {

@@ -69,6 +69,7 @@ func (r *recorder) ofJob(t *testing.T, jobID string, n int) store.JobEvent {
 }
 
 func TestOutboxAnnouncesRetriesAndOneOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	e.submit("j", "wf-a", 0)
@@ -112,6 +113,7 @@ func TestOutboxAnnouncesRetriesAndOneOutcome(t *testing.T) {
 }
 
 func TestOutboxSurvivesPublishFailures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	down := true
 	rec := &recorder{fail: func() bool { return down }}
@@ -135,6 +137,7 @@ func TestOutboxSurvivesPublishFailures(t *testing.T) {
 }
 
 func TestOutboxConcurrentRelaysNeverDisagree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	a := e.register("w1", "gpu", 3)

@@ -536,6 +536,7 @@ func (e *releaseEnv) scan() []map[string]types.AttributeValue {
 // store when FLEETQ_RELEASE_FIXTURES names the version (see the top of this
 // file); otherwise it only checks that the scenario still runs.
 func TestWriteReleaseFixtures(t *testing.T) {
+	t.Parallel()
 	version := os.Getenv(envReleaseFixtures)
 	if version != "" && !releaseDirName.MatchString("release-"+version) {
 		t.Fatalf("%s=%q: a release version is vMAJOR.MINOR.PATCH", envReleaseFixtures, version)
@@ -676,6 +677,7 @@ func sameJSON(t *testing.T, what string, got any, want json.RawMessage) {
 }
 
 func TestReleaseItemsReadByTodaysStore(t *testing.T) {
+	t.Parallel()
 	for _, dir := range releaseDirs(t) {
 		t.Run(dir, func(t *testing.T) {
 			e, m := loadRelease(t, dir)

@@ -36,6 +36,7 @@ func newCountingEnv(t *testing.T) (*env, *atomic.Int64) {
 // partition, a transaction per lease, a delete per worker), requeuing the
 // leases without an attempt.
 func TestRemovingStaleWorkersFromTheSnapshotCostsAtMostOnePlusTwoNPlusL(t *testing.T) {
+	t.Parallel()
 	for _, leases := range [][]int{{0}, {1}, {0, 2, 1}} {
 		t.Run(fmt.Sprint(leases), func(t *testing.T) {
 			e, n := newCountingEnv(t)
@@ -79,6 +80,7 @@ func TestRemovingStaleWorkersFromTheSnapshotCostsAtMostOnePlusTwoNPlusL(t *testi
 // TestRemovingAScaleInVictimCostsOneRequest: a victim the tick drained
 // while idle is deleted from the snapshot's worker in one transaction.
 func TestRemovingAScaleInVictimCostsOneRequest(t *testing.T) {
+	t.Parallel()
 	e, n := newCountingEnv(t)
 	e.register("w1", "gpu", 1)
 	ws, err := e.st.ListWorkers(e.ctx, "gpu")

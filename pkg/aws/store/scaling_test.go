@@ -21,6 +21,7 @@ import (
 )
 
 func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -70,6 +71,7 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 // A wake records why the fleet left zero, as its last decision and at the
 // head of its history, which stays as long as the scaler keeps it.
 func TestWakeFleetRecordsItsDecision(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := range fleetstate.DecisionHistory {
 		d := fleetstate.Decision{At: t0.Add(-time.Duration(fleetstate.DecisionHistory-i) * time.Minute), Desired: 0, Reason: fmt.Sprintf("hold 0 (%d)", i)}
@@ -100,6 +102,7 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 
 // A fleet already above zero is not woken, and nothing about it is written.
 func TestWakeFleetAboveZeroWritesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := fleetstate.Decision{At: t0, Desired: 2, Reason: "grow 0→2"}
 	if err := e.record("gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
@@ -136,6 +139,7 @@ func (d *interposer) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 // condition; the wake reads again and keeps both decisions, or stops when
 // the decision raised the fleet.
 func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		desired int
@@ -190,6 +194,7 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 // lands between the tick's read and its write is read again and stays in
 // the history, under the tick's decision.
 func TestRecordDecisionKeepsAWakeThatLandedFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "no work"}}); err != nil {
 		t.Fatal(err)
@@ -223,6 +228,7 @@ func TestRecordDecisionKeepsAWakeThatLandedFirst(t *testing.T) {
 }
 
 func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	seen := map[string]time.Time{"i-1": t0.Add(-time.Minute)}
 	for i := range fleetstate.DecisionHistory + 5 {
@@ -255,6 +261,7 @@ func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
 }
 
 func TestFleetSnapshotAndRecentOutcomes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.register("w1", "gpu", 4)
 	e.submit("j1", "wf-a", 0)
@@ -292,6 +299,7 @@ func TestFleetSnapshotAndRecentOutcomes(t *testing.T) {
 }
 
 func TestReconcileLeaseCountsLeavesFreshClaimsAlone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.register("w1", "gpu", 4)
 	e.register("w2", "gpu", 4)
@@ -315,6 +323,7 @@ func TestReconcileLeaseCountsLeavesFreshClaimsAlone(t *testing.T) {
 }
 
 func TestRemoveStaleWorkersRequeuesTheirLeases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.register("w1", "gpu", 1)
 	e.submit("j1", "wf-a", 0)
@@ -338,6 +347,7 @@ func TestRemoveStaleWorkersRequeuesTheirLeases(t *testing.T) {
 // A worker chosen as a scale-in victim that leases a job in the same instant
 // is either not drained or its lease never happened — never both.
 func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const rounds = 40
 	for i := range rounds {
@@ -378,6 +388,7 @@ func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
 // today's spend and its last tick read back as written, and a decision
 // without it (a wake) leaves it alone.
 func TestRecordDecisionKeepsTheForecastsMemory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var h forecast.History
 	h = h.Observe(t0.Add(-24*time.Hour), 12, 3)

@@ -83,6 +83,7 @@ func tenantCosts(t *testing.T, out *bytes.Buffer) (map[string]float64, int) {
 }
 
 func TestSpotJobIsPricedAtItsZonesSpotPrice(t *testing.T) {
+	t.Parallel()
 	cfg, err := fleetconfig.Parse("test.yaml", []byte(pricedConfig)) // g5.xlarge: on-demand 1.0, spot 0.5, overhead 0.2
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +124,7 @@ func TestSpotJobIsPricedAtItsZonesSpotPrice(t *testing.T) {
 }
 
 func TestSpotPricesPriceAStageWithoutConfiguredPrices(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	e := newEnv(t, func(o *store.Options) { o.CostMetrics = &out }) // no prices in the config
 	if err := e.st.PutSpotPrices(e.ctx, "gpu", cost.SpotPrices{ReadAt: e.clock.Now(), USD: map[string]float64{
@@ -140,6 +142,7 @@ func TestSpotPricesPriceAStageWithoutConfiguredPrices(t *testing.T) {
 }
 
 func TestSpotPricesAreReadBackAndCachedForAMinute(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	client, table := testenv.DynamoDB(t)
 	reader := store.New(client, store.Options{Table: table, Config: e.cfg, Clock: e.clock})

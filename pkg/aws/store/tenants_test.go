@@ -39,6 +39,7 @@ func (e *env) create(tenant, id string) {
 }
 
 func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
+	t.Parallel()
 	e := newTenantEnv(t, 2)
 	for _, id := range []string{"a", "b"} {
 		took, err := e.st.ReserveTenantSlot(e.ctx, "capped", id, 2)
@@ -103,6 +104,7 @@ func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
 }
 
 func TestTenantSlotsOfDeadJobsComeBackWithARetry(t *testing.T) {
+	t.Parallel()
 	e := newTenantEnv(t, 5)
 	// Without a reservation (cap set after acceptance) creation counts.
 	e.create("capped", "d")
@@ -134,6 +136,7 @@ func TestTenantSlotsOfDeadJobsComeBackWithARetry(t *testing.T) {
 }
 
 func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
+	t.Parallel()
 	const limit, tries = 3, 12
 	e := newTenantEnv(t, limit)
 	var wg sync.WaitGroup
@@ -173,6 +176,7 @@ func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
 // create is refused and reads nothing of it, through both create paths
 // (with and without a tenant cap).
 func TestCreateJobNeverAnswersAnotherTenantsJob(t *testing.T) {
+	t.Parallel()
 	e := newTenantEnv(t, 5)
 	for _, owner := range []string{"acme", "capped"} {
 		id := "shared-" + owner

@@ -9,6 +9,7 @@ import (
 )
 
 func TestWorkersByInstanceFindsEveryAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, id := range []string{"i-1-gpu1", "i-1-gpu0", "other"} {
 		inst := "i-1"
@@ -38,6 +39,7 @@ func TestWorkersByInstanceFindsEveryAgent(t *testing.T) {
 }
 
 func TestTerminationLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	start := t0.Add(time.Minute)
 	tm := store.Termination{InstanceID: "i-1", Fleet: "gpu", Group: "fleetq-test-gpu", Hook: "fleetq-drain", Token: "tok",

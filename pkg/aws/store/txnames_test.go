@@ -14,6 +14,7 @@ import (
 // A canceled transaction names the members whose condition failed, and
 // only those; a caller tests names, not positions.
 func TestACanceledTransactionNamesTheConditionsThatFailed(t *testing.T) {
+	t.Parallel()
 	srv, err := localaws.StartDynamoDB("")
 	if err != nil {
 		t.Fatal(err)

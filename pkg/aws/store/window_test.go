@@ -3,6 +3,7 @@ package store
 import "testing"
 
 func TestLeaseWindowWidensOnConflictAndNarrowsOnCleanClaims(t *testing.T) {
+	t.Parallel()
 	s := &Store{spread: 8, limit: 100}
 	if s.leaseWindow() != 8 {
 		t.Fatalf("initial window %d, want the configured spread", s.leaseWindow())
