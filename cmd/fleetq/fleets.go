@@ -21,6 +21,7 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	c := operatorFlags(fs)
 	history := fs.Bool("history", false, "also print each fleet's recent decisions, newest first")
+	boot := fs.Bool("boot", false, "also print each fleet's boot timeline: each phase from launch (or a start from the warm pool) to the first lease, its median, 95th percentile and longest, and the slowest")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fleetq fleets [flags]")
@@ -68,6 +69,11 @@ func runFleets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := tw.Flush(); err != nil {
 		return 1
 	}
+	if *boot {
+		for _, f := range a.Fleets {
+			printBoot(stdout, f)
+		}
+	}
 	if *history {
 		for _, f := range a.Fleets {
 			fmt.Fprintf(stdout, "\n%s\n", f.FleetSlug)
@@ -85,4 +91,25 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// printBoot prints a fleet's boot timeline (docs/scaling.md, "Cold start").
+func printBoot(w io.Writer, f wire.Fleet) {
+	fmt.Fprintf(w, "\n%s boot", f.FleetSlug)
+	b := f.Boot
+	if b == nil {
+		fmt.Fprintln(w, ": no worker reported one")
+		return
+	}
+	fmt.Fprintf(w, " over %d workers; slowest: %s\n", b.Workers, b.Slowest)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PHASE\tWORKERS\tP50\tP95\tMAX\t")
+	for _, p := range b.Phases {
+		mark := ""
+		if p.Name == b.Slowest {
+			mark = "<- slowest"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%.1fs\t%.1fs\t%.1fs\t%s\n", p.Name, p.Workers, p.P50S, p.P95S, p.MaxS, mark)
+	}
+	_ = tw.Flush()
 }

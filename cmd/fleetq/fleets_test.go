@@ -81,3 +81,33 @@ func TestFleetsCountsWorkersOnAnOlderAgent(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 }
+
+// --boot prints each fleet's boot timeline: every phase with its median,
+// 95th percentile and longest, the slowest marked; a fleet without one
+// says so.
+func TestFleetsBootPrintsTheTimeline(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"fleets":[{"fleet_slug":"video","stage":"prod","workflows":[],"queued":0,"leased":2,"desired":3,"in_service":3,"workers":3,"min":0,"max":8,"last_decision":null,` +
+			`"boot":{"workers":3,"slowest":"launch_to_agent","phases":[{"name":"launch_to_agent","workers":2,"p50_s":180,"p95_s":240,"max_s":240},` +
+			`{"name":"pool_start_to_agent","workers":1,"p50_s":24.5,"p95_s":24.5,"max_s":24.5},{"name":"runner_ready_to_warmed_up","workers":3,"p50_s":61,"p95_s":75,"max_s":75}]}},` +
+			`{"fleet_slug":"render","stage":"prod","workflows":[],"queued":0,"leased":0,"desired":0,"in_service":0,"workers":0,"min":0,"max":8,"last_decision":null}]}`))
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"fleets", "--api", srv.URL, "--operator-token", "op-token", "--boot"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"video boot over 3 workers; slowest: launch_to_agent",
+		"launch_to_agent            2        180.0s  240.0s  240.0s  <- slowest",
+		"pool_start_to_agent        1        24.5s   24.5s   24.5s",
+		"runner_ready_to_warmed_up  3        61.0s   75.0s   75.0s",
+		"render boot: no worker reported one",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}

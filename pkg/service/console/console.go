@@ -458,6 +458,38 @@ func (c *Console) root(w http.ResponseWriter, r *http.Request, _ session) {
 type fleetView struct {
 	wire.Fleet
 	Chart chart
+	// BootRows are the fleet's boot phases, each with its bar's width as a
+	// share of the longest median (none: no worker reported a boot).
+	BootRows []bootRow
+}
+
+// bootRow is one phase of a fleet's boot timeline on the fleets page.
+type bootRow struct {
+	wire.BootPhase
+	Slowest bool
+	// Width is the bar's width in percent of the longest median.
+	Width float64
+}
+
+// bootRows lays out a fleet's boot timeline: one bar per phase, the
+// slowest marked.
+func bootRows(b *wire.FleetBoot) []bootRow {
+	if b == nil {
+		return nil
+	}
+	longest := 0.0
+	for _, p := range b.Phases {
+		longest = max(longest, p.P50S)
+	}
+	out := make([]bootRow, 0, len(b.Phases))
+	for _, p := range b.Phases {
+		w := 0.0
+		if longest > 0 {
+			w = float64(int(1000*p.P50S/longest)) / 10
+		}
+		out = append(out, bootRow{BootPhase: p, Slowest: p.Name == b.Slowest, Width: w})
+	}
+	return out
 }
 
 func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc session) {
@@ -473,7 +505,7 @@ func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc session) {
 	}
 	out := make([]fleetView, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, fleetView{Fleet: f, Chart: newChart(f)})
+		out = append(out, fleetView{Fleet: f, Chart: newChart(f), BootRows: bootRows(f.Boot)})
 	}
 	v.Data = out
 	c.render(w, http.StatusOK, "fleets", v)

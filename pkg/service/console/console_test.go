@@ -301,3 +301,36 @@ func TestErrorsArePagesWithTheContractsStatus(t *testing.T) {
 		t.Errorf("a refused cancel = %d: %.300s", res.StatusCode, body)
 	}
 }
+
+// The fleets page shows each fleet's boot timeline: a row and a bar per
+// phase, the slowest marked and named; a fleet without one says so.
+func TestFleetsPageShowsTheBootTimeline(t *testing.T) {
+	e := newEnv(t, "console-key")
+	e.ops.fleets = []wire.Fleet{
+		{FleetSlug: "video", Boot: &wire.FleetBoot{Workers: 3, Slowest: "launch_to_agent", Phases: []wire.BootPhase{
+			{Name: "launch_to_agent", Workers: 2, P50S: 180, P95S: 240, MaxS: 240},
+			{Name: "pool_start_to_agent", Workers: 1, P50S: 24.5, P95S: 24.5, MaxS: 24.5},
+			{Name: "runner_ready_to_warmed_up", Workers: 3, P50S: 90, P95S: 95, MaxS: 95},
+		}}},
+		{FleetSlug: "render"},
+	}
+	res, body := e.get(console.PathFleets, e.session())
+	if res.StatusCode != 200 {
+		t.Fatalf("fleets page %d", res.StatusCode)
+	}
+	for _, want := range []string{
+		`id="boot-video"`,
+		`the slowest phase is <strong class="slowest-name">launch_to_agent</strong>`,
+		`<tr data-phase="launch_to_agent" class="slowest">`,
+		`<td>pool_start_to_agent</td><td class="n">1</td><td class="n">24.5 s</td><td class="n">24.5 s</td><td class="n">24.5 s</td>`,
+		`<tr data-phase="runner_ready_to_warmed_up">`,
+		`<span style="width:50%">`,
+		`<span style="width:100%">`,
+		`id="boot-render"`,
+		`No worker of this fleet has reported its boot yet.`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the fleets page lacks %s", want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/metrics"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
 // Namespace is the CloudWatch namespace of the scaler's metrics.
@@ -32,4 +33,23 @@ func writeEMF(w io.Writer, stage, fleet string, m FleetMetrics, at time.Time) er
 		count("SpotInterruptionCount", m.SpotInterruptionCount),
 		count("UnhealthyWorkers", m.UnhealthyWorkers),
 	}, at)
+}
+
+// writeBootEMF writes a fleet's boot timeline as one EMF line per phase
+// (dimensions Stage, FleetSlug and Phase): the phase's median, 95th
+// percentile and longest over the workers registered within BootWindow,
+// and how many workers have it. No phase, no line.
+func writeBootEMF(w io.Writer, stage, fleet string, tl worker.Timeline, at time.Time) error {
+	for _, p := range tl.Phases {
+		err := metrics.Emit(w, Namespace, map[string]string{"Stage": stage, "FleetSlug": fleet, "Phase": p.Name}, []metrics.Metric{
+			{Name: "BootPhaseP50Seconds", Unit: metrics.UnitSeconds, Value: p.P50.Seconds()},
+			{Name: "BootPhaseP95Seconds", Unit: metrics.UnitSeconds, Value: p.P95.Seconds()},
+			{Name: "BootPhaseMaxSeconds", Unit: metrics.UnitSeconds, Value: p.Max.Seconds()},
+			{Name: "BootPhaseWorkers", Unit: metrics.UnitCount, Value: float64(p.Workers)},
+		}, at)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

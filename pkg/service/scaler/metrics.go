@@ -79,12 +79,39 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 	return m, nil
 }
 
+// BootWindow is how far back the boot-phase metrics look: they cover the
+// fleet's workers registered within it.
+const BootWindow = time.Hour
+
+// bootTimeline is the boot timeline of the fleet's workers registered
+// within BootWindow. The listing leaves boot times out (the index does not
+// carry them), so it reads each of those workers: a read per instance that
+// registered in the last hour, bounded by the fleet's launches.
+func (s *Scaler) bootTimeline(ctx context.Context, workers []worker.Worker, now time.Time) worker.Timeline {
+	var recent []worker.Worker
+	for _, w := range workers {
+		if w.RegisteredAt.IsZero() || now.Sub(w.RegisteredAt) > BootWindow {
+			continue
+		}
+		full, err := s.store.GetWorker(ctx, w.ID)
+		if err != nil {
+			continue // gone since the listing, or unreadable: left out
+		}
+		recent = append(recent, full)
+	}
+	return worker.BootTimeline(recent)
+}
+
 func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {
 	if s.c.Metrics == nil {
 		return nil
 	}
 	m, err := s.fleetMetrics(ctx, f, r, workers, now)
 	if err != nil {
+		return err
+	}
+	// The boot phases first: the fleet's own line stays its tick's last.
+	if err := writeBootEMF(s.c.Metrics, s.c.Stage, f.Slug, s.bootTimeline(ctx, workers, now), now); err != nil {
 		return err
 	}
 	return writeEMF(s.c.Metrics, s.c.Stage, f.Slug, m, now)

@@ -33,6 +33,7 @@ type Store interface {
 	SweepExpiredLeases(ctx context.Context, fleet string) (store.SweepResult, error)
 	FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error)
 	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
+	GetWorker(ctx context.Context, id string) (worker.Worker, error)
 	GetFleetState(ctx context.Context, fleet string) (fleetstate.State, error)
 	RemoveStaleWorkers(ctx context.Context, workers []worker.Worker, cutoff time.Time) ([]string, error)
 	ReconcileLeaseCounts(ctx context.Context, workers []worker.Worker, held map[string]int) (int, error)
