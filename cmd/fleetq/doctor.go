@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/fleetq/fleetq/pkg/aws/preflight"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
 func init() {
@@ -29,6 +30,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	stage := fs.String("stage", "dev", "stage to check (its built-in config/<stage>.yaml unless --config)")
 	configFile := fs.String("config", "", "fleet config file of the stage (default: the built-in one)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	token := fs.String("operator-token", env("OPERATOR_TOKEN", ""), "operator bearer token of the dev stack, to read the fleets' boot reports (env FLEETQ_OPERATOR_TOKEN); empty: sign with AWS credentials (SigV4)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -55,6 +57,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Parameters: ssm.NewFromConfig(awsCfg),
 		Secrets:    secretsmanager.NewFromConfig(awsCfg),
 		HTTP:       &http.Client{Timeout: 15 * time.Second},
+		Fleets:     fleetViews{token: *token, region: cfg.Region},
 		SDKRegion:  sdkRegion,
 	})
 	fmt.Fprintf(stdout, "fleetq doctor: stage %s (%s) in %s\n", cfg.Stage, cfg.Source(), cfg.Region)
@@ -66,4 +69,17 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// fleetViews reads GET /api/admin/fleets as an operator: with the dev
+// stack's token, else signed with the default AWS credentials.
+type fleetViews struct{ token, region string }
+
+func (v fleetViews) Fleets(ctx context.Context, apiURL string) ([]wire.Fleet, error) {
+	c := &operatorClient{api: apiURL, token: v.token, region: v.region, http: &http.Client{Timeout: 15 * time.Second}}
+	var out wire.FleetsResponse
+	if err := c.get(ctx, wire.PathAdminFleets, &out); err != nil {
+		return nil, err
+	}
+	return out.Fleets, nil
 }

@@ -267,7 +267,7 @@ func identify(ctx context.Context, cfg *agent.Config, f *workerFlags) error {
 		} else {
 			cfg.Metadata = md
 			cfg.InstanceID, cfg.InstanceType, cfg.AZ = id.InstanceID, id.InstanceType, id.AZ
-			cfg.PurchaseOption, cfg.LaunchedAt = id.PurchaseOption, id.LaunchedAt
+			cfg.PurchaseOption, cfg.LaunchedAt, cfg.ImageID = id.PurchaseOption, id.LaunchedAt, id.ImageID
 		}
 	}
 	if cfg.WorkerID == "" {

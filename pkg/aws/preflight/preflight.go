@@ -65,6 +65,9 @@ type Deps struct {
 	Parameters Parameters
 	Secrets    Secrets
 	HTTP       *http.Client
+	// Fleets, when set, reads the fleets' boot reports through the API
+	// (BootProblems).
+	Fleets FleetViews
 	// SDKRegion is the region the AWS SDK's configuration resolved (env,
 	// profile); empty when it resolved none.
 	SDKRegion string
@@ -139,7 +142,11 @@ func Run(ctx context.Context, cfg *fleetconfig.Config, d Deps) []Result {
 		return append(out, res)
 	}
 	out = append(out, FleetSecrets(ctx, d.Secrets, cfg, outputs["FleetSecretArns"])...)
-	return append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
+	out = append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
+	if d.Fleets != nil {
+		out = append(out, BootProblems(ctx, d.Fleets, outputs["ApiUrl"], cfg)...)
+	}
+	return out
 }
 
 // Credentials asks STS who the caller is.

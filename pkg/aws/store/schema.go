@@ -207,6 +207,7 @@ const (
 	prefixFleet        = "FLEET#"
 	sortFleetState     = "STATE"
 	sortSpotPrices     = "SPOT"
+	prefixBootReport   = "BOOT#"
 	prefixRate         = "RATE#"
 	prefixRateWindow   = "W#"
 	partitionRejected  = "REJECTED"
@@ -266,6 +267,12 @@ func fleetKey(slug string) (string, string) { return prefixFleet + slug, sortFle
 // spotPricesKey is a fleet's current Spot prices (spotprices.go), beside
 // its state in the fleet's partition.
 func spotPricesKey(slug string) (string, string) { return prefixFleet + slug, sortSpotPrices }
+
+// bootReportKey is an instance's boot report (bootreports.go), in its
+// fleet's partition.
+func bootReportKey(slug, instanceID string) (string, string) {
+	return prefixFleet + slug, prefixBootReport + instanceID
+}
 
 // rateWindowKey is a registration source's counter for the minute starting at window.
 func rateWindowKey(source string, window time.Time) (string, string) {

@@ -33,6 +33,22 @@ type Fleet struct {
 	// Boot is the boot timeline of the fleet's registered workers (omitted
 	// when none reported one).
 	Boot *FleetBoot `json:"boot,omitempty"`
+	// BootProblems are the fleet's instances that reported in the last day
+	// that they cannot work (POST /api/worker/boot-report), newest first
+	// (omitted when none did).
+	BootProblems []BootProblem `json:"boot_problems,omitempty"`
+}
+
+// BootProblem is one instance's boot report.
+type BootProblem struct {
+	InstanceID   string `json:"instance_id"`
+	WorkerID     string `json:"worker_id"`
+	InstanceType string `json:"instance_type,omitempty"`
+	ImageID      string `json:"image_id,omitempty"`
+	Problem      string `json:"problem"`
+	Message      string `json:"message"`
+	AgentVersion string `json:"agent_version,omitempty"`
+	ReportedAt   string `json:"reported_at"`
 }
 
 // FleetBoot is a fleet's boot timeline over its registered workers: each

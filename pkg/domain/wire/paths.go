@@ -11,6 +11,7 @@ const (
 	PathRequeue           = "/api/worker/requeue"
 	PathDeregister        = "/api/worker/deregister"
 	PathUnhealthy         = "/api/worker/unhealthy"
+	PathBootReport        = "/api/worker/boot-report"
 	PathJobs              = "/api/jobs"
 	PathJob               = "/api/jobs/{job_id}"
 	PathJobCancel         = "/api/jobs/{job_id}/cancel"

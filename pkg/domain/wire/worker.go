@@ -184,6 +184,28 @@ type UnhealthyRequest struct {
 	Reason string `json:"reason"`
 }
 
+// BootProblemRunnerMissing is a boot report's problem when the machine
+// cannot run its fleet's runner at all (the image lacks its program).
+const BootProblemRunnerMissing = "runner_missing"
+
+// BootReportRequest is the body of POST /api/worker/boot-report: an agent
+// that will not register says why, for its own instance of its own fleet
+// (proved as a registration is).
+type BootReportRequest struct {
+	WorkerID     string `json:"worker_id"`
+	FleetSlug    string `json:"fleet_slug"`
+	Stage        string `json:"stage"`
+	InstanceID   string `json:"instance_id,omitempty"`
+	InstanceType string `json:"instance_type,omitempty"`
+	// ImageID is the machine's image (the AMI id in AWS), when known.
+	ImageID string `json:"image_id,omitempty"`
+	// Problem is BootProblemRunnerMissing.
+	Problem string `json:"problem"`
+	// Message says what is missing (at most 1024 characters).
+	Message      string `json:"message"`
+	AgentVersion string `json:"agent_version,omitempty"`
+}
+
 // CompleteRequest is the body of POST /api/worker/complete.
 type CompleteRequest struct {
 	LeaseRef

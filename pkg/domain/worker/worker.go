@@ -79,3 +79,18 @@ func (w Worker) IdleSince() time.Time {
 	}
 	return w.RegisteredAt
 }
+
+// BootReport is what an instance's agent reported instead of registering:
+// its machine cannot work (Problem, e.g. the runner's program is not on
+// its image), for its own instance of its fleet.
+type BootReport struct {
+	Fleet        string
+	InstanceID   string
+	WorkerID     string
+	InstanceType string
+	ImageID      string
+	Problem      string
+	Message      string
+	AgentVersion string
+	At           time.Time
+}

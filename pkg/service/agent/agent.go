@@ -54,6 +54,9 @@ type Config struct {
 	// the instance's volume, which a stop keeps (fleetq worker: in the
 	// state directory).
 	PoolMarker string
+	// ImageID is the machine's image (the AMI id on EC2), named in a boot
+	// report; empty: unknown.
+	ImageID string
 	// AgentKey identifies this agent across restarts (kept on its disk):
 	// the API refuses another agent's registration of a live worker id.
 	// Empty: a random key for this process.
@@ -75,6 +78,10 @@ type Config struct {
 	Logger       *slog.Logger
 	// ReadyPoll is how often an unready runner is asked again (default 2s).
 	ReadyPoll time.Duration
+	// RunnerMissingAfter is how long the runner's program may be missing
+	// from the machine before registration (ErrRunnerMissing) before the
+	// agent sends a boot report saying so (default 1m).
+	RunnerMissingAfter time.Duration
 	// Backoff bounds the retry delay of registration and polling (default
 	// 1s doubling up to 1m, jittered).
 	BackoffBase, BackoffMax time.Duration
@@ -226,6 +233,9 @@ func New(c Config) (*Agent, error) {
 	}
 	if c.ReadyPoll <= 0 {
 		c.ReadyPoll = 2 * time.Second
+	}
+	if c.RunnerMissingAfter <= 0 {
+		c.RunnerMissingAfter = time.Minute
 	}
 	if c.BackoffBase <= 0 {
 		c.BackoffBase = time.Second
@@ -401,10 +411,28 @@ func (a *Agent) wait(ctx context.Context, ch chan struct{}, d time.Duration) boo
 }
 
 func (a *Agent) waitReady(ctx context.Context) error {
+	var missingSince time.Time
+	reported := false
 	for {
 		err := a.cfg.Runner.Ready(ctx)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, ErrRunnerMissing) {
+			// The image lacks the runner's program: once that has lasted
+			// RunnerMissingAfter (not a mount still coming up), say so on
+			// the fleet, once. The agent goes on asking: a program that
+			// appears later still gets the worker registered.
+			now := a.cfg.Clock.Now()
+			if missingSince.IsZero() {
+				missingSince = now
+			}
+			if !reported && now.Sub(missingSince) >= a.cfg.RunnerMissingAfter {
+				reported = true
+				a.reportBoot(ctx, err)
+			}
+		} else {
+			missingSince = time.Time{}
 		}
 		a.log.Info("runner not ready", "error", err.Error())
 		select {
@@ -494,6 +522,59 @@ func (a *Agent) bootTimes() *wire.BootTimes {
 	return b
 }
 
+// credentials are a registration's (and a boot report's) proof: a fresh
+// attested identity (the API refuses old ones), else the fleet's secret.
+func (a *Agent) credentials(ctx context.Context) (map[string]string, error) {
+	at := a.cfg.Attest
+	if at == nil {
+		return map[string]string{wire.HeaderFleetSecret: a.cfg.FleetSecret}, nil
+	}
+	id, err := attest.Sign(ctx, at.Credentials, at.STSEndpoint, at.Region, a.cfg.Stage, a.cfg.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(id)}, nil
+}
+
+// bootReportTries bounds the attempts at a boot report: it is worth a few
+// retries, not a machine kept waiting.
+const bootReportTries = 3
+
+// reportBoot tells the API, for this instance of its fleet, that the
+// machine cannot run its runner (problem is why), so the fleet view and
+// fleetq doctor show it. Failing to report is only logged.
+func (a *Agent) reportBoot(ctx context.Context, problem error) {
+	msg := problem.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	a.log.Error("the runner cannot run on this machine; not registering until it can", "error", msg, "image_id", a.cfg.ImageID)
+	r := wire.BootReportRequest{
+		WorkerID: a.cfg.WorkerID, FleetSlug: a.cfg.Fleet, Stage: a.cfg.Stage,
+		InstanceID: a.cfg.InstanceID, InstanceType: a.cfg.InstanceType, ImageID: a.cfg.ImageID,
+		Problem: wire.BootProblemRunnerMissing, Message: msg, AgentVersion: version.Get(),
+	}
+	for attempt := 1; ; attempt++ {
+		headers, err := a.credentials(ctx)
+		if err == nil {
+			err = a.client.BootReport(ctx, headers, r)
+		}
+		if err == nil {
+			a.log.Info("reported the missing runner on the fleet")
+			return
+		}
+		if attempt >= bootReportTries || !retryable(err) || ctx.Err() != nil {
+			a.log.Warn("boot report failed", "error", err.Error())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.Clock.After(a.backoff(attempt, err)):
+		}
+	}
+}
+
 // register registers the worker, retrying with jittered backoff on 429,
 // 5xx and network errors (and a full fleet, which may free up).
 func (a *Agent) register(ctx context.Context) error {
@@ -510,14 +591,10 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	r.Capabilities = a.capabilities()
 	for attempt := 1; ; attempt++ {
-		headers := map[string]string{wire.HeaderFleetSecret: a.cfg.FleetSecret}
-		if at := a.cfg.Attest; at != nil {
-			// A fresh signature per attempt: the API refuses old ones.
-			id, err := attest.Sign(ctx, at.Credentials, at.STSEndpoint, at.Region, a.cfg.Stage, a.cfg.Clock.Now())
-			if err != nil {
-				return fmt.Errorf("register: %w", err)
-			}
-			headers = map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(id)}
+		// A fresh signature per attempt: the API refuses old ones.
+		headers, err := a.credentials(ctx)
+		if err != nil {
+			return fmt.Errorf("register: %w", err)
 		}
 		reg, err := a.client.Register(ctx, headers, r)
 		if err == nil {

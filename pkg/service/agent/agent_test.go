@@ -240,7 +240,7 @@ func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = w.Write([]byte(`{"instanceId":"i-0spot","instanceType":"g5.xlarge","availabilityZone":"us-east-1b","region":"us-east-1","pendingTime":"` + f.pending + `"}`))
+		_, _ = w.Write([]byte(`{"instanceId":"i-0spot","imageId":"ami-0123456789abcdef0","instanceType":"g5.xlarge","availabilityZone":"us-east-1b","region":"us-east-1","pendingTime":"` + f.pending + `"}`))
 	case "autoscaling/target-lifecycle-state":
 		f.targets.Add(1)
 		if f.target == "" {
@@ -283,12 +283,13 @@ func TestSleepJobSucceeds(t *testing.T) {
 // worker deregisters and the agent exits; another agent then finishes it.
 func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	e := newStack(t, false)
-	imds := &fakeIMDS{}
+	imds := &fakeIMDS{pending: "2026-11-23T09:50:00Z"}
 	srv := httptest.NewServer(imds)
 	defer srv.Close()
 	md := agent.NewMetadata(srv.URL)
 	id, err := md.Identity(e.ctx)
-	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" || id.PurchaseOption != "spot" {
+	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" || id.PurchaseOption != "spot" || id.ImageID != "ami-0123456789abcdef0" ||
+		!id.LaunchedAt.Equal(time.Date(2026, 11, 23, 9, 50, 0, 0, time.UTC)) {
 		t.Fatalf("identity %+v, %v", id, err)
 	}
 	e.create("j1", `{"seconds": 1.5}`)

@@ -55,6 +55,12 @@ func (c *Client) Register(ctx context.Context, headers map[string]string, r wire
 	return out, err
 }
 
+// BootReport reports, instead of registering, that the machine cannot
+// work; headers carry the registration's credential.
+func (c *Client) BootReport(ctx context.Context, headers map[string]string, r wire.BootReportRequest) error {
+	return c.call(ctx, wire.PathBootReport, headers, r, nil)
+}
+
 // Poll asks for a job; nil when there is none now.
 func (c *Client) Poll(ctx context.Context, load int) (*Lease, error) {
 	var out wire.PollResponse

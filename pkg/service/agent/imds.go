@@ -56,6 +56,9 @@ type Identity struct {
 	// or its start from a warm pool (the identity document's pendingTime;
 	// zero when the metadata does not say).
 	LaunchedAt time.Time
+	// ImageID is the instance's AMI (the identity document's imageId;
+	// empty when the metadata does not say).
+	ImageID string
 }
 
 // Identity reads the instance's id, type and availability zone.
@@ -86,7 +89,7 @@ func (m *Metadata) Identity(ctx context.Context) (Identity, error) {
 		}
 	}
 	if doc, err := m.c.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{}); err == nil {
-		id.LaunchedAt = doc.PendingTime
+		id.LaunchedAt, id.ImageID = doc.PendingTime, doc.ImageID
 	}
 	return id, nil
 }

@@ -39,6 +39,7 @@ type WorkerStore interface {
 	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
 	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
 	MarkWorkerUnhealthy(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
+	PutBootReport(ctx context.Context, r worker.BootReport) error
 	Authorizer
 }
 
@@ -64,6 +65,7 @@ type AdminStore interface {
 	RetryDead(ctx context.Context, id string) (job.Job, error)
 	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
 	CostsSince(ctx context.Context, since time.Time) ([]store.CostGroup, error)
+	BootReports(ctx context.Context, fleet string) ([]worker.BootReport, error)
 }
 
 // Store is everything the API needs of the store; *store.Store satisfies it.

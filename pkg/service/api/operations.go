@@ -55,6 +55,15 @@ func (s *server) listFleets(ctx context.Context, history bool) ([]wire.Fleet, er
 				v.OutdatedAgents++
 			}
 		}
+		reports, err := s.Store.BootReports(ctx, f.Slug)
+		if err != nil {
+			return nil, err
+		}
+		for _, rep := range reports {
+			v.BootProblems = append(v.BootProblems, wire.BootProblem{InstanceID: rep.InstanceID, WorkerID: rep.WorkerID,
+				InstanceType: rep.InstanceType, ImageID: rep.ImageID, Problem: rep.Problem, Message: rep.Message,
+				AgentVersion: rep.AgentVersion, ReportedAt: *rfc3339(rep.At)})
+		}
 		out = append(out, v)
 	}
 	return out, nil

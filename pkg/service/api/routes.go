@@ -58,6 +58,7 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathRequeue, AuthWorker}, (*server).requeue},
 	{Route{http.MethodPost, wire.PathDeregister, AuthWorker}, (*server).deregister},
 	{Route{http.MethodPost, wire.PathUnhealthy, AuthWorker}, (*server).unhealthy},
+	{Route{http.MethodPost, wire.PathBootReport, AuthFleetSecret}, (*server).bootReport},
 
 	{Route{http.MethodPost, wire.PathJobs, AuthProducer}, (*server).submit},
 	{Route{http.MethodGet, wire.PathJob, AuthProducer}, (*server).getJob},

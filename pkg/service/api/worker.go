@@ -61,7 +61,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := proof.admits(f, &req); err != nil {
+	if err := proof.admits(f, req.WorkerID, &req.InstanceID); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -216,9 +216,9 @@ func (s *server) authenticateRegistration(r *http.Request) (registrationProof, e
 }
 
 // admits checks that the proof is for fleet f: the attested instance is
-// one of f's (and the registration's instance, and the worker id that
-// instance's), or the secret is f's own.
-func (p registrationProof) admits(f *fleetconfig.Fleet, req *wire.RegisterRequest) error {
+// one of f's (and the request's instance, which it fills in when empty,
+// and the worker id that instance's), or the secret is f's own.
+func (p registrationProof) admits(f *fleetconfig.Fleet, workerID string, instanceID *string) error {
 	id := p.identity
 	if id == nil {
 		if !slices.Contains(p.secretOf, f.Slug) {
@@ -230,14 +230,14 @@ func (p registrationProof) admits(f *fleetconfig.Fleet, req *wire.RegisterReques
 		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
 			Message: fmt.Sprintf("attested registration: instance %s is fleet %s's, not fleet %s's", id.InstanceID, id.Fleet, f.Slug)}
 	}
-	if req.InstanceID == "" {
-		req.InstanceID = id.InstanceID
+	if *instanceID == "" {
+		*instanceID = id.InstanceID
 	}
-	if req.InstanceID != id.InstanceID {
+	if *instanceID != id.InstanceID {
 		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
-			Message: fmt.Sprintf("field \"instance_id\": %q, but the identity proves instance %s", req.InstanceID, id.InstanceID)}
+			Message: fmt.Sprintf("field \"instance_id\": %q, but the identity proves instance %s", *instanceID, id.InstanceID)}
 	}
-	if req.WorkerID != id.InstanceID && !strings.HasPrefix(req.WorkerID, id.InstanceID+"-") {
+	if workerID != id.InstanceID && !strings.HasPrefix(workerID, id.InstanceID+"-") {
 		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied,
 			Message: fmt.Sprintf("field \"worker_id\": an instance's workers are named after it: %s or %s-<slot>", id.InstanceID, id.InstanceID)}
 	}
@@ -499,4 +499,87 @@ func (s *server) unhealthy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.WarnContext(r.Context(), "worker unhealthy", "worker_id", a.WorkerID, "fleet", wk.Fleet, "instance_id", wk.InstanceID, "reason", req.Reason)
 	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: string(worker.Unhealthy)})
+}
+
+// bootReport records, on the fleet, that an instance's agent will not
+// register because its machine cannot work (the runner's program is not
+// on its image). It is proved as a registration is, and counts against the
+// same per-address limit: an attested instance speaks only for itself in
+// its own fleet, a fleet's secret only for that fleet. Nothing is
+// registered and no token is issued.
+func (s *server) bootReport(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
+		if errors.Is(err, store.ErrRateLimited) {
+			secs := int(math.Ceil(wait.Seconds()))
+			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
+				Message: "too many registrations and boot reports from this address; retry after the Retry-After seconds"})
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	proof, err := s.authenticateRegistration(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req wire.BootReportRequest
+	if err := readBody(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := s.validateBootReport(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := proof.admits(f, req.WorkerID, &req.InstanceID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.InstanceID == "" {
+		req.InstanceID = req.WorkerID
+	}
+	rep := worker.BootReport{Fleet: f.Slug, InstanceID: req.InstanceID, WorkerID: req.WorkerID, InstanceType: req.InstanceType,
+		ImageID: req.ImageID, Problem: req.Problem, Message: req.Message, AgentVersion: req.AgentVersion, At: s.Clock.Now()}
+	if err := s.Store.PutBootReport(ctx, rep); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.WarnContext(ctx, "instance cannot work: boot report", "worker_id", req.WorkerID, "fleet", f.Slug, "instance_id", req.InstanceID,
+		"image_id", req.ImageID, "problem", req.Problem, "message", req.Message, "attested", proof.identity != nil)
+	wire.WriteJSON(w, http.StatusOK, wire.StatusResponse{Status: "recorded"})
+}
+
+func (s *server) validateBootReport(req *wire.BootReportRequest) (*fleetconfig.Fleet, error) {
+	switch {
+	case req.WorkerID == "":
+		return nil, invalid("field \"worker_id\" is required")
+	case !submission.IDPattern.MatchString(req.WorkerID):
+		return nil, invalid("field \"worker_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-'", req.WorkerID)
+	case req.FleetSlug == "":
+		return nil, invalid("field \"fleet_slug\" is required")
+	case req.Stage == "":
+		return nil, invalid("field \"stage\" is required")
+	case req.Stage != s.Config.Stage:
+		return nil, invalid("field \"stage\": this is stage %q, not %q", s.Config.Stage, req.Stage)
+	case req.Problem != wire.BootProblemRunnerMissing:
+		return nil, invalid("field \"problem\": %q must be %s", req.Problem, wire.BootProblemRunnerMissing)
+	case strings.TrimSpace(req.Message) == "":
+		return nil, invalid("field \"message\" is required")
+	case len(req.Message) > 1024:
+		return nil, invalid("field \"message\" is longer than 1024 characters")
+	}
+	for _, v := range []struct{ name, val string }{{"instance_id", req.InstanceID}, {"instance_type", req.InstanceType},
+		{"image_id", req.ImageID}, {"agent_version", req.AgentVersion}} {
+		if len(v.val) > 128 {
+			return nil, invalid("field %q: at most 128 characters", v.name)
+		}
+	}
+	f, ok := s.Config.Fleet(req.FleetSlug)
+	if !ok {
+		return nil, notFound("fleet %q does not exist in stage %s", req.FleetSlug, s.Config.Stage)
+	}
+	return f, nil
 }
