@@ -168,6 +168,17 @@ func bootScript(t *testing.T, s synthesized, fleet fleetconfig.Fleet, script str
 		if fleet.Agent.ComfyUIURL != "" {
 			want["FLEETQ_COMFYUI_URL"] = fleet.Agent.ComfyUIURL
 		}
+		if w := fleet.Agent.Warmup; w.Enabled() {
+			switch {
+			case w.Workflow != "":
+				want["FLEETQ_WARMUP_WORKFLOW"] = w.Workflow
+			case w.Exec != "":
+				want["FLEETQ_WARMUP_EXEC"] = w.Exec
+			default:
+				want["FLEETQ_WARMUP_INPUT"] = string(w.InputJSON())
+			}
+			want["FLEETQ_WARMUP_TIMEOUT"] = w.Timeout.String()
+		}
 		for k, v := range want {
 			if env[k] != v {
 				t.Errorf("unit %s = %q, want %q", k, env[k], v)
