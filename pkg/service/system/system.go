@@ -74,7 +74,11 @@ func EnableWebhooks(e *Env, keys webhook.Keys, guard webhook.Guard) error {
 	if e.Relay == nil {
 		return fmt.Errorf("webhooks.allowed_hosts is set but the stage relays no job events: callbacks ride the relay")
 	}
-	e.Relay.Callbacks = webhook.NewDeliverer(e.Config.Webhooks, e.Store, keys, guard, e.Clock, e.Logger)
+	d, err := webhook.NewDeliverer(e.Config.Webhooks, e.Store, keys, guard, e.Clock, e.Logger)
+	if err != nil {
+		return err
+	}
+	e.Relay.Callbacks = d
 	return nil
 }
 

@@ -35,25 +35,34 @@ type Keys interface {
 // on the job; a failed one is tried again after Backoff, until the
 // stage's webhooks.max_attempts.
 type Deliverer struct {
-	Store CallbackStore
-	Keys  Keys
-	// Client sends the deliveries: NewClient with the guard and the
+	store CallbackStore
+	keys  Keys
+	// client sends the deliveries: NewClient with the guard and the
 	// stage's webhooks.timeout.
-	Client *http.Client
-	// MaxAttempts is webhooks.max_attempts.
-	MaxAttempts int
-	// Backoff is the wait after the n-th failed attempt (default
-	// DefaultBackoff).
-	Backoff func(n int) time.Duration
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	client *http.Client
+	// maxAttempts is webhooks.max_attempts.
+	maxAttempts int
+	clock       clock.Clock
+	log         *slog.Logger
 }
 
 // NewDeliverer builds the deliverer of a stage's callbacks from its
-// webhooks config; guard decides which addresses deliveries may reach.
-func NewDeliverer(w fleetconfig.Webhooks, st CallbackStore, keys Keys, guard Guard, clk clock.Clock, log *slog.Logger) *Deliverer {
-	return &Deliverer{Store: st, Keys: keys, Client: NewClient(guard, w.Timeout.Std()), MaxAttempts: w.MaxAttempts,
-		Backoff: DefaultBackoff, Clock: clk, Logger: log}
+// webhooks config; guard decides which addresses deliveries may reach. A
+// failed attempt is tried again after DefaultBackoff. Every argument is
+// required: NewDeliverer answers an error naming the one missing.
+func NewDeliverer(w fleetconfig.Webhooks, st CallbackStore, keys Keys, guard Guard, clk clock.Clock, log *slog.Logger) (*Deliverer, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("webhook.NewDeliverer: no store")
+	case keys == nil:
+		return nil, errors.New("webhook.NewDeliverer: no signing keys")
+	case clk == nil:
+		return nil, errors.New("webhook.NewDeliverer: no clock")
+	case log == nil:
+		return nil, errors.New("webhook.NewDeliverer: no logger")
+	}
+	return &Deliverer{store: st, keys: keys, client: NewClient(guard, w.Timeout.Std()), maxAttempts: w.MaxAttempts,
+		clock: clk, log: log}, nil
 }
 
 // DefaultBackoff waits 30s after the first failure, doubling up to an hour:
@@ -79,16 +88,16 @@ const (
 // delivered. A failure to reach the store is an error; a receiver's
 // failure is only recorded.
 func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
-	start := d.clock().Now()
+	start := d.clock.Now()
 	var key signing.Key
 	total := 0
 	for {
-		due, err := d.Store.DueCallbacks(ctx, deliverBatch)
+		due, err := d.store.DueCallbacks(ctx, deliverBatch)
 		if err != nil || len(due) == 0 {
 			return total, err
 		}
 		if key.ID == "" {
-			ring, err := d.Keys.SigningKeys(ctx, "")
+			ring, err := d.keys.SigningKeys(ctx, "")
 			if err != nil {
 				return total, fmt.Errorf("webhook signing key: %w", err)
 			}
@@ -96,7 +105,7 @@ func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 		}
 		n, err := d.batch(ctx, key, due)
 		total += n
-		if err != nil || len(due) < deliverBatch || d.clock().Now().Sub(start) >= deliverBudget {
+		if err != nil || len(due) < deliverBatch || d.clock.Now().Sub(start) >= deliverBudget {
 			return total, err
 		}
 	}
@@ -136,8 +145,8 @@ func (d *Deliverer) attempt(ctx context.Context, key signing.Key, c store.Callba
 	if err != nil {
 		return false, err
 	}
-	clk := d.clock()
-	sendErr := send(ctx, d.Client, clk, c.URL, key, e.ID, body)
+	clk := d.clock
+	sendErr := send(ctx, d.client, clk, c.URL, key, e.ID, body)
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the attempt does not count
 	}
@@ -146,34 +155,16 @@ func (d *Deliverer) attempt(ctx context.Context, key signing.Key, c store.Callba
 	switch {
 	case sendErr == nil:
 		r.Delivered = true
-		d.log().InfoContext(ctx, "job callback delivered", "job_id", c.JobID, "event_id", e.ID, "attempts", n)
-	case n >= max(d.MaxAttempts, 1):
+		d.log.InfoContext(ctx, "job callback delivered", "job_id", c.JobID, "event_id", e.ID, "attempts", n)
+	case n >= max(d.maxAttempts, 1):
 		r.Err = sendErr.Error()
-		d.log().WarnContext(ctx, "job callback failed; giving up", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "error", Cause(sendErr))
+		d.log.WarnContext(ctx, "job callback failed; giving up", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "error", Cause(sendErr))
 	default:
-		backoff := d.Backoff
-		if backoff == nil {
-			backoff = DefaultBackoff
-		}
-		r.Err, r.NextAt = sendErr.Error(), clk.Now().Add(backoff(n))
-		d.log().InfoContext(ctx, "job callback failed; will retry", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "next_at", r.NextAt, "error", Cause(sendErr))
+		r.Err, r.NextAt = sendErr.Error(), clk.Now().Add(DefaultBackoff(n))
+		d.log.InfoContext(ctx, "job callback failed; will retry", "job_id", c.JobID, "event_id", e.ID, "url", redact(c.URL), "attempts", n, "next_at", r.NextAt, "error", Cause(sendErr))
 	}
-	if err := d.Store.RecordCallback(ctx, c, r); err != nil {
+	if err := d.store.RecordCallback(ctx, c, r); err != nil {
 		return false, err
 	}
 	return r.Delivered, nil
-}
-
-func (d *Deliverer) clock() clock.Clock {
-	if d.Clock == nil {
-		return clock.Real{}
-	}
-	return d.Clock
-}
-
-func (d *Deliverer) log() *slog.Logger {
-	if d.Logger == nil {
-		return slog.Default()
-	}
-	return d.Logger
 }

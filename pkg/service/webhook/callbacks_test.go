@@ -94,8 +94,11 @@ fleets:
 	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
 	keys := &keySource{}
 	keys.use(webhookKey)
-	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st, keys: keys,
-		d: webhook.NewDeliverer(cfg.Webhooks, st, keys, guard, clk, log)}
+	d, err := webhook.NewDeliverer(cfg.Webhooks, st, keys, guard, clk, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st, keys: keys, d: d}
 }
 
 type discard struct{}
