@@ -119,8 +119,11 @@ build-amd64:
 	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/amd64/fleetq ./cmd/fleetq
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
 
-## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS
+## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS;
+## at a release tag vX.Y.Z, the Python client's __version__ must be X.Y.Z
 release:
+	@case "$(VERSION)" in *-*) ;; v*) py=$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' clients/python/fleetq/__init__.py); \
+		if [ "v$$py" != "$(VERSION)" ]; then echo "release $(VERSION): the Python client says $$py (clients/python/fleetq/__init__.py)"; exit 1; fi;; esac
 	rm -rf dist && mkdir -p dist
 	@for os in $(RELEASE_OSES); do for a in $(AGENT_ARCHES); do \
 		echo "build dist/fleetq-$(VERSION)-$$os-$$a"; \

@@ -33,6 +33,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+#: The client's version: that of the fleetq release it belongs to (its tag
+#: without the leading v); pyproject.toml reads it from here.
+__version__ = "0.1.0"
+
 __all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES",
            "WebhookError", "verify_webhook", "key_id"]
 
