@@ -610,6 +610,14 @@ func (a *Agent) register(ctx context.Context) error {
 			a.log.Info("registered", "workflows", reg.WorkflowsAssigned, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
 			return nil
 		}
+		if b := r.Boot; b != nil && (b.WarmedUpAt != "" || b.FromPool) && refusedNewBootFields(err) {
+			// An API of the previous release (a stage mid-upgrade, or
+			// rolled back) refuses the boot fields it does not know: send
+			// the boot it knows.
+			a.log.Warn("the API does not know the warm-up's end or a start from the pool; registering without them", "error", err.Error())
+			b.WarmedUpAt, b.FromPool = "", false
+			continue
+		}
 		if !retryable(err) && !isCode(err, http.StatusConflict, "") && !isCode(err, http.StatusUnprocessableEntity, "") {
 			return fmt.Errorf("register: %w", err)
 		}
@@ -621,6 +629,17 @@ func (a *Agent) register(ctx context.Context) error {
 		case <-a.cfg.Clock.After(d):
 		}
 	}
+}
+
+// refusedNewBootFields reports whether a registration was refused for the
+// boot fields a previous release's API does not know (warmed_up_at,
+// from_pool): its strict decoding names the unknown field.
+func refusedNewBootFields(err error) bool {
+	var ae *wire.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		return false
+	}
+	return strings.Contains(ae.Message, `unknown field "warmed_up_at"`) || strings.Contains(ae.Message, `unknown field "from_pool"`)
 }
 
 func (a *Agent) backoff(attempt int, err error) time.Duration {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +168,51 @@ func TestWarmUpWorkflowRunsOnEveryComfyUIServer(t *testing.T) {
 	w, err := e.stack.Store.GetWorker(e.ctx, "comfy")
 	if err != nil || w.Boot.WarmedUpAt.IsZero() || w.Boot.WarmedUpAt.Before(w.Boot.RunnerReadyAt) {
 		t.Fatalf("boot %+v, %v", w.Boot, err)
+	}
+}
+
+// An API of the previous release refuses the boot fields it does not know:
+// the agent registers again without them instead of giving up.
+func TestRegistersWithAnAPIThatDoesNotKnowTheWarmUp(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/api/worker/register" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		mu.Lock()
+		bodies = append(bodies, string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"warmed_up_at"`) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_argument","message":"invalid body: json: unknown field \"warmed_up_at\""}}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"worker_id":"old","token":"t","workflows_assigned":["w"],"lease_seconds":60,"heartbeat_seconds":10,"poll_seconds":1,"approved":true}`))
+	}))
+	defer srv.Close()
+	a, err := agent.New(agent.Config{API: srv.URL, FleetSecret: "s", Fleet: "gpu", Stage: "test", WorkerID: "old", Runner: agent.SleepRunner{},
+		Warmup: agent.Warmup{Input: json.RawMessage(`{"seconds": 0}`)}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	testenv.Eventually(t, "a registration without the warm-up's end", testenv.Ticks(t, 10*time.Millisecond), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(bodies) == 2
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	if !strings.Contains(bodies[0], `"warmed_up_at"`) || strings.Contains(bodies[1], `"warmed_up_at"`) || !strings.Contains(bodies[1], `"runner_ready_at"`) {
+		t.Fatalf("registrations %q", bodies)
 	}
 }
