@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,12 +76,19 @@ func reportHottest(b *testing.B, m *modeledEnv, scale float64) {
 // BenchmarkCapacityLeaseAndComplete is one fleet at 1,000 leases and 1,000
 // completions a second (and the 1,000 creations a second that feed them),
 // with a backlog of 150 queued jobs, run at a tenth of the rate: goal,
-// the hottest partition under 80% of its limit.
+// the hottest partition under 80% of its limit. It runs with the ready
+// queue in one shard (the default) and in four.
 func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
+	for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkLeaseAndComplete(b, c.config) })
+	}
+}
+
+func benchmarkLeaseAndComplete(b *testing.B, config string) {
 	const rate, scale = 1000, 10
 	for range b.N {
 		b.StopTimer()
-		m := newModeledEnv(b, capacityConfig, 0)
+		m := newModeledEnv(b, config, 0)
 		m.createJobs(b, "backlog", 150)
 		workers := m.registerWorkers(b, 10, fleetconfig.MaxSlots)
 		m.nextSecond()
@@ -103,9 +111,26 @@ func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
 		}
 		b.StopTimer()
 		reportHottest(b, m, scale)
+		reportFamilies(b, m, scale)
 		t := m.model.Total()
 		b.ReportMetric(t.Write/float64(n), "write-units/job")
 		b.ReportMetric(t.Read/float64(n), "read-units/job")
+	}
+}
+
+// reportFamilies reports, for each of a fleet's by-state partition
+// families (its ready shards, leased, workers, and the stage's outbox), the
+// hottest of its partition keys scaled by scale, as a percentage of its
+// limit: the breakdown behind the hottest partition.
+func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
+	for _, f := range []struct{ prefix, unit string }{{"Q#", "ready"}, {"L#", "leased"}, {"W#", "workers"}, {"E#", "outbox"}} {
+		share := 0.0
+		for _, l := range m.model.Loads() {
+			if l.Index == store.IndexByState && strings.HasPrefix(l.Key, f.prefix) {
+				share = max(share, l.Share())
+			}
+		}
+		b.ReportMetric(100*share*scale, "hottest-"+f.unit+"-%")
 	}
 }
 

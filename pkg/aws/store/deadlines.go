@@ -75,7 +75,7 @@ func (s *Store) dropQueueExpired(ctx context.Context, cands []jobItem, now time.
 // ready queue only: a job waiting out a retry backoff was leased before.
 func (s *Store) ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error) {
 	now := s.clock.Now()
-	cands, err := s.queryIndex(ctx, readyPartition(fleet), "", 0, true)
+	cands, _, err := s.readReady(ctx, fleet, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -94,14 +94,20 @@ func (s *Store) othersAtTop(ctx context.Context, fs *fairState, fleet string, pr
 		return out, nil
 	}
 	fs.mu.Unlock()
-	q := byState(readyPartition(fleet))
-	q.key = q.key.And(expression.Key(AttrGSI1SK).BeginsWith(fmt.Sprintf("%04d#", 1000-priority)))
-	f := expression.Name(attrTenantID).NotEqual(expression.Value(skip))
-	q.filter, q.limit, q.maxPages = &f, s.limit, fairScanPages
-	items, err := queryItems[jobItem](ctx, s, q)
-	if err != nil {
-		return nil, err
+	var items []jobItem
+	for _, p := range s.readyPartitions(fleet) {
+		q := byState(p)
+		q.key = q.key.And(expression.Key(AttrGSI1SK).BeginsWith(fmt.Sprintf("%04d#", 1000-priority)))
+		f := expression.Name(attrTenantID).NotEqual(expression.Value(skip))
+		q.filter, q.limit, q.maxPages = &f, s.limit, fairScanPages
+		more, err := queryItems[jobItem](ctx, s, q)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, more...)
 	}
+	inQueueOrder(items)
+	items = items[:min(len(items), s.limit)]
 	fs.mu.Lock()
 	fs.others, fs.othersAt, fs.othersPriority, fs.othersSkip = items, now, priority, skip
 	fs.mu.Unlock()

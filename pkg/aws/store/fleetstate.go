@@ -26,7 +26,7 @@ import (
 func (s *Store) CountBacklog(ctx context.Context, fleet string) (fleetstate.Backlog, error) {
 	var b fleetstate.Backlog
 	var err error
-	if b.Ready, err = s.countIndex(ctx, readyPartition(fleet)); err != nil {
+	if b.Ready, err = s.countReady(ctx, fleet); err != nil {
 		return b, err
 	}
 	if b.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
@@ -95,7 +95,7 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 // anyway (on_demand_only is in the index projection): no request more.
 func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error) {
 	snap := fleetstate.Snapshot{LeasesByWorker: map[string]int{}}
-	ready, err := s.queryIndex(ctx, readyPartition(fleet), "", 0, true)
+	ready, _, err := s.readReady(ctx, fleet, 0)
 	if err != nil {
 		return snap, err
 	}

@@ -33,6 +33,7 @@ fleets:
       max_attempts: 3
       backoff: [2m, 10m, 30m]
     preemption_cap: 2
+    ready_shards: 4
   - slug: other
     workflows: [wf-c]
     instance_types: [g5.xlarge]

@@ -50,7 +50,7 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 		it.QueueDeadlineMS = ms(now.Add(time.Duration(it.QueueTimeoutS) * time.Second))
 	}
 	it.PK, it.SK = jobKey(n.ID)
-	it.GSI1PK, it.GSI1SK = readyPartition(f.Slug), readySortKey(n.Priority, now, n.ID)
+	it.GSI1PK, it.GSI1SK = s.readyPartition(f.Slug, n.ID), readySortKey(n.Priority, now, n.ID)
 	if s.countsForTenant(n.TenantID) {
 		it.TenantSlot = true
 		created, err := s.createCounted(ctx, &it)
@@ -146,7 +146,7 @@ func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.T
 	case c.to == job.Queued && c.notBefore.After(now):
 		pk, sk = delayedPartition(it.Fleet), timeSortKey(c.notBefore, it.JobID)
 	case c.to == job.Queued:
-		pk, sk = readyPartition(it.Fleet), readySortKey(it.Priority, fromMS(it.CreatedMS), it.JobID)
+		pk, sk = s.readyPartition(it.Fleet, it.JobID), readySortKey(it.Priority, fromMS(it.CreatedMS), it.JobID)
 	default:
 		pk, sk = terminalPartition(it.Fleet, c.to), timeSortKey(now, it.JobID)
 	}
@@ -241,7 +241,6 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 	forward := false
 	switch status {
 	case job.Queued:
-		partition, forward = readyPartition(fleet), true
 	case job.Leased:
 		partition, forward = leasedPartition(fleet), true
 	case job.Succeeded, job.Dead, job.Canceled:
@@ -249,7 +248,17 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 	default:
 		return nil, fmt.Errorf("status %q: %w", status, ErrNotFound)
 	}
-	items, err := s.queryIndex(ctx, partition, "", limit, forward)
+	var items []jobItem
+	var err error
+	if status == job.Queued {
+		// Each shard's first `limit` hold the queue's first `limit`.
+		items, _, err = s.readReady(ctx, fleet, limit)
+		if limit > 0 && len(items) > limit {
+			items = items[:limit]
+		}
+	} else {
+		items, err = s.queryIndex(ctx, partition, "", limit, forward)
+	}
 	if err != nil {
 		return nil, err
 	}

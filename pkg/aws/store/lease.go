@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -53,15 +54,16 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 	}
 	for round := 0; round <= leaseRereads; round++ {
 		now := s.clock.Now()
-		cands, err := s.queryIndex(ctx, readyPartition(f.Slug), "", s.limit, true)
+		window := min(s.leaseWindow()<<round, s.maxWindow())
+		cands, full, err := s.readReady(ctx, f.Slug, ceilDiv(max(s.limit, window), s.readyShards(f.Slug)))
 		if err != nil {
 			return job.Job{}, err
 		}
-		full := len(cands) >= s.limit
+		cands = s.taken.drop(cands, now)
 		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
 			return job.Job{}, err
 		}
-		ready, err := s.leaseOrder(ctx, a, f.Slug, workflows, cands, full, s.leaseWindow()<<round, now)
+		ready, err := s.leaseOrder(ctx, a, f.Slug, workflows, cands, full, window, now)
 		if err != nil {
 			return job.Job{}, err
 		}
@@ -104,18 +106,28 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 
 // The lease window is how many of the oldest top-priority candidates a poll
 // picks its claim from at random. It adapts to contention as TCP's window
-// does, in reverse: it doubles (up to the candidate limit) when a claim is
-// lost to another poller and shrinks by one on each claim won at the first
-// try, so a quiet fleet leases in nearly strict order and a crowded one
-// spreads its pollers over more jobs. It is per Store, i.e. per process or
-// warm Lambda instance; each learns the contention it sees.
+// does, in reverse: it doubles (up to maxWindow) when a claim is lost to
+// another poller and shrinks by one on each claim won at the first try, so
+// a quiet fleet leases in nearly strict order and a crowded one spreads its
+// pollers over more jobs. A window wider than the candidate limit reads
+// that many: on DynamoDB a claimed job stays in the index until it catches
+// up (about a second), so at a high lease rate the queue's head a poll
+// reads is mostly taken, and only a pick from deeper in the queue finds a
+// free job (docs/benchmarks.md, "Lost claims under index lag"). It is per
+// Store, i.e. per process or warm Lambda instance; each learns the
+// contention it sees.
 func (s *Store) leaseWindow() int {
 	return max(int(s.window.Load()), s.spread)
 }
 
+// maxWindowLimits is the widest lease window in candidate limits.
+const maxWindowLimits = 4
+
+func (s *Store) maxWindow() int { return maxWindowLimits * s.limit }
+
 func (s *Store) widenLeaseWindow() {
 	w := s.window.Load()
-	s.window.CompareAndSwap(w, int64(min(2*max(int(w), s.spread), s.limit)))
+	s.window.CompareAndSwap(w, int64(min(2*max(int(w), s.spread), s.maxWindow())))
 }
 
 func (s *Store) narrowLeaseWindow() {
@@ -273,7 +285,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		Set(expression.Name(attrRunDeadlineMS), expression.Value(runDeadline)).
 		Set(expression.Name(attrQueueDeadlineMS), expression.Value(0))
 	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
-		And(expression.Name(AttrGSI1PK).Equal(expression.Value(readyPartition(a.Fleet)))).
+		And(s.inReadyQueue(a.Fleet)).
 		And(queueDeadlineOpen(now))
 	wpk, wsk := workerKey(a.WorkerID)
 	wcond := authCond(a).
@@ -310,6 +322,9 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		return job.Job{}, ErrNoJob
 	case errors.As(err, &tf) || errors.Is(err, ErrContention):
 		s.conflicts.Add(1)
+		if tf != nil && tf.failed(memberJob) {
+			s.taken.add(c, now) // not after a conflict of transactions: the job may still be free
+		}
 		return job.Job{}, errJobTaken
 	default:
 		// The SDK gave up, but the claim may have committed before its
@@ -418,7 +433,7 @@ func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, lim
 	}
 	var out []jobItem
 	for _, c := range due {
-		pk, sk := readyPartition(fleet), readySortKey(c.Priority, fromMS(c.CreatedMS), c.JobID)
+		pk, sk := s.readyPartition(fleet, c.JobID), readySortKey(c.Priority, fromMS(c.CreatedMS), c.JobID)
 		err := s.updateItem(ctx, update{pk: c.PK, sk: c.SK,
 			set: expression.Set(expression.Name(AttrGSI1PK), expression.Value(pk)).
 				Set(expression.Name(AttrGSI1SK), expression.Value(sk)),
@@ -552,4 +567,52 @@ type LeaseStats struct {
 // LeaseStats returns the claim counters since the store was created.
 func (s *Store) LeaseStats() LeaseStats {
 	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
+}
+
+// takenJobs remembers, for takenFor, the index entries of the jobs this
+// process lost a claim on: another poller has them, though a lagging index
+// still shows the entry, so this process's polls do not try them again
+// meanwhile. An entry is the job as the index showed it (its last change,
+// attempts and preemptions): a job given back to the queue is a new entry
+// (its claim and its release changed it), leasable again at once.
+type takenJobs struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// takenKey names a job's index entry.
+func takenKey(it *jobItem) string {
+	return fmt.Sprintf("%s|%d|%d|%d", it.JobID, it.UpdatedMS, it.Attempts, it.Preemptions)
+}
+
+// takenFor outlasts a DynamoDB index's usual lag (about a second).
+const takenFor = 2 * time.Second
+
+func (t *takenJobs) add(it *jobItem, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at == nil {
+		t.at = map[string]time.Time{}
+	}
+	if len(t.at) >= 1024 {
+		for k, at := range t.at {
+			if now.Sub(at) >= takenFor {
+				delete(t.at, k)
+			}
+		}
+	}
+	t.at[takenKey(it)] = now
+}
+
+// drop removes the jobs remembered as taken from items.
+func (t *takenJobs) drop(items []jobItem, now time.Time) []jobItem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.at) == 0 {
+		return items
+	}
+	return slices.DeleteFunc(items, func(it jobItem) bool {
+		at, ok := t.at[takenKey(&it)]
+		return ok && now.Sub(at) < takenFor && !now.Before(at)
+	})
 }

@@ -373,8 +373,6 @@ func eventSortKey(at time.Time, eventType string) string {
 
 // Partitions of IndexByState. A job is always in exactly one of them: the
 // state changes move it by rewriting GSI1PK/GSI1SK, never by removing them.
-func readyPartition(fleet string) string { return prefixReady + fleet }
-
 func delayedPartition(fleet string) string { return prefixDelayed + fleet }
 
 func leasedPartition(fleet string) string { return prefixLeased + fleet }

@@ -44,8 +44,9 @@ type Options struct {
 	Config *fleetconfig.Config
 	// Clock is the source of "now" for every rule (default: the wall clock).
 	Clock clock.Clock
-	// CandidateLimit is how many ready jobs one poll reads from the index,
-	// and the widest the lease window grows (default 100).
+	// CandidateLimit is how many ready jobs one poll reads from the index
+	// while claims are not being lost (default 100); the lease window grows
+	// to four times as many, and a poll then reads as many as its window.
 	CandidateLimit int
 	// LeaseSpread is the narrowest lease window: how many of the oldest
 	// top-priority candidates a poll picks its claim from at random when no
@@ -75,6 +76,8 @@ type Store struct {
 	claims    atomic.Int64
 	conflicts atomic.Int64
 	window    atomic.Int64
+	// taken remembers the jobs this process lost a claim on (lease.go).
+	taken takenJobs
 	// fair holds each fleet's *fairState (fairlease.go).
 	fair sync.Map
 	// spot holds each fleet's *spotCache (spotprices.go).

@@ -8,13 +8,13 @@ func TestLeaseWindowWidensOnConflictAndNarrowsOnCleanClaims(t *testing.T) {
 	if s.leaseWindow() != 8 {
 		t.Fatalf("initial window %d, want the configured spread", s.leaseWindow())
 	}
-	for _, want := range []int{16, 32, 64, 100, 100} {
+	for _, want := range []int{16, 32, 64, 128, 256, 400, 400} {
 		s.widenLeaseWindow()
 		if got := s.leaseWindow(); got != want {
 			t.Fatalf("after a lost claim the window is %d, want %d", got, want)
 		}
 	}
-	for range 200 {
+	for range 400 {
 		s.narrowLeaseWindow()
 	}
 	if s.leaseWindow() != 8 {

@@ -126,6 +126,14 @@ type Fleet struct {
 	HeartbeatSeconds int `yaml:"heartbeat_seconds"`
 	// PollSeconds is how long an idle worker waits between two polls.
 	PollSeconds int `yaml:"poll_seconds"`
+	// ReadyShards is how many partitions of the index the fleet's ready
+	// queue is spread over (1 to 16): each partition key takes at most
+	// 1,000 writes a second, and every job is put in the ready queue and
+	// taken out of it, so a fleet that leases more than about 400 jobs a
+	// second needs more than one. Each poll reads the head of every shard
+	// (one query each). It may be raised at any time; lowered only while
+	// the fleet's queue is empty.
+	ReadyShards int `yaml:"ready_shards"`
 
 	// JobTimeout is the default time a job may run per attempt.
 	JobTimeout Duration `yaml:"job_timeout"`
@@ -222,6 +230,7 @@ const (
 	DefaultBootTimeout       = 10 * time.Minute
 	DefaultWorkerCap         = 50
 	DefaultLeaseSeconds      = 120
+	DefaultReadyShards       = 1
 	DefaultHeartbeatSeconds  = 30
 	DefaultPollSeconds       = 5
 	DefaultJobTimeout        = 90 * time.Minute
@@ -271,6 +280,9 @@ func (f *Fleet) Serves(workflow string) bool {
 	}
 	return false
 }
+
+// MaxReadyShards bounds ready_shards: a poll reads one query per shard.
+const MaxReadyShards = 16
 
 // LeaseDuration is how long a lease lasts without a heartbeat.
 func (f *Fleet) LeaseDuration() time.Duration { return time.Duration(f.LeaseSeconds) * time.Second }

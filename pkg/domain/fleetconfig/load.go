@@ -128,6 +128,7 @@ func (f *Fleet) applyDefaults() {
 	setInt(&f.LeaseSeconds, DefaultLeaseSeconds)
 	setInt(&f.HeartbeatSeconds, DefaultHeartbeatSeconds)
 	setInt(&f.PollSeconds, DefaultPollSeconds)
+	setInt(&f.ReadyShards, DefaultReadyShards)
 	setDur(&f.JobTimeout, DefaultJobTimeout)
 	setDur(&f.QueueSLO, DefaultQueueSLO)
 	setInt(&f.Retry.MaxAttempts, DefaultMaxAttempts)
@@ -306,6 +307,7 @@ func (f *Fleet) validate(at string, k *checker) {
 		k.add(at+".heartbeat_seconds", "must be at most half of lease_seconds (%d) so one lost heartbeat does not lose the lease, got %d", f.LeaseSeconds, f.HeartbeatSeconds)
 	}
 	k.rangeInt(at+".poll_seconds", f.PollSeconds, 1, 300)
+	k.rangeInt(at+".ready_shards", f.ReadyShards, 1, MaxReadyShards)
 	if f.JobTimeout.Std() < time.Second || f.JobTimeout.Std() > 7*24*time.Hour {
 		k.add(at+".job_timeout", "must be between 1s and 168h, got %s", f.JobTimeout)
 	}
