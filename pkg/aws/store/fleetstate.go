@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -209,6 +210,44 @@ func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int)
 		return true, nil
 	}
 	return false, fmt.Errorf("wake fleet %s: %w", fleet, ErrContention)
+}
+
+// RecordBridgeStart records that start bridge instances were started from
+// the fleet's pool between ticks (scaler.Waker, on enqueue), with why: a
+// decision in the fleet's history whose desired capacity is the one recorded
+// before plus start, as the next tick's decision counts Spot and On-Demand
+// together. It lands only on the state it read, and reads again when a wake
+// or a tick wrote meanwhile.
+func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, reason string, inputs map[string]int) error {
+	if start <= 0 {
+		return nil
+	}
+	pk, sk := fleetKey(fleet)
+	for range decisionAttempts {
+		var it fleetItem
+		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+			return err
+		}
+		in := maps.Clone(inputs)
+		if in == nil {
+			in = map[string]int{}
+		}
+		in["desired_before"], in["desired_after"] = it.Desired, it.Desired+start
+		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired + start, Reason: reason, InService: it.InService, Inputs: in}
+		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)), d, withDecision(it.LastDecision, it.History, d))
+		if err != nil {
+			return fmt.Errorf("record bridge start of %s: %w", fleet, err)
+		}
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(it.DecisionSeq)})
+		if errors.Is(err, errConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record bridge start of %s: %w", fleet, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("record bridge start of %s: %w", fleet, ErrContention)
 }
 
 func wakeReason(ready int) string {

@@ -184,7 +184,7 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 	var b strings.Builder
 	b.WriteString(d.Reason)
 	if start > 0 {
-		fmt.Fprintf(&b, "; bridge %d: %d ready jobs, %d idle workers, %s", start, in.Ready, d.Counts.Idle+min(keep, len(idle)), spotState(s, d))
+		b.WriteString("; " + BridgeStartReason(start, in.Ready, d.Counts.Idle+min(keep, len(idle)), spotState(s, d)))
 	}
 	if s.Bridge.Pool > 0 && wanted > start {
 		fmt.Fprintf(&b, "; bridge pool of %d in use (%d more wanted)", s.Bridge.Pool, wanted-start)
@@ -207,6 +207,13 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 	}
 	out.Reason = b.String()
 	return out
+}
+
+// BridgeStartReason says why start bridge instances start: the ready jobs,
+// the idle workers that could not take them, and what Spot is doing — the
+// tick's decision and the wake on enqueue say it alike.
+func BridgeStartReason(start, ready, idle int, spot string) string {
+	return fmt.Sprintf("bridge %d: %d ready jobs, %d idle workers, %s", start, ready, idle, spot)
 }
 
 // spotState says what the Spot group is doing for the work a bridge starts

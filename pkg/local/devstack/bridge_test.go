@@ -46,6 +46,16 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 		od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo")
 		return spot.Desired == 1 && od.Desired == 1
 	})
+	// The fleet's decisions say when and why: the wake, then the bridge it
+	// started, counted with Spot in the desired capacity.
+	st, err := stack.Store.GetFleetState(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.History) < 2 || st.History[0].Reason != "bridge 1: 1 ready jobs, 0 idle workers, Spot launching" ||
+		st.History[0].Desired != 2 || st.History[0].Inputs["on_demand_desired"] != 1 || !strings.HasPrefix(st.History[1].Reason, "woken by 1 ready job") {
+		t.Fatalf("decisions after the wake: %+v", st.History)
+	}
 	clk.Advance(bootDelay / 4)
 	stack.Fleet.Step(ctx, 0)
 	testenv.Eventually(t, "the bridge leased the first job", requests, func() bool {

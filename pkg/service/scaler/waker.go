@@ -61,9 +61,11 @@ type BridgeReader interface {
 }
 
 // FleetWaker raises a fleet's recorded desired capacity from zero and
-// records why, once across concurrent callers (store.WakeFleet).
+// records why, once across concurrent callers (store.WakeFleet), and
+// records the bridges a wake starts (store.RecordBridgeStart).
 type FleetWaker interface {
 	WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error)
+	RecordBridgeStart(ctx context.Context, fleet string, start int, reason string, inputs map[string]int) error
 }
 
 // Wake raises the fleet to the capacity jobs new jobs need when its recorded
@@ -141,8 +143,12 @@ func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bo
 	if woken {
 		spot = "Spot launching"
 	}
-	w.log.Info("bridge started on enqueue", "fleet", f.Slug, "desired", live+start,
-		"reason", fmt.Sprintf("bridge %d: %d ready jobs, %d idle workers, %s", start, backlog.Ready, idle, spot))
+	reason := scaling.BridgeStartReason(start, backlog.Ready, idle, spot)
+	w.log.Info("bridge started on enqueue", "fleet", f.Slug, "on_demand_desired", live+start, "reason", reason)
+	inputs := map[string]int{"ready": backlog.Ready, "idle": idle, "free_slots": free, "on_demand_desired": live + start}
+	if err := w.store.RecordBridgeStart(ctx, f.Slug, start, reason, inputs); err != nil {
+		return fmt.Errorf("bridge %s: the group was raised, recording why failed: %w", f.Slug, err)
+	}
 	return nil
 }
 
