@@ -115,7 +115,7 @@ func TestAgentShipsWithTheStack(t *testing.T) {
 			workerGets = append(workerGets, r)
 		}
 	}
-	// One grant per fleet's worker role (prod has two fleets).
+	// One grant per fleet's worker role.
 	if len(workerGets) != len(cfg.Fleets) {
 		t.Fatalf("read grants on the asset bucket %v, want one per fleet's worker role", workerGets)
 	}
@@ -438,8 +438,12 @@ func TestAlarmsReachSomeone(t *testing.T) {
 			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": "FleetSlug", "Value": f.Slug}}),
 		}))
 	}
-	if prod.cfg.Fleets[0].QueueSLO == prod.cfg.Fleets[1].QueueSLO {
-		t.Fatal("the prod fleets share a queue_slo: the test could not tell them apart")
+	slos := map[fleetconfig.Duration]string{}
+	for _, f := range prod.cfg.Fleets {
+		if other, ok := slos[f.QueueSLO]; ok {
+			t.Fatalf("the prod fleets %s and %s share a queue_slo: the test could not tell them apart", other, f.Slug)
+		}
+		slos[f.QueueSLO] = f.Slug
 	}
 }
 

@@ -48,7 +48,8 @@ func fromProd(name string, edit func(string) string) variant {
 	}}
 }
 
-const firstFleet = "  - slug: video-a10g\n"
+// videoFleet is the prod fleet the variants change.
+const videoFleet = "  - slug: video-a10g\n"
 
 // variants are every shipped config (config/*.yaml) and the features that
 // add or change variables: the On-Demand rung, its warm pool, a bridge,
@@ -69,10 +70,10 @@ func variants(t *testing.T) []variant {
 			return synthOnDemandWith(t, "prod-warm-pool-hibernated", "      warm_pool:\n        size: 2\n        state: hibernated\n")
 		}},
 		fromProd("prod-bridge", func(s string) string {
-			return strings.Replace(s, firstFleet, firstFleet+"    bridge:\n      pool: 3\n", 1)
+			return strings.Replace(s, videoFleet, videoFleet+"    bridge:\n      pool: 3\n", 1)
 		}),
 		fromProd("prod-forecast", func(s string) string {
-			return strings.Replace(s, firstFleet, firstFleet+"    forecast:\n      enabled: true\n      budget_gpu_hours_per_day: 4\n", 1)
+			return strings.Replace(s, videoFleet, videoFleet+"    forecast:\n      enabled: true\n      budget_gpu_hours_per_day: 4\n", 1)
 		}),
 		fromProd("prod-tenants", func(s string) string {
 			return s + "\ntenants:\n  - id: acme\n    max_queued: 100\n    weight: 2\n  - id: \"*\"\n    max_queued: 10\n"

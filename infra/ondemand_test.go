@@ -14,7 +14,7 @@ import (
 )
 
 // synthOnDemand synthesizes the prod config with an On-Demand rung on its
-// first fleet (video-a10g), from config text as an operator writes it.
+// fleet video-a10g, from config text as an operator writes it.
 func synthOnDemand(t *testing.T) synthesized {
 	t.Helper()
 	return synthOnDemandWith(t, "prod-on-demand", "")
@@ -39,8 +39,8 @@ func synthOnDemandWith(t *testing.T, name, more string) synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Fleets[0].OnDemand.Enabled() {
-		t.Fatalf("fleet %s has no On-Demand rung", cfg.Fleets[0].Slug)
+	if f, ok := cfg.Fleet("video-a10g"); !ok || !f.OnDemand.Enabled() {
+		t.Fatal("fleet video-a10g has no On-Demand rung")
 	}
 	return synthConfig(t, name, cfg, raw)
 }
@@ -52,7 +52,7 @@ func synthOnDemandWith(t *testing.T, name, more string) synthesized {
 // covers it. The other fleet keeps one group.
 func TestOnDemandGroupForAFleetWithTheRung(t *testing.T) {
 	s := synthOnDemand(t)
-	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(3))
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(len(s.cfg.Fleets)+1))
 	groups := map[string]map[string]any{}
 	for _, g := range s.resources("AWS::AutoScaling::AutoScalingGroup") {
 		groups[g["AutoScalingGroupName"].(string)] = g
@@ -230,8 +230,8 @@ func TestBridgeWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Fleets[0].OnDemand.Enabled() || !cfg.Fleets[0].Bridge.Enabled() {
-		t.Fatalf("fleet %s: want a bridge and no rung", cfg.Fleets[0].Slug)
+	if f, ok := cfg.Fleet("video-a10g"); !ok || f.OnDemand.Enabled() || !f.Bridge.Enabled() {
+		t.Fatal("fleet video-a10g: want a bridge and no rung")
 	}
 	s := synthConfig(t, "prod-bridge", cfg, raw2)
 	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::WarmPool"), jsii.Number(1))

@@ -115,7 +115,7 @@ func obj(m map[string]any) *map[string]any { return &m }
 
 func TestSpotGroupPerFleet(t *testing.T) {
 	s := synth(t, "prod")
-	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(2))
+	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::AutoScalingGroup"), jsii.Number(3))
 	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::AutoScalingGroup"), obj(map[string]any{
 		"AutoScalingGroupName":             "fleetq-prod-video-a10g",
 		"MinSize":                          "0",
@@ -294,7 +294,7 @@ func TestQueueTableBucketRules(t *testing.T) {
 	}
 	// Alarms: three per fleet, the two dead-letter queues, and each function's errors.
 	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*1+2+4))
-	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*2+2+4))
+	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*3+2+4))
 	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 	for _, o := range []string{"ApiUrl", "SubmitQueueUrl", "TableName", "BucketName"} {
 		if _, ok := dev.json["Outputs"].(map[string]any)[o]; !ok {

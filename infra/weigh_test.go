@@ -99,18 +99,25 @@ func (s synthesized) rolesWith(t *testing.T, action string) []string {
 // volumes a launch creates, with the stage's tag (the templates tag both at
 // launch: ec2:CreateTags).
 func TestScalerMayUseTheSpotTemplates(t *testing.T) {
+	// The smoke fleet keeps the stock image; the video fleet reads the
+	// stage's own parameter and the regen3d fleet names its image.
 	own := fromProd("prod-own-image", func(s string) string {
 		public := "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"
-		s = strings.Replace(s, "ami_ssm_parameter: "+public, "ami_ssm_parameter: /fleetq/prod/comfyui-ami", 1)
-		return strings.Replace(s, "ami_ssm_parameter: "+public, "ami_id: ami-0123456789abcdef0", 1)
+		head, tail, ok := strings.Cut(s, videoFleet)
+		if !ok {
+			t.Fatal("the prod config has no fleet video-a10g")
+		}
+		tail = strings.Replace(tail, "ami_ssm_parameter: "+public, "ami_ssm_parameter: /fleetq/prod/comfyui-ami", 1)
+		return head + videoFleet + strings.Replace(tail, "ami_ssm_parameter: "+public, "ami_id: ami-0123456789abcdef0", 1)
 	})
+	public := `::parameter/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"`
 	for _, c := range []struct {
-		name      string
-		s         synthesized
-		parameter string
+		name       string
+		s          synthesized
+		parameters []string
 	}{
-		{"prod", synth(t, "prod"), `::parameter/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"`},
-		{"prod-own-image", own.synth(t), `:",{"Ref":"AWS::AccountId"},":parameter/fleetq/prod/comfyui-ami"`},
+		{"prod", synth(t, "prod"), []string{public}},
+		{"prod-own-image", own.synth(t), []string{public, `:",{"Ref":"AWS::AccountId"},":parameter/fleetq/prod/comfyui-ami"`}},
 	} {
 		scaler := c.s.roleOf(t, "fleetq-prod-scaler")
 		get := c.s.statements("ssm:GetParameters")
@@ -118,8 +125,13 @@ func TestScalerMayUseTheSpotTemplates(t *testing.T) {
 			t.Fatalf("%s: %d statements allow ssm:GetParameters, to %v; want 1, to the scaler", c.name, len(get), c.s.rolesWith(t, "ssm:GetParameters"))
 		}
 		res := jsonText(t, get[0]["Resource"])
-		if !strings.Contains(res, c.parameter) || strings.Contains(res, "*") || strings.Count(res, ":parameter/") != 1 {
-			t.Errorf("%s: ssm:GetParameters on %s, want exactly the templates' parameter (%s)", c.name, res, c.parameter)
+		for _, p := range c.parameters {
+			if !strings.Contains(res, p) {
+				t.Errorf("%s: ssm:GetParameters on %s, want the templates' parameter %s", c.name, res, p)
+			}
+		}
+		if strings.Contains(res, "*") || strings.Count(res, ":parameter/") != len(c.parameters) {
+			t.Errorf("%s: ssm:GetParameters on %s, want exactly the templates' parameters %v", c.name, res, c.parameters)
 		}
 		tag := c.s.statements("ec2:CreateTags")
 		if len(tag) != 1 || !slices.Equal(c.s.rolesWith(t, "ec2:CreateTags"), []string{scaler}) {
