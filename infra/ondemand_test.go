@@ -233,7 +233,7 @@ func TestBridgeWarmPool(t *testing.T) {
 	if f, ok := cfg.Fleet("video-a10g"); !ok || f.OnDemand.Enabled() || !f.Bridge.Enabled() {
 		t.Fatal("fleet video-a10g: want a bridge and no rung")
 	}
-	s := synthConfig(t, "prod-bridge", cfg, raw2)
+	s := synthConfig(t, "prod-bridge-warmup", cfg, raw2)
 	s.tpl.ResourceCountIs(jsii.String("AWS::AutoScaling::WarmPool"), jsii.Number(1))
 	s.tpl.HasResourceProperties(jsii.String("AWS::AutoScaling::WarmPool"), obj(map[string]any{
 		"MinSize": 0, "MaxGroupPreparedCapacity": 3, "PoolState": "Stopped",
