@@ -31,9 +31,7 @@ import (
 // that has gone or moved to another instance since the index read is left
 // out.
 func (s *Store) DrainInstance(ctx context.Context, instanceID string) ([]worker.Worker, error) {
-	partition := instancePartition(instanceID)
-	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
-		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
+	cands, err := s.instanceCandidates(ctx, instanceID)
 	if err != nil {
 		return nil, err
 	}

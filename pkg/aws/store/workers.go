@@ -622,15 +622,21 @@ func (it *workerItem) toWorker() worker.Worker {
 	return w
 }
 
+// instanceCandidates reads the instance index for the workers an EC2
+// instance may run: candidates only, as an index read may be stale.
+func (s *Store) instanceCandidates(ctx context.Context, instanceID string) ([]workerItem, error) {
+	partition := instancePartition(instanceID)
+	return queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
+		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
+}
+
 // WorkersByInstance finds every worker running on an EC2 instance (one per
 // agent: several agents share an instance, one per GPU), in id order; an
 // instance without workers gives none and no error. The index read only
 // finds the candidates; each is then read consistently, and one that has
 // gone or moved to another instance since is left out.
 func (s *Store) WorkersByInstance(ctx context.Context, instanceID string) ([]worker.Worker, error) {
-	partition := instancePartition(instanceID)
-	cands, err := queryItems[workerItem](ctx, s, query{what: partition, index: IndexByInstance,
-		key: expression.Key(AttrGSI2PK).Equal(expression.Value(partition))})
+	cands, err := s.instanceCandidates(ctx, instanceID)
 	if err != nil {
 		return nil, err
 	}

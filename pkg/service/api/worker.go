@@ -28,6 +28,22 @@ func decode(data []byte, v any, allowEmpty bool) error {
 	return strictjson.Decode(data, v, allowEmpty)
 }
 
+// registrationCaller takes a slot of the source's registration rate (every
+// attempt counts, so a fleet secret cannot be guessed at speed) and then
+// proves the caller from its headers alone; what names the calls the rate
+// counts in its 429.
+func (s *server) registrationCaller(r *http.Request, what string) (registrationProof, error) {
+	if wait, err := s.Store.TakeRegistrationSlot(r.Context(), sourceAddress(r), s.RegisterLimit); err != nil {
+		if errors.Is(err, store.ErrRateLimited) {
+			secs := int(math.Ceil(wait.Seconds()))
+			return registrationProof{}, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
+				Message: "too many " + what + " from this address; retry after the Retry-After seconds"}
+		}
+		return registrationProof{}, err
+	}
+	return s.authenticateRegistration(r)
+}
+
 // register checks, in order: the source's rate (every attempt counts, so a
 // fleet secret cannot be guessed at speed), the caller's proof of
 // membership from its headers alone (an attested AWS identity, or a fleet's
@@ -36,17 +52,7 @@ func decode(data []byte, v any, allowEmpty bool) error {
 // read before the caller is known.
 func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
-		if errors.Is(err, store.ErrRateLimited) {
-			secs := int(math.Ceil(wait.Seconds()))
-			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
-				Message: "too many registrations from this address; retry after the Retry-After seconds"})
-			return
-		}
-		s.writeError(w, r, err)
-		return
-	}
-	proof, err := s.authenticateRegistration(r)
+	proof, err := s.registrationCaller(r, "registrations")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -509,17 +515,7 @@ func (s *server) unhealthy(w http.ResponseWriter, r *http.Request) {
 // registered and no token is issued.
 func (s *server) bootReport(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if wait, err := s.Store.TakeRegistrationSlot(ctx, sourceAddress(r), s.RegisterLimit); err != nil {
-		if errors.Is(err, store.ErrRateLimited) {
-			secs := int(math.Ceil(wait.Seconds()))
-			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
-				Message: "too many registrations and boot reports from this address; retry after the Retry-After seconds"})
-			return
-		}
-		s.writeError(w, r, err)
-		return
-	}
-	proof, err := s.authenticateRegistration(r)
+	proof, err := s.registrationCaller(r, "registrations and boot reports")
 	if err != nil {
 		s.writeError(w, r, err)
 		return

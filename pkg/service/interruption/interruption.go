@@ -295,6 +295,17 @@ func summarize(ws []worker.Worker, s *Summary) {
 	}
 }
 
+// found notes the instance's workers in the summary and answers whether
+// there are any; an instance without workers is noted as nothing to do.
+func found(in input, s *Summary, ws []worker.Worker) bool {
+	if len(ws) == 0 {
+		nobody(in, s)
+		return false
+	}
+	summarize(ws, s)
+	return true
+}
+
 // nobody notes an instance without workers: the action has nothing to do.
 func nobody(in input, s *Summary) {
 	in.log.Info("no worker on the instance; nothing to do")
@@ -313,14 +324,9 @@ func logHandled(in input, s *Summary, fleet string) {
 func drainAndRequeue(c counting, reason job.PreemptReason) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
 		ws, err := h.store.DrainInstance(ctx, s.InstanceID)
-		if err != nil {
+		if err != nil || !found(in, s, ws) {
 			return err
 		}
-		if len(ws) == 0 {
-			nobody(in, s)
-			return nil
-		}
-		summarize(ws, s)
 		s.Drained = true
 		if s.Requeued, err = h.store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
 			return err
@@ -335,14 +341,9 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 func countOnly(kind fleetstate.InterruptionKind) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
 		ws, err := h.store.WorkersByInstance(ctx, s.InstanceID)
-		if err != nil {
+		if err != nil || !found(in, s, ws) {
 			return err
 		}
-		if len(ws) == 0 {
-			nobody(in, s)
-			return nil
-		}
-		summarize(ws, s)
 		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
 			return err
 		}
@@ -356,14 +357,9 @@ func countOnly(kind fleetstate.InterruptionKind) action {
 func removeWorkers(kind fleetstate.InterruptionKind) action {
 	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
 		ws, err := h.store.WorkersByInstance(ctx, s.InstanceID)
-		if err != nil {
+		if err != nil || !found(in, s, ws) {
 			return err
 		}
-		if len(ws) == 0 {
-			nobody(in, s)
-			return nil
-		}
-		summarize(ws, s)
 		if s.Requeued, err = h.store.RemoveWorkers(ctx, ws, string(job.Shutdown)); err != nil {
 			return err
 		}
