@@ -107,9 +107,17 @@ func DynamoDB(tb testing.TB, optFns ...func(*dynamodb.Options)) (*dynamodb.Clien
 	return client, table
 }
 
-// TableName returns a table name unique in this test binary.
+// TableName returns a table name unique in this test binary, made of the
+// test's name with every character DynamoDB refuses in a table name (it
+// takes [a-zA-Z0-9_.-]) turned into '-': subtests are often named by
+// fmt.Sprint of a slice, brackets and spaces included.
 func TableName(tb testing.TB) string {
-	name := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(tb.Name())
+	name := strings.Map(func(r rune) rune {
+		if r == '_' || r == '.' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, tb.Name())
 	if len(name) > 150 {
 		name = name[:150]
 	}
