@@ -16,31 +16,26 @@ import (
 func TestWorkerIDOfALiveAgentIsNotTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	reg := func(tokenHash, agentKeyHash string) error {
-		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
-			InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
-		return err
-	}
-	if err := reg("tok-a", "key-a"); err != nil {
+	if err := e.registerW1("tok-a", "key-a"); err != nil {
 		t.Fatal(err)
 	}
-	err := reg("tok-b", "key-b")
+	err := e.registerW1("tok-b", "key-b")
 	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "another agent") {
 		t.Fatalf("second agent's registration: %v, want a conflict naming another agent", err)
 	}
-	if err := reg("tok-c", ""); !errors.Is(err, store.ErrConflict) {
+	if err := e.registerW1("tok-c", ""); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("keyless registration over a live keyed one: %v, want a conflict", err)
 	}
 	if _, err := e.st.Authorize(e.ctx, store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-a"}); err != nil {
 		t.Fatalf("the first agent's token stopped working: %v", err)
 	}
 	// The same agent restarting.
-	if err := reg("tok-a2", "key-a"); err != nil {
+	if err := e.registerW1("tok-a2", "key-a"); err != nil {
 		t.Fatalf("the same agent could not register again: %v", err)
 	}
 	// Quiet past three heartbeats: the registration is no longer live.
 	e.clock.Advance(2 * time.Minute)
-	if err := reg("tok-b", "key-b"); err != nil {
+	if err := e.registerW1("tok-b", "key-b"); err != nil {
 		t.Fatalf("takeover of a quiet registration: %v", err)
 	}
 	if _, err := e.st.Authorize(e.ctx, store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-b"}); err != nil {
@@ -91,12 +86,7 @@ func TestApprovalSticksToTheAgentKey(t *testing.T) {
 func TestWorkerIDHoldingALeaseIsNotTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	reg := func(tokenHash, agentKeyHash string) error {
-		_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
-			InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
-		return err
-	}
-	if err := reg("tok-a", "key-a"); err != nil {
+	if err := e.registerW1("tok-a", "key-a"); err != nil {
 		t.Fatal(err)
 	}
 	a := store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "tok-a"}
@@ -106,14 +96,22 @@ func TestWorkerIDHoldingALeaseIsNotTakenOver(t *testing.T) {
 	if _, err := e.st.Heartbeat(e.ctx, a, j.ID, j.LeaseToken, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg("tok-b", "key-b"); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "holds 1 leases") {
+	if err := e.registerW1("tok-b", "key-b"); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "holds 1 leases") {
 		t.Fatalf("takeover of a worker holding a lease: %v, want a conflict naming its leases", err)
 	}
 	if err := e.st.Complete(e.ctx, a, j.ID, j.LeaseToken, nil); err != nil {
 		t.Fatalf("the first agent's completion: %v", err)
 	}
 	e.clock.Advance(2 * time.Minute)
-	if err := reg("tok-b", "key-b"); err != nil {
+	if err := e.registerW1("tok-b", "key-b"); err != nil {
 		t.Fatalf("takeover once the lease ended and the worker went quiet: %v", err)
 	}
+}
+
+// registerW1 registers worker w1 of fleet gpu on instance i-1 with a token
+// and an agent key, as an agent restarting or a second agent would.
+func (e *env) registerW1(tokenHash, agentKeyHash string) error {
+	_, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test",
+		InstanceID: "i-1", MaxConcurrency: 1, TokenHash: tokenHash, AgentKeyHash: agentKeyHash})
+	return err
 }
