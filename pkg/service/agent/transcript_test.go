@@ -8,9 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -32,42 +30,10 @@ import (
 //   - read every answer: the token, the lease, the cancel flag, and the
 //     error codes it acts on.
 
-type transcript struct {
-	Version   string     `json:"version"`
-	Exchanges []exchange `json:"exchanges"`
-}
-
-type exchange struct {
-	Step     string          `json:"step"`
-	Call     string          `json:"call,omitempty"`
-	Worker   string          `json:"worker,omitempty"`
-	Auth     string          `json:"auth"`
-	Method   string          `json:"method"`
-	Path     string          `json:"path"`
-	Request  json.RawMessage `json:"request,omitempty"`
-	Status   int             `json:"status"`
-	Response json.RawMessage `json:"response,omitempty"`
-}
-
 const transcriptDir = "../../domain/wire/testdata"
 
-var releaseDir = regexp.MustCompile(`^release-v\d+\.\d+\.\d+$`)
-
 func TestAgentSpeaksThePreviousRelease(t *testing.T) {
-	entries, err := os.ReadDir(transcriptDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		if e.IsDir() && releaseDir.MatchString(e.Name()) {
-			n++
-			t.Run(e.Name(), func(t *testing.T) { speak(t, filepath.Join(transcriptDir, e.Name(), "agent-transcript.json")) })
-		}
-	}
-	if n == 0 {
-		t.Fatalf("no %s/release-v*: the last release's agent transcript is missing", transcriptDir)
-	}
+	testenv.EachReleaseTranscript(t, transcriptDir, speak)
 }
 
 // sent is a request the client made.
@@ -97,18 +63,10 @@ func unknownFields(path string, got, want any) []string {
 	return out
 }
 
-func speak(t *testing.T, file string) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr transcript
-	if err := json.Unmarshal(raw, &tr); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+func speak(t *testing.T, file string, tr testenv.Transcript) {
 	var (
 		mu   sync.Mutex
-		next exchange
+		next testenv.Exchange
 		got  sent
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

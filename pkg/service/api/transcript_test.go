@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/version"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -49,31 +49,6 @@ import (
 // transcriptDir holds the transcripts, beside the protocol's types.
 const transcriptDir = "../../domain/wire/testdata"
 
-type transcript struct {
-	Version string `json:"version"`
-	// Config is the dev stack's config the transcript was recorded on;
-	// the replay starts its stack with the same one.
-	Config    string     `json:"config"`
-	Exchanges []exchange `json:"exchanges"`
-}
-
-// exchange is one request and its answer.
-type exchange struct {
-	// Step says what the scenario did; Call names the agent client's
-	// method that sent it ("" for the operator's setup steps).
-	Step string `json:"step"`
-	Call string `json:"call,omitempty"`
-	// Worker is whose token the request carried (auth "worker").
-	Worker string `json:"worker,omitempty"`
-	// Auth is "fleet-secret", "worker", "operator" or "none".
-	Auth     string          `json:"auth"`
-	Method   string          `json:"method"`
-	Path     string          `json:"path"`
-	Request  json.RawMessage `json:"request,omitempty"`
-	Status   int             `json:"status"`
-	Response json.RawMessage `json:"response,omitempty"`
-}
-
 // transcriptConfig is the stack the transcript is recorded on.
 const transcriptConfig = `stage: test
 fleets:
@@ -95,7 +70,7 @@ fleets:
 type recordingTransport struct {
 	next http.RoundTripper
 	mu   sync.Mutex
-	last exchange
+	last testenv.Exchange
 }
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -111,7 +86,7 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	out, _ := io.ReadAll(res.Body)
 	res.Body = io.NopCloser(bytes.NewReader(out))
 	rt.mu.Lock()
-	rt.last = exchange{Method: req.Method, Path: req.URL.Path, Request: compactJSON(body), Status: res.StatusCode, Response: compactJSON(out)}
+	rt.last = testenv.Exchange{Method: req.Method, Path: req.URL.Path, Request: compactJSON(body), Status: res.StatusCode, Response: compactJSON(out)}
 	rt.mu.Unlock()
 	return res, nil
 }
@@ -133,7 +108,7 @@ type recorder struct {
 	h   *harness
 	ctx context.Context
 	rt  *recordingTransport
-	out []exchange
+	out []testenv.Exchange
 	// clients are the agent clients by worker id.
 	clients map[string]*agent.Client
 }
@@ -174,7 +149,7 @@ func (r *recorder) setup(step, method, path string, body map[string]any) {
 	if rep.status >= 300 {
 		r.t.Fatalf("%s: %d %s", step, rep.status, rep.raw)
 	}
-	r.out = append(r.out, exchange{Step: step, Auth: "operator", Method: method, Path: path, Request: compactJSON(raw), Status: rep.status, Response: compactJSON(rep.raw)})
+	r.out = append(r.out, testenv.Exchange{Step: step, Auth: "operator", Method: method, Path: path, Request: compactJSON(raw), Status: rep.status, Response: compactJSON(rep.raw)})
 }
 
 func (r *recorder) must(err error, step string) {
@@ -185,7 +160,7 @@ func (r *recorder) must(err error, step string) {
 }
 
 // recordAgentProtocol plays the agent's protocol through its client.
-func recordAgentProtocol(t *testing.T, h *harness) []exchange {
+func recordAgentProtocol(t *testing.T, h *harness) []testenv.Exchange {
 	rt := &recordingTransport{next: h.http.Transport}
 	r := &recorder{t: t, h: h, ctx: context.Background(), rt: rt, clients: map[string]*agent.Client{}}
 	ctx := r.ctx
@@ -335,45 +310,27 @@ func newHarnessConfig(t *testing.T, config string) *harness {
 	})
 }
 
-var transcriptRelease = regexp.MustCompile(`^release-v\d+\.\d+\.\d+$`)
-
 func TestPreviousAgentTranscriptReplays(t *testing.T) {
 	if v := os.Getenv("FLEETQ_RELEASE_FIXTURES"); v != "" {
 		writeTranscript(t, v)
 		return
 	}
-	entries, err := os.ReadDir(transcriptDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		if !e.IsDir() || !transcriptRelease.MatchString(e.Name()) {
-			continue
-		}
-		n++
-		t.Run(e.Name(), func(t *testing.T) {
-			replayTranscript(t, filepath.Join(transcriptDir, e.Name(), "agent-transcript.json"))
-		})
-	}
-	if n == 0 {
-		t.Fatalf("no %s/release-v*: the last release's agent transcript is missing", transcriptDir)
-	}
+	testenv.EachReleaseTranscript(t, transcriptDir, replayTranscript)
 }
 
 func writeTranscript(t *testing.T, v string) {
 	dir := filepath.Join(transcriptDir, "release-"+v)
-	if !transcriptRelease.MatchString(filepath.Base(dir)) {
+	if !testenv.ReleaseDir.MatchString(filepath.Base(dir)) {
 		t.Fatalf("FLEETQ_RELEASE_FIXTURES=%q: a release version is vMAJOR.MINOR.PATCH", v)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "agent-transcript.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, testenv.TranscriptFile)); err == nil {
 		t.Fatalf("%s/agent-transcript.json exists: a release's transcript is never rewritten", dir)
 	}
 	old := version.Version
 	t.Cleanup(func() { version.Version = old })
 	version.Version = v // the agent of that release says so at registration
 	h := newHarnessConfig(t, transcriptConfig)
-	tr := transcript{Version: v, Config: transcriptConfig, Exchanges: recordAgentProtocol(t, h)}
+	tr := testenv.Transcript{Version: v, Config: transcriptConfig, Exchanges: recordAgentProtocol(t, h)}
 	raw, err := json.MarshalIndent(tr, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +338,7 @@ func writeTranscript(t *testing.T, v string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "agent-transcript.json"), append(raw, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, testenv.TranscriptFile), append(raw, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d exchanges in %s", len(tr.Exchanges), dir)
@@ -507,15 +464,7 @@ func decodeJSON(t *testing.T, raw []byte) any {
 	return v
 }
 
-func replayTranscript(t *testing.T, file string) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr transcript
-	if err := json.Unmarshal(raw, &tr); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+func replayTranscript(t *testing.T, file string, tr testenv.Transcript) {
 	if len(tr.Exchanges) == 0 {
 		t.Fatalf("%s records no exchange", file)
 	}
