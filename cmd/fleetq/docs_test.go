@@ -2,13 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,20 +18,30 @@ import (
 // pkg/service/api's TestDocsListEveryRoute.
 const repoRoot = "../.."
 
-// docFiles are README.md and docs/*.md.
+// docFiles are README.md and docs/*.md, by their paths in the repository.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("docs/*.md: %v (%d files)", err, len(files))
 	}
-	return append([]string{filepath.Join(repoRoot, "README.md")}, files...)
+	names := []string{"README.md"}
+	for _, f := range files {
+		names = append(names, path.Join("docs", filepath.Base(f)))
+	}
+	return names
 }
 
-// docCode is the code a markdown file shows, one string per line: the
-// text of its `spans`, fenced blocks and blocks indented four spaces.
-func docCode(md string) []string {
-	var code []string
+// docText is a piece of code a markdown file shows: a `span`, or one line
+// of a fenced block or of a block indented four spaces.
+type docText struct {
+	text string
+	span bool
+}
+
+// docCode is the code a markdown file shows.
+func docCode(md string) []docText {
+	var code []docText
 	fenced := false
 	span := regexp.MustCompile("`([^`]+)`")
 	for line := range strings.SplitSeq(md, "\n") {
@@ -41,10 +51,10 @@ func docCode(md string) []string {
 		case fenced, strings.HasPrefix(line, "    ") && !strings.HasPrefix(strings.TrimSpace(line), "- ") && !strings.HasPrefix(strings.TrimSpace(line), "|"):
 			// A shell comment is prose.
 			line, _, _ = strings.Cut(line, " # ")
-			code = append(code, line)
+			code = append(code, docText{text: line})
 		default:
 			for _, m := range span.FindAllStringSubmatch(line, -1) {
-				code = append(code, m[1])
+				code = append(code, docText{text: m[1], span: true})
 			}
 		}
 	}
@@ -52,41 +62,51 @@ func docCode(md string) []string {
 }
 
 var (
-	// A path in the repository: it starts with one of its top folders.
-	citedPath = regexp.MustCompile(`(?:^|[\s(="'\[])((?:\.ci|pkg|cmd|docs|infra|functions|scripts|clients|events|config)/[A-Za-z0-9_./@<>{}*-]*)`)
 	// A link to a file of the repository, relative to the document.
 	linkTarget = regexp.MustCompile(`\]\(([^)#\s]+)`)
 	// A Go test, benchmark, fuzz test or example by name.
 	citedTest = regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz|Example)[A-Z_][A-Za-z0-9_]*)`)
-	// One of fleetq's environment variables.
-	citedEnv = regexp.MustCompile(`\b(FLEETQ_[A-Z0-9_]+)\b`)
-	// A make target.
-	citedMake = regexp.MustCompile(`(?:^|[\s;&(])make ((?:[a-z][a-z0-9-]*\s*)+)`)
+	// An environment variable of fleetq's or of the AWS SDK's, or a pattern
+	// of them (FLEETQ_<SERVICE>_ENDPOINT).
+	citedEnv = regexp.MustCompile(`\b((?:FLEETQ|AWS)_[A-Z0-9_]*(?:<[A-Za-z_]+>[A-Z0-9_]*)*)`)
+	// make, its targets, and the variables set on its command line.
+	citedMake = regexp.MustCompile(`(?:^|[\s;&(])make((?:\s+[a-z][a-z0-9-]*)*)((?:\s+[A-Z_][A-Z0-9_]*=(?:"[^"]*"|'[^']*'|\S*))*)`)
+	makeVar   = regexp.MustCompile(`([A-Z_][A-Z0-9_]*)=("[^"]*"|'[^']*'|\S*)`)
 	// A CLI command line: fleetq (or a path to it, or go run ./cmd/fleetq)
 	// at the start of a command, the command, and the rest of the line (a
-	// subcommand of jobs, flags).
+	// subcommand, flags).
 	citedCLI = regexp.MustCompile(`(?:^\s*|[;&|(]\s*|\$ |go run \./cmd/)(?:[A-Z_]+=\S*\s+)*(?:\S*/)?fleetq ([a-z][a-z-]*)(\s[^|;&)]*|$)`)
 	cliFlag  = regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)
+	// A flag shown alone: `--tick`, `--bridge N`, or flags by a prefix
+	// (`--warmup-*`). Another program's flag is shown with the program
+	// (`nvidia-smi --query-gpu`).
+	citedFlag = regexp.MustCompile(`^--([a-z][a-z0-9-]*)(\*?)`)
+	// go test with its flags and packages.
+	citedGoTest = regexp.MustCompile(`\bgo test\b([^|;&]*)`)
 )
 
 // TestDocsCiteWhatExists keeps README.md, docs/*.md and the descriptions
-// of scripts/*/package.json true to the tree: every path they show in code
-// or link to exists, and so does every Go test they name, every FLEETQ_
-// environment variable (read somewhere in the code), every make target,
-// every fleetq command and subcommand, and every flag shown after one.
+// of scripts/*/package.json true to the tree: every path they cite, in
+// code or in prose, is a file or folder git tracks (or one .gitignore says
+// a build writes), every link leads to one, and so does every Go test they
+// name (in the package a go test line runs), every environment variable
+// (FLEETQ_ ones read by the code, AWS_ ones named by it), every make target
+// and variable, every fleetq command and subcommand, and every flag shown
+// after one or alone.
 func TestDocsCiteWhatExists(t *testing.T) {
-	tree := readTree(t)
+	t.Parallel()
+	tr := readTree(t)
 	files := docFiles(t)
 	pkgs, err := filepath.Glob(filepath.Join(repoRoot, "scripts", "*", "package.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, file := range append(files, pkgs...) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name, _ := filepath.Rel(repoRoot, file)
+	for _, p := range pkgs {
+		files = append(files, path.Join("scripts", filepath.Base(filepath.Dir(p)), "package.json"))
+	}
+	files = append(files, "clients/python/README.md")
+	for _, name := range files {
+		data := readRepoFile(t, name)
 		if strings.HasSuffix(name, ".json") {
 			// Only its description is prose; say it as code to check its paths.
 			var p struct{ Description string }
@@ -95,98 +115,105 @@ func TestDocsCiteWhatExists(t *testing.T) {
 			}
 			data = []byte("`" + p.Description + "`")
 		}
-		for _, problem := range tree.check(filepath.Dir(file), string(data)) {
+		for _, problem := range tr.check(name, string(data)) {
 			t.Errorf("%s: %s", name, problem)
 		}
 	}
 }
 
-// TestDocsCheckFindsWhatDoesNotExist shows the check above failing: a
-// document citing one missing thing of each kind gets one problem for
-// each, and the same things as they exist get none.
+// TestDocsCheckFindsWhatDoesNotExist shows each kind of check failing: a
+// document citing one made-up thing gets that one problem, and the same
+// kind of citation of what exists gets none.
 func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
-	tree := readTree(t)
-	bad := strings.Join([]string{
-		"See [the guide](docs/nowhere.md) and `pkg/aws/store/nowhere_test.go`.",
-		"Run `go test -run TestNoSuchThing ./pkg/aws/store/` with `FLEETQ_NO_SUCH_VARIABLE=1`.",
-		"",
-		"    make no-such-target",
-		"    fleetq no-such-command",
-		"    fleetq dev --no-such-flag",
-		"    fleetq jobs frobnicate",
-		"    fleetq jobs submit --tenant t --no-such-flag x",
-	}, "\n")
-	got := tree.check(repoRoot, bad)
-	for _, want := range []string{"docs/nowhere.md", "pkg/aws/store/nowhere_test.go", "TestNoSuchThing", "FLEETQ_NO_SUCH_VARIABLE",
-		"make no-such-target", "fleetq no-such-command", "fleetq dev --no-such-flag", "fleetq jobs frobnicate", "fleetq jobs submit --no-such-flag"} {
-		if !slicesContainsSubstring(got, want) {
-			t.Errorf("the check did not report %s; it reported %q", want, got)
+	t.Parallel()
+	tr := readTree(t)
+	for _, c := range []struct {
+		kind, doc, cites, want string
+	}{
+		{"link", "docs/x.md", "See [the guide](nowhere.md).", "links to nowhere.md"},
+		{"path in code", "README.md", "`pkg/aws/store/nowhere_test.go`", "cites pkg/aws/store/nowhere_test.go"},
+		{"path in prose", "README.md", "as pkg/aws/store/nowhere.go says.", "cites pkg/aws/store/nowhere.go"},
+		{"path of a package to test", "README.md", "    go test -count=1 ./pkg/nowhere/", "cites pkg/nowhere"},
+		{"path pattern", "README.md", "each stage's `config/<stage>.toml`", "cites config/<stage>.toml"},
+		{"identifier of a package", "README.md", "`pkg/domain/forecast.NoSuchFunc`", "cites pkg/domain/forecast.NoSuchFunc"},
+		{"test", "README.md", "TestNoSuchThing proves it.", "names TestNoSuchThing"},
+		{"benchmark", "README.md", "`go test -bench BenchmarkNoSuchThing`", "names BenchmarkNoSuchThing"},
+		{"fuzz test", "README.md", "FuzzNoSuchThing", "names FuzzNoSuchThing"},
+		{"test in another package", "README.md", "    go test -run TestConcurrentWorkersLeaseEachJobExclusively ./pkg/domain/job/",
+			"names TestConcurrentWorkersLeaseEachJobExclusively, which is no test of pkg/domain/job"},
+		{"fleetq variable in code", "README.md", "`FLEETQ_NO_SUCH_VARIABLE=1`", "cites FLEETQ_NO_SUCH_VARIABLE"},
+		{"fleetq variable in prose", "README.md", "set FLEETQ_NO_SUCH_VARIABLE to", "cites FLEETQ_NO_SUCH_VARIABLE"},
+		{"variable pattern", "README.md", "`FLEETQ_<SERVICE>_NOWHERE`", "cites FLEETQ_<SERVICE>_NOWHERE"},
+		{"AWS variable", "README.md", "with AWS_NO_SUCH_VARIABLE set", "cites AWS_NO_SUCH_VARIABLE"},
+		{"make target", "README.md", "    make no-such-target", "cites make no-such-target"},
+		{"make variable", "README.md", "`make synth NO_SUCH_VAR=dev`", "cites make NO_SUCH_VAR"},
+		{"flag passed by make", "README.md", "`make serve ARGS=\"--tick 10s --no-such-flag\"`", "cites fleetq dev --no-such-flag"},
+		{"command", "README.md", "    fleetq no-such-command", "cites fleetq no-such-command"},
+		{"command run by go run", "README.md", "    go run ./cmd/fleetq serve --addr :8080", "cites fleetq serve"},
+		{"flag", "README.md", "    fleetq dev --no-such-flag", "cites fleetq dev --no-such-flag"},
+		{"subcommand", "README.md", "    fleetq jobs frobnicate", "cites fleetq jobs frobnicate"},
+		{"subcommand after a fixed word", "README.md", "    fleetq tenants keys frobnicate", "cites fleetq tenants keys frobnicate"},
+		{"flag of a subcommand", "README.md", "    fleetq jobs submit --tenant t --no-such-flag x", "cites fleetq jobs submit --no-such-flag"},
+		{"flag alone", "README.md", "then `--no-such-flag` changes that", "cites --no-such-flag"},
+		{"flags alone by a prefix", "README.md", "the `--no-such-*` flags", "cites --no-such-*"},
+		{"one of several paths", "README.md", "functions/{api,nowhere}", "cites functions/nowhere"},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			got := tr.check(c.doc, c.cites)
+			if len(got) != 1 || !strings.Contains(got[0], c.want) {
+				t.Errorf("%s reported %q, want one problem with %q", c.cites, got, c.want)
+			}
+		})
+	}
+	for _, c := range []struct{ kind, doc, cites string }{
+		{"link", "docs/x.md", "See [the guide](testing.md), [the README](../README.md) and [the site](https://example.com/x.md)."},
+		{"paths", "README.md", "`pkg/aws/store/concurrency_test.go`, pkg/aws/store/doc.go, `pkg/aws/store/` and `./pkg/...`."},
+		{"generated path", "README.md", "the CDK's `cdk.out/`, `scripts/nag/node_modules/`, bin/fleetq"},
+		{"path patterns", "README.md", "`config/<stage>.yaml`, `functions/<name>/main.go`, `events/*.json`, functions/{api,dispatch}/main.go"},
+		{"identifiers of a package", "README.md", "`pkg/domain/forecast.Expect`, `pkg/aws/store.Store.LeaseNext`"},
+		{"tests", "README.md", "    go test -count=1 -run 'TestConcurrentWorkersLeaseEachJobExclusively|TestDocs' ./pkg/aws/store/ ./cmd/fleetq/"},
+		{"variables", "README.md", "`FLEETQ_TEST_DYNALITE=1`, FLEETQ_API, `FLEETQ_<SERVICE>_ENDPOINT`, `AWS_ENDPOINT_URL_<SERVICE>`, AWS_REGION, every FLEETQ_* variable"},
+		{"make", "README.md", "    make lint test   # as make runs it\n    make synth STAGE=dev\n    make serve ARGS=\"--tick 10s --no-local-fleet\""},
+		{"commands", "README.md", "    fleetq dev --chaos 0.05\n    FLEETQ_API=http://127.0.0.1:8080 bin/fleetq jobs submit --tenant t --workflow w --input '{}'\n    go run ./cmd/fleetq tenants keys create --tenant t --name n\n    fleetq help"},
+		{"flags alone", "README.md", "`--spot-rate`, `--bridge N`, `--json`, `--warmup-*`, `nvidia-smi --query-gpu`"},
+	} {
+		t.Run("exists/"+c.kind, func(t *testing.T) {
+			if got := tr.check(c.doc, c.cites); len(got) != 0 {
+				t.Errorf("%s reported %q, want nothing", c.cites, got)
+			}
+		})
+	}
+}
+
+// TestDocsEnvironmentNamedAsItMustBe shows what counts as naming a
+// variable: fleetq's own must be read (a Go string, a script), not only
+// mentioned in a comment; AWS's, read by the SDK, need only be named.
+func TestDocsEnvironmentNamedAsItMustBe(t *testing.T) {
+	t.Parallel()
+	env := envNames{
+		"FLEETQ_READ":       envRead,
+		"FLEETQ_COMMENTED":  envMentioned,
+		"FLEETQ_A_ENDPOINT": envRead,
+		"AWS_COMMENTED":     envMentioned,
+		"AWS_ENDPOINT_URL_": envRead,
+		"FLEETQ_":           envRead,
+	}
+	for cited, want := range map[string]bool{
+		"FLEETQ_READ": true, "FLEETQ_COMMENTED": false, "FLEETQ_NOWHERE": false,
+		"AWS_COMMENTED": true, "AWS_NOWHERE": false,
+		"FLEETQ_<SERVICE>_ENDPOINT": true, "FLEETQ_<SERVICE>_URL": false,
+		"AWS_ENDPOINT_URL_<SERVICE>": true, "AWS_<SERVICE>_URL": false,
+		"FLEETQ_": true, "AWS_": true, "AWS_ENDPOINT_": true, "AWS_NOWHERE_": false,
+	} {
+		if got := env.has(cited); got != want {
+			t.Errorf("has(%s) = %v, want %v", cited, got, want)
 		}
 	}
-	if len(got) != 9 {
-		t.Errorf("the check reported %d problems, want 9: %q", len(got), got)
-	}
-	good := strings.Join([]string{
-		"See [the guide](docs/testing.md) and `pkg/aws/store/concurrency_test.go`, `pkg/domain/forecast.Expect`, `config/<stage>.yaml`.",
-		"Run `go test -run TestConcurrentWorkersLeaseEachJobExclusively ./pkg/aws/store/` with `FLEETQ_TEST_DYNALITE=1`.",
-		"",
-		"    make lint test   # as make runs it",
-		"    fleetq dev --chaos 0.05",
-		"    FLEETQ_API=http://127.0.0.1:8080 bin/fleetq jobs submit --tenant t --workflow w --input '{}'",
-	}, "\n")
-	if got := tree.check(repoRoot, good); len(got) != 0 {
-		t.Errorf("the check reported problems in a document that cites what exists: %q", got)
-	}
 }
 
-func slicesContainsSubstring(list []string, sub string) bool {
-	for _, s := range list {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// tree is what the docs may cite.
-type tree struct {
-	tests    testNames
-	sources  []byte // every Go file
-	makefile []byte
-	ignored  []string // the paths .gitignore lists: outputs a build or a tool writes
-}
-
-// generated reports whether p is, or is under, a path .gitignore lists.
-func (tr tree) generated(p string) bool {
-	for _, g := range tr.ignored {
-		if p == g || strings.HasPrefix(p, g+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-func readTree(t *testing.T) tree {
-	t.Helper()
-	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gitignore, err := os.ReadFile(filepath.Join(repoRoot, ".gitignore"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ignored []string
-	for line := range strings.Lines(string(gitignore)) {
-		if g := strings.Trim(strings.TrimSpace(line), "/"); g != "" && !strings.ContainsAny(g, "*#!") {
-			ignored = append(ignored, g)
-		}
-	}
-	return tree{tests: goTestNames(t), sources: goSources(t), makefile: makefile, ignored: ignored}
-}
-
-// check answers the problems of one markdown document in dir, each once.
-func (tr tree) check(dir, md string) []string {
+// check answers the problems of one markdown document (its path in the
+// repository), each once.
+func (tr *tree) check(doc, md string) []string {
 	var problems []string
 	seen := map[string]bool{}
 	fail := func(format string, args ...any) {
@@ -200,84 +227,71 @@ func (tr tree) check(dir, md string) []string {
 		if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, target)); err != nil {
-			fail("links to %s, which does not exist", target)
+		if p := path.Join(path.Dir(doc), target); !tr.files[p] && !tr.generated(p) {
+			fail("links to %s, which is no file or folder git tracks", target)
+		}
+	}
+	// Paths, tests and variables count in prose as in code.
+	for _, m := range tr.pathPattern().FindAllStringSubmatch(md, -1) {
+		if p := tr.pathProblem(m[1]); p != "" {
+			fail("cites %s, which is no file or folder git tracks", p)
+		}
+	}
+	for _, m := range citedTest.FindAllStringSubmatch(md, -1) {
+		if !tr.tests.has(m[1]) {
+			fail("names %s, which is no test, benchmark, fuzz test or example", m[1])
+		}
+	}
+	for _, m := range citedEnv.FindAllStringSubmatch(md, -1) {
+		if !tr.env.has(m[1]) {
+			fail("cites %s, which %s", m[1], map[bool]string{true: "nothing reads", false: "nothing names"}[strings.HasPrefix(m[1], "FLEETQ_")])
 		}
 	}
 	for _, code := range docCode(md) {
-		for _, m := range citedPath.FindAllStringSubmatch(code, -1) {
-			if p := cleanPath(m[1]); p != "" && !pathExists(p) && !tr.generated(p) {
-				fail("cites %s, which does not exist", p)
-			}
-		}
-		for _, m := range citedTest.FindAllStringSubmatch(code, -1) {
-			if !tr.tests.has(m[1]) {
-				fail("names %s, which is no test, benchmark, fuzz test or example", m[1])
-			}
-		}
-		for _, m := range citedEnv.FindAllStringSubmatch(code, -1) {
-			if !envRead(tr.sources, tr.makefile, m[1]) {
-				fail("cites %s, which nothing reads", m[1])
-			}
-		}
-		for _, m := range citedMake.FindAllStringSubmatch(code, -1) {
-			for target := range strings.FieldsSeq(m[1]) {
-				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(tr.makefile) {
-					fail("cites make %s, which the Makefile has no target for", target)
-				}
-			}
-		}
-		for _, m := range citedCLI.FindAllStringSubmatch(code, -1) {
-			checkCLI(fail, m[1], m[2])
-		}
+		tr.checkCode(fail, code)
 	}
 	return problems
 }
 
-// cleanPath is the file a cited path names, or "" for a pattern
-// (`config/<stage>.yaml`, `bin/*`).
-func cleanPath(p string) string {
-	p = strings.TrimRight(p, ".,:;")
-	if strings.ContainsAny(p, "<>{}*@") {
-		return ""
-	}
-	return p
-}
-
-// pathExists reports whether a cited path exists, allowing a Go
-// identifier after a package's path (`pkg/domain/forecast.Expect`).
-func pathExists(p string) bool {
-	if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
-		return true
-	}
-	if dir, ident, ok := cutLast(p, "."); ok && ident != "" && ident[0] >= 'A' && ident[0] <= 'Z' {
-		if st, err := os.Stat(filepath.Join(repoRoot, dir)); err == nil && st.IsDir() {
-			return true
+// checkCode checks the commands a piece of code cites.
+func (tr *tree) checkCode(fail func(string, ...any), code docText) {
+	for _, m := range citedMake.FindAllStringSubmatch(code.text, -1) {
+		targets := strings.Fields(m[1])
+		for _, target := range targets {
+			if _, ok := tr.make.targets[target]; !ok {
+				fail("cites make %s, which the Makefile has no target for", target)
+			}
+		}
+		for _, v := range makeVar.FindAllStringSubmatch(m[2], -1) {
+			if !tr.make.vars[v[1]] {
+				fail("cites make %s=, which the Makefile does not use", v[1])
+				continue
+			}
+			if v[1] != "ARGS" {
+				continue
+			}
+			for _, target := range targets {
+				if cmd := tr.make.runs(target); cmd != "" {
+					tr.checkCLI(fail, cmd, " "+strings.Trim(v[2], `"'`))
+				}
+			}
 		}
 	}
-	return false
-}
-
-// envRead reports whether the code reads (or, for a job's command, sets)
-// an environment variable: its name as a string, the name with a value
-// being set, fleetq worker's env("NAME") for FLEETQ_NAME, or the Makefile.
-func envRead(sources, makefile []byte, name string) bool {
-	return bytes.Contains(sources, []byte(`"`+name+`"`)) || bytes.Contains(sources, []byte(`"`+name+`=`)) ||
-		bytes.Contains(sources, []byte(`env("`+strings.TrimPrefix(name, "FLEETQ_")+`"`)) || bytes.Contains(makefile, []byte(name))
-}
-
-func cutLast(s, sep string) (string, string, bool) {
-	i := strings.LastIndex(s, sep)
-	if i < 0 {
-		return s, "", false
+	for _, m := range citedCLI.FindAllStringSubmatch(code.text, -1) {
+		tr.checkCLI(fail, m[1], m[2])
 	}
-	return s[:i], s[i+len(sep):], true
+	if m := citedFlag.FindStringSubmatch(code.text); code.span && m != nil && !tr.cli.takes(m[1], m[2] == "*") {
+		fail("cites --%s%s, which no fleetq command takes", m[1], m[2])
+	}
+	for _, m := range citedGoTest.FindAllStringSubmatch(code.text, -1) {
+		tr.checkGoTest(fail, strings.Fields(m[1]))
+	}
 }
 
 // checkCLI checks a cited command line: the command exists, so does the
-// subcommand of jobs (or of tenants keys), and each flag after them is one
-// the command takes.
-func checkCLI(fail func(string, ...any), name, rest string) {
+// subcommand its usage offers (fleetq jobs <submit|…>, fleetq tenants
+// keys <create|…>), and each flag after them is one the command takes.
+func (tr *tree) checkCLI(fail func(string, ...any), name, rest string) {
 	if name == "help" {
 		return
 	}
@@ -285,121 +299,134 @@ func checkCLI(fail func(string, ...any), name, rest string) {
 		fail("cites fleetq %s, which is no command of the CLI", name)
 		return
 	}
-	args := []string{name}
-	if name == "jobs" {
+	cmd := []string{name}
+	flags := tr.cli.flags[name]
+	if subs := tr.cli.subs[name]; subs != nil {
 		fields := strings.Fields(rest)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "-") {
-			return
+		words := tr.cli.words[name]
+		n := 0
+		for n < len(fields) && n <= len(words) && !strings.HasPrefix(fields[n], "-") {
+			n++
 		}
-		if !strings.Contains(jobsUsage, fields[0]+" ") && !strings.Contains(jobsUsage, "|"+fields[0]) {
-			fail("cites fleetq jobs %s, which is no subcommand of jobs", fields[0])
+		switch {
+		case n == 0:
+			// No subcommand: a flag must be one of some subcommand's.
+			flags = map[string]bool{}
+			for _, sub := range subs {
+				for f := range tr.cli.flags[strings.Join(append(append([]string{name}, words...), sub), " ")] {
+					flags[f] = true
+				}
+			}
+		case n <= len(words) || !slices.Equal(fields[:len(words)], words) || !slices.Contains(subs, fields[len(words)]):
+			fail("cites fleetq %s %s, which is no subcommand of fleetq %s <%s>", name, strings.Join(fields[:n], " "),
+				strings.Join(append([]string{name}, words...), " "), strings.Join(subs, "|"))
 			return
+		default:
+			cmd = append(cmd, fields[:n]...)
+			flags = tr.cli.flags[strings.Join(cmd, " ")]
 		}
-		args = append(args, fields[0])
 	}
-	if name == "tenants" {
-		fields := strings.Fields(rest)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "-") {
-			return
-		}
-		if len(fields) < 2 || fields[0] != "keys" || !strings.Contains(tenantsUsage, "  "+fields[1]+" ") && !strings.Contains(tenantsUsage, "  "+fields[1]+"\n") {
-			fail("cites fleetq tenants %s, which is no subcommand of tenants keys", strings.Join(fields[:min(2, len(fields))], " "))
-			return
-		}
-		args = append(args, "keys", fields[1])
-	}
-	flags := commandFlags(args)
 	for _, m := range cliFlag.FindAllStringSubmatch(rest, -1) {
 		if f := m[1]; f != "h" && f != "help" && !flags[f] {
-			fail("cites fleetq %s --%s, which %s does not take", strings.Join(args, " "), f, strings.Join(args, " "))
+			fail("cites fleetq %s --%s, which %s does not take", strings.Join(cmd, " "), f, strings.Join(cmd, " "))
 		}
 	}
 }
 
-var flagCache = map[string]map[string]bool{}
-
-// commandFlags are the flags a command prints for -h.
-func commandFlags(args []string) map[string]bool {
-	key := strings.Join(args, " ")
-	if f, ok := flagCache[key]; ok {
-		return f
+// checkGoTest checks that the tests a go test line runs (-run, -bench,
+// -fuzz) are in the packages it names.
+func (tr *tree) checkGoTest(fail func(string, ...any), args []string) {
+	var names, dirs []string
+	for i, a := range args {
+		a = strings.Trim(a, `"'`)
+		if flag, value, ok := strings.Cut(a, "="); ok && (flag == "-run" || flag == "-bench" || flag == "-fuzz") {
+			names = append(names, strings.Split(strings.Trim(value, `"'`), "|")...)
+		} else if (a == "-run" || a == "-bench" || a == "-fuzz") && i+1 < len(args) {
+			names = append(names, strings.Split(strings.Trim(args[i+1], `"'`), "|")...)
+		} else if strings.HasPrefix(a, "./") {
+			if strings.Contains(a, "...") {
+				return // a tree of packages
+			}
+			dirs = append(dirs, path.Clean(a))
+		}
 	}
-	var out bytes.Buffer
-	runCLI(context.Background(), append(args, "-h"), &out, &out)
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z][a-z0-9-]*)`).FindAllStringSubmatch(out.String(), -1) {
-		flags[m[1]] = true
+	if len(dirs) == 0 {
+		return
 	}
-	flagCache[key] = flags
-	return flags
+	for _, n := range names {
+		n, _, _ = strings.Cut(strings.Trim(n, "^$()"), "/")
+		if citedTest.MatchString(n) && regexp.MustCompile(`^[A-Za-z0-9_]+$`).MatchString(n) && tr.tests.has(n) && !tr.testIn(n, dirs) {
+			fail("names %s, which is no test of %s", n, strings.Join(dirs, " or "))
+		}
+	}
 }
 
-// testNames are the Go tests, benchmarks, fuzz tests and examples of the
-// tree.
-type testNames []string
-
-// has reports whether name is a test, or the start of one's name (a -run
-// pattern).
-func (n testNames) has(name string) bool {
-	i := sort.SearchStrings(n, name)
-	return i < len(n) && strings.HasPrefix(n[i], name)
+// pathPattern finds a path in the repository: it starts with one of the
+// top folders git tracks, optionally after ./.
+func (tr *tree) pathPattern() *regexp.Regexp {
+	tops := make([]string, len(tr.tops))
+	for i, top := range tr.tops {
+		tops[i] = regexp.QuoteMeta(top)
+	}
+	return regexp.MustCompile(`(?:^|[\s(="'\[*` + "`" + `])(?:\./)?((?:` + strings.Join(tops, "|") + `)/(?:[A-Za-z0-9_./@<>*…-]|\{[^{}\s]*\})*)(?:$|[^A-Za-z0-9_-])`)
 }
 
-func goTestNames(t *testing.T) testNames {
-	t.Helper()
-	decl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz|Example)[A-Za-z0-9_]*)\(`)
-	var names testNames
-	walkGo(t, func(path string, data []byte) {
-		if strings.HasSuffix(path, "_test.go") {
-			for _, m := range decl.FindAllSubmatch(data, -1) {
-				names = append(names, string(m[1]))
+// pathProblem is the cited path p, cleaned, when it does not exist, or "".
+// Each alternative of functions/{api,dispatch} must exist; a pattern
+// (config/<stage>.yaml, events/*.json) must match some path; a Go
+// identifier may follow a package's path (pkg/domain/forecast.Expect,
+// pkg/aws/store.Store.LeaseNext).
+func (tr *tree) pathProblem(p string) string {
+	p = strings.TrimSuffix(strings.TrimRight(p, ".,:;"), "**") // **bold**
+	p = strings.TrimSuffix(p, "/...")
+	p = strings.TrimRight(p, "/")
+	if strings.Contains(p, "@") {
+		return "" // a package at a version, or an instance type@zone
+	}
+	if b := braces.FindStringSubmatchIndex(p); b != nil {
+		for alt := range strings.SplitSeq(p[b[2]:b[3]], ",") {
+			if problem := tr.pathProblem(p[:b[0]] + alt + p[b[1]:]); problem != "" {
+				return problem
 			}
 		}
-	})
-	sort.Strings(names)
-	return names
-}
-
-// goSources is every Go file of the tree but this one, concatenated.
-func goSources(t *testing.T) []byte {
-	t.Helper()
-	var all bytes.Buffer
-	walkGo(t, func(path string, data []byte) {
-		if filepath.Base(path) != "docs_test.go" { // its examples of what does not exist
-			all.Write(data)
-		}
-	})
-	return all.Bytes()
-}
-
-func walkGo(t *testing.T, fn func(path string, data []byte)) {
-	t.Helper()
-	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "cdk.out" || strings.HasPrefix(d.Name(), ".") && path != repoRoot) {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			fn(path, data)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		return ""
 	}
+	if i := strings.IndexAny(p, "<>*…"); i >= 0 {
+		if tr.generated(strings.TrimRight(p[:i], "/")) {
+			return ""
+		}
+		glob := regexp.MustCompile(`<[^>]*>|…`).ReplaceAllString(p, "*")
+		for f := range tr.files {
+			if ok, _ := path.Match(glob, f); ok {
+				return ""
+			}
+		}
+		return p
+	}
+	if tr.files[p] || tr.generated(p) {
+		return ""
+	}
+	slash := strings.LastIndex(p, "/")
+	if dir, idents, ok := strings.Cut(p[slash+1:], "."); ok && idents != "" {
+		decls := tr.decls[p[:slash+1]+dir]
+		for id := range strings.SplitSeq(idents, ".") {
+			ok = ok && decls[id]
+		}
+		if ok {
+			return ""
+		}
+	}
+	return p
 }
+
+var braces = regexp.MustCompile(`\{([^{}]*)\}`)
 
 // TestDocsListEveryPackageAndCommand keeps the maps of the tree whole:
 // docs/architecture.md's tree has a line for every package under pkg/ and
 // names every command of the CLI, and README.md's layout table names every
 // package in its group's row.
 func TestDocsListEveryPackageAndCommand(t *testing.T) {
+	t.Parallel()
 	arch, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
