@@ -81,6 +81,10 @@ var (
 	// (`--warmup-*`). Another program's flag is shown with the program
 	// (`nvidia-smi --query-gpu`).
 	citedFlag = regexp.MustCompile(`^--([a-z][a-z0-9-]*)(\*?)`)
+	// A section of a document by its title: docs/scaling.md "Caps",
+	// (docs/api.md, "Webhooks" and "Attested registration").
+	citedSection = regexp.MustCompile(`([A-Za-z0-9/._-]+\.md)\)?,? ((?:"[^"\n]+"(?:,? (?:and|or) )?)+)`)
+	quoted       = regexp.MustCompile(`"([^"\n]+)"`)
 	// go test with its flags and packages.
 	citedGoTest = regexp.MustCompile(`\bgo test\b([^|;&]*)`)
 )
@@ -157,6 +161,8 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"flag alone", "README.md", "then `--no-such-flag` changes that", "cites --no-such-flag"},
 		{"flags alone by a prefix", "README.md", "the `--no-such-*` flags", "cites --no-such-*"},
 		{"one of several paths", "README.md", "functions/{api,nowhere}", "cites functions/nowhere"},
+		{"section", "docs/x.md", `(docs/scaling.md, "Caps" and "No such section")`, `cites docs/scaling.md "No such section"`},
+		{"section of a sibling", "docs/x.md", `(api.md "Nowhere")`, `cites docs/api.md "Nowhere"`},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
 			got := tr.check(c.doc, c.cites)
@@ -176,6 +182,7 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"make", "README.md", "    make lint test   # as make runs it\n    make synth STAGE=dev\n    make serve ARGS=\"--tick 10s --no-local-fleet\""},
 		{"commands", "README.md", "    fleetq dev --chaos 0.05\n    FLEETQ_API=http://127.0.0.1:8080 bin/fleetq jobs submit --tenant t --workflow w --input '{}'\n    go run ./cmd/fleetq tenants keys create --tenant t --name n\n    fleetq help"},
 		{"flags alone", "README.md", "`--spot-rate`, `--bridge N`, `--json`, `--warmup-*`, `nvidia-smi --query-gpu`"},
+		{"sections", "docs/x.md", `docs/scaling.md "Caps", (api.md, "Webhooks" and "Attested registration"), docs/benchmarks.md, "By how much the rest misses"; docs/data-model.md "Cost total"`},
 	} {
 		t.Run("exists/"+c.kind, func(t *testing.T) {
 			if got := tr.check(c.doc, c.cites); len(got) != 0 {
@@ -229,6 +236,13 @@ func (tr *tree) check(doc, md string) []string {
 		}
 		if p := path.Join(path.Dir(doc), target); !tr.files[p] && !tr.generated(p) {
 			fail("links to %s, which is no file or folder git tracks", target)
+		}
+	}
+	for _, m := range citedSection.FindAllStringSubmatch(md, -1) {
+		for _, title := range quoted.FindAllStringSubmatch(m[2], -1) {
+			if target, ok := tr.hasSection(doc, m[1], title[1]); !ok {
+				fail("cites %s %q, which has no such section", target, title[1])
+			}
 		}
 	}
 	// Paths, tests and variables count in prose as in code.
@@ -417,6 +431,31 @@ func (tr *tree) pathProblem(p string) string {
 		}
 	}
 	return p
+}
+
+// hasSection reports whether the markdown file a document cites (relative
+// to it, or to the root) has a section of that title: a heading that says
+// it (and perhaps more after a colon, comma or parenthesis), a paragraph
+// that starts with it in bold, or a table row that names it first.
+func (tr *tree) hasSection(doc, file, title string) (string, bool) {
+	target := path.Join(path.Dir(doc), file)
+	if !tr.files[target] {
+		target = path.Clean(file)
+	}
+	if !tr.files[target] {
+		return file, true // a file of elsewhere; a link or path in it is checked as one
+	}
+	md, ok := tr.markdown[target]
+	if !ok {
+		data, err := os.ReadFile(filepath.Join(repoRoot, target))
+		if err != nil {
+			return target, false
+		}
+		md = string(data)
+		tr.markdown[target] = md
+	}
+	t := regexp.QuoteMeta(title)
+	return target, regexp.MustCompile(`(?m)^#+ ` + t + `(?:$|[:,(]| \()|\*\*` + t + `[.:,*]|^\| ` + t + ` \|`).MatchString(md)
 }
 
 var braces = regexp.MustCompile(`\{([^{}]*)\}`)

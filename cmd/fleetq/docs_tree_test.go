@@ -32,8 +32,10 @@ type tree struct {
 	// functions and methods, types, variables and constants.
 	decls map[string]map[string]bool
 	env   envNames
-	make  makefile
-	cli   cliTable
+	// markdown holds the documents whose sections are cited, by path.
+	markdown map[string]string
+	make     makefile
+	cli      cliTable
 }
 
 // The files whose Go is left out of what the code reads: their made-up
@@ -42,7 +44,7 @@ var madeUpCitations = []string{"cmd/fleetq/docs_test.go"}
 
 func readTree(t *testing.T) *tree {
 	t.Helper()
-	tr := &tree{files: trackedFiles(t), testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{}}
+	tr := &tree{files: trackedFiles(t), testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{}, markdown: map[string]string{}}
 	for f := range tr.files {
 		if top, _, ok := strings.Cut(f, "/"); ok && !slices.Contains(tr.tops, top) {
 			tr.tops = append(tr.tops, top)

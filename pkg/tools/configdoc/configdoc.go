@@ -175,7 +175,8 @@ func yamlKey(sf reflect.StructField) string {
 }
 
 // yamlize writes the struct's Go field names in a doc comment as their
-// YAML keys.
+// YAML keys, except in quotes: a quoted section title (docs/scaling.md,
+// "Warm capacity") is another document's words.
 func yamlize(doc string, names map[string]string) string {
 	goNames := make([]string, 0, len(names))
 	for n := range names {
@@ -186,7 +187,11 @@ func yamlize(doc string, names map[string]string) string {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(goNames)))
 	re := regexp.MustCompile(`\b(` + strings.Join(goNames, "|") + `)\b`)
-	return re.ReplaceAllStringFunc(doc, func(n string) string { return "`" + names[n] + "`" })
+	parts := strings.Split(doc, `"`)
+	for i := 0; i < len(parts); i += 2 {
+		parts[i] = re.ReplaceAllStringFunc(parts[i], func(n string) string { return "`" + names[n] + "`" })
+	}
+	return strings.Join(parts, `"`)
 }
 
 func typeName(t reflect.Type) string {
