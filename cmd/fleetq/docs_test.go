@@ -85,6 +85,9 @@ var (
 	// (docs/api.md, "Webhooks" and "Attested registration").
 	citedSection = regexp.MustCompile(`([A-Za-z0-9/._-]+\.md)\)?,? ((?:"[^"\n]+"(?:,? (?:and|or) )?)+)`)
 	quoted       = regexp.MustCompile(`"([^"\n]+)"`)
+	// An exported Go identifier of a package by the package's name:
+	// `scaling.DecideLadder`, `localaws.Account`.
+	citedIdent = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./])([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)`)
 	// go test with its flags and packages.
 	citedGoTest = regexp.MustCompile(`\bgo test\b([^|;&]*)`)
 )
@@ -161,6 +164,8 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"flag alone", "README.md", "then `--no-such-flag` changes that", "cites --no-such-flag"},
 		{"flags alone by a prefix", "README.md", "the `--no-such-*` flags", "cites --no-such-*"},
 		{"one of several paths", "README.md", "functions/{api,nowhere}", "cites functions/nowhere"},
+		{"identifier", "README.md", "`scaling.NoSuchPolicy`", "cites scaling.NoSuchPolicy"},
+		{"method", "README.md", "`store.Store.NoSuchMethod`", "cites store.Store.NoSuchMethod"},
 		{"section", "docs/x.md", `(docs/scaling.md, "Caps" and "No such section")`, `cites docs/scaling.md "No such section"`},
 		{"section of a sibling", "docs/x.md", `(api.md "Nowhere")`, `cites docs/api.md "Nowhere"`},
 	} {
@@ -182,6 +187,7 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"make", "README.md", "    make lint test   # as make runs it\n    make synth STAGE=dev\n    make serve ARGS=\"--tick 10s --no-local-fleet\""},
 		{"commands", "README.md", "    fleetq dev --chaos 0.05\n    FLEETQ_API=http://127.0.0.1:8080 bin/fleetq jobs submit --tenant t --workflow w --input '{}'\n    go run ./cmd/fleetq tenants keys create --tenant t --name n\n    fleetq help"},
 		{"flags alone", "README.md", "`--spot-rate`, `--bridge N`, `--json`, `--warmup-*`, `nvidia-smi --query-gpu`"},
+		{"identifiers", "README.md", "`scaling.DecideLadder`, `localaws.Account`, `store.Store.LeaseNext`, `json.Unmarshal`, `fleetq.Client`"},
 		{"sections", "docs/x.md", `docs/scaling.md "Caps", (api.md, "Webhooks" and "Attested registration"), docs/benchmarks.md, "By how much the rest misses"; docs/data-model.md "Cost total"`},
 	} {
 		t.Run("exists/"+c.kind, func(t *testing.T) {
@@ -296,6 +302,11 @@ func (tr *tree) checkCode(fail func(string, ...any), code docText) {
 	}
 	if m := citedFlag.FindStringSubmatch(code.text); code.span && m != nil && !tr.cli.takes(m[1], m[2] == "*") {
 		fail("cites --%s%s, which no fleetq command takes", m[1], m[2])
+	}
+	for _, m := range citedIdent.FindAllStringSubmatch(code.text, -1) {
+		if tr.packages[m[1]] != nil && !tr.declares(m[1], m[2]) {
+			fail("cites %s.%s, which package %s does not declare", m[1], m[2], m[1])
+		}
 	}
 	for _, m := range citedGoTest.FindAllStringSubmatch(code.text, -1) {
 		tr.checkGoTest(fail, strings.Fields(m[1]))

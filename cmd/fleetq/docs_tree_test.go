@@ -31,7 +31,9 @@ type tree struct {
 	// decls are the names declared at the top of each Go package, by folder:
 	// functions and methods, types, variables and constants.
 	decls map[string]map[string]bool
-	env   envNames
+	// packages are the folders of each Go package by its name, but main's.
+	packages map[string][]string
+	env      envNames
 	// markdown holds the documents whose sections are cited, by path.
 	markdown map[string]string
 	make     makefile
@@ -44,7 +46,7 @@ var madeUpCitations = []string{"cmd/fleetq/docs_test.go"}
 
 func readTree(t *testing.T) *tree {
 	t.Helper()
-	tr := &tree{files: trackedFiles(t), testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{}, markdown: map[string]string{}}
+	tr := &tree{files: trackedFiles(t), testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{}, markdown: map[string]string{}, packages: map[string][]string{}}
 	for f := range tr.files {
 		if top, _, ok := strings.Cut(f, "/"); ok && !slices.Contains(tr.tops, top) {
 			tr.tops = append(tr.tops, top)
@@ -146,6 +148,9 @@ func (tr *tree) readGo(name string, file *ast.File) {
 	if decls == nil {
 		decls = map[string]bool{}
 		tr.decls[dir] = decls
+	}
+	if pkg := file.Name.Name; pkg != "main" && !strings.HasSuffix(pkg, "_test") && !slices.Contains(tr.packages[pkg], dir) {
+		tr.packages[pkg] = append(tr.packages[pkg], dir)
 	}
 	for _, d := range file.Decls {
 		switch d := d.(type) {
@@ -372,6 +377,21 @@ func cliHelp(args ...string) string {
 	var out bytes.Buffer
 	runCLI(context.Background(), append(args, "-h"), &out, &out)
 	return out.String()
+}
+
+// declares reports whether a package of that name declares the
+// identifiers (a type and its method or field: Store.LeaseNext).
+func (tr *tree) declares(pkg, idents string) bool {
+	for _, dir := range tr.packages[pkg] {
+		all := true
+		for id := range strings.SplitSeq(idents, ".") {
+			all = all && tr.decls[dir][id]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // testNames are the Go tests, benchmarks, fuzz tests and examples of the
