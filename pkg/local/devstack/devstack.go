@@ -209,14 +209,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Publisher != nil {
 		pub = o.Publisher
 	}
-	s.Env = system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, pub)
-	s.Store, s.Relay = s.Env.Store, s.Env.Relay
+	env, err := system.New(o.Config, s.DynamoDB, s.Table, o.Clock, o.Logger, pub)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Env = env
 	// The dev stack's receivers run on this machine: its deliveries may
 	// reach loopback (never in AWS, where the guard admits public addresses only).
 	if err := system.EnableWebhooks(s.Env, webhookKeys, webhook.Guard{AllowLoopback: true}); err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.Store, s.Relay = s.Env.Store, s.Env.Relay
 
 	// Listen first: the local fleet's workers need the URL.
 	ln, err := net.Listen("tcp", o.Addr)
@@ -255,8 +260,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.NoAnnounce {
 		apiOpts = append(apiOpts, system.NoAnnounce())
 	}
-	apiHandler := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
+	apiHandler, err := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
 		consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/local/events", s.operatorRoute(http.MethodPost, s.localEvents))
 	mux.HandleFunc("/local/events/recent", s.operatorRoute(http.MethodGet, s.recentEvents))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -115,37 +116,45 @@ type Announcer interface {
 	Announce(ctx context.Context, jobID string)
 }
 
-// Options wire the API.
-type Options struct {
-	Config *fleetconfig.Config
-	Store  Store
-	Queue  Enqueuer
-	// ConsoleKeys sign operator console logins and sessions: the console's
-	// own key, never a fleet's secret.
-	ConsoleKeys console.Keys
-	// Attestor admits attested registrations (nil: none, every fleet
-	// registers by secret); FleetSecrets admits registrations by a fleet's
-	// secret (nil: none).
+// Config holds the API's optional settings; the zero Config is the
+// defaults.
+type Config struct {
+	// Attestor admits attested registrations (default nil: none, every
+	// fleet registers by secret); FleetSecrets admits registrations by a
+	// fleet's secret (default nil: none).
 	Attestor     Attestor
 	FleetSecrets FleetSecrets
-	Operator     OperatorAuthenticator
-	Assets       Assets
-	// Events announces job outcomes at once (nil: only the relay does).
+	// Assets presigns jobs' input, output and log URLs and producers'
+	// uploads (default nil: the stage has no asset bucket).
+	Assets Assets
+	// Events announces job outcomes at once (default nil: only the relay
+	// does).
 	Events Announcer
-	Clock  clock.Clock
-	Logger *slog.Logger
-	// RegisterLimit is registrations per minute per source address (default:
-	// the config's registration_limit).
+	// RegisterLimit is registrations per minute per source address
+	// (default: the config's registration_limit).
 	RegisterLimit int
-	// NewJobID names jobs submitted without a job_id (default: a random UUID).
+	// NewJobID names jobs submitted without a job_id (default: a random
+	// UUID).
 	NewJobID func() string
 }
 
+// server is the API: what New was given, the Config's settings with their
+// defaults filled in.
 type server struct {
-	Options
-	log     *slog.Logger
-	console *console.Console
-	checked *checkedTokens
+	Config        *fleetconfig.Config
+	Store         Store
+	Queue         Enqueuer
+	Operator      OperatorAuthenticator
+	Clock         clock.Clock
+	Attestor      Attestor
+	FleetSecrets  FleetSecrets
+	Assets        Assets
+	Events        Announcer
+	RegisterLimit int
+	NewJobID      func() string
+	log           *slog.Logger
+	console       *console.Console
+	checked       *checkedTokens
 }
 
 func (s *server) announce(ctx context.Context, jobID string) {
@@ -154,22 +163,42 @@ func (s *server) announce(ctx context.Context, jobID string) {
 	}
 }
 
-// New returns the API handler.
-func New(o Options) http.Handler {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+// New returns the API handler. cfg is the stage's fleet config, st the
+// store, queue takes submissions, consoleKeys sign operator console logins
+// and sessions (the console's own key, never a fleet's secret), and
+// operator says who the operator behind a request is.
+func New(cfg *fleetconfig.Config, st Store, queue Enqueuer, consoleKeys console.Keys, operator OperatorAuthenticator,
+	clk clock.Clock, log *slog.Logger, c Config) (http.Handler, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("api.New: no fleet config")
+	case st == nil:
+		return nil, errors.New("api.New: no store")
+	case queue == nil:
+		return nil, errors.New("api.New: no submission queue")
+	case operator == nil:
+		return nil, errors.New("api.New: no operator authenticator")
+	case clk == nil:
+		return nil, errors.New("api.New: no clock")
+	case log == nil:
+		return nil, errors.New("api.New: no logger")
+	case c.RegisterLimit < 0:
+		return nil, fmt.Errorf("api.New: registration limit %d is negative", c.RegisterLimit)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if c.RegisterLimit == 0 {
+		c.RegisterLimit = cfg.RegistrationLimit
 	}
-	if o.RegisterLimit <= 0 {
-		o.RegisterLimit = o.Config.RegistrationLimit
+	if c.NewJobID == nil {
+		c.NewJobID = uuid.NewString
 	}
-	if o.NewJobID == nil {
-		o.NewJobID = uuid.NewString
+	s := &server{Config: cfg, Store: st, Queue: queue, Operator: operator, Clock: clk, Attestor: c.Attestor,
+		FleetSecrets: c.FleetSecrets, Assets: c.Assets, Events: c.Events, RegisterLimit: c.RegisterLimit,
+		NewJobID: c.NewJobID, log: log, checked: newCheckedTokens(clk)}
+	con, err := console.New(consoleOps{s}, consoleKeys, st, clk, log, console.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("api.New: %w", err)
 	}
-	s := &server{Options: o, log: o.Logger, checked: newCheckedTokens(o.Clock)}
-	s.console = console.New(console.Options{Ops: consoleOps{s}, Keys: o.ConsoleKeys, Sessions: o.Store, Clock: o.Clock, Logger: o.Logger})
+	s.console = con
 	mux := http.NewServeMux()
 	byPattern := map[string]map[string]http.HandlerFunc{}
 	for _, rt := range routes {
@@ -184,7 +213,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("no route %s %s", r.Method, r.URL.Path))
 	})
-	return s.recoverer(s.logged(mux))
+	return s.recoverer(s.logged(mux)), nil
 }
 
 // methods answers 405 with the error body for a known path and

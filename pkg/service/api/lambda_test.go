@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/signing"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/api"
@@ -40,14 +43,17 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := api.New(api.Options{
-		Config:       cfg,
-		Store:        store.New(db, store.Options{Table: table, Config: cfg}),
-		Queue:        sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)},
-		FleetSecrets: auth.StaticFleetSecrets{"demo": {"sample-fleet-secret"}},
-		Operator:     auth.IAMOperator{},
-		Logger:       slog.New(slog.DiscardHandler),
-	})
+	consoleKeys, err := signing.NewStatic("console-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(cfg, store.New(db, store.Options{Table: table, Config: cfg}),
+		sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)}, consoleKeys, auth.IAMOperator{},
+		clock.Real{}, slog.New(slog.DiscardHandler),
+		api.Config{FleetSecrets: auth.StaticFleetSecrets{"demo": {"sample-fleet-secret"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	proxy := httpadapter.NewV2(h)
 	invoke := func(name string) (int, map[string]any) {
 		t.Helper()
@@ -96,5 +102,32 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	}
 	if len(msgs.Messages) != 1 || !strings.Contains(aws.ToString(msgs.Messages[0].Body), `"acme:render-0001"`) {
 		t.Fatalf("queue holds %d messages, want exactly the accepted submission", len(msgs.Messages))
+	}
+}
+
+func TestNewRequiresEveryDependency(t *testing.T) {
+	cfg, st, q, op, log := fleetconfig.Default(), &store.Store{}, sqsqueue.Queue{}, auth.IAMOperator{}, slog.New(slog.DiscardHandler)
+	keys, err := signing.NewStatic("console-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() (http.Handler, error){
+		"fleet config": func() (http.Handler, error) { return api.New(nil, st, q, keys, op, clock.Real{}, log, api.Config{}) },
+		"store":        func() (http.Handler, error) { return api.New(cfg, nil, q, keys, op, clock.Real{}, log, api.Config{}) },
+		"queue":        func() (http.Handler, error) { return api.New(cfg, st, nil, keys, op, clock.Real{}, log, api.Config{}) },
+		"signing keys": func() (http.Handler, error) { return api.New(cfg, st, q, nil, op, clock.Real{}, log, api.Config{}) },
+		"operator":     func() (http.Handler, error) { return api.New(cfg, st, q, keys, nil, clock.Real{}, log, api.Config{}) },
+		"clock":        func() (http.Handler, error) { return api.New(cfg, st, q, keys, op, nil, log, api.Config{}) },
+		"logger":       func() (http.Handler, error) { return api.New(cfg, st, q, keys, op, clock.Real{}, nil, api.Config{}) },
+		"registration limit": func() (http.Handler, error) {
+			return api.New(cfg, st, q, keys, op, clock.Real{}, log, api.Config{RegisterLimit: -1})
+		},
+	} {
+		if h, err := f(); err == nil || h != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("New without a good %s: %v, %v", name, h, err)
+		}
+	}
+	if h, err := api.New(cfg, st, q, keys, op, clock.Real{}, log, api.Config{}); err != nil || h == nil {
+		t.Fatalf("New with every dependency: %v, %v", h, err)
 	}
 }

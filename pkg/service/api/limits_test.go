@@ -46,8 +46,12 @@ func directAPI(h *harness) http.Handler {
 	if err != nil {
 		panic(err)
 	}
-	return system.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
+	a, err := system.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
 		keys, auth.OperatorToken(operatorToken), h.stack.Assets)
+	if err != nil {
+		panic(err)
+	}
+	return a
 }
 
 type measured struct {

@@ -61,15 +61,9 @@ type Sessions interface {
 	EndConsoleSessions(ctx context.Context, operator string) (int64, error)
 }
 
-// Options wire the console.
-type Options struct {
-	Ops Ops
-	// Keys sign and verify logins and sessions: the console's own key,
-	// used for nothing else.
-	Keys     Keys
-	Sessions Sessions
-	Clock    clock.Clock
-	Logger   *slog.Logger
+// Config holds the console's optional settings; the zero Config is the
+// defaults.
+type Config struct {
 	// SessionTTL is how long a browser session lasts (default 1h, at most
 	// MaxSessionTTL); LoginTTL how long the URL fleetq console opens may be
 	// used (default 2m).
@@ -79,14 +73,6 @@ type Options struct {
 	// read (default 10s): "sign out everywhere" ends the operator's sessions
 	// in this process at once and in the others within EpochTTL.
 	EpochTTL time.Duration
-}
-
-// noKeys stands for a missing key source: every page fails with an error
-// saying so, and nothing is signed with anything else.
-type noKeys struct{}
-
-func (noKeys) SigningKeys(context.Context, string) (signing.Ring, error) {
-	return signing.Ring{}, errors.New("the API has no console signing key")
 }
 
 // MaxSessionTTL bounds every session, whatever its token says.
@@ -121,8 +107,15 @@ const (
 
 // Console is the console's HTTP handler.
 type Console struct {
-	Options
-	mux *http.ServeMux
+	ops Ops
+	// signingKeys sign and verify logins and sessions: the console's own
+	// key, used for nothing else.
+	signingKeys                    Keys
+	sessions                       Sessions
+	clock                          clock.Clock
+	log                            *slog.Logger
+	sessionTTL, loginTTL, epochTTL time.Duration
+	mux                            *http.ServeMux
 
 	mu     sync.Mutex
 	epochs map[string]epochRead // by operator
@@ -174,33 +167,42 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stackVersion": version.Get,
 }).ParseFS(templateFS, "templates/*.html"))
 
-// New returns the console. Keys and Sessions are required.
-func New(o Options) *Console {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+// New returns the console. ops is the operator work behind its pages,
+// keys sign and verify logins and sessions (the console's own key, used
+// for nothing else), and sessions is where logins are used up and sessions
+// ended.
+func New(ops Ops, keys Keys, sessions Sessions, clk clock.Clock, log *slog.Logger, cf Config) (*Console, error) {
+	switch {
+	case ops == nil:
+		return nil, errors.New("console.New: no operator ops")
+	case keys == nil:
+		return nil, errors.New("console.New: no signing keys")
+	case sessions == nil:
+		return nil, errors.New("console.New: no session store")
+	case clk == nil:
+		return nil, errors.New("console.New: no clock")
+	case log == nil:
+		return nil, errors.New("console.New: no logger")
+	case cf.SessionTTL < 0 || cf.LoginTTL < 0 || cf.EpochTTL < 0:
+		return nil, fmt.Errorf("console.New: negative session %s, login %s or epoch %s lifetime", cf.SessionTTL, cf.LoginTTL, cf.EpochTTL)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if cf.SessionTTL == 0 {
+		cf.SessionTTL = time.Hour
 	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = time.Hour
+	if cf.LoginTTL == 0 {
+		cf.LoginTTL = 2 * time.Minute
 	}
-	o.SessionTTL = min(o.SessionTTL, MaxSessionTTL)
-	if o.LoginTTL <= 0 {
-		o.LoginTTL = 2 * time.Minute
+	if cf.EpochTTL == 0 {
+		cf.EpochTTL = 10 * time.Second
 	}
-	if o.EpochTTL <= 0 {
-		o.EpochTTL = 10 * time.Second
-	}
-	if o.Keys == nil {
-		o.Keys = noKeys{}
-	}
-	c := &Console{Options: o, mux: http.NewServeMux(), epochs: map[string]epochRead{}}
-	c.mux.HandleFunc(http.MethodGet+" "+PathLogin, c.login)
+	con := &Console{ops: ops, signingKeys: keys, sessions: sessions, clock: clk, log: log,
+		sessionTTL: min(cf.SessionTTL, MaxSessionTTL), loginTTL: cf.LoginTTL, epochTTL: cf.EpochTTL,
+		mux: http.NewServeMux(), epochs: map[string]epochRead{}}
+	con.mux.HandleFunc(http.MethodGet+" "+PathLogin, con.login)
 	for _, r := range routes {
-		c.mux.HandleFunc(r.Method+" "+r.Pattern, c.authed(r.Method, r.page))
+		con.mux.HandleFunc(r.Method+" "+r.Pattern, con.authed(r.Method, r.page))
 	}
-	return c
+	return con, nil
 }
 
 // ServeHTTP serves the console's pages and forms.
@@ -216,7 +218,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // NewLogin signs a login for operator: the path (with its one-time token)
 // a browser opens to start a session, and when it stops being accepted.
 func (c *Console) NewLogin(ctx context.Context, operator string) (string, time.Time, error) {
-	ring, err := c.Keys.SigningKeys(ctx, "")
+	ring, err := c.signingKeys.SigningKeys(ctx, "")
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("console signing key: %w", err)
 	}
@@ -224,8 +226,8 @@ func (c *Console) NewLogin(ctx context.Context, operator string) (string, time.T
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	now := c.Clock.Now()
-	exp := now.Add(c.LoginTTL)
+	now := c.clock.Now()
+	exp := now.Add(c.loginTTL)
 	tok := sign(ring.Current, claims{Kind: kindLogin, Operator: operator, Issued: now.Unix(), Expires: exp.Unix(), Nonce: nonce(), Epoch: epoch})
 	return PathLogin + "?token=" + url.QueryEscape(tok), exp, nil
 }
@@ -233,11 +235,11 @@ func (c *Console) NewLogin(ctx context.Context, operator string) (string, time.T
 // check verifies a token of kind against the signing keys; a key id the
 // ring does not know makes the source read its keys again.
 func (c *Console) check(ctx context.Context, token, kind string, maxTTL time.Duration) (session, error) {
-	ring, err := c.Keys.SigningKeys(ctx, keyIDOf(token))
+	ring, err := c.signingKeys.SigningKeys(ctx, keyIDOf(token))
 	if err != nil {
 		return session{}, fmt.Errorf("console signing key: %w", err)
 	}
-	s, err := verify(ring, token, kind, c.Clock.Now(), maxTTL)
+	s, err := verify(ring, token, kind, c.clock.Now(), maxTTL)
 	if err != nil {
 		return session{}, err
 	}
@@ -254,7 +256,7 @@ func (c *Console) check(ctx context.Context, token, kind string, maxTTL time.Dur
 // login exchanges a login token, once, for the session cookie.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	lc, err := c.check(ctx, r.URL.Query().Get("token"), kindLogin, c.LoginTTL)
+	lc, err := c.check(ctx, r.URL.Query().Get("token"), kindLogin, c.loginTTL)
 	if errors.Is(err, errBadToken) {
 		c.unauthenticated(w, "This console link is missing, forged or expired: run fleetq console again for a new one.")
 		return
@@ -263,9 +265,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	err = c.Sessions.UseConsoleLogin(ctx, lc.Nonce, time.Unix(lc.Expires, 0))
+	err = c.sessions.UseConsoleLogin(ctx, lc.Nonce, time.Unix(lc.Expires, 0))
 	if errors.Is(err, store.ErrLoginUsed) {
-		c.Logger.WarnContext(ctx, "console login used again", "operator", lc.Operator)
+		c.log.WarnContext(ctx, "console login used again", "operator", lc.Operator)
 		c.unauthenticated(w, "This console link was used already: each works once. Run fleetq console again for a new one.")
 		return
 	}
@@ -273,30 +275,30 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	ring, err := c.Keys.SigningKeys(ctx, "")
+	ring, err := c.signingKeys.SigningKeys(ctx, "")
 	if err != nil {
 		c.fail(w, r, fmt.Errorf("console signing key: %w", err))
 		return
 	}
-	now := c.Clock.Now()
-	exp := now.Add(c.SessionTTL)
+	now := c.clock.Now()
+	exp := now.Add(c.sessionTTL)
 	sc := claims{Kind: kindSession, Operator: lc.Operator, Issued: now.Unix(), Expires: exp.Unix(), Nonce: nonce(), Epoch: lc.Epoch}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: sign(ring.Current, sc), Path: PathRoot, Expires: exp, MaxAge: int(c.SessionTTL.Seconds()),
+		Name: CookieName, Value: sign(ring.Current, sc), Path: PathRoot, Expires: exp, MaxAge: int(c.sessionTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
 	})
-	c.Logger.InfoContext(ctx, "console session", "operator", lc.Operator, "expires", exp.UTC().Format(time.RFC3339))
+	c.log.InfoContext(ctx, "console session", "operator", lc.Operator, "expires", exp.UTC().Format(time.RFC3339))
 	http.Redirect(w, r, PathFleets, http.StatusSeeOther)
 }
 
 // epoch is an operator's session epoch, read again when older than
 // EpochTTL.
 func (c *Console) epoch(ctx context.Context, operator string) (int64, error) {
-	now := c.Clock.Now()
+	now := c.clock.Now()
 	c.mu.Lock()
 	e, ok := c.epochs[operator]
 	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.EpochTTL && !now.Before(e.at) {
+	if ok && now.Sub(e.at) < c.epochTTL && !now.Before(e.at) {
 		return e.epoch, nil
 	}
 	return c.freshEpoch(ctx, operator)
@@ -304,7 +306,7 @@ func (c *Console) epoch(ctx context.Context, operator string) (int64, error) {
 
 // freshEpoch reads an operator's session epoch from the store.
 func (c *Console) freshEpoch(ctx context.Context, operator string) (int64, error) {
-	n, err := c.Sessions.ConsoleEpoch(ctx, operator)
+	n, err := c.sessions.ConsoleEpoch(ctx, operator)
 	if err != nil {
 		return 0, err
 	}
@@ -318,7 +320,7 @@ func (c *Console) remember(operator string, epoch int64) {
 	if len(c.epochs) > 1000 {
 		clear(c.epochs) // operators are few; this only bounds a flood of forged names
 	}
-	c.epochs[operator] = epochRead{epoch: epoch, at: c.Clock.Now()}
+	c.epochs[operator] = epochRead{epoch: epoch, at: c.clock.Now()}
 }
 
 // secure says the browser reached the API over TLS (directly or through
@@ -336,10 +338,10 @@ func (c *Console) authed(method string, p page) http.HandlerFunc {
 			c.unauthenticated(w, "Open the console with fleetq console: it signs you in with your operator credential.")
 			return
 		}
-		sc, err := c.check(r.Context(), ck.Value, kindSession, c.SessionTTL)
+		sc, err := c.check(r.Context(), ck.Value, kindSession, c.sessionTTL)
 		if err == nil {
 			var ended bool
-			if ended, err = c.Sessions.ConsoleSessionEnded(r.Context(), sc.Nonce); err == nil && ended {
+			if ended, err = c.sessions.ConsoleSessionEnded(r.Context(), sc.Nonce); err == nil && ended {
 				err = errBadToken
 			}
 		}
@@ -376,12 +378,12 @@ func clearCookie(w http.ResponseWriter, r *http.Request) {
 // signOut ends this session: the store refuses its id from now on, in every
 // API process.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, sc session) {
-	if err := c.Sessions.EndConsoleSession(r.Context(), sc.Nonce, time.Unix(sc.Expires, 0)); err != nil {
+	if err := c.sessions.EndConsoleSession(r.Context(), sc.Nonce, time.Unix(sc.Expires, 0)); err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	clearCookie(w, r)
-	c.Logger.InfoContext(r.Context(), "console sign-out", "operator", sc.Operator)
+	c.log.InfoContext(r.Context(), "console sign-out", "operator", sc.Operator)
 	c.render(w, http.StatusOK, "signed-out", view{Title: "Signed out"})
 }
 
@@ -400,12 +402,12 @@ func (c *Console) signOutEverywhere(w http.ResponseWriter, r *http.Request, sc s
 // everywhere"): at once in this process, within EpochTTL in the others. It
 // answers the operator's new session epoch.
 func (c *Console) EndSessions(ctx context.Context, operator string) (int64, error) {
-	n, err := c.Sessions.EndConsoleSessions(ctx, operator)
+	n, err := c.sessions.EndConsoleSessions(ctx, operator)
 	if err != nil {
 		return 0, err
 	}
 	c.remember(operator, n)
-	c.Logger.InfoContext(ctx, "console sessions ended", "operator", operator, "epoch", n)
+	c.log.InfoContext(ctx, "console sessions ended", "operator", operator, "epoch", n)
 	return n, nil
 }
 
@@ -426,7 +428,7 @@ func (c *Console) newView(_ *http.Request, sc session, title, nav string) (view,
 func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
 	var b strings.Builder
 	if err := pages.ExecuteTemplate(&b, name, v); err != nil {
-		c.Logger.Error("console template", "template", name, "error", err.Error())
+		c.log.Error("console template", "template", name, "error", err.Error())
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -444,7 +446,7 @@ func (c *Console) unauthenticated(w http.ResponseWriter, msg string) {
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var we *wire.Error
 	if !errors.As(err, &we) {
-		c.Logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path, "error", err.Error())
+		c.log.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path, "error", err.Error())
 		we = &wire.Error{Status: http.StatusInternalServerError, Message: "internal error; reload to try again"}
 	}
 	c.render(w, we.Status, "error", view{Title: http.StatusText(we.Status), Error: we.Message})
@@ -498,7 +500,7 @@ func (c *Console) fleets(w http.ResponseWriter, r *http.Request, sc session) {
 		c.fail(w, r, err)
 		return
 	}
-	fs, err := c.Ops.Fleets(r.Context())
+	fs, err := c.ops.Fleets(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -517,7 +519,7 @@ func (c *Console) workers(w http.ResponseWriter, r *http.Request, sc session) {
 		c.fail(w, r, err)
 		return
 	}
-	ws, err := c.Ops.Workers(r.Context())
+	ws, err := c.ops.Workers(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -557,7 +559,7 @@ func gpusOf(caps json.RawMessage) []gpu {
 }
 
 func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc session) {
-	if _, err := c.Ops.Drain(r.Context(), sc.Operator, r.PathValue("worker_id")); err != nil {
+	if _, err := c.ops.Drain(r.Context(), sc.Operator, r.PathValue("worker_id")); err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -590,7 +592,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc session) {
 	if jv.Status == "dead" {
 		v.Title, v.Nav = "Dead letters", "dead"
 	}
-	fs, err := c.Ops.Fleets(r.Context())
+	fs, err := c.ops.Fleets(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -603,7 +605,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc session) {
 		want = []string{jv.Status}
 	}
 	for _, st := range want {
-		js, err := c.Ops.Jobs(r.Context(), jv.Fleet, st, jobsLimit)
+		js, err := c.ops.Jobs(r.Context(), jv.Fleet, st, jobsLimit)
 		if err != nil {
 			c.fail(w, r, err)
 			return
@@ -620,7 +622,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, sc session) {
 }
 
 func (c *Console) job(w http.ResponseWriter, r *http.Request, sc session) {
-	j, err := c.Ops.Job(r.Context(), r.PathValue("job_id"))
+	j, err := c.ops.Job(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -636,7 +638,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, sc session) {
 
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc session) {
 	id := r.PathValue("job_id")
-	if _, err := c.Ops.Cancel(r.Context(), sc.Operator, id); err != nil {
+	if _, err := c.ops.Cancel(r.Context(), sc.Operator, id); err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -645,7 +647,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sc session) {
 
 func (c *Console) retry(w http.ResponseWriter, r *http.Request, sc session) {
 	id := r.PathValue("job_id")
-	if _, err := c.Ops.Retry(r.Context(), sc.Operator, id); err != nil {
+	if _, err := c.ops.Retry(r.Context(), sc.Operator, id); err != nil {
 		c.fail(w, r, err)
 		return
 	}

@@ -105,7 +105,11 @@ func keyRing(t *testing.T, key string) signing.Static {
 func newProcess(t *testing.T, st *store.Store, clk *clock.Fake, keys console.Keys) *env {
 	t.Helper()
 	e := &env{t: t, ops: &recordingOps{}, clk: clk, st: st}
-	e.c = console.New(console.Options{Ops: e.ops, Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Keys: keys, Sessions: st})
+	c, err := console.New(e.ops, keys, st, e.clk, slog.New(slog.DiscardHandler), console.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
 	e.srv = httptest.NewServer(e.c)
 	t.Cleanup(e.srv.Close)
 	e.http = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -332,5 +336,36 @@ func TestFleetsPageShowsTheBootTimeline(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the fleets page lacks %s", want)
 		}
+	}
+}
+
+func TestNewRequiresEveryDependency(t *testing.T) {
+	ops, keys, st, log := &recordingOps{}, keyRing(t, "console-key"), &store.Store{}, slog.New(slog.DiscardHandler)
+	for name, f := range map[string]func() (*console.Console, error){
+		"ops": func() (*console.Console, error) {
+			return console.New(nil, keys, st, clock.Real{}, log, console.Config{})
+		},
+		"keys": func() (*console.Console, error) {
+			return console.New(ops, nil, st, clock.Real{}, log, console.Config{})
+		},
+		"session": func() (*console.Console, error) {
+			return console.New(ops, keys, nil, clock.Real{}, log, console.Config{})
+		},
+		"clock": func() (*console.Console, error) {
+			return console.New(ops, keys, st, nil, log, console.Config{})
+		},
+		"logger": func() (*console.Console, error) {
+			return console.New(ops, keys, st, clock.Real{}, nil, console.Config{})
+		},
+		"lifetime": func() (*console.Console, error) {
+			return console.New(ops, keys, st, clock.Real{}, log, console.Config{LoginTTL: -time.Second})
+		},
+	} {
+		if c, err := f(); err == nil || c != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("New without a good %s: %v, %v", name, c, err)
+		}
+	}
+	if c, err := console.New(ops, keys, st, clock.Real{}, log, console.Config{}); err != nil || c == nil {
+		t.Fatalf("New with every dependency: %v, %v", c, err)
 	}
 }

@@ -39,7 +39,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, sc session,
 		c.fail(w, r, err)
 		return
 	}
-	ks, err := c.Ops.Keys(r.Context(), tenant)
+	ks, err := c.ops.Keys(r.Context(), tenant)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -61,7 +61,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, sc session) 
 		}
 		req.ExpiresInSeconds = int64(n) * 24 * 3600
 	}
-	key, k, err := c.Ops.CreateKey(r.Context(), sc.Operator, req)
+	key, k, err := c.ops.CreateKey(r.Context(), sc.Operator, req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -70,7 +70,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, sc session) 
 }
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, sc session) {
-	k, err := c.Ops.RevokeKey(r.Context(), sc.Operator, r.PathValue("key_id"))
+	k, err := c.ops.RevokeKey(r.Context(), sc.Operator, r.PathValue("key_id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -120,15 +120,39 @@ type Outbox interface {
 
 // Relay moves events from the store's outbox to a publisher.
 type Relay struct {
-	Outbox    Outbox
-	Publisher store.Publisher
-	Logger    *slog.Logger
-	// Clock paces Run (default: the wall clock).
-	Clock clock.Clock
-	// Callbacks, when set, delivers jobs' outcomes to their callback URLs
-	// after each Drain (the webhook deliverer).
+	outbox    Outbox
+	publisher store.Publisher
+	clock     clock.Clock
+	log       *slog.Logger
+	callbacks Deliverer
+}
+
+// Config holds the relay's optional settings; the zero Config is the
+// defaults.
+type Config struct {
+	// Callbacks delivers jobs' outcomes to their callback URLs after each
+	// Drain (the webhook deliverer; default nil: the stage delivers no
+	// callbacks).
 	Callbacks Deliverer
 }
+
+// NewRelay returns the relay of outbox's events to publisher. clk paces Run.
+func NewRelay(outbox Outbox, publisher store.Publisher, clk clock.Clock, log *slog.Logger, c Config) (*Relay, error) {
+	switch {
+	case outbox == nil:
+		return nil, errors.New("jobevents.NewRelay: no outbox")
+	case publisher == nil:
+		return nil, errors.New("jobevents.NewRelay: no publisher")
+	case clk == nil:
+		return nil, errors.New("jobevents.NewRelay: no clock")
+	case log == nil:
+		return nil, errors.New("jobevents.NewRelay: no logger")
+	}
+	return &Relay{outbox: outbox, publisher: publisher, clock: clk, log: log, callbacks: c.Callbacks}, nil
+}
+
+// Callbacks is the relay's deliverer of callbacks (nil: none).
+func (r *Relay) Callbacks() Deliverer { return r.callbacks }
 
 // Deliverer sends what the relay filed for delivery outside the outbox.
 type Deliverer interface {
@@ -138,8 +162,8 @@ type Deliverer interface {
 // Announce publishes one job's pending events now. A failure is logged and
 // left to Drain: the events stay in the outbox.
 func (r *Relay) Announce(ctx context.Context, jobID string) {
-	if _, err := r.Outbox.RelayJob(ctx, r.Publisher, jobID); err != nil {
-		r.log().WarnContext(ctx, "job events left in the outbox for the next relay", "job_id", jobID, "error", err.Error())
+	if _, err := r.outbox.RelayJob(ctx, r.publisher, jobID); err != nil {
+		r.log.WarnContext(ctx, "job events left in the outbox for the next relay", "job_id", jobID, "error", err.Error())
 	}
 }
 
@@ -151,11 +175,11 @@ const DrainLimit = 100
 func (r *Relay) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := r.Outbox.RelayOutbox(ctx, r.Publisher, DrainLimit)
+		n, err := r.outbox.RelayOutbox(ctx, r.publisher, DrainLimit)
 		total += n
 		if err != nil || n == 0 {
-			if r.Callbacks != nil {
-				if _, cerr := r.Callbacks.Deliver(ctx); cerr != nil {
+			if r.callbacks != nil {
+				if _, cerr := r.callbacks.Deliver(ctx); cerr != nil {
 					err = errors.Join(err, fmt.Errorf("deliver callbacks: %w", cerr))
 				}
 			}
@@ -167,23 +191,9 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 // Run drains every interval until ctx ends (the dev stack's relay; in AWS
 // the scaler tick drains).
 func (r *Relay) Run(ctx context.Context, interval time.Duration) {
-	clock.Every(ctx, r.clock(), interval, func() {
+	clock.Every(ctx, r.clock, interval, func() {
 		if _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
-			r.log().WarnContext(ctx, "relay of job events failed; retrying", "error", err.Error())
+			r.log.WarnContext(ctx, "relay of job events failed; retrying", "error", err.Error())
 		}
 	})
-}
-
-func (r *Relay) clock() clock.Clock {
-	if r.Clock == nil {
-		return clock.Real{}
-	}
-	return r.Clock
-}
-
-func (r *Relay) log() *slog.Logger {
-	if r.Logger == nil {
-		return slog.Default()
-	}
-	return r.Logger
 }

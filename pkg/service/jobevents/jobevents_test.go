@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,7 +132,10 @@ func (d drainCounter) RelayOutbox(context.Context, store.Publisher, int) (int, e
 func TestRelayRunDrainsOnItsClock(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
 	out := drainCounter{drains: make(chan struct{})}
-	r := &Relay{Outbox: out, Publisher: &Bus{}, Clock: clk}
+	r, err := NewRelay(out, &Bus{}, clk, slog.New(slog.DiscardHandler), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); r.Run(ctx, time.Minute) }()
@@ -159,5 +163,22 @@ func TestRelayRunDrainsOnItsClock(t *testing.T) {
 	case <-stopped:
 	case <-wait.Done():
 		t.Fatal("Run did not return when ctx ended")
+	}
+}
+
+func TestNewRelayRequiresEveryDependency(t *testing.T) {
+	out, bus, log := drainCounter{}, &Bus{}, slog.New(slog.DiscardHandler)
+	for name, f := range map[string]func() (*Relay, error){
+		"outbox":    func() (*Relay, error) { return NewRelay(nil, bus, clock.Real{}, log, Config{}) },
+		"publisher": func() (*Relay, error) { return NewRelay(out, nil, clock.Real{}, log, Config{}) },
+		"clock":     func() (*Relay, error) { return NewRelay(out, bus, nil, log, Config{}) },
+		"logger":    func() (*Relay, error) { return NewRelay(out, bus, clock.Real{}, nil, Config{}) },
+	} {
+		if r, err := f(); err == nil || r != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("NewRelay without a %s: %v, %v", name, r, err)
+		}
+	}
+	if r, err := NewRelay(out, bus, clock.Real{}, log, Config{}); err != nil || r == nil || r.Callbacks() != nil {
+		t.Fatalf("NewRelay with every dependency: %v, %v", r, err)
 	}
 }

@@ -94,7 +94,9 @@ func LoadLambda(ctx context.Context, fn awsenv.Function, getenv Getenv, logOut i
 	}
 	// Cost lines go to stdout with the scaler's metrics: CloudWatch Logs
 	// turns Embedded Metric Format lines into metrics.
-	l.Env = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events, CostMetrics(os.Stdout))
+	if l.Env, err = New(cfg, l.DynamoDB(), table, clock.Real{}, log, events, CostMetrics(os.Stdout)); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -339,8 +341,11 @@ func (e *Lambda) APIHandler() (func(context.Context, events.APIGatewayV2HTTPRequ
 	if bucket := e.Lookup(awsenv.EnvBucket); bucket != "" {
 		files = &assets.S3{Presign: s3.NewPresignClient(e.S3()), Bucket: bucket, Clock: e.Clock}
 	}
-	h := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, consoleKeys,
+	h, err := NewAPI(e.Env, sqsqueue.Queue{Client: e.SQS(), URL: queueURL}, consoleKeys,
 		auth.IAMOperator{}, files, registration)
+	if err != nil {
+		return nil, err
+	}
 	return httpadapter.NewV2(h).ProxyWithContext, nil
 }
 

@@ -35,6 +35,8 @@ type Env struct {
 	// bus in the dev stack); nil when the stage publishes none and the
 	// events stay in the outbox.
 	Relay *jobevents.Relay
+	// events is where Relay publishes.
+	events store.Publisher
 }
 
 // StoreOption tunes the Env's store beyond its table, config, clock and
@@ -48,25 +50,37 @@ func CostMetrics(w io.Writer) StoreOption { return func(o *store.Options) { o.Co
 
 // New builds the Env on a DynamoDB client and table. events receives the
 // job lifecycle events; nil publishes none.
-func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher, opts ...StoreOption) *Env {
+func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher, opts ...StoreOption) (*Env, error) {
 	o := store.Options{Table: table, Config: cfg, Clock: clk, Logger: log}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	st := store.New(db, o)
-	e := &Env{Config: cfg, Store: st, Clock: clk, Logger: log}
+	e := &Env{Config: cfg, Store: st, Clock: clk, Logger: log, events: events}
 	if events != nil {
-		e.Relay = &jobevents.Relay{Outbox: st, Publisher: events, Logger: log}
+		r, err := newRelay(e, jobevents.Config{})
+		if err != nil {
+			return nil, err
+		}
+		e.Relay = r
 	}
-	return e
+	return e, nil
+}
+
+// newRelay is the relay of e's outbox to e's publisher. Its Run (the dev
+// stack's relay; in AWS the scaler's tick drains) is paced by wall time, so
+// that events flow in a dev stack on a fake clock too.
+func newRelay(e *Env, c jobevents.Config) (*jobevents.Relay, error) {
+	return jobevents.NewRelay(e.Store, e.events, clock.Real{}, e.Logger, c)
 }
 
 // EnableWebhooks makes the relay deliver jobs' outcomes to their callback
 // URLs, signed with the webhook key (keys' current one), through guard
 // (Guard{} in AWS: public addresses only; the dev stack admits loopback,
-// where its receivers run). A stage without webhooks.allowed_hosts accepts
-// no callback URL and gets no deliverer. Webhooks ride the relay: a stage
-// without one cannot deliver them.
+// where its receivers run): it replaces e.Relay with one that delivers, so
+// it comes before anything is built on the relay. A stage without
+// webhooks.allowed_hosts accepts no callback URL and gets no deliverer.
+// Webhooks ride the relay: a stage without one cannot deliver them.
 func EnableWebhooks(e *Env, keys webhook.Keys, guard webhook.Guard) error {
 	if len(e.Config.Webhooks.AllowedHosts) == 0 {
 		return nil
@@ -78,27 +92,31 @@ func EnableWebhooks(e *Env, keys webhook.Keys, guard webhook.Guard) error {
 	if err != nil {
 		return err
 	}
-	e.Relay.Callbacks = d
+	r, err := newRelay(e, jobevents.Config{Callbacks: d})
+	if err != nil {
+		return err
+	}
+	e.Relay = r
 	return nil
 }
 
 // APIOption tunes the API beyond its required dependencies.
-type APIOption func(*api.Options)
+type APIOption func(*api.Config)
 
 // RegisterLimit sets registrations per minute per source address (default:
 // the config's registration_limit).
-func RegisterLimit(n int) APIOption { return func(o *api.Options) { o.RegisterLimit = n } }
+func RegisterLimit(n int) APIOption { return func(o *api.Config) { o.RegisterLimit = n } }
 
 // NoAnnounce leaves a job's events to the relay instead of publishing them
 // right after the transition (benchmarks count the lifecycle's requests
 // apart from the announcement's).
-func NoAnnounce() APIOption { return func(o *api.Options) { o.Events = nil } }
+func NoAnnounce() APIOption { return func(o *api.Config) { o.Events = nil } }
 
 // Registration sets how workers prove they belong to a fleet: attested
 // (nil: no attested registration) and by the fleets' own secrets (nil: no
 // fleet takes a secret).
 func Registration(attested api.Attestor, secrets api.FleetSecrets) APIOption {
-	return func(o *api.Options) { o.Attestor, o.FleetSecrets = attested, secrets }
+	return func(o *api.Config) { o.Attestor, o.FleetSecrets = attested, secrets }
 }
 
 // NewAttestor returns the verifier of attested registrations: identity
@@ -121,16 +139,15 @@ func NewAttestor(e *Env, stsEndpoint string, instances attest.Instances, roles m
 // submissions, consoleKeys sign operator console sessions, operator authenticates
 // operators, files presigns job input and output URLs (nil: a stage without
 // a bucket).
-func NewAPI(e *Env, queue api.Enqueuer, consoleKeys console.Keys, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) http.Handler {
-	o := api.Options{Config: e.Config, Store: e.Store, Queue: queue, ConsoleKeys: consoleKeys, Operator: operator,
-		Assets: files, Clock: e.Clock, Logger: e.Logger}
+func NewAPI(e *Env, queue api.Enqueuer, consoleKeys console.Keys, operator api.OperatorAuthenticator, files api.Assets, opts ...APIOption) (http.Handler, error) {
+	c := api.Config{Assets: files}
 	if e.Relay != nil {
-		o.Events = e.Relay
+		c.Events = e.Relay
 	}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&c)
 	}
-	return api.New(o)
+	return api.New(e.Config, e.Store, queue, consoleKeys, operator, e.Clock, e.Logger, c)
 }
 
 // NewDispatch returns the handler turning submission batches into jobs.

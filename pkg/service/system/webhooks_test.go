@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -20,28 +21,33 @@ func TestEnableWebhooksGivesTheRelayADelivererOnlyWithAllowedHosts(t *testing.T)
 	env := func(hosts []string, withRelay bool) *system.Env {
 		cfg := fleetconfig.Default()
 		cfg.Webhooks.AllowedHosts = hosts
+		var events store.Publisher
 		if withRelay {
-			return system.New(cfg, db, table, clock.Real{}, log, &jobevents.Bus{})
+			events = &jobevents.Bus{}
 		}
-		return system.New(cfg, db, table, clock.Real{}, log, nil)
+		e, err := system.New(cfg, db, table, clock.Real{}, log, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
 	}
 	keys, err := signing.NewStatic("webhook-key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	none := env(nil, true)
-	if err := system.EnableWebhooks(none, keys, webhook.Guard{}); err != nil || none.Relay.Callbacks != nil {
-		t.Fatalf("no allowed hosts: %v, callbacks %v", err, none.Relay.Callbacks)
+	if err := system.EnableWebhooks(none, keys, webhook.Guard{}); err != nil || none.Relay.Callbacks() != nil {
+		t.Fatalf("no allowed hosts: %v, callbacks %v", err, none.Relay.Callbacks())
 	}
 	some := env([]string{"hooks.example.com"}, true)
 	if err := system.EnableWebhooks(some, keys, webhook.Guard{}); err != nil {
 		t.Fatal(err)
 	}
-	d, ok := some.Relay.Callbacks.(*webhook.Deliverer)
+	d, ok := some.Relay.Callbacks().(*webhook.Deliverer)
 	// Its attempts and timeout follow the stage's webhooks config
 	// (pkg/service/webhook's callbacks tests).
 	if !ok || d == nil {
-		t.Fatalf("deliverer %+v", some.Relay.Callbacks)
+		t.Fatalf("deliverer %+v", some.Relay.Callbacks())
 	}
 	if err := system.EnableWebhooks(env([]string{"hooks.example.com"}, false), keys, webhook.Guard{}); err == nil || !strings.Contains(err.Error(), "ride the relay") {
 		t.Fatalf("without a relay: %v", err)
