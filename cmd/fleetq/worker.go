@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 	"github.com/fleetq/fleetq/pkg/service/system"
 )
@@ -202,7 +203,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	cfg := agent.Config{
 		API: *f.api, FleetSecret: fleetSecret, Attest: attestation, Fleet: *f.fleet, Stage: *f.stage, WorkerID: *f.workerID,
-		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Logger: log,
+		MaxConcurrency: *f.concurrency, Runner: r, DrainTimeout: *f.drain, Clock: clock.Real{}, Logger: log,
 		HealthEvery: *f.healthEvery, UnhealthyAfter: *f.unhealthyAfter,
 		Warmup: agent.Warmup{Workflow: *f.warmupWorkflow, Input: json.RawMessage(*f.warmupInput), Exec: *f.warmupExec,
 			Timeout: *f.warmupTimeout},

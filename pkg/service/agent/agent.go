@@ -25,7 +25,9 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/version"
 )
 
-// Config configures an agent.
+// Config configures an agent. API, Fleet, Stage, WorkerID, Runner, Clock,
+// Logger and a way to register (Attest or FleetSecret) are required; every
+// other field documents its default.
 type Config struct {
 	// API is the fleetq API's base URL. The worker registers by Attest
 	// when set (on EC2: no secret on the instance), else with FleetSecret,
@@ -60,9 +62,11 @@ type Config struct {
 	// AgentKey identifies this agent across restarts (kept on its disk):
 	// the API refuses another agent's registration of a live worker id.
 	// Empty: a random key for this process.
-	AgentKey       string
+	AgentKey string
+	// MaxConcurrency is how many jobs the worker runs at once (default 1).
 	MaxConcurrency int
-	Runner         Runner
+	// Runner runs the jobs.
+	Runner Runner
 	// Warmup is run once the runner is ready and before the worker
 	// registers (none by default); a warm-up that fails makes the agent
 	// give up on the machine (ErrUnhealthy), as a sick GPU does.
@@ -74,8 +78,10 @@ type Config struct {
 	// DrainTimeout is how long Drain lets running jobs finish before it
 	// requeues them (default 0: at once).
 	DrainTimeout time.Duration
-	HTTP         *http.Client
-	Logger       *slog.Logger
+	// HTTP is the client of the API (default: one with a 60s timeout).
+	HTTP *http.Client
+	// Logger is the agent's log; each line names the worker and its fleet.
+	Logger *slog.Logger
 	// ReadyPoll is how often an unready runner is asked again (default 2s).
 	ReadyPoll time.Duration
 	// RunnerMissingAfter is how long the runner's program may be missing
@@ -110,8 +116,8 @@ type Config struct {
 	UnhealthyAfter time.Duration
 	// Clock paces every wait of the agent: readiness polls, backoff, lease
 	// polls, heartbeats, the metadata watch and the drain timeout, and
-	// tells the time presigned URLs are checked against (default: the wall
-	// clock).
+	// tells the time presigned URLs are checked against (clock.Real{} on a
+	// machine).
 	Clock clock.Clock
 }
 
@@ -213,6 +219,10 @@ func New(c Config) (*Agent, error) {
 		return nil, errors.New("agent: fleet, stage and worker id are required")
 	case c.Runner == nil:
 		return nil, errors.New("agent: no runner")
+	case c.Clock == nil:
+		return nil, errors.New("agent: no clock")
+	case c.Logger == nil:
+		return nil, errors.New("agent: no logger")
 	}
 	if err := c.Warmup.check(); err != nil {
 		return nil, err
@@ -245,12 +255,6 @@ func New(c Config) (*Agent, error) {
 	}
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{Timeout: 60 * time.Second}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
 	}
 	if c.HealthEvery <= 0 && c.GPU != nil {
 		c.HealthEvery = 30 * time.Second

@@ -168,7 +168,7 @@ type running struct {
 func (e *stackEnv) start(id string, r agent.Runner, mutate ...func(*agent.Config)) *running {
 	e.t.Helper()
 	c := agent.Config{API: e.stack.URL, FleetSecret: e.stack.FleetSecrets["gpu"], Fleet: "gpu", Stage: "test", WorkerID: id,
-		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Logger: slog.New(logNotes{e}),
+		InstanceID: "i-" + id, MaxConcurrency: 1, Runner: r, Clock: clock.Real{}, Logger: slog.New(logNotes{e}),
 		HTTP:        &http.Client{Timeout: 30 * time.Second, Transport: observed{e, http.DefaultTransport}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
 	for _, m := range mutate {
@@ -496,15 +496,22 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	for _, c := range []agent.Config{
-		{FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
-		{API: "http://x", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
-		{API: "http://x", FleetSecret: "s", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}},
-		{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w"},
+	log := slog.New(slog.DiscardHandler)
+	for missing, c := range map[string]agent.Config{
+		"API URL":      {FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Clock: clock.Real{}, Logger: log},
+		"fleet secret": {API: "http://x", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Clock: clock.Real{}, Logger: log},
+		"fleet":        {API: "http://x", FleetSecret: "s", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Clock: clock.Real{}, Logger: log},
+		"runner":       {API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Clock: clock.Real{}, Logger: log},
+		"clock":        {API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Logger: log},
+		"logger":       {API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Clock: clock.Real{}},
 	} {
-		if _, err := agent.New(c); err == nil {
-			t.Fatalf("accepted %+v", c)
+		if a, err := agent.New(c); err == nil || a != nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("without a %s: %v, %v", missing, a, err)
 		}
+	}
+	if a, err := agent.New(agent.Config{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w",
+		Runner: agent.SleepRunner{}, Clock: clock.Real{}, Logger: log}); err != nil || a == nil {
+		t.Fatalf("with every required setting: %v, %v", a, err)
 	}
 }
 

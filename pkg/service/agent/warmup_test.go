@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
+	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
@@ -127,7 +128,8 @@ func TestFailedWarmUpMarksTheMachineUnhealthy(t *testing.T) {
 // A warm-up is one of a workflow, an input or a command, and an input is
 // a JSON object.
 func TestNewRefusesABadWarmUp(t *testing.T) {
-	base := agent.Config{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}}
+	base := agent.Config{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{},
+		Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 	for _, w := range []agent.Warmup{
 		{Exec: "true", Input: json.RawMessage(`{}`)},
 		{Input: json.RawMessage(`[1]`)},
@@ -196,7 +198,7 @@ func TestRegistersWithAnAPIThatDoesNotKnowTheWarmUp(t *testing.T) {
 	}))
 	defer srv.Close()
 	a, err := agent.New(agent.Config{API: srv.URL, FleetSecret: "s", Fleet: "gpu", Stage: "test", WorkerID: "old", Runner: agent.SleepRunner{},
-		Warmup: agent.Warmup{Input: json.RawMessage(`{"seconds": 0}`)}, Logger: slog.New(slog.DiscardHandler)})
+		Warmup: agent.Warmup{Input: json.RawMessage(`{"seconds": 0}`)}, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
