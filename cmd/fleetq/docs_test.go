@@ -252,7 +252,7 @@ func (tr *tree) check(doc, md string) []string {
 		}
 	}
 	// Paths, tests and variables count in prose as in code.
-	for _, m := range tr.pathPattern().FindAllStringSubmatch(md, -1) {
+	for _, m := range tr.pathRe.FindAllStringSubmatch(md, -1) {
 		if p := tr.pathProblem(m[1]); p != "" {
 			fail("cites %s, which is no file or folder git tracks", p)
 		}
@@ -380,17 +380,19 @@ func (tr *tree) checkGoTest(fail func(string, ...any), args []string) {
 	}
 	for _, n := range names {
 		n, _, _ = strings.Cut(strings.Trim(n, "^$()"), "/")
-		if citedTest.MatchString(n) && regexp.MustCompile(`^[A-Za-z0-9_]+$`).MatchString(n) && tr.tests.has(n) && !tr.testIn(n, dirs) {
+		if citedTest.MatchString(n) && goIdent.MatchString(n) && tr.tests.has(n) && !tr.testIn(n, dirs) {
 			fail("names %s, which is no test of %s", n, strings.Join(dirs, " or "))
 		}
 	}
 }
 
+var goIdent = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
 // pathPattern finds a path in the repository: it starts with one of the
 // top folders git tracks, optionally after ./.
-func (tr *tree) pathPattern() *regexp.Regexp {
-	tops := make([]string, len(tr.tops))
-	for i, top := range tr.tops {
+func pathPattern(topFolders []string) *regexp.Regexp {
+	tops := make([]string, len(topFolders))
+	for i, top := range topFolders {
 		tops[i] = regexp.QuoteMeta(top)
 	}
 	return regexp.MustCompile(`(?:^|[\s(="'\[*` + "`" + `])(?:\./)?((?:` + strings.Join(tops, "|") + `)/(?:[A-Za-z0-9_./@<>*…-]|\{[^{}\s]*\})*)(?:$|[^A-Za-z0-9_-])`)
@@ -446,8 +448,9 @@ func (tr *tree) pathProblem(p string) string {
 
 // hasSection reports whether the markdown file a document cites (relative
 // to it, or to the root) has a section of that title: a heading that says
-// it (and perhaps more after a colon, comma or parenthesis), a paragraph
-// that starts with it in bold, or a table row that names it first.
+// it (and perhaps more after a colon, comma, period or parenthesis), a
+// paragraph that starts with it in bold, or a table row that names it
+// first.
 func (tr *tree) hasSection(doc, file, title string) (string, bool) {
 	target := path.Join(path.Dir(doc), file)
 	if !tr.files[target] {
@@ -456,20 +459,91 @@ func (tr *tree) hasSection(doc, file, title string) (string, bool) {
 	if !tr.files[target] {
 		return file, true // a file of elsewhere; a link or path in it is checked as one
 	}
-	md, ok := tr.markdown[target]
-	if !ok {
-		data, err := os.ReadFile(filepath.Join(repoRoot, target))
-		if err != nil {
-			return target, false
+	for _, s := range tr.sections[target] {
+		if rest, ok := strings.CutPrefix(s, title); ok && (rest == "" || strings.ContainsAny(rest[:1], ":,.") || strings.HasPrefix(rest, " (")) {
+			return target, true
 		}
-		md = string(data)
-		tr.markdown[target] = md
 	}
-	t := regexp.QuoteMeta(title)
-	return target, regexp.MustCompile(`(?m)^#+ ` + t + `(?:$|[:,(]| \()|\*\*` + t + `[.:,*]|^\| ` + t + ` \|`).MatchString(md)
+	return target, false
+}
+
+var sectionTitle = regexp.MustCompile(`(?m)^#+ +(.+?)\s*$|\*\*([^*\n]+)\*\*|^\| ([^|\n]+?) +\|`)
+
+// sectionTitles are the headings, bold phrases and first cells of table
+// rows of a markdown file.
+func sectionTitles(md string) []string {
+	var titles []string
+	for _, m := range sectionTitle.FindAllStringSubmatch(md, -1) {
+		titles = append(titles, m[1]+m[2]+m[3])
+	}
+	return titles
 }
 
 var braces = regexp.MustCompile(`\{([^{}]*)\}`)
+
+// TestPackageDocsNameTheirFiles keeps the maps in package comments true:
+// every file of its own a package's doc.go names exists, and a doc.go that
+// names most of the package's files (as pkg/aws/store's does) names them all.
+func TestPackageDocsNameTheirFiles(t *testing.T) {
+	t.Parallel()
+	tr := readTree(t)
+	for doc := range tr.files {
+		if path.Base(doc) != "doc.go" {
+			continue
+		}
+		problems := packageDocProblems(tr, doc, string(readRepoFile(t, doc)))
+		for _, p := range problems {
+			t.Errorf("%s: %s", doc, p)
+		}
+	}
+	// The check fails: a made-up file, and a list of all files but one.
+	if got := packageDocProblems(tr, "pkg/aws/store/doc.go", "// Its files: nowhere.go."); len(got) != 1 || !strings.Contains(got[0], "nowhere.go") {
+		t.Errorf("a doc naming nowhere.go: %q, want it reported", got)
+	}
+	var all []string
+	for f := range tr.files {
+		if path.Dir(f) == "pkg/aws/store" && strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") && path.Base(f) != "doc.go" {
+			all = append(all, path.Base(f))
+		}
+	}
+	slices.Sort(all)
+	if got := packageDocProblems(tr, "pkg/aws/store/doc.go", "// Its files: "+strings.Join(all[1:], ", ")); len(got) != 1 || !strings.Contains(got[0], all[0]) {
+		t.Errorf("a doc naming all files but %s: %q, want it reported", all[0], got)
+	}
+}
+
+var goFileName = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])([a-z0-9_]+\.go)\b`)
+
+// packageDocProblems are the problems of one doc.go's list of files.
+func packageDocProblems(tr *tree, doc, src string) []string {
+	dir := path.Dir(doc)
+	var own []string
+	for f := range tr.files {
+		if path.Dir(f) == dir && strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") && path.Base(f) != "doc.go" {
+			own = append(own, path.Base(f))
+		}
+	}
+	slices.Sort(own)
+	var problems []string
+	named := map[string]bool{}
+	for _, m := range goFileName.FindAllStringSubmatch(src, -1) {
+		if named[m[1]] {
+			continue
+		}
+		named[m[1]] = true
+		if !slices.Contains(own, m[1]) && m[1] != "doc.go" {
+			problems = append(problems, fmt.Sprintf("names %s, which is no file of %s", m[1], dir))
+		}
+	}
+	if 2*len(named) > len(own) {
+		for _, f := range own {
+			if !named[f] {
+				problems = append(problems, fmt.Sprintf("names most of the package's files but not %s", f))
+			}
+		}
+	}
+	return problems
+}
 
 // TestDocsListEveryPackageAndCommand keeps the maps of the tree whole:
 // docs/architecture.md's tree has a line for every package under pkg/ and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -24,6 +26,7 @@ import (
 type tree struct {
 	files   map[string]bool // git ls-files, and every folder above one
 	tops    []string        // the top folders of those files
+	pathRe  *regexp.Regexp  // a path under one of them
 	ignored []string        // the paths .gitignore lists: outputs a build or a tool writes
 	tests   testNames
 	// testDirs are the folders of each test's package.
@@ -34,8 +37,8 @@ type tree struct {
 	// packages are the folders of each Go package by its name, but main's.
 	packages map[string][]string
 	env      envNames
-	// markdown holds the documents whose sections are cited, by path.
-	markdown map[string]string
+	// sections are the titles of each markdown file's sections, by path.
+	sections map[string][]string
 	make     makefile
 	cli      cliTable
 }
@@ -44,25 +47,63 @@ type tree struct {
 // citations, which the check must report, would otherwise exist.
 var madeUpCitations = []string{"cmd/fleetq/docs_test.go"}
 
+var (
+	treeOnce   sync.Once
+	sharedTree *tree
+	treeErr    error
+)
+
+// readTree reads the tree once for every test of the docs, which only
+// read it. Without git or a checkout they skip, but under CI (as .ci/run
+// and CI systems set it) they fail.
 func readTree(t *testing.T) *tree {
 	t.Helper()
-	tr := &tree{files: trackedFiles(t), testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{}, markdown: map[string]string{}, packages: map[string][]string{}}
+	treeOnce.Do(func() { sharedTree, treeErr = loadTree() })
+	var noGit errNoGit
+	switch {
+	case errors.As(treeErr, &noGit) && !onCI():
+		t.Skipf("%v (not a git checkout?)", treeErr)
+	case treeErr != nil:
+		t.Fatal(treeErr)
+	}
+	return sharedTree
+}
+
+func onCI() bool {
+	ci := os.Getenv("CI")
+	return ci != "" && ci != "false" && ci != "0"
+}
+
+func loadTree() (*tree, error) {
+	files, err := trackedFiles()
+	if err != nil {
+		return nil, err
+	}
+	tr := &tree{files: files, testDirs: map[string][]string{}, decls: map[string]map[string]bool{}, env: envNames{},
+		sections: map[string][]string{}, packages: map[string][]string{}}
 	for f := range tr.files {
 		if top, _, ok := strings.Cut(f, "/"); ok && !slices.Contains(tr.tops, top) {
 			tr.tops = append(tr.tops, top)
 		}
 	}
 	sort.Strings(tr.tops)
-	gitignore := readRepoFile(t, ".gitignore")
+	tr.pathRe = pathPattern(tr.tops)
+	gitignore, err := os.ReadFile(filepath.Join(repoRoot, ".gitignore"))
+	if err != nil {
+		return nil, err
+	}
 	for line := range strings.Lines(string(gitignore)) {
 		if g := strings.Trim(strings.TrimSpace(line), "/"); g != "" && !strings.ContainsAny(g, "*#!") {
 			tr.ignored = append(tr.ignored, g)
 		}
 	}
-	tr.make = readMakefile(readRepoFile(t, "Makefile"))
+	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		return nil, err
+	}
+	tr.make = readMakefile(makefile)
 	tr.cli = readCLI()
-	tr.readSources(t)
-	return tr
+	return tr, tr.readSources()
 }
 
 func readRepoFile(t *testing.T, name string) []byte {
@@ -74,11 +115,16 @@ func readRepoFile(t *testing.T, name string) []byte {
 	return data
 }
 
+// errNoGit is git ls-files failing: no git, or no checkout.
+type errNoGit struct{ err error }
+
+func (e errNoGit) Error() string {
+	return fmt.Sprintf("git ls-files, the tree the docs are checked against: %v", e.err)
+}
+
 // trackedFiles are the files git tracks (git ls-files) and the folders
-// above them: what a clean clone has. Without git or a checkout the test
-// skips, but under CI (as .ci/run and CI systems set it) it fails.
-func trackedFiles(t *testing.T) map[string]bool {
-	t.Helper()
+// above them: what a clean clone has.
+func trackedFiles() (map[string]bool, error) {
 	cmd := exec.Command("git", "ls-files", "-z")
 	cmd.Dir = repoRoot
 	out, err := cmd.Output()
@@ -87,10 +133,7 @@ func trackedFiles(t *testing.T) map[string]bool {
 		if errors.As(err, &exit) {
 			err = errors.New(strings.TrimSpace(string(exit.Stderr)))
 		}
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("git ls-files, the tree the docs are checked against: %v", err)
-		}
-		t.Skipf("git ls-files, the tree the docs are checked against: %v (not a git checkout?)", err)
+		return nil, errNoGit{err}
 	}
 	files := map[string]bool{}
 	for f := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
@@ -101,7 +144,7 @@ func trackedFiles(t *testing.T) map[string]bool {
 			files[p] = true
 		}
 	}
-	return files
+	return files, nil
 }
 
 // generated reports whether p is, or is under, a path .gitignore lists.
@@ -115,10 +158,10 @@ func (tr *tree) generated(p string) bool {
 }
 
 // readSources reads every tracked Go file for its tests, its declarations
-// and the environment variables it names, and every other tracked file
-// but the docs (scripts, infra, the Makefile, CI) for the variables it names.
-func (tr *tree) readSources(t *testing.T) {
-	t.Helper()
+// and the environment variables it names, every markdown file for the
+// sections others cite, and every other tracked file (scripts, infra, the
+// Makefile, CI) for the variables it names.
+func (tr *tree) readSources() error {
 	fset := token.NewFileSet()
 	for f := range tr.files {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
@@ -127,10 +170,11 @@ func (tr *tree) readSources(t *testing.T) {
 		}
 		switch {
 		case strings.HasSuffix(f, ".md"):
+			tr.sections[f] = sectionTitles(string(data))
 		case strings.HasSuffix(f, ".go"):
 			file, err := parser.ParseFile(fset, f, data, parser.ParseComments|parser.SkipObjectResolution)
 			if err != nil {
-				t.Fatalf("%s: %v", f, err)
+				return err
 			}
 			tr.readGo(f, file)
 		default:
@@ -138,6 +182,7 @@ func (tr *tree) readSources(t *testing.T) {
 		}
 	}
 	sort.Strings(tr.tests)
+	return nil
 }
 
 var testDecl = regexp.MustCompile(`^(?:Test|Benchmark|Fuzz|Example)(?:[A-Z_0-9]|$)`)

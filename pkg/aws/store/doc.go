@@ -8,14 +8,17 @@
 // The package is the DynamoDB adapter; the records it returns are defined
 // where they mean something: jobs in pkg/domain/job, workers in pkg/domain/worker, fleet
 // state, decisions and interruption counts in pkg/domain/fleetstate. Its files
-// follow the aggregates: jobs.go, lease.go, report.go and deadlines.go (jobs
-// and their leases), with fairlease.go (fair share on the lease path),
-// leasecap.go (tenants' leased caps), tenants.go (tenants' queued caps) and
-// ondemand.go (jobs pinned to On-Demand); workers.go, fleetstate.go,
-// registration.go, interruptions.go, outbox.go, callbacks.go (outcomes due
-// at callback URLs), costs.go and spotprices.go (the price of each job),
-// console.go (operator console sessions); over store.go (the client, writes,
-// transactions and the one query helper), schema.go (every key, prefix and
-// attribute name), errors.go (the sentinel errors) and itemsize.go (the
-// 400 KB item limit).
+// follow the aggregates: jobs.go, ready.go (the ready queue's shards),
+// lease.go, report.go and deadlines.go (jobs and their leases), with
+// fairlease.go (fair share on the lease path), leasecap.go (tenants' leased
+// caps), tenants.go (tenants' queued caps) and ondemand.go (jobs pinned to
+// On-Demand); workers.go, preempt.go (draining and ending workers the control
+// plane decided to end, their leases requeued), fleetstate.go,
+// registration.go, bootreports.go (machines that could not start work),
+// interruptions.go, outbox.go, callbacks.go (outcomes due at callback URLs),
+// costs.go and spotprices.go (the price of each job), apikeys.go (tenants'
+// API keys), console.go (operator console sessions); over store.go (the
+// client, writes, transactions and the one query helper), schema.go (every
+// key, prefix and attribute name), errors.go (the sentinel errors) and
+// itemsize.go (the 400 KB item limit).
 package store
