@@ -76,8 +76,8 @@ func reportHottest(b *testing.B, m *modeledEnv, scale float64) {
 // BenchmarkCapacityLeaseAndComplete is one fleet at 1,000 leases and 1,000
 // completions a second (and the 1,000 creations a second that feed them),
 // with a backlog of 150 queued jobs, run at a tenth of the rate: goal,
-// the hottest partition under 80% of its limit. It runs with the ready
-// queue in one shard (the default) and in four.
+// the hottest partition under 80% of its limit. It runs with the fleet's
+// partitions in one shard (the default) and in four (ready_shards: 4).
 func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
 	for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
 		b.Run(c.name, func(b *testing.B) { benchmarkLeaseAndComplete(b, c.config) })
@@ -119,11 +119,13 @@ func benchmarkLeaseAndComplete(b *testing.B, config string) {
 }
 
 // reportFamilies reports, for each of a fleet's by-state partition
-// families (its ready shards, leased, workers, and the stage's outbox), the
-// hottest of its partition keys scaled by scale, as a percentage of its
-// limit: the breakdown behind the hottest partition.
+// families (its ready, leased, succeeded and workers shards, and the
+// stage's outbox), the hottest of its partition keys scaled by scale, as a
+// percentage of its limit: the breakdown behind the hottest partition; and
+// the hottest of the fleet's own (all but the outbox).
 func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
-	for _, f := range []struct{ prefix, unit string }{{"Q#", "ready"}, {"L#", "leased"}, {"W#", "workers"}, {"E#", "outbox"}} {
+	fleet := 0.0
+	for _, f := range []struct{ prefix, unit string }{{"Q#", "ready"}, {"L#", "leased"}, {"S#", "succeeded"}, {"W#", "workers"}, {"E#", "outbox"}} {
 		share := 0.0
 		for _, l := range m.model.Loads() {
 			if l.Index == store.IndexByState && strings.HasPrefix(l.Key, f.prefix) {
@@ -131,7 +133,11 @@ func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
 			}
 		}
 		b.ReportMetric(100*share*scale, "hottest-"+f.unit+"-%")
+		if f.unit != "outbox" {
+			fleet = max(fleet, share)
+		}
 	}
+	b.ReportMetric(100*fleet*scale, "hottest-fleet-partition-%")
 }
 
 // BenchmarkCapacityIdleWorkers is 10,000 connected idle workers of one
@@ -141,13 +147,20 @@ func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
 // scaled by 100): goal, the hottest partition-second under 80% of its
 // limit. A sample this small makes the busiest second noisy (a few writes
 // more or less are tens of percent); index-write-units/empty-poll is exact.
+// It runs with the fleet's partitions in one shard and in four.
 func BenchmarkCapacityIdleWorkers(b *testing.B) {
+	for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkIdleWorkers(b, c.config) })
+	}
+}
+
+func benchmarkIdleWorkers(b *testing.B, config string) {
 	const workers, interval, sample, window = 10000, fleetconfig.DefaultPollSeconds * time.Second, 100, 30 * time.Second
 	scale := float64(workers) / float64(sample)
 	polls := 0
 	for range b.N {
 		b.StopTimer()
-		m := newModeledEnv(b, capacityConfig, 0)
+		m := newModeledEnv(b, config, 0)
 		var auths []store.WorkerAuth
 		for i := range sample { // registered, so last seen, over one heartbeat interval
 			auths = append(auths, m.registerWorker(b, i, 1))

@@ -69,7 +69,7 @@ func (s *Store) leasedByTenant(ctx context.Context, fs *fairState, fleet string,
 	}
 	fs.counting = true
 	fs.mu.Unlock()
-	items, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+	items, err := s.readShards(ctx, s.shardPartitions(prefixLeased, fleet), "", "", 0, true)
 	census := map[string]int{}
 	for _, it := range items {
 		census[it.TenantID]++

@@ -33,7 +33,7 @@ func (s *Store) CountBacklog(ctx context.Context, fleet string) (fleetstate.Back
 	if b.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
 		return b, err
 	}
-	if b.Leased, err = s.countIndex(ctx, leasedPartition(fleet)); err != nil {
+	if b.Leased, err = s.countShards(ctx, s.shardPartitions(prefixLeased, fleet)); err != nil {
 		return b, err
 	}
 	return b, nil
@@ -120,7 +120,7 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 	if snap.Delayed, err = s.countIndex(ctx, delayedPartition(fleet)); err != nil {
 		return snap, err
 	}
-	leased, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+	leased, err := s.readShards(ctx, s.shardPartitions(prefixLeased, fleet), "", "", 0, true)
 	if err != nil {
 		return snap, err
 	}
@@ -143,7 +143,7 @@ func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Sna
 // (the terminal partitions are ordered by finish time).
 func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error) {
 	var o fleetstate.Outcomes
-	ok, err := s.queryIndexRange(ctx, terminalPartition(fleet, job.Succeeded), sortTime(since), "", 0, true)
+	ok, err := s.readShards(ctx, s.terminalPartitions(fleet, job.Succeeded), sortTime(since), "", 0, true)
 	if err != nil {
 		return o, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Tim
 		}
 	}
 	sort.Slice(o.Runs, func(i, j int) bool { return o.Runs[i] < o.Runs[j] })
-	dead, err := s.queryIndexRange(ctx, terminalPartition(fleet, job.Dead), sortTime(since), "", 0, true)
+	dead, err := s.readShards(ctx, s.terminalPartitions(fleet, job.Dead), sortTime(since), "", 0, true)
 	if err != nil {
 		return o, err
 	}

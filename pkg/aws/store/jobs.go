@@ -148,7 +148,7 @@ func (s *Store) jobUpdate(c change, cond expression.ConditionBuilder, now time.T
 	case c.to == job.Queued:
 		pk, sk = s.readyPartition(it.Fleet, it.JobID), readySortKey(it.Priority, fromMS(it.CreatedMS), it.JobID)
 	default:
-		pk, sk = terminalPartition(it.Fleet, c.to), timeSortKey(now, it.JobID)
+		pk, sk = s.terminalPartition(it.Fleet, c.to, it.JobID), timeSortKey(now, it.JobID)
 	}
 	entry := job.HistoryEntry{At: now, From: job.Status(it.Status), To: c.to, Reason: c.reason, Worker: c.worker, Attempt: it.Attempts}
 	set := expression.Set(expression.Name(attrStatus), expression.Value(string(c.to))).
@@ -237,27 +237,27 @@ func (s *Store) releaseBySystem(ctx context.Context, u update, holder string, no
 // finished jobs and queue order for queued ones. Index reads are eventually
 // consistent, so a job that just changed may show in its old status briefly.
 func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error) {
-	var partition string
+	var parts []string
 	forward := false
 	switch status {
 	case job.Queued:
 	case job.Leased:
-		partition, forward = leasedPartition(fleet), true
+		parts, forward = s.shardPartitions(prefixLeased, fleet), true
 	case job.Succeeded, job.Dead, job.Canceled:
-		partition = terminalPartition(fleet, status)
+		parts = s.terminalPartitions(fleet, status)
 	default:
 		return nil, fmt.Errorf("status %q: %w", status, ErrNotFound)
 	}
 	var items []jobItem
 	var err error
+	// Each shard's first `limit` hold the partition's first `limit`.
 	if status == job.Queued {
-		// Each shard's first `limit` hold the queue's first `limit`.
 		items, _, err = s.readReady(ctx, fleet, limit)
-		if limit > 0 && len(items) > limit {
-			items = items[:limit]
-		}
 	} else {
-		items, err = s.queryIndex(ctx, partition, "", limit, forward)
+		items, err = s.readShards(ctx, parts, "", "", limit, forward)
+	}
+	if limit > 0 && len(items) > limit {
+		items = items[:limit]
 	}
 	if err != nil {
 		return nil, err

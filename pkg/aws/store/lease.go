@@ -55,7 +55,7 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 	for round := 0; round <= leaseRereads; round++ {
 		now := s.clock.Now()
 		window := min(s.leaseWindow()<<round, s.maxWindow())
-		cands, full, err := s.readReady(ctx, f.Slug, ceilDiv(max(s.limit, window), s.readyShards(f.Slug)))
+		cands, full, err := s.readReady(ctx, f.Slug, ceilDiv(max(s.limit, window), s.shardCount(f.Slug)))
 		if err != nil {
 			return job.Job{}, err
 		}
@@ -278,7 +278,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 		Set(expression.Name(attrUpdatedMS), expression.Value(ms(now))).
 		Set(expression.Name(attrFirstLeasedMS), expression.IfNotExists(expression.Name(attrFirstLeasedMS), expression.Value(ms(now)))).
 		Set(expression.Name(attrReason), expression.Value("")).
-		Set(expression.Name(AttrGSI1PK), expression.Value(leasedPartition(a.Fleet))).
+		Set(expression.Name(AttrGSI1PK), expression.Value(s.leasedPartition(a.Fleet, c.JobID))).
 		Set(expression.Name(AttrGSI1SK), expression.Value(timeSortKey(exp, c.JobID))).
 		Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value([]job.HistoryEntry{entry}))).
 		Set(expression.Name(attrProgress), null()).
@@ -470,7 +470,12 @@ func (s *Store) SweepExpiredLeases(ctx context.Context, fleet string) (SweepResu
 // expireLeases ends up to limit (0: every) run-out leases of a fleet, and
 // answers the jobs queued again and the counts.
 func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) (requeued []string, r SweepResult, err error) {
-	expired, err := s.queryIndex(ctx, leasedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
+	parts := s.shardPartitions(prefixLeased, fleet)
+	perShard := 0
+	if limit > 0 {
+		perShard = ceilDiv(limit, len(parts))
+	}
+	expired, err := s.readShards(ctx, parts, "", sortTime(now.Add(time.Millisecond)), perShard, true)
 	if err != nil {
 		return nil, r, err
 	}

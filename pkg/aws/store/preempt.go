@@ -93,8 +93,8 @@ func (s *Store) drainOn(ctx context.Context, id, instanceID string) (worker.Work
 // RequeueLeasesOf gives back every lease the workers hold, without spending
 // attempts (each counts as a preemption), and answers how many jobs were
 // requeued. workers are as the caller read them: one read with no lease is
-// not looked for. The leases are found with one read of each fleet's
-// leased partition. count, when set, is recorded once per event in the
+// not looked for. The leases are found with one read of each shard of each
+// fleet's leased partition (all of a fleet's at once). count, when set, is recorded once per event in the
 // first requeue's transaction (alone when nothing is requeued).
 func (s *Store) RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason string, count *fleetstate.Interruption) (int, error) {
 	holders := map[string]bool{}
@@ -110,7 +110,7 @@ func (s *Store) RequeueLeasesOf(ctx context.Context, workers []worker.Worker, re
 	}
 	n := 0
 	for _, fleet := range fleets {
-		leased, err := s.queryIndex(ctx, leasedPartition(fleet), "", 0, true)
+		leased, err := s.readShards(ctx, s.shardPartitions(prefixLeased, fleet), "", "", 0, true)
 		if err != nil {
 			return n, err
 		}

@@ -197,6 +197,7 @@ type releaseEnv struct {
 	client *dynamodb.Client
 	table  string
 	clock  *clock.Fake
+	cfg    *fleetconfig.Config
 	st     *store.Store
 }
 
@@ -209,7 +210,7 @@ func newReleaseEnv(t *testing.T, configYAML []byte, at time.Time) *releaseEnv {
 	client, table := testenv.DynamoDB(t)
 	clk := clock.NewFake(at)
 	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
-	return &releaseEnv{t: t, ctx: context.Background(), client: client, table: table, clock: clk, st: st}
+	return &releaseEnv{t: t, ctx: context.Background(), client: client, table: table, clock: clk, cfg: cfg, st: st}
 }
 
 func (e *releaseEnv) must(err error, what string) {

@@ -32,9 +32,10 @@ func newCountingEnv(t *testing.T) (*env, *atomic.Int64) {
 
 // TestRemovingStaleWorkersFromTheSnapshotCostsAtMostOnePlusTwoNPlusL: the
 // tick removes n stale workers holding L leases from the workers its
-// snapshot read, in at most 1 + 2n + L requests (one read of the leased
-// partition, a transaction per lease, a delete per worker), requeuing the
-// leases without an attempt.
+// snapshot read, in at most 1 + 2n + L requests with one shard (one read of
+// the leased partition, a transaction per lease, a delete per worker), and
+// shards + 2n + L with more (a read of each of the fleet's leased shards),
+// requeuing the leases without an attempt.
 func TestRemovingStaleWorkersFromTheSnapshotCostsAtMostOnePlusTwoNPlusL(t *testing.T) {
 	t.Parallel()
 	for _, leases := range [][]int{{0}, {1}, {0, 2, 1}} {
@@ -62,7 +63,8 @@ func TestRemovingStaleWorkersFromTheSnapshotCostsAtMostOnePlusTwoNPlusL(t *testi
 			if err != nil || len(removed) != len(leases) {
 				t.Fatalf("removed %v, %v", removed, err)
 			}
-			if budget := int64(1 + 2*len(leases) + len(jobs)); cost > budget {
+			f, _ := e.cfg.Fleet("gpu")
+			if budget := int64(f.ReadyShards + 2*len(leases) + len(jobs)); cost > budget {
 				t.Errorf("%d stale workers with %d leases cost %d requests, budget %d", len(leases), len(jobs), cost, budget)
 			}
 			for _, id := range jobs {

@@ -375,20 +375,17 @@ func eventSortKey(at time.Time, eventType string) string {
 // state changes move it by rewriting GSI1PK/GSI1SK, never by removing them.
 func delayedPartition(fleet string) string { return prefixDelayed + fleet }
 
-func leasedPartition(fleet string) string { return prefixLeased + fleet }
-
-func workersPartition(fleet string) string { return prefixWorkers + fleet }
-
 func instancePartition(inst string) string { return prefixInstance + inst }
 
-func terminalPartition(fleet string, s job.Status) string {
+// terminalPrefix is the partition prefix of a finished status.
+func terminalPrefix(s job.Status) string {
 	switch s {
 	case job.Succeeded:
-		return prefixSucceeded + fleet
+		return prefixSucceeded
 	case job.Dead:
-		return prefixDead + fleet
+		return prefixDead
 	default:
-		return prefixCanceled + fleet
+		return prefixCanceled
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -84,7 +86,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	pk, sk := workerKey(r.WorkerID)
 	it := workerItem{
 		PK: pk, SK: sk, Type: typeWorker,
-		GSI1PK: workersPartition(r.Fleet), GSI1SK: r.WorkerID,
+		GSI1PK: s.shardFor(prefixWorkers, r.Fleet, r.WorkerID), GSI1SK: r.WorkerID,
 		WorkerID: r.WorkerID, Fleet: r.Fleet, Stage: r.Stage,
 		InstanceID: r.InstanceID, InstanceType: r.InstanceType, AZ: r.AZ, Purchase: r.PurchaseOption,
 		Capabilities: string(r.Capabilities), Providers: r.Providers,
@@ -317,15 +319,23 @@ func (s *Store) TouchWorker(ctx context.Context, a WorkerAuth) error {
 	return nil
 }
 
-// ListWorkers returns the workers of a fleet.
+// ListWorkers returns the workers of a fleet, by worker id. It reads every
+// shard of the fleet's workers partition, at once.
 func (s *Store) ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error) {
-	items, err := queryItems[workerItem](ctx, s, byState(workersPartition(fleet)))
+	got, err := eachShard(s.shardPartitions(prefixWorkers, fleet), func(p string) ([]workerItem, error) {
+		return queryItems[workerItem](ctx, s, byState(p))
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]worker.Worker, 0, len(items))
-	for i := range items {
-		out = append(out, items[i].toWorker())
+	out := make([]worker.Worker, 0)
+	for _, items := range got {
+		for i := range items {
+			out = append(out, items[i].toWorker())
+		}
+	}
+	if len(got) > 1 {
+		slices.SortFunc(out, func(a, b worker.Worker) int { return strings.Compare(a.ID, b.ID) })
 	}
 	return out, nil
 }

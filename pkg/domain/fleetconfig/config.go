@@ -126,13 +126,17 @@ type Fleet struct {
 	HeartbeatSeconds int `yaml:"heartbeat_seconds"`
 	// PollSeconds is how long an idle worker waits between two polls.
 	PollSeconds int `yaml:"poll_seconds"`
-	// ReadyShards is how many partitions of the index the fleet's ready
-	// queue is spread over (1 to 16): each partition key takes at most
-	// 1,000 writes a second, and every job is put in the ready queue and
-	// taken out of it, so a fleet that leases more than about 400 jobs a
-	// second needs more than one. Each poll reads the head of every shard
-	// (one query each). It may be raised at any time; lowered only while
-	// the fleet's queue is empty.
+	// ReadyShards is how many partitions of the index each of the fleet's
+	// busy partitions is spread over (1 to 16): its ready queue, its leased
+	// and succeeded jobs, and its workers. Each partition key takes at most
+	// 1,000 writes a second, and every lease puts a job in and out of the
+	// ready queue and the leased jobs and changes its worker's entry twice,
+	// so a fleet that leases more than about 400 jobs a second needs more
+	// than one: 4 carry 1,000 leases and completions a second at about half
+	// the limit. Each poll reads the head of every ready shard (one query
+	// each), and the scaler every shard. It may be raised at any time (after
+	// the deploy that brings it); lowered only while the fleet has no job
+	// queued or running and no worker registered.
 	ReadyShards int `yaml:"ready_shards"`
 
 	// JobTimeout is the default time a job may run per attempt.
