@@ -8,7 +8,9 @@
 // The package is the DynamoDB adapter; the records it returns are defined
 // where they mean something: jobs in pkg/domain/job, workers in pkg/domain/worker, fleet
 // state, decisions and interruption counts in pkg/domain/fleetstate. Its files
-// follow the aggregates: jobs.go, ready.go (the ready queue's shards),
+// follow the aggregates: jobs.go, shards.go (a fleet's partitions spread
+// over its shards, and reading every shard at once), ready.go (the ready
+// queue's shards),
 // lease.go, report.go and deadlines.go (jobs and their leases), with
 // fairlease.go (fair share on the lease path), leasecap.go (tenants' leased
 // caps), tenants.go (tenants' queued caps) and ondemand.go (jobs pinned to
