@@ -39,27 +39,42 @@ type docText struct {
 	span bool
 }
 
-// docCode is the code a markdown file shows.
+// docCode is the code a markdown file shows. A span may run over the
+// lines of a paragraph; each row of a table is a paragraph of its own.
 func docCode(md string) []docText {
 	var code []docText
+	var para []string
+	flush := func() {
+		for _, m := range codeSpan.FindAllStringSubmatch(strings.Join(para, " "), -1) {
+			code = append(code, docText{text: m[1], span: true})
+		}
+		para = para[:0]
+	}
 	fenced := false
-	span := regexp.MustCompile("`([^`]+)`")
 	for line := range strings.SplitSeq(md, "\n") {
+		trimmed := strings.TrimSpace(line)
 		switch {
-		case strings.HasPrefix(strings.TrimSpace(line), "```"):
+		case strings.HasPrefix(trimmed, "```"):
+			flush()
 			fenced = !fenced
-		case fenced, strings.HasPrefix(line, "    ") && !strings.HasPrefix(strings.TrimSpace(line), "- ") && !strings.HasPrefix(strings.TrimSpace(line), "|"):
+		case fenced, strings.HasPrefix(line, "    ") && !strings.HasPrefix(trimmed, "- ") && !strings.HasPrefix(trimmed, "|"):
+			flush()
 			// A shell comment is prose.
 			line, _, _ = strings.Cut(line, " # ")
 			code = append(code, docText{text: line})
+		case trimmed == "", strings.HasPrefix(trimmed, "|"), strings.HasPrefix(trimmed, "#"):
+			flush()
+			para = append(para, line)
+			flush()
 		default:
-			for _, m := range span.FindAllStringSubmatch(line, -1) {
-				code = append(code, docText{text: m[1], span: true})
-			}
+			para = append(para, line)
 		}
 	}
+	flush()
 	return code
 }
+
+var codeSpan = regexp.MustCompile("`([^`]+)`")
 
 var (
 	// A link to a file of the repository, relative to the document.
@@ -158,6 +173,7 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"command", "README.md", "    fleetq no-such-command", "cites fleetq no-such-command"},
 		{"command run by go run", "README.md", "    go run ./cmd/fleetq serve --addr :8080", "cites fleetq serve"},
 		{"flag", "README.md", "    fleetq dev --no-such-flag", "cites fleetq dev --no-such-flag"},
+		{"flag in a span over two lines", "README.md", "then run `fleetq dev\n--no-such-flag` to", "cites fleetq dev --no-such-flag"},
 		{"subcommand", "README.md", "    fleetq jobs frobnicate", "cites fleetq jobs frobnicate"},
 		{"subcommand after a fixed word", "README.md", "    fleetq tenants keys frobnicate", "cites fleetq tenants keys frobnicate"},
 		{"flag of a subcommand", "README.md", "    fleetq jobs submit --tenant t --no-such-flag x", "cites fleetq jobs submit --no-such-flag"},
