@@ -182,8 +182,19 @@ func (h *harness) heartbeat(leases map[string]leaseRef) {
 	}
 }
 
+// A burst wakes the fleet, the busy fleet holds while its jobs run past
+// the idle window, and it goes back to zero once they are done. With four
+// shards the same holds: the ticks see the leases and the workers in every
+// shard of the fleet's partitions (here the three workers are filed in
+// shards 1 to 3 and the six leases in all four), so a busy worker is never
+// taken for an idle one.
 func TestBurstFromZeroScalesUpAndBackToZero(t *testing.T) {
-	h := newHarness(t)
+	for _, c := range []struct{ name, config string }{{"one_shard", cfgYAML}, {"four_shards", cfgYAML + "    ready_shards: 4\n"}} {
+		t.Run(c.name, func(t *testing.T) { burstFromZero(t, newHarnessWith(t, c.config)) })
+	}
+}
+
+func burstFromZero(t *testing.T, h *harness) {
 	h.submit(6, "j")
 	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
 		t.Fatal(err)
