@@ -497,6 +497,25 @@ func sectionTitles(md string) []string {
 
 var braces = regexp.MustCompile(`\{([^{}]*)\}`)
 
+// TestReadmeSaysHowToServeTheAPI: a user looking for "serve the API"
+// finds make serve, so the README says what it runs (the Makefile's serve
+// target), and, while the CLI has no serve command, that it has none.
+func TestReadmeSaysHowToServeTheAPI(t *testing.T) {
+	t.Parallel()
+	tr := readTree(t)
+	readme := string(readRepoFile(t, "README.md"))
+	cmd := tr.make.runs("serve")
+	if cmd == "" {
+		t.Fatal("the Makefile's serve target runs no fleetq command with $(ARGS)")
+	}
+	if want := "`make serve` runs `fleetq " + cmd + "`"; !strings.Contains(readme, want) {
+		t.Errorf("README.md does not say %s", want)
+	}
+	if _, ok := commands["serve"]; !ok && !strings.Contains(readme, "no separate serve command") {
+		t.Errorf("README.md does not say the CLI has no separate serve command")
+	}
+}
+
 // TestPackageDocsNameTheirFiles keeps the maps in package comments true:
 // every file of its own a package's doc.go names exists, and a doc.go that
 // names most of the package's files (as pkg/aws/store's does) names them all.
