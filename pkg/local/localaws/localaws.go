@@ -113,7 +113,8 @@ var (
 
 // SharedSQS starts the process's embedded SQS-API server on first use and
 // returns it. The SQS emulation keeps its queues in package-level state, so
-// one process has one; give each user its own queue names.
+// one process has one; give each user its own queue names. Queues may be
+// created and deleted while others are used (sqsGuard).
 func SharedSQS(addr string) (*Server, error) {
 	sqsOnce.Do(func() {
 		logrus.SetLevel(logrus.ErrorLevel)
@@ -130,7 +131,7 @@ func SharedSQS(addr string) (*Server, error) {
 		}
 		models.BaseXmlns = "http://queue.amazonaws.com/doc/2012-11-05/"
 		go gosqs.PeriodicTasks(250*time.Millisecond, make(chan bool))
-		s := &Server{URL: "http://" + net.JoinHostPort(host, port), srv: &http.Server{Handler: router.New(), ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+		s := &Server{URL: "http://" + net.JoinHostPort(host, port), srv: &http.Server{Handler: &sqsGuard{next: router.New()}, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
 		go func() {
 			defer close(s.done)
 			_ = s.srv.Serve(ln)
