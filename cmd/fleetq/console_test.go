@@ -13,6 +13,7 @@ import (
 // dev stack, opens the printed URL as a browser would and checks that it
 // sets the session cookie and lands on the fleets page.
 func TestConsolePrintsALoginThatStartsASession(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	var out, errOut bytes.Buffer
 	code := runCLI(t.Context(), []string{"console", "--api", stack.URL, "--operator-token", stack.OperatorToken}, &out, &errOut)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestCostsGroupsTheAPIsTotals(t *testing.T) {
+	t.Parallel()
 	var query string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/admin/costs" || r.Header.Get("Authorization") != "Bearer op" {

@@ -14,8 +14,8 @@ import (
 )
 
 func TestFleetsPrintsTheLastDecision(t *testing.T) {
-	testenv.StackDynamoDB(t)
-	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+	t.Parallel()
+	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		OperatorToken: "op-token", Fleet: devstack.FleetOptions{Tick: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +66,7 @@ func TestFleetsSignsWithSigV4WithoutAToken(t *testing.T) {
 // After an upgrade the listing counts each fleet's workers still on an
 // older release's agent.
 func TestFleetsCountsWorkersOnAnOlderAgent(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"fleets":[{"fleet_slug":"render","stage":"prod","workflows":[],"queued":0,"leased":2,"desired":3,"in_service":3,"workers":3,"outdated_agents":2,"min":0,"max":8,"last_decision":null},` +
@@ -86,6 +87,7 @@ func TestFleetsCountsWorkersOnAnOlderAgent(t *testing.T) {
 // 95th percentile and longest, the slowest marked; a fleet without one
 // says so.
 func TestFleetsBootPrintsTheTimeline(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"fleets":[{"fleet_slug":"video","stage":"prod","workflows":[],"queued":0,"leased":2,"desired":3,"in_service":3,"workers":3,"min":0,"max":8,"last_decision":null,` +

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,43 +18,48 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
+// checkedStack is a dev stack whose URL is a proxy in front of its API
+// that checks every exchange against the OpenAPI document (checkedAPI).
+type checkedStack struct {
+	*devstack.Stack
+	URL string
+}
+
 // startStack runs a dev stack in process; the scaler does not tick, so no
-// local instance takes the test's jobs. Every request the CLI sends to it
-// is checked against the OpenAPI document.
-func startStack(t *testing.T) *devstack.Stack {
+// local instance takes the test's jobs. Every request the CLI and the test
+// send to it is checked against the OpenAPI document.
+func startStack(t *testing.T) *checkedStack {
 	t.Helper()
-	testenv.StackDynamoDB(t)
-	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler),
+	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		OperatorToken: "op-token", Fleet: devstack.FleetOptions{Tick: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.Close() })
+	return &checkedStack{Stack: stack, URL: checkedAPI(t, stack.URL)}
+}
+
+// checkedAPI serves a proxy in front of the API at api that checks every
+// exchange against the OpenAPI document, failing t on a mismatch (the dev
+// stack's own /local/ routes are not part of the API), and answers its URL.
+func checkedAPI(t *testing.T, api string) string {
+	t.Helper()
 	v, err := openapi.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(stack.URL)
-	base := http.DefaultTransport
-	checked := v.Transport(base, func(err error) { t.Errorf("contract: %v", err) }, "/local/")
-	http.DefaultTransport = hostSwitch{host: u.Host, to: checked, other: base}
-	t.Cleanup(func() { http.DefaultTransport = base })
-	return stack
-}
-
-type hostSwitch struct {
-	host      string
-	to, other http.RoundTripper
-}
-
-func (s hostSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Host == s.host {
-		return s.to.RoundTrip(r)
+	target, err := url.Parse(api)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s.other.RoundTrip(r)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = v.Transport(http.DefaultTransport, func(err error) { t.Errorf("contract: %v", err) }, "/local/")
+	checked := httptest.NewServer(proxy)
+	t.Cleanup(checked.Close)
+	return checked.URL
 }
 
-func cli(t *testing.T, stack *devstack.Stack, args ...string) (int, string, string) {
+func cli(t *testing.T, stack *checkedStack, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	args = append([]string{"jobs", args[0], "--api", stack.URL, "--operator-token", stack.OperatorToken}, args[1:]...)
@@ -62,7 +69,7 @@ func cli(t *testing.T, stack *devstack.Stack, args ...string) (int, string, stri
 
 // worker registers and, through the API as a worker would, leases the
 // next job dispatch creates.
-func leaseNext(t *testing.T, stack *devstack.Stack) (string, wire.LeasedJob) {
+func leaseNext(t *testing.T, stack *checkedStack) (string, wire.LeasedJob) {
 	t.Helper()
 	var reg wire.RegisterResponse
 	post(t, stack.URL+wire.PathRegister, map[string]string{wire.HeaderFleetSecret: stack.FleetSecrets["demo"]},
@@ -99,6 +106,7 @@ func post(t *testing.T, u string, header map[string]string, body any, want int, 
 }
 
 func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	code, out, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "cli-1", "--input", `{"seconds":1}`)
 	if code != 0 || strings.TrimSpace(out) != "t1:cli-1" {
@@ -158,6 +166,7 @@ func TestJobsSubmitWaitGetOfAJobThatSucceeds(t *testing.T) {
 }
 
 func TestJobsCancelThenWaitSaysCanceled(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	if code, _, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "cli-2"); code != 0 {
 		t.Fatalf("submit: %s", errOut)
@@ -185,6 +194,7 @@ func TestJobsCancelThenWaitSaysCanceled(t *testing.T) {
 }
 
 func TestJobsRefusesBadInputClearly(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	for _, c := range []struct {
 		args []string
@@ -210,6 +220,7 @@ func TestJobsRefusesBadInputClearly(t *testing.T) {
 }
 
 func TestJobsLogsPrintsTheAttemptsLog(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	if code, _, errOut := cli(t, stack, "submit", "--tenant", "t1", "--workflow", "demo-sleep", "--job-id", "logged"); code != 0 {
 		t.Fatalf("submit: %s", errOut)

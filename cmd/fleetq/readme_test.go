@@ -10,9 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +22,6 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
-	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
@@ -141,19 +137,7 @@ func startReadmeStack(t *testing.T) (*devstack.Stack, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stack.Close() })
-	v, err := openapi.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(stack.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = v.Transport(http.DefaultTransport, func(err error) { t.Errorf("contract: %v", err) }, "/local/")
-	checked := httptest.NewServer(proxy)
-	t.Cleanup(checked.Close)
-	return stack, checked.URL
+	return stack, checkedAPI(t, stack.URL)
 }
 
 var (
@@ -178,6 +162,7 @@ var (
 // docs/worker.md, and pkg/service/agent's tests run the agent). The Python
 // client's README example runs alongside, against the same stack.
 func TestReadmeExamples(t *testing.T) {
+	t.Parallel()
 	cmds := readmeCommands(t, "../../README.md")
 	bin := buildFleetq(t)
 	stack, api := startReadmeStack(t)

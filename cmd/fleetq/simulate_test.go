@@ -21,6 +21,7 @@ func simulateJSON(t *testing.T, args ...string) map[string]any {
 }
 
 func TestSimulateWarmWindowChangesTheFleetqRow(t *testing.T) {
+	t.Parallel()
 	cold := simulateJSON(t, "--workload", "backtest")
 	warm := simulateJSON(t, "--workload", "backtest", "--warm", "08:00-22:00,min=8")
 	if warm["p50_wait_s"].(float64) >= cold["p50_wait_s"].(float64) || warm["gpu_hours"].(float64) <= cold["gpu_hours"].(float64) {
@@ -36,6 +37,7 @@ func TestSimulateWarmWindowChangesTheFleetqRow(t *testing.T) {
 }
 
 func TestSimulateSpotShortageAndFallback(t *testing.T) {
+	t.Parallel()
 	stuck := simulateJSON(t, "--workload", "video", "--spot-shortage", "10h-12h")
 	rung := simulateJSON(t, "--workload", "video", "--spot-shortage", "10h-12h", "--fallback-after", "5m", "--on-demand-price", "2")
 	if stuck["spot_launch_failures"].(float64) == 0 || stuck["on_demand_launches"].(float64) != 0 {
@@ -55,6 +57,7 @@ func TestSimulateSpotShortageAndFallback(t *testing.T) {
 }
 
 func TestSimulateForecastSpendsForHistory(t *testing.T) {
+	t.Parallel()
 	cold := simulateJSON(t, "--workload", "video", "--days", "2")
 	warm := simulateJSON(t, "--workload", "video", "--days", "2", "--forecast", "10")
 	if g, c := warm["gpu_hours"].(float64), cold["gpu_hours"].(float64); g <= c || g > c+10 {
@@ -67,6 +70,7 @@ func TestSimulateForecastSpendsForHistory(t *testing.T) {
 }
 
 func TestSimulateSpotHotspotAndWeigh(t *testing.T) {
+	t.Parallel()
 	on := simulateJSON(t, "--workload", "regen3d", "--spot-hotspot", "g5.xlarge@a=2")
 	off := simulateJSON(t, "--workload", "regen3d", "--spot-hotspot", "g5.xlarge@a=2", "--weigh=false")
 	if a, b := on["spot_interruptions"].(float64), off["spot_interruptions"].(float64); 2*a > b {

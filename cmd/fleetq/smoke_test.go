@@ -26,6 +26,7 @@ import (
 // of a fresh account succeeds on the stock AMI. A job the sleep runner
 // refuses ends dead, exit 3.
 func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
+	t.Parallel()
 	for _, stage := range shipped.Stages() {
 		t.Run(stage, func(t *testing.T) {
 			cfg, err := fleetconfig.ForStage(stage)
@@ -71,6 +72,7 @@ func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
 
 // A job the runner refuses ends dead: smoke prints why and exits 3.
 func TestSmokeExitsThreeOnADeadJob(t *testing.T) {
+	t.Parallel()
 	cfg := fleetconfig.Default()
 	smoke := smokeStack(t, cfg.Stage, cfg, cfg.Fleets[0].Slug, agent.SleepRunner{})
 	code, out, _ := smoke("--input", `{"seconds": -1}`)

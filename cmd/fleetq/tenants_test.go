@@ -20,6 +20,7 @@ func tenantsCLI(t *testing.T, api, token string, args ...string) (int, string, s
 // for its tenant's jobs only, the listing names it by its prefix and never
 // shows it, and once revoked it is refused.
 func TestTenantKeysCreateListRevokeAndActForTheirTenant(t *testing.T) {
+	t.Parallel()
 	stack := startStack(t)
 	code, out, errOut := tenantsCLI(t, stack.URL, stack.OperatorToken, "create", "--tenant", "acme", "--name", "render ci", "--expires-in", "720h")
 	key := strings.TrimSpace(out)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestVersionPrintsTheStampedVersion(t *testing.T) {
+	t.Parallel()
 	old := version.Version
 	t.Cleanup(func() { version.Version = old })
 	version.Version = "v1.2.3-4-gabcdef"

@@ -6,6 +6,7 @@ import (
 )
 
 func TestDefaultWorkerIDPerSlot(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ machine, slot, want string }{
 		{"i-0abc", "", "i-0abc"},
 		{"i-0abc", "0", "i-0abc-0"},

@@ -7,6 +7,7 @@ import (
 )
 
 func TestXidLogFlags(t *testing.T) {
+	t.Parallel()
 	x, err := xidLog("dmesg", "")
 	if err != nil || x == nil || x.Command != "dmesg" || x.Path != "" || x.Fatal != nil {
 		t.Fatalf("default: %+v, %v", x, err)

@@ -21,6 +21,7 @@ import (
 // is done it is stopped back into the pool; no busy instance is ever
 // stopped or killed.
 func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := fleetconfig.Default()
 	cfg.Fleets[0].SlotsPerInstance = 1

@@ -18,6 +18,7 @@ import (
 // room for 6: at most 2 of its jobs run at once and all finish; neither the
 // wake on enqueue nor the scaler launches for the capped backlog.
 func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	cfg := fleetconfig.Default()

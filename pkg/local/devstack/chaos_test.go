@@ -24,8 +24,8 @@ import (
 // all fail is a one-in-a-million draw, and 80 calls without a fault one in
 // five thousand.
 func TestChaosInjectsFaultsTheStackSurvives(t *testing.T) {
-	testenv.StackDynamoDB(t)
-	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: fleetconfig.Default(),
+	t.Parallel()
+	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: fleetconfig.Default(), DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		Logger: slog.New(slog.DiscardHandler), Chaos: 0.1, RelayInterval: -1,
 		// The service's attempts, without the waits between them.
 		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {

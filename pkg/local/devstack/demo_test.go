@@ -20,7 +20,7 @@ import (
 // attested path, its agent signing with the credentials the embedded STS
 // issued to that instance.
 func TestDemoScalesFromZeroAndBack(t *testing.T) {
-	testenv.StackDynamoDB(t)
+	t.Parallel()
 	cfg := fleetconfig.Default()
 	for i := range cfg.Fleets {
 		cfg.Fleets[i].IdleWindow = fleetconfig.Duration(3 * time.Second)
@@ -28,7 +28,7 @@ func TestDemoScalesFromZeroAndBack(t *testing.T) {
 		cfg.Fleets[i].AcceptSecret = false
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
+		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		Fleet: devstack.FleetOptions{Tick: time.Second, BootDelay: time.Second, LocalAgents: true},
 	})
 	if err != nil {

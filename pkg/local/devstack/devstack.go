@@ -85,6 +85,15 @@ type Options struct {
 	// in-process bus (Events then stays empty): the soak sends them to the
 	// embedded EventBridge API through the real SDK client.
 	Publisher store.Publisher
+	// DynamoDBEndpoint, SQSEndpoint and S3Endpoint name the services the
+	// stack uses (dynalite, a fault proxy in front of another server).
+	// Empty, each is read from its variable (awsenv.EnvDynamoDBEndpoint,
+	// awsenv.EnvSQSEndpoint, awsenv.EnvS3Endpoint), and without one the
+	// stack serves its own: a DynamoDB-API and an S3-API server per
+	// stack, and the process's one SQS-API server (localaws.SharedSQS).
+	// Tests pass them here rather than through the environment, so that
+	// stacks of tests running in parallel may differ.
+	DynamoDBEndpoint, SQSEndpoint, S3Endpoint string
 	// Chaos, between 0 and 1, puts a fault proxy (pkg/local/faultproxy) in
 	// front of the stack's DynamoDB and SQS that fails that share of calls
 	// at random: throttling, 500, 503, latency, connections reset before
@@ -313,7 +322,7 @@ func (s *Stack) Go(f func()) {
 }
 
 func (s *Stack) startBackends(ctx context.Context, o Options) error {
-	ddbURL := aws.ToString(awsenv.Endpoint(awsenv.EnvDynamoDBEndpoint))
+	ddbURL := endpoint(o.DynamoDBEndpoint, awsenv.EnvDynamoDBEndpoint)
 	if ddbURL == "" {
 		srv, err := localaws.StartDynamoDB("")
 		if err != nil {
@@ -321,7 +330,7 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		}
 		s.ddb, ddbURL = srv, srv.URL
 	}
-	sqsURL := aws.ToString(awsenv.Endpoint(awsenv.EnvSQSEndpoint))
+	sqsURL := endpoint(o.SQSEndpoint, awsenv.EnvSQSEndpoint)
 	if sqsURL == "" {
 		srv, err := localaws.SharedSQS("")
 		if err != nil {
@@ -336,7 +345,7 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		}
 	}
 	s.DynamoDB = localaws.DynamoDBClient(ddbURL, o.DynamoDBOptions...)
-	s3URL := aws.ToString(awsenv.Endpoint(awsenv.EnvS3Endpoint))
+	s3URL := endpoint(o.S3Endpoint, awsenv.EnvS3Endpoint)
 	if s3URL == "" {
 		srv, err := localaws.StartS3("")
 		if err != nil {
@@ -364,6 +373,15 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 	}
 	s.QueueURL, err = createQueue(ctx, s.SQS, base+"-submissions", o.VisibilityTimeout)
 	return err
+}
+
+// endpoint is the endpoint given in the options, else the one its
+// variable names, else "" (the stack serves its own).
+func endpoint(given, envVar string) string {
+	if given != "" {
+		return given
+	}
+	return aws.ToString(awsenv.Endpoint(envVar))
 }
 
 func createQueue(ctx context.Context, c *sqs.Client, name string, visibility time.Duration) (string, error) {

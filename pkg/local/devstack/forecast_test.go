@@ -21,6 +21,7 @@ import (
 // slots, 2 instances of 2 slots), their agents boot and register, and the
 // hour's first job is leased on the next poll, with no boot to wait for.
 func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(at)

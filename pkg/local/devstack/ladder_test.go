@@ -61,6 +61,7 @@ func onDemandInstance(id string) bool { return strings.Contains(id, "-od-") }
 // launches on the On-Demand group, whose agent (registered as on-demand)
 // runs the job; Spot comes back and the idle On-Demand instance goes.
 func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	stack, clk, requests := startLadderStack(t)
 	stack.Fleet.SetSpotShort("demo", true)
@@ -135,6 +136,7 @@ func spotWarning(t *testing.T, s *devstack.Stack, instanceID string, at time.Tim
 // worker polling gets nothing, the scaler launches an On-Demand instance
 // for it, and that instance's agent leases it.
 func TestDevStackRunsAJobPreemptedToTheCapOnOnDemandOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	stack, clk, requests := startLadderStack(t)
 	const id = "t1:pin-1"

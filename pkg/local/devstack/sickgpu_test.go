@@ -60,6 +60,7 @@ func fakeSMI(t *testing.T, out string) (path string, set func(string)) {
 // as unhealthy; the scaler terminates the instance, and the replacement
 // registers and finishes the job.
 func TestSickGPUInstanceIsReplaced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	firstSMI, sicken := fakeSMI(t, smiHealthy)

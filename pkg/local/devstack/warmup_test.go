@@ -60,6 +60,7 @@ func bootWarming(t *testing.T, stack *devstack.Stack, clk *clock.Fake, jobID str
 // warm-up, and the fleet's boot timeline shows the warm-up as a phase of
 // its own.
 func TestDevStackWarmsRunnersBeforeTheirFirstJob(t *testing.T) {
+	t.Parallel()
 	stack, clk, requests := warmStack(t, map[string]any{"seconds": 30})
 	bootWarming(t, stack, clk, "w-1")
 	if j := jobOf(stack, "t1:w-1"); j.Status != job.Queued {
@@ -83,6 +84,7 @@ func TestDevStackWarmsRunnersBeforeTheirFirstJob(t *testing.T) {
 // leased nothing, and the next tick terminates it, as it does an instance
 // whose GPU turned sick; no busy instance is killed.
 func TestDevStackReplacesAnInstanceThatDidNotWarmUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	stack, clk, requests := warmStack(t, map[string]any{"seconds": 10, "fail": "model weights missing"})
 	sick := bootWarming(t, stack, clk, "w-2")

@@ -75,19 +75,18 @@ func DynamoDBEndpoint(tb testing.TB) string {
 	return ddbEndpoint
 }
 
-// StackDynamoDB points the dev stacks a test starts at the external
-// DynamoDB when FLEETQ_TEST_DYNAMODB_ENDPOINT is set, by setting the
-// stack's own variable (awsenv.EnvDynamoDBEndpoint) for the test; without
-// it each stack keeps its own embedded server. It is the one place suites
-// that start a dev stack learn the test endpoint (the test must not be
-// parallel: it sets an environment variable).
-func StackDynamoDB(tb testing.TB) {
+// StackDynamoDB answers the DynamoDB endpoint the dev stacks a test starts
+// use (devstack.Options.DynamoDBEndpoint): the external one when
+// FLEETQ_TEST_DYNAMODB_ENDPOINT is set, dynalite with FLEETQ_TEST_DYNALITE=1,
+// else "" (each stack serves its own). It is the one place suites that
+// start a dev stack learn the test endpoint; it sets nothing, so their
+// tests may run in parallel.
+func StackDynamoDB(tb testing.TB) string {
 	tb.Helper()
-	if ep := os.Getenv(EnvDynamoDBEndpoint); ep != "" {
-		tb.Setenv(awsenv.EnvDynamoDBEndpoint, ep)
-	} else if OnDynalite() {
-		tb.Setenv(awsenv.EnvDynamoDBEndpoint, DynamoDBEndpoint(tb))
+	if os.Getenv(EnvDynamoDBEndpoint) == "" && !OnDynalite() {
+		return ""
 	}
+	return DynamoDBEndpoint(tb)
 }
 
 // DynamoDB returns a real SDK client and the name of a fresh fleetq table.

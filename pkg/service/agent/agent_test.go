@@ -120,7 +120,7 @@ func newStack(t *testing.T, fake bool) *stackEnv {
 	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler),
 		Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true}}
 	e := &stackEnv{t: t, ctx: context.Background(), changed: make(chan struct{}, 1)}
-	testenv.StackDynamoDB(t)
+	o.DynamoDBEndpoint = testenv.StackDynamoDB(t)
 	if fake {
 		e.clock = clock.NewFake(time.Now())
 		o.Clock = e.clock
@@ -260,6 +260,7 @@ func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestSleepJobSucceeds(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	e.create("j1", `{"seconds": 0.2}`)
 	a := e.start("w1", agent.SleepRunner{})
@@ -282,6 +283,7 @@ func TestSleepJobSucceeds(t *testing.T) {
 // A Spot notice mid-job: the job is requeued with no attempt spent, the
 // worker deregisters and the agent exits; another agent then finishes it.
 func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	imds := &fakeIMDS{pending: "2026-11-23T09:50:00Z"}
 	srv := httptest.NewServer(imds)
@@ -327,6 +329,7 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 // agent runs on a fake clock, so the metadata watch, the poll interval and
 // the job's sleep happen exactly when the test moves it.
 func TestRebalanceStopsLeasingOnly(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	imds := &fakeIMDS{}
 	srv := httptest.NewServer(imds)
@@ -372,6 +375,7 @@ func TestRebalanceStopsLeasingOnly(t *testing.T) {
 // heartbeat interval extends the lease, so a job runs far past its
 // lease, and the job's sleep ends when the clock says.
 func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	a := e.start("hb", agent.SleepRunner{}, func(c *agent.Config) { c.Clock = e.clock })
 	// Registered, polled once (nothing queued), now waiting for the clock.
@@ -426,6 +430,7 @@ func TestPollAndHeartbeatFollowTheClock(t *testing.T) {
 // SIGTERM (Drain) with no drain timeout requeues the running job with
 // reason shutdown and deregisters; with a timeout the job finishes first.
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	e.create("long", `{"seconds": 30}`)
 	a := e.start("d1", agent.SleepRunner{})
@@ -458,6 +463,7 @@ func TestDrain(t *testing.T) {
 
 // An operator's cancel reaches the agent at its next heartbeat and stops the job.
 func TestCancelStopsTheJob(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	e.create("c1", `{"seconds": 30}`)
 	a := e.start("c", agent.SleepRunner{})
@@ -475,6 +481,7 @@ func TestCancelStopsTheJob(t *testing.T) {
 // heartbeat is refused (409 lease_lost) and it stops the job without
 // reporting anything.
 func TestLeaseLostStopsTheJob(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	e.create("l1", `{"seconds": 30}`)
 	a := e.start("first", agent.SleepRunner{})
@@ -496,6 +503,7 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	for missing, c := range map[string]agent.Config{
 		"API URL":      {FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{}, Clock: clock.Real{}, Logger: log},
@@ -521,6 +529,7 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 // agent runs on a fake clock, so each look at the metadata happens when
 // the test moves it.
 func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	imds := &fakeIMDS{target: "Warmed:Stopped"}
 	srv := httptest.NewServer(imds)

@@ -11,6 +11,7 @@ import (
 // The key is made once per worker id and read back on every start; another
 // worker id on the same machine gets its own.
 func TestAgentKeyKeptAcrossStarts(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	k1, err := agent.LoadAgentKey(dir, "i-1-0")
 	if err != nil || len(k1) < 16 {

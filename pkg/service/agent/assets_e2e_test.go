@@ -23,6 +23,7 @@ import (
 // an exec worker downloads it and writes its output, which lands under the
 // tenant's prefix, and the outcome is announced as Job Succeeded.
 func TestJobWithInputAndOutputUnderTheDevStack(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	call := func(method, path string, body any) map[string]any {
 		t.Helper()
@@ -100,6 +101,7 @@ func (r *recordingRunner) Run(ctx context.Context, j *agent.Job) (json.RawMessag
 // A job that outlives its presigned URLs uploads with fresh ones its
 // heartbeats fetched (here the margin makes every heartbeat refresh).
 func TestLongJobUploadsWithRefreshedURLs(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	e.create("long-out", `{}`)
 	r := &recordingRunner{ExecRunner: agent.ExecRunner{Command: `sleep 2.5; echo done > "$FLEETQ_OUTPUT_DIR/output"`}}

@@ -16,6 +16,7 @@ import (
 // reports it on the fleet, once, for its own instance and image, and goes
 // on waiting (a program that appears still gets the worker registered).
 func TestMissingRunnerIsReportedNotRegistered(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	e.create("j1", `{"seconds": 0}`)
 	prog := filepath.Join(t.TempDir(), "run-scene")

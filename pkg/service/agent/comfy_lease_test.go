@@ -45,6 +45,7 @@ func (e *stackEnv) ended(id string, attempts int) bool {
 // same ComfyUI, on the same attempt number, it runs under a new prompt id
 // and succeeds — it does not adopt the interrupted run's history entry.
 func TestComfyUIJobRequeuedByShutdownSucceedsOnTheSameAttempt(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	comfy, srv := newComfyServer(t)
 	posted := make(chan string, 8)
@@ -92,6 +93,7 @@ func TestComfyUIJobRequeuedByShutdownSucceedsOnTheSameAttempt(t *testing.T) {
 // on the same ComfyUI and with the same attempt number as the one that
 // died, runs the workflow again and succeeds.
 func TestComfyUIDeadJobRetriedByAnOperatorRunsAgain(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	comfy, srv := newComfyServer(t)
 	comfy.set(func(c *comfyServer) { c.outcome = "error" })
@@ -117,6 +119,7 @@ func TestComfyUIDeadJobRetriedByAnOperatorRunsAgain(t *testing.T) {
 // it started and finished (cached ones too), how long each took, the files
 // delivered — and for a failed run, ComfyUI's error and traceback.
 func TestComfyUIJobLogListsItsNodes(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	comfy, srv := newComfyServer(t)
 	comfy.set(func(c *comfyServer) { c.cached = []string{"4"} })

@@ -71,6 +71,7 @@ func runComfy(t *testing.T, r agent.Runner, j *agent.Job) (json.RawMessage, erro
 }
 
 func TestComfyUIRunnerDeliversEveryOutputInNodeOrderWithProgress(t *testing.T) {
+	t.Parallel()
 	comfy, srv := newComfyServer(t)
 	comfy.set(func(c *comfyServer) { c.hold = true })
 	store, blobSrv := newBlobs(t)
@@ -130,6 +131,7 @@ func TestComfyUIRunnerDeliversEveryOutputInNodeOrderWithProgress(t *testing.T) {
 }
 
 func TestComfyUIRunnerOutcomeClasses(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		outcome   string
@@ -175,6 +177,7 @@ func TestComfyUIRunnerOutcomeClasses(t *testing.T) {
 }
 
 func TestComfyUIRunnerOlderBuildAndPollingOnly(t *testing.T) {
+	t.Parallel()
 	// A ComfyUI that predates client prompt ids and history status: the
 	// runner follows the id it answers, and an entry means finished.
 	comfy, srv := newComfyServer(t)
@@ -191,6 +194,7 @@ func TestComfyUIRunnerOlderBuildAndPollingOnly(t *testing.T) {
 }
 
 func TestComfyUIRunnerRidesOutDroppedConnections(t *testing.T) {
+	t.Parallel()
 	comfy, srv := newComfyServer(t)
 	// Three reads lose their connection, and the answer to the queued
 	// prompt is lost: the prompt is found, not queued twice.
@@ -230,6 +234,7 @@ func TestComfyUIRunnerRidesOutDroppedConnections(t *testing.T) {
 }
 
 func TestComfyUIRunnerCancelTakesBackOnlyItsOwnPrompt(t *testing.T) {
+	t.Parallel()
 	comfy, srv := newComfyServer(t)
 	posted := make(chan string, 8)
 	comfy.set(func(c *comfyServer) { c.hold, c.posted = true, posted })
@@ -272,6 +277,7 @@ func TestComfyUIRunnerCancelTakesBackOnlyItsOwnPrompt(t *testing.T) {
 // One ComfyUI per GPU: two jobs at once run on the two servers, a third
 // finds none free.
 func TestComfyUIPoolRoutesEachJobToAFreeServer(t *testing.T) {
+	t.Parallel()
 	gpu0, srv0 := newComfyServer(t)
 	gpu1, srv1 := newComfyServer(t)
 	posted := make(chan string, 8)
@@ -316,6 +322,7 @@ func TestComfyUIPoolRoutesEachJobToAFreeServer(t *testing.T) {
 // A ComfyUI job's progress reaches the job record through the heartbeats
 // (GET /api/jobs/{id} shows it), then the job succeeds.
 func TestComfyUIProgressReachesTheJob(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	comfy, srv := newComfyServer(t)
 	comfy.set(func(c *comfyServer) { c.hold = true })
@@ -342,6 +349,7 @@ func TestComfyUIProgressReachesTheJob(t *testing.T) {
 // entry's queue number is the first run's, not the one ComfyUI answered
 // the second post with.
 func TestComfyUIRunnerNeverAdoptsAnEarlierRunsHistory(t *testing.T) {
+	t.Parallel()
 	comfy, srv := newComfyServer(t)
 	posted := make(chan string, 8)
 	comfy.set(func(c *comfyServer) { c.hold, c.posted = true, posted })

@@ -150,6 +150,7 @@ func (f *flakyRunner) Ready(context.Context) error {
 // The runner is asked before every lease: while it is down no job is
 // leased, and down past UnhealthyAfter the agent gives up.
 func TestReadinessBeforeEveryLease(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	r := &flakyRunner{}
 	a := e.start("r1", r, func(c *agent.Config) { c.ReadyPoll, c.UnhealthyAfter = 20*time.Millisecond, 300*time.Millisecond })
@@ -202,6 +203,7 @@ func bannerSMI(t *testing.T, banner, csv string) string {
 }
 
 func TestCUDAVersionFromTheHeader(t *testing.T) {
+	t.Parallel()
 	v, err := agent.NvidiaSMI{Path: bannerSMI(t, smiBanner, smiHealthy)}.CUDAVersion(context.Background())
 	if err != nil || v != "12.4" {
 		t.Fatalf("CUDA version %q, %v", v, err)
@@ -229,6 +231,7 @@ func TestCUDAVersionFromTheHeader(t *testing.T) {
 // agent keeps asking its runner and says why, and registers once the
 // program appears (an image fixed in place, or a slow mount).
 func TestMissingExecProgramNeverRegisters(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	prog := filepath.Join(t.TempDir(), "run-scene")
 	e.start("m1", agent.ExecRunner{Command: prog}, func(c *agent.Config) { c.Clock = e.clock })

@@ -58,6 +58,7 @@ func (e *stackEnv) jobLogs(id string) []string {
 // A command's stdout and stderr reach the producer through the logs route,
 // cut to their tail when large.
 func TestRunnerOutputIsTheJobsLog(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	e.create("chatty", `{}`)
 	e.create("quiet", `{}`)

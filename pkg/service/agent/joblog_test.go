@@ -8,6 +8,7 @@ import (
 )
 
 func TestTailKeepsTheEndAndSaysWhatItDropped(t *testing.T) {
+	t.Parallel()
 	tl := newTail(10)
 	tl.Write([]byte("0123"))
 	if got := string(tl.Bytes()); got != "0123" {

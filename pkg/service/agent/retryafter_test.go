@@ -50,6 +50,7 @@ func (b *busyAPI) RoundTrip(r *http.Request) (*http.Response, error) {
 // A poll answered 503 or 429 with Retry-After waits that long before the
 // next poll (the agent's own backoff here is at most 240 ms).
 func TestPollHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	busy := &busyAPI{base: http.DefaultTransport, answers: []busyAnswer{
 		{http.StatusServiceUnavailable, "unavailable", "7"},

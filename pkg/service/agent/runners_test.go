@@ -62,6 +62,7 @@ func runExec(t *testing.T, cmd string, j *agent.Job) (json.RawMessage, error) {
 }
 
 func TestExecRunner(t *testing.T) {
+	t.Parallel()
 	store, srv := newBlobs(t)
 	store.objs["/in/scene.obj"] = []byte("v 0 0 0")
 	job := &agent.Job{Lease: agent.Lease{JobID: "j1", TenantID: "t", Input: json.RawMessage(`{"frames": 3}`),
@@ -132,6 +133,7 @@ func TestExecRunner(t *testing.T) {
 }
 
 func TestExecRunnerReportsProgressLines(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []float64
 	j := &agent.Job{Lease: agent.Lease{JobID: "p1"}, Progress: func(p float64) { mu.Lock(); seen = append(seen, p); mu.Unlock() }}
@@ -148,6 +150,7 @@ func TestExecRunnerReportsProgressLines(t *testing.T) {
 }
 
 func TestExecRunnerHealthCommand(t *testing.T) {
+	t.Parallel()
 	flag := filepath.Join(t.TempDir(), "up")
 	r := agent.ExecRunner{Command: "true", HealthCommand: "test -f " + flag + " || { echo engine down; exit 1; }"}
 	if err := r.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "engine down") {
@@ -165,6 +168,7 @@ func TestExecRunnerHealthCommand(t *testing.T) {
 // on the machine and executable: a missing one says so, and says it is
 // missing from the machine rather than down for now.
 func TestExecRunnerReadyNeedsItsProgram(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "run-scene")
 	plain := filepath.Join(dir, "notes.txt")

@@ -33,6 +33,7 @@ import (
 const transcriptDir = "../../domain/wire/testdata"
 
 func TestAgentSpeaksThePreviousRelease(t *testing.T) {
+	t.Parallel()
 	testenv.EachReleaseTranscript(t, transcriptDir, speak)
 }
 

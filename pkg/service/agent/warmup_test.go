@@ -47,6 +47,7 @@ func (r *warmRunner) seen() []string {
 // registers: nothing is leased while it runs, the registration reports
 // when it ended, and the first job runs after it.
 func TestWarmUpRunsBeforeRegistration(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, true)
 	e.create("j1", `{"seconds": 0}`)
 	r := &warmRunner{}
@@ -85,6 +86,7 @@ func TestWarmUpRunsBeforeRegistration(t *testing.T) {
 // and shows unhealthy (the scaler replaces the instance), and Run answers
 // ErrUnhealthy with why.
 func TestFailedWarmUpMarksTheMachineUnhealthy(t *testing.T) {
+	t.Parallel()
 	failing := filepath.Join(t.TempDir(), "warm.sh")
 	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'loading model.safetensors'\necho 'CUDA out of memory' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -128,6 +130,7 @@ func TestFailedWarmUpMarksTheMachineUnhealthy(t *testing.T) {
 // A warm-up is one of a workflow, an input or a command, and an input is
 // a JSON object.
 func TestNewRefusesABadWarmUp(t *testing.T) {
+	t.Parallel()
 	base := agent.Config{API: "http://x", FleetSecret: "s", Fleet: "f", Stage: "s", WorkerID: "w", Runner: agent.SleepRunner{},
 		Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 	for _, w := range []agent.Warmup{
@@ -148,6 +151,7 @@ func TestNewRefusesABadWarmUp(t *testing.T) {
 // machine) is queued once on every ComfyUI server of the machine before the
 // worker registers: each GPU loads the models.
 func TestWarmUpWorkflowRunsOnEveryComfyUIServer(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, false)
 	gpu0, srv0 := newComfyServer(t)
 	gpu1, srv1 := newComfyServer(t)
@@ -176,6 +180,7 @@ func TestWarmUpWorkflowRunsOnEveryComfyUIServer(t *testing.T) {
 // An API of the previous release refuses the boot fields it does not know:
 // the agent registers again without them instead of giving up.
 func TestRegistersWithAnAPIThatDoesNotKnowTheWarmUp(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -30,6 +30,7 @@ const (
 )
 
 func TestParseXids(t *testing.T) {
+	t.Parallel()
 	xids := agent.ParseXids([]byte(strings.Join([]string{otherKernLine, notXid, xidFallenOff, xidOldFormat, xidUncontain}, "\n")))
 	if len(xids) != 3 {
 		t.Fatalf("%d events: %+v", len(xids), xids)
@@ -46,6 +47,7 @@ func TestParseXids(t *testing.T) {
 }
 
 func TestXidLogCheck(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		lines []string

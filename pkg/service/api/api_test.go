@@ -18,6 +18,7 @@ import (
 )
 
 func TestJobLifecycleOverHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "gpu")
 	if _, r := h.poll(token); r.status != 204 || len(r.raw) != 0 {
@@ -64,6 +65,7 @@ func TestJobLifecycleOverHTTP(t *testing.T) {
 }
 
 func TestSameJobIDYieldsOneJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := map[string]any{"job_id": "scene-1:gen-1", "tenant_id": "acme", "workflow_id": "wf-a"}
 	id := h.submit(body)
@@ -85,6 +87,7 @@ func TestSameJobIDYieldsOneJob(t *testing.T) {
 }
 
 func TestRegisterErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	good := map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test"}
 	h.want(h.do("POST", "/api/worker/register", "", good), 401, "unauthenticated")
@@ -118,6 +121,7 @@ func TestRegisterErrors(t *testing.T) {
 // and the first agent's token goes on working; the same agent (same key)
 // registers again.
 func TestRegisterRefusesASecondAgentOnALiveWorkerID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	first := map[string]any{"worker_id": "w1", "fleet_slug": "gpu", "stage": "test", "agent_key": "agent-one-key-0123456789"}
 	r := h.do("POST", "/api/worker/register", "secret", first)
@@ -134,6 +138,7 @@ func TestRegisterRefusesASecondAgentOnALiveWorkerID(t *testing.T) {
 }
 
 func TestRegisterCapAndReRegistration(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	t1 := h.register("w1", "gpu")
 	h.register("w2", "gpu")
@@ -152,6 +157,7 @@ func TestRegisterCapAndReRegistration(t *testing.T) {
 }
 
 func TestRegistrationRateLimit(t *testing.T) {
+	t.Parallel()
 	// The limit counts per minute: a fixed clock keeps all four attempts in one.
 	h := newHarness(t, func(o *devstack.Options) {
 		o.RegisterLimit = 3
@@ -176,6 +182,7 @@ func TestRegistrationRateLimit(t *testing.T) {
 }
 
 func TestWorkerRouteErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "gpu")
 	id := h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
@@ -254,6 +261,7 @@ func TestWorkerRouteErrors(t *testing.T) {
 }
 
 func TestFailRequeueAndDeadLetter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "gpu")
 	a := h.submit(map[string]any{"job_id": "a", "tenant_id": "t", "workflow_id": "wf-a"})
@@ -301,6 +309,7 @@ func TestFailRequeueAndDeadLetter(t *testing.T) {
 }
 
 func TestProducerRoutes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.want(h.do("POST", "/api/jobs", "", map[string]any{"tenant_id": "t", "workflow_id": "wf-a"}), 401, "unauthenticated")
 	h.want(h.do("POST", "/api/jobs", "wrong-token", map[string]any{"tenant_id": "t", "workflow_id": "wf-a"}), 401, "unauthenticated")
@@ -341,6 +350,7 @@ func TestProducerRoutes(t *testing.T) {
 }
 
 func TestAdminWorkerActions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "approval")
 	reg := h.do("POST", "/api/worker/register", "secret", map[string]any{"worker_id": "w1", "fleet_slug": "approval", "stage": "test"})
@@ -392,6 +402,7 @@ func TestAdminWorkerActions(t *testing.T) {
 }
 
 func TestUnhealthyWorkerGivesBackLeasesAndTakesNoWork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "gpu")
 	id := h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
@@ -415,6 +426,7 @@ func TestUnhealthyWorkerGivesBackLeasesAndTakesNoWork(t *testing.T) {
 }
 
 func TestDeregisterRequeuesLeases(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w1", "gpu")
 	id := h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
@@ -432,6 +444,7 @@ func TestDeregisterRequeuesLeases(t *testing.T) {
 }
 
 func TestUnknownRoutes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.want(h.do("GET", "/", "", nil), 404, "not_found")
 	h.want(h.do("DELETE", "/api/jobs/x", "op", nil), 405, "invalid_argument")
@@ -461,8 +474,12 @@ func (h *harness) submissionQueueEmpty() bool {
 	return true
 }
 
+// A transition's event reaches the bus once it is announced. The relay,
+// which delivers again what it finds in the outbox (at least once, under
+// the same id), is off, so that what the bus shows is the announcements.
 func TestLifecycleEventsReachTheLocalBus(t *testing.T) {
-	h := newHarness(t)
+	t.Parallel()
+	h := newHarness(t, func(o *devstack.Options) { o.RelayInterval = -1 })
 	id := h.submit(map[string]any{"job_id": "ev-1", "tenant_id": "t", "workflow_id": "wf-a"})
 	token := h.register("w1", "gpu")
 	l, _ := h.poll(token)
@@ -491,6 +508,7 @@ func TestLifecycleEventsReachTheLocalBus(t *testing.T) {
 // The GPU facts a worker registers (nvidia-smi's GPUs and the driver's
 // CUDA version) are shown with it in the workers view.
 func TestWorkersViewShowsCapabilities(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	caps := map[string]any{"cuda_version": "12.4", "gpus": []any{map[string]any{
 		"index": 0, "name": "NVIDIA A10G", "uuid": "GPU-3b1d5b1e-8a5c-2f0e-9c4d-1f2a3b4c5d6e", "pci_bus_id": "00000000:00:1E.0",

@@ -27,6 +27,7 @@ func httpDo(t *testing.T, method, url, body string) (int, string) {
 // TestJobAssetsThroughPresignedURLs is the producer-to-worker path of a job
 // with an uploaded input and two outputs, through the embedded S3 server.
 func TestJobAssetsThroughPresignedURLs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do("POST", "/api/uploads", "op", map[string]any{"tenant_id": "acme", "filename": "scene.blend"})
 	h.want(r, 200, "")
@@ -75,6 +76,7 @@ func TestJobAssetsThroughPresignedURLs(t *testing.T) {
 }
 
 func TestUploadErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.want(h.do("POST", "/api/uploads", "", map[string]any{"tenant_id": "acme", "filename": "a.png"}), 401, "unauthenticated")
 	for _, body := range []map[string]any{

@@ -58,6 +58,7 @@ func (h *attested) register(fleet, workerID string, id *wire.AWSIdentity) reply 
 }
 
 func TestAttestedRegistration(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	gpu := h.instances["gpu"]
 	r := h.register("gpu", gpu, h.identity("gpu", gpu, "test"))
@@ -74,6 +75,7 @@ func TestAttestedRegistration(t *testing.T) {
 // Fleet approval's instance cannot register into fleet gpu, neither under
 // its own id nor under gpu's instance's.
 func TestAttestedRegistrationIntoAnotherFleetIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	other := h.instances["approval"]
 	h.want(h.register("gpu", other, h.identity("approval", other, "test")), 403, "permission_denied")
@@ -86,6 +88,7 @@ func TestAttestedRegistrationIntoAnotherFleetIsRefused(t *testing.T) {
 }
 
 func TestAttestedRegistrationRefusesReplaysAndOtherStages(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	gpu := h.instances["gpu"]
 	old := h.identity("gpu", gpu, "test")
@@ -104,6 +107,7 @@ func TestAttestedRegistrationRefusesReplaysAndOtherStages(t *testing.T) {
 }
 
 func TestAttestedRegistrationNeedsAnInstanceInService(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	gpu := h.instances["gpu"]
 	id := h.identity("gpu", gpu, "test")
@@ -120,6 +124,7 @@ func TestAttestedRegistrationNeedsAnInstanceInService(t *testing.T) {
 // Secrets are per fleet: gpu's secret does not register into approval, and
 // a fleet that accepts no secret refuses every one.
 func TestFleetSecretsArePerFleet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := map[string]any{"worker_id": "w1", "fleet_slug": "approval", "stage": "test"}
 	r := h.send("POST", wire.PathRegister, map[string]string{wire.HeaderFleetSecret: secretOf("gpu")}, body)
@@ -131,6 +136,7 @@ func TestFleetSecretsArePerFleet(t *testing.T) {
 // A re-registration of an approved worker by another agent key needs
 // approval again.
 func TestReRegistrationByAnotherAgentNeedsApproval(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, func(o *devstack.Options) { o.Clock = clk })
 	reg := func(key string) bool {

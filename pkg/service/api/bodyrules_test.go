@@ -12,6 +12,7 @@ import (
 // An input nested past 32 levels is refused at submit with 400 naming the
 // field, and nothing is queued; 32 levels are accepted.
 func TestSubmitRefusesInputNestedPastDynamoDBsLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	deep := func(n int) map[string]any {
 		in := map[string]any{"leaf": 1}
@@ -38,6 +39,7 @@ func TestSubmitRefusesInputNestedPastDynamoDBsLimit(t *testing.T) {
 // invalid_argument naming the Content-Type, on producer and worker routes;
 // JSON with a UTF-8 charset, a +json type, or no Content-Type is read.
 func TestBodiesMustBeDeclaredJSON(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	plain := &http.Client{Timeout: 30 * time.Second} // the contract only knows JSON bodies
 	send := func(path, auth, ct, body string) reply {

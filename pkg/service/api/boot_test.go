@@ -11,6 +11,7 @@ import (
 // registers nothing; GET /api/admin/fleets shows the fleet's phases up to
 // the first lease and the slowest.
 func TestBootPhasesAtRegistrationShowInAdminFleets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	now := time.Now().UTC()
 	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }
@@ -75,6 +76,7 @@ func TestBootPhasesAtRegistrationShowInAdminFleets(t *testing.T) {
 // registration, beside a worker without one; a worker that reported itself
 // unhealthy is left out of the timeline.
 func TestWarmUpIsABootPhaseOfItsOwn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	now := time.Now().UTC()
 	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }

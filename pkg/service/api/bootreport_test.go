@@ -38,6 +38,7 @@ func (h *harness) bootProblems(fleet string) []any {
 // An attested instance reports that its image lacks its runner: the report
 // is on its fleet, with its image, and nothing is registered.
 func TestBootReportIsRecordedOnItsFleet(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	gpu := h.instances["gpu"]
 	id := func() map[string]string {
@@ -81,6 +82,7 @@ func TestBootReportIsRecordedOnItsFleet(t *testing.T) {
 // a stale or other stage's identity, another fleet's secret, a worker
 // token or no credential are refused, and nothing is recorded.
 func TestBootReportOnlyForItsOwnInstanceAndFleet(t *testing.T) {
+	t.Parallel()
 	h := newAttested(t)
 	gpu, other := h.instances["gpu"], h.instances["approval"]
 	ident := func(fleet, instance, stage string) map[string]string {

@@ -17,6 +17,7 @@ import (
 )
 
 func TestCallbackURLOverHTTP(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []*http.Request
 	var bodies [][]byte

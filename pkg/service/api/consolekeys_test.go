@@ -67,6 +67,7 @@ var (
 // only; revoked there, it is refused. The forms need the session and its
 // CSRF token.
 func TestConsoleManagesAPIKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	b := h.consoleSession()
 	res, page := b.send("GET", "/console/keys", nil)

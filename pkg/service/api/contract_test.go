@@ -20,6 +20,7 @@ var schemeOf = map[api.Auth][]string{
 // step: every route is an operation with its credential's security
 // schemes, and every operation is a route.
 func TestContractListsEveryRoute(t *testing.T) {
+	t.Parallel()
 	v, err := contract()
 	if err != nil {
 		t.Fatal(err)

@@ -70,6 +70,7 @@ func runLifecycle(h *harness, n *atomic.Int64, token, id string) lifecycleCost {
 // together cost at most eight DynamoDB requests. The count is exact, not
 // timed, so it is checked here as well as reported by the benchmark.
 func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
+	t.Parallel()
 	h, n := countingHarness(t, false)
 	token := h.register("w1", "gpu")
 	for i := range 3 {
@@ -89,6 +90,7 @@ func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
 // Spot prices item once a minute per process (docs/data-model.md): the
 // first announcement pays that read, the next within the minute does not.
 func TestAnnouncingAnOutcomeCostsThreeRequests(t *testing.T) {
+	t.Parallel()
 	h, n := countingHarness(t, true)
 	token := h.register("w1", "gpu")
 	first := runLifecycle(h, n, token, "announced-first")

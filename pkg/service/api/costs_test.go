@@ -11,6 +11,7 @@ import (
 )
 
 func TestAFinishedJobShowsItsCostAndTheCostsRouteTotalsIt(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, func(o *devstack.Options) {
 		o.Clock = clk

@@ -13,6 +13,7 @@ import (
 // for queued work, and GET /api/admin/fleets shows the decision and, with
 // ?history=true, the history.
 func TestScheduledTickDecisionShowsInAdminFleets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *devstack.Options) { o.Fleet.Tick = -1 })
 	for range 3 {
 		h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
@@ -51,6 +52,7 @@ func TestScheduledTickDecisionShowsInAdminFleets(t *testing.T) {
 // Dispatch's wake on enqueue is a decision too: before any tick, the admin
 // fleets answer says why a fleet is booting.
 func TestWakeOnEnqueueShowsInAdminFleets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(map[string]any{"tenant_id": "t", "workflow_id": "wf-a"})
 	h.waitFor(h.submissionQueueEmpty, "dispatch")
@@ -81,6 +83,7 @@ func mustRead(t *testing.T, name string) []byte {
 // Every EventBridge sample in events/ is routed by POST /local/events to the
 // handler its AWS rule routes it to, and answers that handler's summary.
 func TestEverySampleEventIsRoutedLocally(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *devstack.Options) { o.Fleet.Tick = -1 })
 	entries, err := events.FS.ReadDir(".")
 	if err != nil {

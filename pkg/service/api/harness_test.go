@@ -69,14 +69,13 @@ func newHarness(t testing.TB, mutate ...func(*devstack.Options)) *harness {
 		secrets[f.Slug] = secretOf(f.Slug)
 	}
 	o := devstack.Options{Addr: "127.0.0.1:0", Config: cfg, FleetSecrets: secrets, OperatorToken: operatorToken,
-		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), VisibilityTimeout: 2 * time.Second, DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		// The scaler runs only when a test posts the schedule event.
 		Fleet: devstack.FleetOptions{Tick: -1}}
 	for _, m := range mutate {
 		m(&o)
 	}
 	h := &harness{t: t, http: contractClient(t)}
-	testenv.StackDynamoDB(t)
 	stack, err := devstack.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

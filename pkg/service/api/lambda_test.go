@@ -29,6 +29,7 @@ import (
 // samples in events/ through the same adapter and handler functions/api
 // runs, with the IAM operator check of the AWS deployment.
 func TestLambdaAdapterServesSampleEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := fleetconfig.Default()
 	// The sample's caller is a session of the role the stage maps to acme.

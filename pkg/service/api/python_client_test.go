@@ -16,6 +16,7 @@ import (
 // a dev stack. The client's traffic goes through a proxy that checks every
 // request and answer against the OpenAPI document.
 func TestPythonClient(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		testenv.Unavailable(t, "python3 is not installed: the Python client (clients/python) is not tested")

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSubmitOverTheTenantCapAnswers429AndQueuesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *devstack.Options) {
 		o.Config.Tenants = []fleetconfig.Tenant{{ID: "small", MaxQueued: 2}}
 	})

@@ -13,6 +13,7 @@ import (
 // step: every route the router serves is a row with its credential, and
 // every row is a route the router serves.
 func TestDocsListEveryRoute(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,7 @@ func TestDocsListEveryRoute(t *testing.T) {
 // listed route answers something other than the unknown-route 404 without
 // credentials, and its credential is asked for.
 func TestRoutesAreServed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, r := range api.Routes() {
 		path := strings.NewReplacer("{job_id}", "j1", "{worker_id}", "w1", "{action}", "drain").Replace(r.Pattern)

@@ -12,6 +12,7 @@ import (
 // case: both are refused with invalid_argument naming the key, before
 // anything else about the request is looked at.
 func TestEveryBodyIsDecodedStrictly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	token := h.register("w-strict", "gpu")
 	// A field of each route's body, written in upper case.

@@ -165,6 +165,7 @@ func checkTenantBoundary(t *testing.T, h *harness, acme producerCall) {
 }
 
 func TestTenantBoundaryThroughIAM(t *testing.T) {
+	t.Parallel()
 	h := newTenantsHarness(t)
 	h.submit(map[string]any{"job_id": "render-1", "tenant_id": "globex", "workflow_id": "wf-a", "input": map[string]any{"secret": 1}})
 	checkTenantBoundary(t, h, func(method, path string, body any) reply { return h.iam(acmeSession, method, path, body) })
@@ -195,6 +196,7 @@ func TestTenantBoundaryThroughIAM(t *testing.T) {
 // TestTenantIDsAreCanonical: a tenant id in any other spelling is refused
 // with 400 and queues nothing, from the operator too.
 func TestTenantIDsAreCanonical(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, id := range []string{"ACME", "Acme", "acme.", "acme ", "acmé", "ac_me", "-acme"} {
 		r := h.do("POST", "/api/jobs", "op", map[string]any{"tenant_id": id, "workflow_id": "wf-a"})
@@ -222,6 +224,7 @@ func (h *harness) createKey(tenantID string, body map[string]any) (string, map[s
 }
 
 func TestTenantBoundaryThroughAPIKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	acmeKey, _ := h.createKey("acme", nil)
 	globexKey, _ := h.createKey("globex", nil)
@@ -249,6 +252,7 @@ func TestTenantBoundaryThroughAPIKeys(t *testing.T) {
 }
 
 func TestAPIKeysAreShownOnceStoredHashedAndRefusedOnceRevokedOrExpired(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	key, view := h.createKey("acme", map[string]any{"name": "render ci", "expires_in_seconds": 3600})
 	id := view["key_id"].(string)

@@ -311,6 +311,7 @@ func newHarnessConfig(t *testing.T, config string) *harness {
 }
 
 func TestPreviousAgentTranscriptReplays(t *testing.T) {
+	t.Parallel()
 	if v := os.Getenv("FLEETQ_RELEASE_FIXTURES"); v != "" {
 		writeTranscript(t, v)
 		return

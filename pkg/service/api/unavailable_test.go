@@ -11,14 +11,14 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/faultproxy"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
-	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // DynamoDB throttling (or a 5xx, or broken connections) that outlasts the
 // SDK's retries answers 503 unavailable with Retry-After, not 500 internal.
-// The stack reaches DynamoDB through FLEETQ_TEST_DYNAMODB_ENDPOINT, here a
-// fault proxy, which also shows that the variable reaches this suite.
+// The stack reaches DynamoDB through the endpoint its options name, here a
+// fault proxy, which also shows that the option reaches the stack.
 func TestExhaustedAWSRetriesAnswerUnavailableWithRetryAfter(t *testing.T) {
+	t.Parallel()
 	ddb, err := localaws.StartDynamoDB("")
 	if err != nil {
 		t.Fatal(err)
@@ -29,8 +29,8 @@ func TestExhaustedAWSRetriesAnswerUnavailableWithRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	t.Setenv(testenv.EnvDynamoDBEndpoint, p.URL)
 	h := newHarness(t, func(o *devstack.Options) {
+		o.DynamoDBEndpoint = p.URL
 		o.DynamoDBOptions = append(o.DynamoDBOptions, func(do *dynamodb.Options) {
 			do.Retryer = awsenv.Retryer(awsenv.DynamoDB, func(so *retry.StandardOptions) {
 				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
@@ -38,7 +38,7 @@ func TestExhaustedAWSRetriesAnswerUnavailableWithRetryAfter(t *testing.T) {
 		})
 	})
 	if p.Calls("CreateTable") == 0 {
-		t.Fatal("the stack did not use FLEETQ_TEST_DYNAMODB_ENDPOINT")
+		t.Fatal("the stack did not use the DynamoDB endpoint of its options")
 	}
 	token := h.register("w1", "gpu")
 

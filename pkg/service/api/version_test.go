@@ -36,6 +36,7 @@ func (b *lockedBuffer) String() string {
 // whether the agent is of an older release, and the fleet listing counts
 // the workers on an older agent.
 func TestAgentVersionMismatchIsAcceptedAndShown(t *testing.T) {
+	t.Parallel()
 	old := version.Version
 	t.Cleanup(func() { version.Version = old })
 	version.Version = "v2.0.0"

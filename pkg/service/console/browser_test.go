@@ -189,6 +189,7 @@ func (s *consoleStack) worker(id string) worker.Worker {
 // presses drain, cancel and retry and checks the store changed, and fails
 // on any exception or console error. Screenshots go to outDir.
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
 	bctx := browser(t)
 	cfg, err := fleetconfig.Parse("console.yaml", []byte(stackConfig))
 	if err != nil {

@@ -201,6 +201,7 @@ func (e *env) csrf(ck *http.Cookie) string {
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func TestSessionLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	if res, body := e.get(console.PathFleets, nil); res.StatusCode != 401 || !strings.Contains(body, "fleetq console") {
 		t.Errorf("fleets without a session = %d %q, want 401 saying how to sign in", res.StatusCode, body)
@@ -248,6 +249,7 @@ func TestSessionLifecycle(t *testing.T) {
 }
 
 func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	ck := e.session()
 	_, body := e.get("/console/jobs/j-1", ck)
@@ -291,6 +293,7 @@ func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
 }
 
 func TestErrorsArePagesWithTheContractsStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	ck := e.session()
 	res, body := e.get("/console/jobs?status=bogus", ck)
@@ -309,6 +312,7 @@ func TestErrorsArePagesWithTheContractsStatus(t *testing.T) {
 // The fleets page shows each fleet's boot timeline: a row and a bar per
 // phase, the slowest marked and named; a fleet without one says so.
 func TestFleetsPageShowsTheBootTimeline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	e.ops.fleets = []wire.Fleet{
 		{FleetSlug: "video", Boot: &wire.FleetBoot{Workers: 3, Slowest: "launch_to_agent", Phases: []wire.BootPhase{

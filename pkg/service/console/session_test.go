@@ -16,6 +16,7 @@ import (
 // the key sessions were once derived from), and so is a session longer than
 // the console allows, even signed with the right key.
 func TestOnlyTheConsoleKeySignsSessions(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	consoleKey, _ := signing.NewKey("the-console-key")
 	ring := signing.Ring{Current: consoleKey}

@@ -13,6 +13,7 @@ import (
 // A login link works once, also when the second use reaches another API
 // process: the nonce is used up by a conditional write in the store.
 func TestALoginLinkWorksOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	other := newProcess(t, e.st, e.clk, keyRing(t, "console-key"))
 	ck := e.sessionFrom(e.login)
@@ -39,6 +40,7 @@ func TestALoginLinkWorksOnce(t *testing.T) {
 // Signing out ends the session in every process: the cookie is cleared and
 // the session id refused afterwards, even if the browser sends it again.
 func TestASignedOutSessionIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	other := newProcess(t, e.st, e.clk, keyRing(t, "console-key"))
 	ck, keep := e.session(), e.session()
@@ -77,6 +79,7 @@ func TestASignedOutSessionIsRefused(t *testing.T) {
 // it, and the logins not yet used: in this process at once, in another
 // within its EpochTTL. A session signed after it works.
 func TestSignOutEverywhereEndsOlderSessions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "console-key")
 	other := newProcess(t, e.st, e.clk, keyRing(t, "console-key"))
 	a, b := e.session(), other.session()
@@ -115,6 +118,7 @@ func TestSignOutEverywhereEndsOlderSessions(t *testing.T) {
 // previous key verify until the rotation window ends, new ones use the
 // current key, and a key no longer in the ring verifies nothing.
 func TestSessionsOfThePreviousKeyLastTheRotationWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "key-one")
 	old := e.session()
 	one, _ := signing.NewKey("key-one")

@@ -14,6 +14,7 @@ import (
 // are marked "older" on the workers page, told apart from an agent that is
 // merely another build, and the fleets page counts them.
 func TestWorkersOnAnOlderAgentAreMarked(t *testing.T) {
+	t.Parallel()
 	old := version.Version
 	t.Cleanup(func() { version.Version = old })
 	version.Version = "v1.3.0"

@@ -36,6 +36,7 @@ func (w *recordingWaker) Wake(_ context.Context, fleet string, _ int) error {
 }
 
 func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
+	t.Parallel()
 	st := newStore(t)
 	data, err := samples.FS.ReadFile("sqs-submission-batch.json")
 	if err != nil {
@@ -75,6 +76,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 }
 
 func TestMissingJobIDUsesMessageID(t *testing.T) {
+	t.Parallel()
 	st := newStore(t)
 	h := newHandler(t, fleetconfig.Default(), st, dispatch.Config{})
 	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m-77", `{"tenant_id":"t","workflow_id":"demo-exec"}`)}})
@@ -101,6 +103,7 @@ func (f *flakyStore) CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, 
 }
 
 func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
+	t.Parallel()
 	st := newStore(t)
 	h := newHandler(t, fleetconfig.Default(), &flakyStore{Store: st, failFor: map[string]bool{"t:b": true}}, dispatch.Config{})
 	ev := events.SQSEvent{Records: []events.SQSMessage{
@@ -136,6 +139,7 @@ func (w *countingWaker) Wake(_ context.Context, fleet string, jobs int) error {
 // A batch wakes its fleet for the work that can run: a tenant capped at 2
 // leased jobs counts for 2 of its 10 new jobs, an uncapped one for all 3.
 func TestWakeCountsACappedTenantUpToItsCap(t *testing.T) {
+	t.Parallel()
 	cfg := fleetconfig.Default()
 	cfg.Tenants = append(cfg.Tenants, fleetconfig.Tenant{ID: "capped", MaxLeased: 2})
 	client, table := testenv.DynamoDB(t)
@@ -171,6 +175,7 @@ func newHandler(t *testing.T, cfg *fleetconfig.Config, st dispatch.Store, c disp
 }
 
 func TestNewRequiresConfigStoreAndLogger(t *testing.T) {
+	t.Parallel()
 	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
 	for name, err := range map[string]error{
 		"config": func() error { _, err := dispatch.New(nil, st, log, dispatch.Config{}); return err }(),

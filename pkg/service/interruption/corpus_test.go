@@ -48,6 +48,7 @@ func instanceOf(t *testing.T, ev events.CloudWatchEvent) string {
 // Every real event in events/corpus/ through the handler Lambda runs, with
 // the effect it should have on two agents of the instance it names.
 func TestRealEventCorpus(t *testing.T) {
+	t.Parallel()
 	type effect struct {
 		err      error // the handler's answer (nil: handled)
 		kind     interruption.Kind

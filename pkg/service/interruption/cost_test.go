@@ -19,6 +19,7 @@ import (
 // every worker, requeues every lease without an attempt and counts the
 // event once.
 func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
+	t.Parallel()
 	for _, leases := range [][]int{{0}, {1}, {2}, {0, 0, 0}, {2, 0, 1}, {2, 2, 2, 2}} {
 		t.Run(fmt.Sprint(leases), func(t *testing.T) {
 			e := newBaseEnv(t, cfgYAML, clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
@@ -77,6 +78,7 @@ func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
 // job's preemption cap, so the requeue from the index candidate is refused
 // for a job at its cap, which is then read and ends dead as the rule says.
 func TestPreemptionAtTheCapIsDecidedOnTheWholeJob(t *testing.T) {
+	t.Parallel()
 	e := newBaseEnv(t, cfgYAML+"    preemption_cap: 1\n", clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
 		clock.NewFake(time.Date(2026, 11, 22, 12, 34, 0, 0, time.UTC)), waitingHook)
 	a := e.register("w1", instance, 1)

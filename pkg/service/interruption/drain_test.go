@@ -103,6 +103,7 @@ const (
 )
 
 func TestScaleInLetsRunningJobsFinishWhileTheActionIsHeartbeated(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "10m")
 	e.run(gpu0, "j0")
 	e.run(gpu1, "j1")
@@ -162,6 +163,7 @@ func TestScaleInLetsRunningJobsFinishWhileTheActionIsHeartbeated(t *testing.T) {
 }
 
 func TestDrainDeadlineRequeuesWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "5m")
 	e.run(gpu0, "j0")
 	e.run(gpu1, "j1")
@@ -188,6 +190,7 @@ func TestDrainDeadlineRequeuesWithoutAnAttempt(t *testing.T) {
 }
 
 func TestHeldActionThatLapsesRequeuesWhatRuns(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "30m")
 	e.run(gpu0, "j0")
 	e.handle(e.hook())
@@ -207,6 +210,7 @@ func TestHeldActionThatLapsesRequeuesWhatRuns(t *testing.T) {
 }
 
 func TestInstanceThatDiesFirstEndsItsHeldAction(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "30m")
 	e.run(gpu0, "j0")
 	e.run(gpu1, "j1")
@@ -224,6 +228,7 @@ func TestInstanceThatDiesFirstEndsItsHeldAction(t *testing.T) {
 }
 
 func TestIdleInstanceIsCompletedAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "10m")
 	s := e.handle(e.hook())
 	if !s.Completed || !s.Drained || s.HeldUntil != "" || len(s.Workers) != 2 {
@@ -235,6 +240,7 @@ func TestIdleInstanceIsCompletedAtOnce(t *testing.T) {
 }
 
 func TestLateHookPastItsDeadlineIsNotHeld(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "1m")
 	e.run(gpu0, "j0")
 	ev := e.hook()
@@ -246,6 +252,7 @@ func TestLateHookPastItsDeadlineIsNotHeld(t *testing.T) {
 }
 
 func TestSweepFailureKeepsTheTerminationHeld(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "10m")
 	e.run(gpu0, "j0")
 	e.handle(e.hook())
@@ -262,6 +269,7 @@ func TestSweepFailureKeepsTheTerminationHeld(t *testing.T) {
 }
 
 func TestHeartbeatFailureIsRetriedNextSweep(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "10m")
 	e.run(gpu0, "j0")
 	e.handle(e.hook())
@@ -277,6 +285,7 @@ func TestHeartbeatFailureIsRetriedNextSweep(t *testing.T) {
 
 // Every event kind handles every agent of the instance.
 func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		sample   string
 		requeued int
@@ -319,6 +328,7 @@ func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 }
 
 func TestTestNotificationIsANoOp(t *testing.T) {
+	t.Parallel()
 	e := newDrainEnv(t, "10m")
 	e.run(gpu0, "j0")
 	s, err := e.h.Handle(e.ctx, sample(t, "asg-test-notification.json"))

@@ -147,6 +147,7 @@ func (e *env) job(id string) job.Job {
 }
 
 func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	ev := sample(t, "ec2-spot-interruption-warning.json")
@@ -184,6 +185,7 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 }
 
 func TestRebalanceIsCountedButDrainsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	ev := sample(t, "ec2-rebalance-recommendation.json")
@@ -204,6 +206,7 @@ func TestRebalanceIsCountedButDrainsNothing(t *testing.T) {
 }
 
 func TestTerminatedRemovesTheWorker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	ev := sample(t, "ec2-instance-state-change-terminated.json")
@@ -233,6 +236,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 }
 
 func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json"))
@@ -283,6 +287,7 @@ func (e *env) state(jobID string) state {
 }
 
 func TestUnsupportedAndMalformedEventsChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	before := e.state("j1")
@@ -343,6 +348,7 @@ func TestUnsupportedAndMalformedEventsChangeNothing(t *testing.T) {
 // retry it and it never reaches the failed-events queue, and changes
 // nothing.
 func TestHealthEventWithoutAnInstanceIsLoggedAndAnswered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	before := e.state("j1")
@@ -372,6 +378,7 @@ func TestHealthEventWithoutAnInstanceIsLoggedAndAnswered(t *testing.T) {
 }
 
 func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ev := sample(t, "ec2-spot-interruption-warning.json")
 	ev.Time = time.Time{}
@@ -397,6 +404,7 @@ func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
 }
 
 func TestTerminateLifecycleActionFailureIsReturned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.asg.FailNext("CompleteLifecycleAction", 1, localaws.ASGError{Status: 500, Code: "InternalFailure", Message: "boom"})
 	_, err := e.h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
@@ -416,6 +424,7 @@ func TestTerminateLifecycleActionFailureIsReturned(t *testing.T) {
 }
 
 func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
 	h := newHandler(t, e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
@@ -429,6 +438,7 @@ func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 }
 
 func TestNewRequiresEveryDependency(t *testing.T) {
+	t.Parallel()
 	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
 	for name, f := range map[string]func() (*interruption.Handler, error){
 		"store": func() (*interruption.Handler, error) {
@@ -469,6 +479,7 @@ func newHandler(t *testing.T, st interruption.Store, lc interruption.Lifecycle, 
 // The agent's own requeue and the warning race on each job: one of them
 // moves it, once.
 func TestRaceWithTheAgentsRequeue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ev := sample(t, "ec2-spot-interruption-warning.json")
 	for i := range 10 {

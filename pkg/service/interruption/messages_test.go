@@ -15,6 +15,7 @@ import (
 
 // Every parser against the sample of its detail type in events/.
 func TestParseSamples(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file string
 		want interruption.Message
@@ -51,6 +52,7 @@ func TestParseSamples(t *testing.T) {
 // Every EC2 and Auto Scaling sample in events/ is one the handler parses,
 // and every detail type it handles has a sample.
 func TestEverySampleParsesAndEveryDetailTypeHasOne(t *testing.T) {
+	t.Parallel()
 	names, err := fs.Glob(samples.FS, "*.json")
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,7 @@ func TestEverySampleParsesAndEveryDetailTypeHasOne(t *testing.T) {
 }
 
 func TestStateChangeKinds(t *testing.T) {
+	t.Parallel()
 	for state, want := range map[string]interruption.Kind{
 		"shutting-down": interruption.KindInstanceEnding, "terminated": interruption.KindInstanceEnding,
 		"pending": interruption.KindInstanceState, "running": interruption.KindInstanceState,
@@ -98,6 +101,7 @@ func TestStateChangeKinds(t *testing.T) {
 // Fields the services add later, and ones the handler does not use, are
 // ignored.
 func TestParseIgnoresExtraFields(t *testing.T) {
+	t.Parallel()
 	ev := sample(t, "asg-instance-terminate-lifecycle-action.json")
 	ev.Detail = json.RawMessage(strings.Replace(string(ev.Detail), `"Origin"`, `"NotificationMetadata":"x","Future":{"a":[1]},"Origin"`, 1))
 	m, err := interruption.Parse(ev)
@@ -115,6 +119,7 @@ func TestParseIgnoresExtraFields(t *testing.T) {
 }
 
 func TestParseHealthScheduledChange(t *testing.T) {
+	t.Parallel()
 	m, err := interruption.Parse(sample(t, "aws-health-scheduled-change.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +160,7 @@ func TestParseHealthScheduledChange(t *testing.T) {
 }
 
 func TestParseTestNotification(t *testing.T) {
+	t.Parallel()
 	m, err := interruption.Parse(sample(t, "asg-test-notification.json"))
 	if err != nil || m.Kind() != interruption.KindTestNotification || m.(interruption.TestNotification).Group != "fleetq-dev-demo" {
 		t.Fatalf("%#v, %v", m, err)

@@ -16,6 +16,7 @@ import (
 // is for such a kind, and each detail type is handled once, from the source
 // that sends it.
 func TestEveryHandledKindHasAnAction(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	kinds := map[interruption.Kind]bool{}
 	for _, h := range interruption.HandledEvents() {
@@ -48,6 +49,7 @@ func TestEveryHandledKindHasAnAction(t *testing.T) {
 // Rows sharing a rule share its source and detail filter: the stack makes
 // one rule of them.
 func TestRowsOfARuleAgree(t *testing.T) {
+	t.Parallel()
 	first := map[interruption.Rule]interruption.Handled{}
 	for _, h := range interruption.HandledEvents() {
 		f, ok := first[h.Rule]
@@ -65,6 +67,7 @@ func TestRowsOfARuleAgree(t *testing.T) {
 // equal to the table: one row per handled detail type and kind, with its
 // source and what is done, both ways.
 func TestDocsTableIsTheHandledEvents(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../../../docs/scaling.md")
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,7 @@ func events(n int, typ string) []store.JobEvent {
 }
 
 func TestEventBridgePublishesInBatchesOfTen(t *testing.T) {
+	t.Parallel()
 	fake := &fakeEventBridge{}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -94,6 +95,7 @@ func TestEventBridgePublishesInBatchesOfTen(t *testing.T) {
 }
 
 func TestEventBridgeRefusedEntryFailsThePublish(t *testing.T) {
+	t.Parallel()
 	fake := &fakeEventBridge{refuse: map[string]bool{"Job Dead": true}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -106,6 +108,7 @@ func TestEventBridgeRefusedEntryFailsThePublish(t *testing.T) {
 }
 
 func TestBusKeepsTheNewest(t *testing.T) {
+	t.Parallel()
 	b := &Bus{Keep: 5}
 	if err := b.Publish(context.Background(), events(8, "Job Succeeded")); err != nil {
 		t.Fatal(err)
@@ -130,6 +133,7 @@ func (d drainCounter) RelayOutbox(context.Context, store.Publisher, int) (int, e
 
 // Run drains once per interval of its clock, and stops with ctx.
 func TestRelayRunDrainsOnItsClock(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
 	out := drainCounter{drains: make(chan struct{})}
 	r, err := NewRelay(out, &Bus{}, clk, slog.New(slog.DiscardHandler), Config{})

@@ -15,6 +15,7 @@ import (
 // fleet's own line: a bridge's start from the pool is its own phase, and a
 // worker registered earlier than the window is left out.
 func TestTickPublishesBootPhases(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	register := func(id string, boot worker.Boot) {
 		t.Helper()

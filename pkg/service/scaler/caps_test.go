@@ -23,6 +23,7 @@ func (h *harness) submitFor(tenant string, n int) {
 // 50: with another tenant's 4 jobs, 6 jobs on 2 slots per instance need 3
 // instances, not the fleet's max of 5; the decision says the caps limited it.
 func TestScalerSizesToWhatTenantCapsAllow(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWith(t, cfgYAML+"tenants:\n  - id: capped\n    max_leased: 2\n  - id: free\n")
 	h.submitFor("capped", 50)
 	h.submitFor("free", 4)
@@ -38,6 +39,7 @@ func TestScalerSizesToWhatTenantCapsAllow(t *testing.T) {
 
 // Without a cap the same backlog sizes to the whole of it.
 func TestScalerSizesToTheWholeBacklogWithoutCaps(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWith(t, cfgYAML+"tenants:\n  - id: capped\n  - id: free\n")
 	h.submitFor("capped", 50)
 	h.submitFor("free", 4)

@@ -28,6 +28,7 @@ func withForecast(h *harness, budgetHours float64) {
 // any job: 6 concurrent plus 12/h over the 5m lead is 7 slots, 4
 // instances of 2 slots. The tick's arrivals join today's hour.
 func TestForecastRaisesTheFleetAheadOfItsUsualHour(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	withForecast(h, 10)
 	r := h.tick()
@@ -56,6 +57,7 @@ func TestForecastRaisesTheFleetAheadOfItsUsualHour(t *testing.T) {
 // The budget caps what the forecast adds, and once spent the forecast
 // rests and says so; the spend is kept in the fleet's state.
 func TestForecastStopsWhenItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	withForecast(h, 0.05) // 3 instance-minutes
 	var r = h.tick()

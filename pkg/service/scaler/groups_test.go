@@ -15,6 +15,7 @@ import (
 // the fake Auto Scaling API: idle workers past the window are drained and
 // their instances terminated with decrement; a busy one is never touched.
 func TestTickOnAnAutoScalingGroup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {

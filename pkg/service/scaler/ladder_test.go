@@ -95,6 +95,7 @@ func ids(g localaws.ASGGroup) []string {
 // idle On-Demand instance is terminated, the busy one drained, and new
 // launches go to Spot.
 func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
+	t.Parallel()
 	h := newLadderHarness(t, 5*time.Minute)
 	h.submit(4, "a")
 	r := h.tick()
@@ -192,6 +193,7 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 // A fleet without on_demand keeps its one group: no activities read, the
 // On-Demand group never touched.
 func TestLadderOffKeepsOneGroup(t *testing.T) {
+	t.Parallel()
 	h := newLadderHarness(t, 0)
 	h.submit(4, "a")
 	for range 10 {
@@ -211,6 +213,7 @@ func TestLadderOffKeepsOneGroup(t *testing.T) {
 // short and the oldest ready job has waited past it, well before
 // fallback_after; the decision says which rule moved them.
 func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
+	t.Parallel()
 	h := newLadderHarness(t, 30*time.Minute)
 	h.st.Config().Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
 	h.submit(4, "a")
@@ -237,6 +240,7 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 // On-Demand instance for it although Spot is not short; only that
 // instance's worker leases it, and the instance is kept while it runs.
 func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
+	t.Parallel()
 	h := newLadderHarness(t, 10*time.Minute)
 	h.st.Config().Fleets[0].PreemptionCap = 1
 	h.srv.SetCapacity(spotGroup, true)

@@ -4,6 +4,7 @@ import "testing"
 
 // The tick's reason is built once, from its parts, in one order.
 func TestReasonIsBuiltFromItsParts(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		parts reasonParts
 		want  string

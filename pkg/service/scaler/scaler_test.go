@@ -189,6 +189,7 @@ func (h *harness) heartbeat(leases map[string]leaseRef) {
 // shards 1 to 3 and the six leases in all four), so a busy worker is never
 // taken for an idle one.
 func TestBurstFromZeroScalesUpAndBackToZero(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, config string }{{"one_shard", cfgYAML}, {"four_shards", cfgYAML + "    ready_shards: 4\n"}} {
 		t.Run(c.name, func(t *testing.T) { burstFromZero(t, newHarnessWith(t, c.config)) })
 	}
@@ -254,6 +255,7 @@ func burstFromZero(t *testing.T, h *harness) {
 }
 
 func TestTickGrowsWithBacklogAndNeverPastMax(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(3, "a")
 	r := h.tick()
@@ -267,6 +269,7 @@ func TestTickGrowsWithBacklogAndNeverPastMax(t *testing.T) {
 }
 
 func TestInstanceThatNeverRegistersIsReplaced(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.register = false
 	h.submit(1, "a")
@@ -285,6 +288,7 @@ func TestInstanceThatNeverRegistersIsReplaced(t *testing.T) {
 }
 
 func TestTickRecordsMetrics(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(3, "a")
 	h.tick()

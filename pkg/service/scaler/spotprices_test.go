@@ -13,6 +13,7 @@ import (
 )
 
 func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	acct, err := localaws.StartAccount("")
 	if err != nil {
@@ -74,6 +75,7 @@ func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
 // The prices the tick records are the ones a Spot job is charged: its
 // instance type in its own zone.
 func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	acct, err := localaws.StartAccount("")
 	if err != nil {

@@ -46,6 +46,7 @@ func (c *countingStore) FleetSnapshot(ctx context.Context, fleet string) (fleets
 // One tick reads the fleet's workers, state and backlog once each, however
 // many steps use them.
 func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(3, "j")
 	h.tick()
@@ -66,6 +67,7 @@ func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
 // A worker unseen for StaleWorkerAfter is removed by the tick, and the
 // decision is made without it.
 func TestTickRemovesStaleWorkersFromItsSnapshot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := store.WorkerAuth{WorkerID: "w-gone", Fleet: "gpu", TokenHash: "hash-gone"}
 	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
@@ -88,6 +90,7 @@ func TestTickRemovesStaleWorkersFromItsSnapshot(t *testing.T) {
 // A wake that lands while a tick runs stays in the fleet's history, under
 // the tick's decision.
 func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.tick() // "no work" recorded
 	h.submit(2, "j")
@@ -133,6 +136,7 @@ func (w *wakeDuring) RecordDecision(ctx context.Context, fleet string, r fleetst
 // A scale-in victim that leased a job between the decision and the drain
 // is kept: not drained, not terminated, and the group keeps its instance.
 func TestApplyKeepsAVictimThatTookWork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(2, "j")
 	h.tick()
@@ -203,6 +207,7 @@ func (l *leaseBeforeDrain) DrainIdleWorker(ctx context.Context, id string) error
 // StaleWorkerAfter; once they stop, its lease runs out and the worker,
 // unseen since its claim, is removed.
 func TestAWorkerHoldingALiveLeaseIsSeen(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	long := job.Spec{ID: "long", TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`), TimeoutSeconds: 4 * 3600}
 	if _, _, err := h.st.CreateJob(h.ctx, long); err != nil {

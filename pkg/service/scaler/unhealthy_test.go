@@ -22,6 +22,7 @@ func (h *harness) lastUnhealthyWorkers() any {
 // back and takes no work; the next tick terminates its instance as a
 // drained one and launches a replacement for the queued job.
 func TestUnhealthyWorkersInstanceIsReplaced(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.submit(1, "a")
 	h.tick() // launches

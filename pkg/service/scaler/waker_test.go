@@ -24,6 +24,7 @@ func (c *countingCapacity) SetDesired(ctx context.Context, fleet string, n int) 
 // Concurrent dispatch invocations with work for a fleet at zero raise it
 // once, to what the winner's jobs need, and never lower it afterwards.
 func TestConcurrentWakesRaiseOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := &countingCapacity{Capacity: h.fleet}
 	w, err := scaler.NewWaker(h.st.Config(), h.st, c, slog.New(slog.DiscardHandler))
@@ -66,6 +67,7 @@ func TestConcurrentWakesRaiseOnce(t *testing.T) {
 // A wake is a scaling decision like a tick's: the fleet's state says why it
 // left zero, as its last decision and in its history.
 func TestWakeRecordsWhyTheFleetWoke(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
 		t.Fatal(err)

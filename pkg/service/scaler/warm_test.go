@@ -11,6 +11,7 @@ import (
 // A fleet's warm window raises it ahead of any job, holds the warm workers
 // while the window is open, and lets them go once it has closed.
 func TestWarmWindowKeepsCapacityAheadOfDemand(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	w, err := fleetconfig.ParseWarmWindow("08:00-10:00,min=2")
 	if err != nil {

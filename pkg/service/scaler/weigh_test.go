@@ -66,6 +66,7 @@ func (h *weighHarness) placement() (types, subnets string) {
 // so. Once the window passes them by, the configured order and zones come
 // back. Nothing is sent while nothing changes.
 func TestWeighsDownInterruptedTypesAndZones(t *testing.T) {
+	t.Parallel()
 	h := newWeighHarness(t)
 	r := h.tick()
 	if r.Weighing == nil || r.Weighing.Placed || h.srv.CallCount("UpdateAutoScalingGroup") != 0 {
@@ -111,6 +112,7 @@ func TestWeighsDownInterruptedTypesAndZones(t *testing.T) {
 
 // Every zone past the threshold: the least interrupted zone stays.
 func TestWeighNeverDropsEveryZone(t *testing.T) {
+	t.Parallel()
 	h := newWeighHarness(t)
 	h.interrupt(4, fleetstate.InterruptSpot, "g6.xlarge", "us-east-1a")
 	h.interrupt(3, fleetstate.InterruptSpot, "g6.xlarge", "us-east-1b")
@@ -124,6 +126,7 @@ func TestWeighNeverDropsEveryZone(t *testing.T) {
 // A failed update does not stop the tick: the decision is recorded, and
 // the next tick tries again.
 func TestWeighFailureIsNotFatal(t *testing.T) {
+	t.Parallel()
 	h := newWeighHarness(t)
 	h.interrupt(1, fleetstate.InterruptSpot, "g5.xlarge", "us-east-1a")
 	h.srv.FailNext("UpdateAutoScalingGroup", 1, localaws.ASGError{Status: 403, Code: "AccessDenied", Message: "not authorized"})
@@ -144,6 +147,7 @@ func TestWeighFailureIsNotFatal(t *testing.T) {
 // would otherwise be sent again every tick). The instance types' order is
 // their priority: that order counts.
 func TestZonesInAnotherOrderAreNoChange(t *testing.T) {
+	t.Parallel()
 	h := newWeighHarness(t)
 	types := []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
 	h.srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,

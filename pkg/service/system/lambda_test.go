@@ -87,6 +87,7 @@ func TestLoadRefusesBadEnvironment(t *testing.T) {
 }
 
 func TestLoggerWritesJSONAtLevel(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	log, err := NewLogger(&b, "warn")
 	if err != nil {

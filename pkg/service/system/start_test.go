@@ -87,6 +87,7 @@ func run(t *testing.T, bootstrap string, api *httptest.Server, env ...string) (e
 // init-error call, so the reason is Lambda's answer to the invocation; one
 // that can start goes on to poll for invocations and reports nothing.
 func TestBootstrapReportsInitErrorsToTheRuntimeAPI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the dispatch bootstrap")
 	}

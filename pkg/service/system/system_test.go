@@ -361,11 +361,11 @@ func TestLambdaWiring(t *testing.T) {
 // TestDevStackWiring replays the same samples through the dev stack, whose
 // functions come from the same constructors.
 func TestDevStackWiring(t *testing.T) {
-	testenv.StackDynamoDB(t)
+	t.Parallel()
 	ctx := context.Background()
 	var metrics bytes.Buffer
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Addr: "127.0.0.1:0", Config: fleetconfig.Default(),
+		Addr: "127.0.0.1:0", Config: fleetconfig.Default(), DynamoDBEndpoint: testenv.StackDynamoDB(t),
 		Logger: slog.New(slog.DiscardHandler), RelayInterval: -1,
 		Fleet: devstack.FleetOptions{Tick: -1, Metrics: &metrics},
 	})

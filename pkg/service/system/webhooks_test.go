@@ -16,6 +16,7 @@ import (
 )
 
 func TestEnableWebhooksGivesTheRelayADelivererOnlyWithAllowedHosts(t *testing.T) {
+	t.Parallel()
 	db, table := testenv.DynamoDB(t)
 	log := slog.New(slog.DiscardHandler)
 	env := func(hosts []string, withRelay bool) *system.Env {

@@ -169,6 +169,7 @@ func scripted(t *testing.T, statuses ...int) (*httptest.Server, func() []receive
 }
 
 func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
 	srv, got := scripted(t, http.StatusOK)
 	e.finish("j1", srv.URL+"/hooks/fleetq?token=receiver-own")
@@ -203,6 +204,7 @@ func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
 }
 
 func TestFailingReceiverIsRetriedAfterBackoff(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
 	srv, got := scripted(t, http.StatusInternalServerError, http.StatusOK)
 	e.finish("j1", srv.URL+"/h")
@@ -235,6 +237,7 @@ func TestFailingReceiverIsRetriedAfterBackoff(t *testing.T) {
 }
 
 func TestSlowReceiverTimesOutAndIsRetried(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, time.Second, 3)
 	srv, got := scripted(t, 0, http.StatusNoContent)
 	e.finish("j1", srv.URL+"/slow")
@@ -252,6 +255,7 @@ func TestSlowReceiverTimesOutAndIsRetried(t *testing.T) {
 }
 
 func TestCallbackGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
 	srv, got := scripted(t, http.StatusBadGateway)
 	e.finish("j1", srv.URL+"/down")
@@ -273,6 +277,7 @@ func TestCallbackGivesUpAfterMaxAttempts(t *testing.T) {
 }
 
 func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
+	t.Parallel()
 	// The guard of AWS: a name whose DNS answer is loopback is refused at
 	// connect time, and a redirect is not followed.
 	e := newHookEnv(t, webhook.Guard{}, 5*time.Second, 1)
@@ -312,6 +317,7 @@ func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
 }
 
 func TestOnePassDeliversBatchAfterBatch(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
 	srv, got := scripted(t, http.StatusOK)
 	const jobs = 40 // more than two batches
@@ -329,6 +335,7 @@ func TestOnePassDeliversBatchAfterBatch(t *testing.T) {
 // speaks something other than HTTP, plain HTTP where TLS was asked for,
 // and one that never answers. Only an HTTP status is told apart.
 func TestLastErrorDoesNotTellOpenPortsFromClosed(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, time.Second, 1)
 	closed := listen(t)
 	closedAddr := closed.Addr().String()
@@ -411,6 +418,7 @@ func serveTCP(t *testing.T, handle func(net.Conn)) string {
 // any other key never: the fleet secret, a key derived from it, the
 // console key.
 func TestOldKeyVerifiesOnlyDuringTheRotationWindow(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, webhook.Guard{AllowLoopback: true}, 5*time.Second, 3)
 	srv, got := scripted(t, http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK)
 	oldKey, _ := signing.NewKey(webhookKey)

@@ -58,6 +58,7 @@ func docsPython(t *testing.T) string {
 // current key, and with the previous key only within the rotation window;
 // tampering, stale timestamps and unknown keys are refused.
 func TestDocumentedVerifiersAcceptOnlyWhatTheyShould(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not installed: the documented Python verifiers are not tested")

@@ -47,6 +47,7 @@ func receiver(t *testing.T, status int) (*httptest.Server, func() []received) {
 }
 
 func TestFinishedJobsAreDeliveredSignedToTheirTenantsSubscriptions(t *testing.T) {
+	t.Parallel()
 	srv, got := receiver(t, http.StatusNoContent)
 	p := &webhook.Publisher{
 		Subscriptions: []webhook.Subscription{{URL: srv.URL + "/hook/a", Key: key("secret-a"), TenantID: "a"}, {URL: srv.URL + "/hook/all", Key: key("secret-all")}},
@@ -88,6 +89,7 @@ func TestFinishedJobsAreDeliveredSignedToTheirTenantsSubscriptions(t *testing.T)
 }
 
 func TestVerifyRefusesTamperingAndReplays(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"id":"e1"}`)
 	h := http.Header{}
 	h.Set(webhook.HeaderTimestamp, "1735787045")
@@ -117,6 +119,7 @@ func TestVerifyRefusesTamperingAndReplays(t *testing.T) {
 // A failing, slow or redirecting receiver fails the publish, so the outbox
 // keeps the events for the next relay.
 func TestFailedDeliveriesFailThePublish(t *testing.T) {
+	t.Parallel()
 	failing, _ := receiver(t, http.StatusInternalServerError)
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,6 +155,7 @@ func TestFailedDeliveriesFailThePublish(t *testing.T) {
 }
 
 func TestGuardRefusesInternalAddresses(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ addr, why string }{
 		{"127.0.0.1", "loopback"},
 		{"::1", "loopback"},
