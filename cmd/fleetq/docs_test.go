@@ -516,6 +516,49 @@ func TestReadmeSaysHowToServeTheAPI(t *testing.T) {
 	}
 }
 
+// TestCodeCitesDocsThatExist: a Go comment or string (a doc comment, a
+// flag's help) that cites a document, or a section of one by its title,
+// cites one that exists.
+func TestCodeCitesDocsThatExist(t *testing.T) {
+	t.Parallel()
+	tr := readTree(t)
+	if len(tr.docRefs) == 0 {
+		t.Fatal("no Go comment or string cites a document: the tree was not read")
+	}
+	for _, ref := range tr.docRefs {
+		for _, p := range tr.docRefProblems(ref) {
+			t.Errorf("%s:%d: %s", ref.file, ref.line, p)
+		}
+	}
+	for _, c := range []struct{ text, want string }{
+		{"see docs/nowhere.md", "cites docs/nowhere.md"},
+		{`(docs/scaling.md, "Caps" and "No such section")`, `cites docs/scaling.md "No such section"`},
+	} {
+		if got := tr.docRefProblems(docRef{file: "pkg/x/x.go", text: c.text}); len(got) != 1 || !strings.Contains(got[0], c.want) {
+			t.Errorf("%s: %q, want one problem with %q", c.text, got, c.want)
+		}
+	}
+}
+
+var docPath = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])(docs/[A-Za-z0-9_.-]+\.md|README\.md)`)
+
+func (tr *tree) docRefProblems(ref docRef) []string {
+	var problems []string
+	for _, m := range docPath.FindAllStringSubmatch(ref.text, -1) {
+		if !tr.files[m[1]] {
+			problems = append(problems, fmt.Sprintf("cites %s, which is no file git tracks", m[1]))
+		}
+	}
+	for _, m := range citedSection.FindAllStringSubmatch(ref.text, -1) {
+		for _, title := range quoted.FindAllStringSubmatch(m[2], -1) {
+			if target, ok := tr.hasSection(".", m[1], title[1]); !ok {
+				problems = append(problems, fmt.Sprintf("cites %s %q, which has no such section", target, title[1]))
+			}
+		}
+	}
+	return problems
+}
+
 // TestPackageDocsNameTheirFiles keeps the maps in package comments true:
 // every file of its own a package's doc.go names exists, and a doc.go that
 // names most of the package's files (as pkg/aws/store's does) names them all.

@@ -37,6 +37,8 @@ type tree struct {
 	// packages are the folders of each Go package by its name, but main's.
 	packages map[string][]string
 	env      envNames
+	// docRefs are the Go comments and strings that cite a markdown file.
+	docRefs []docRef
 	// sections are the titles of each markdown file's sections, by path.
 	sections map[string][]string
 	make     makefile
@@ -176,7 +178,7 @@ func (tr *tree) readSources() error {
 			if err != nil {
 				return err
 			}
-			tr.readGo(f, file)
+			tr.readGo(fset, f, file)
 		default:
 			tr.env.addWords(string(data), true)
 		}
@@ -187,7 +189,20 @@ func (tr *tree) readSources() error {
 
 var testDecl = regexp.MustCompile(`^(?:Test|Benchmark|Fuzz|Example)(?:[A-Z_0-9]|$)`)
 
-func (tr *tree) readGo(name string, file *ast.File) {
+// docRef is a Go comment or string that cites a markdown file.
+type docRef struct {
+	file string
+	line int
+	text string // its lines joined by spaces
+}
+
+func (tr *tree) noteDocRef(file string, line int, text string) {
+	if strings.Contains(text, ".md") {
+		tr.docRefs = append(tr.docRefs, docRef{file: file, line: line, text: strings.Join(strings.Fields(text), " ")})
+	}
+}
+
+func (tr *tree) readGo(fset *token.FileSet, name string, file *ast.File) {
 	dir := path.Dir(name)
 	decls := tr.decls[dir]
 	if decls == nil {
@@ -230,6 +245,7 @@ func (tr *tree) readGo(name string, file *ast.File) {
 	}
 	for _, c := range file.Comments {
 		tr.env.addWords(c.Text(), false)
+		tr.noteDocRef(name, fset.Position(c.Pos()).Line, c.Text())
 	}
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch n := n.(type) {
@@ -237,6 +253,7 @@ func (tr *tree) readGo(name string, file *ast.File) {
 			if n.Kind == token.STRING {
 				s, _ := strconv.Unquote(n.Value)
 				tr.env.addWords(s, true)
+				tr.noteDocRef(name, fset.Position(n.Pos()).Line, s)
 			}
 		case *ast.CallExpr:
 			// fleetq worker's env("NAME") reads FLEETQ_NAME.

@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 )
 
-// Fair share on the lease path (docs/scaling.md, "Fair share"). When the
-// stage lists tenants, the lease rule (lease.Order) merges the top
-// priority's jobs tenant by tenant as the fair-share rule would lease them,
+// Fair share on the lease path (docs/scaling.md, "Fair share on the lease
+// path"). When the stage lists tenants, the lease rule (lease.Order) merges
+// the top priority's jobs tenant by tenant as the fair-share rule would lease them,
 // and the poll spreads over the head of that order. Its inputs are read
 // cheaply: each tenant's leased jobs come from a census of the fleet's
 // leased partition, read at most once per censusTTL per process and kept

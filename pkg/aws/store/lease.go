@@ -113,7 +113,7 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 // that many: on DynamoDB a claimed job stays in the index until it catches
 // up (about a second), so at a high lease rate the queue's head a poll
 // reads is mostly taken, and only a pick from deeper in the queue finds a
-// free job (docs/benchmarks.md, "Lost claims under index lag"). It is per
+// free job (docs/data-model.md, "Lost claims under index lag"). It is per
 // Store, i.e. per process or warm Lambda instance; each learns the
 // contention it sees.
 func (s *Store) leaseWindow() int {
