@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -111,15 +110,7 @@ func readmeCommands(t *testing.T, path string) []readmeLine {
 // buildFleetq builds the CLI once into a temporary directory.
 func buildFleetq(t *testing.T) string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "fleetq")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.BuildBinary(t, ".", "fleetq")
 }
 
 // startReadmeStack runs the dev stack as `make serve` does, with a local

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/runtimeapi"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // runtimeAPI is a Lambda Runtime API as Lambda serves it to a custom
@@ -49,17 +50,12 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// buildBootstrap builds a function's main for this machine. make build
-// adds -tags lambda.norpc and cross-compiles; neither changes the start-up
-// path, and the plain build reuses the test build's cache.
+// buildBootstrap builds a function's main for this machine, static and
+// -trimpath as make build does. make build also adds -tags lambda.norpc and
+// cross-compiles for arm64; neither changes the start-up path.
 func buildBootstrap(t *testing.T, fn awsenv.Function) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-o", out, "../../../functions/"+string(fn))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", fn, err, b)
-	}
-	return out
+	return testenv.BuildBinary(t, filepath.Join("..", "..", "..", "functions", string(fn)), "bootstrap")
 }
 
 // run starts bootstrap with exactly env (and the Runtime API's address), as
