@@ -2,6 +2,13 @@
 # first use; nothing else needs installing.
 
 GO        ?= go
+# One build configuration for every compile but the race detector's: static (CGO_ENABLED=0) and
+# -trimpath, as make build ships the binaries. go vet, the CDK app's tests, make build's binaries for
+# this machine and the tests' own builds of the functions and the CLI (testenv.BuildBinary) then share
+# one compile of the SDK and the CDK module; only -race (which needs cgo) and arm64 compile them again.
+export CGO_ENABLED := 0
+GOFLAGS   += -trimpath
+export GOFLAGS
 FUNCTIONS := $(notdir $(wildcard functions/*))
 STAGE     ?= dev
 # ON_CI is true in a shell when CI is set (not to false or 0), as CI systems and .ci/run set it: a
@@ -38,7 +45,7 @@ NORACE := $(MODULE)/infra $(MODULE)/infra/cdk
 ## go test's own vet checks are off: go vet ./... has just run them all.
 test: nag-deps browser-deps dynalite-deps shellcheck-deps
 	$(GO) vet ./...
-	$(GO) test -race -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF $(addprefix -e ,$(NORACE)))
+	CGO_ENABLED=1 $(GO) test -race -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF $(addprefix -e ,$(NORACE)))
 	$(GO) test -vet=off -count=1 -timeout 30m $(NORACE)
 	@$(MAKE) --no-print-directory test-dynalite
 
