@@ -119,16 +119,20 @@ func benchmarkLeaseAndComplete(b *testing.B, config string) {
 }
 
 // reportFamilies reports, for each of a fleet's by-state partition
-// families (its ready, leased, succeeded and workers shards, and the
-// stage's outbox), the hottest of its partition keys scaled by scale, as a
-// percentage of its limit: the breakdown behind the hottest partition; and
-// the hottest of the fleet's own (all but the outbox).
+// families (its ready, leased, succeeded and workers shards) and the
+// stage's outbox shards (table partitions), the hottest of its partition
+// keys scaled by scale, as a percentage of its limit: the breakdown behind
+// the hottest partition; and the hottest of the fleet's own (all but the
+// outbox).
 func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
 	fleet := 0.0
-	for _, f := range []struct{ prefix, unit string }{{"Q#", "ready"}, {"L#", "leased"}, {"S#", "succeeded"}, {"W#", "workers"}, {"E#", "outbox"}} {
+	for _, f := range []struct{ index, prefix, unit string }{
+		{store.IndexByState, "Q#", "ready"}, {store.IndexByState, "L#", "leased"}, {store.IndexByState, "S#", "succeeded"},
+		{store.IndexByState, "W#", "workers"}, {"", "OUTBOX#", "outbox"},
+	} {
 		share := 0.0
 		for _, l := range m.model.Loads() {
-			if l.Index == store.IndexByState && strings.HasPrefix(l.Key, f.prefix) {
+			if l.Index == f.index && strings.HasPrefix(l.Key, f.prefix) {
 				share = max(share, l.Share())
 			}
 		}
@@ -329,6 +333,41 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 		b.ReportMetric(ru, "read-units/job")
 		b.ReportMetric(ddb, "ddb-usd/million-jobs")
 		b.ReportMetric(ddb+otherUSDPerMillionJobs(), "usd/million-jobs")
+	}
+}
+
+// BenchmarkCapacityOutbox is a stage announcing 1,000 outcomes a second:
+// each outcome's transition writes its outbox event and the relay
+// publishes and removes it, run at a tenth of the rate. Goal: the hottest
+// outbox partition under 80% of its limit.
+func BenchmarkCapacityOutbox(b *testing.B) {
+	const rate, scale = 1000, 10
+	for range b.N {
+		b.StopTimer()
+		n := rate / scale
+		m := newModeledEnv(b, capacityConfig, 0)
+		m.createJobs(b, "job", n)
+		m.nextSecond()
+		b.StartTimer()
+		for i := range n {
+			id := fmt.Sprintf("job-%05d", i)
+			if _, err := m.st.Cancel(m.ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.st.RelayJob(m.ctx, discard{}, id); err != nil {
+				b.Fatal(err)
+			}
+			m.clock.Advance(time.Second / time.Duration(n+1))
+		}
+		b.StopTimer()
+		outbox := 0.0
+		for _, l := range m.model.Loads() {
+			if (l.Index == "" && strings.HasPrefix(l.Key, "OUTBOX#")) || (l.Index == store.IndexByState && strings.HasPrefix(l.Key, "E#")) {
+				outbox = max(outbox, l.Share())
+			}
+		}
+		b.ReportMetric(100*outbox*scale, "hottest-outbox-%")
+		reportHottest(b, m, scale)
 	}
 }
 

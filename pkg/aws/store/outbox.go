@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -30,18 +33,38 @@ const (
 // two different outcomes. Relays publish pending event items and then
 // delete them; a relay that fails between the two publishes the same event
 // again later, with the same id: delivery is at least once, and consumers
-// deduplicate by event id. Event items wait in their own partition of
-// IndexByState, so finding them never reads a job.
+// deduplicate by event id.
+//
+// Event items are spread over outboxShards partitions of the table,
+// OUTBOX#<n>, the job's shard a hash of its id, each job's events together
+// and oldest first under the job's id: no partition key takes the whole
+// stage's outcomes, finding a job's events is one query of its shard, and
+// finding every pending event is one query per shard (at once), never an
+// index read, so an event item writes no index entry. A previous release
+// filed each event under EVENT#<job id> and in the E# partition of
+// IndexByState; both are still read, so what it left is relayed, in order
+// with the same job's later events (docs/data-model.md, "The outbox").
 const eventRetention = 14 * 24 * time.Hour
+
+// outboxShards is how many partitions the outbox spreads over. It is fixed:
+// a job's relay reads its one shard, so changing it would hide the events
+// filed under the old count from the relay of their job (the sweep would
+// still find those in shards it reads).
+const outboxShards = 8
+
+// outboxShardOf is the outbox shard of a job's events.
+func outboxShardOf(jobID string) int { return shardOf(jobID, outboxShards) }
 
 // eventItem is an announced transition waiting for a relay. Counters are -1
 // when the transition did not read the job (a completion); the relay then
 // takes them from the job, which a terminal job no longer changes.
 type eventItem struct {
-	PK          string     `dynamodbav:"PK"`
-	SK          string     `dynamodbav:"SK"`
-	GSI1PK      string     `dynamodbav:"GSI1PK"`
-	GSI1SK      string     `dynamodbav:"GSI1SK"`
+	PK string `dynamodbav:"PK"`
+	SK string `dynamodbav:"SK"`
+	// GSI1PK and GSI1SK file an event a previous release wrote in the E#
+	// partition of IndexByState; today's events are in no index.
+	GSI1PK      string     `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK      string     `dynamodbav:"GSI1SK,omitempty"`
 	Type        string     `dynamodbav:"type"`
 	EventID     string     `dynamodbav:"event_id"`
 	EventType   string     `dynamodbav:"event_type"`
@@ -83,7 +106,7 @@ func (s *Store) outboxItem(c change, now time.Time) map[string]types.AttributeVa
 	}
 	sk := eventSortKey(now, typ)
 	e := eventItem{
-		PK: eventKey(c.it.JobID), SK: sk, GSI1PK: eventsPartition, GSI1SK: timeSortKey(now, c.it.JobID),
+		PK: outboxPartition(outboxShardOf(c.it.JobID)), SK: outboxSortKey(c.it.JobID, sk),
 		Type: typeEvent, EventID: c.it.JobID + "@" + sk, EventType: typ, JobID: c.it.JobID, AtMS: ms(now),
 		Status: string(c.to), Reason: c.reason, Attempts: c.attempts, Preemptions: c.preemptions,
 		Error: c.jobErr, LeasedMS: c.it.LeasedMS, TTL: now.Add(eventRetention).Unix(),
@@ -169,9 +192,7 @@ func seconds(msDelta int64) float64 {
 // The API calls it right after a reporting transition so consumers hear at
 // once; RelayOutbox catches whatever that missed.
 func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, error) {
-	q := byPartition(eventKey(jobID))
-	q.consistent = true
-	items, err := queryItems[eventItem](ctx, s, q)
+	items, err := s.pendingEvents(ctx, jobID)
 	if err != nil {
 		return 0, fmt.Errorf("events of job %s: %w", jobID, err)
 	}
@@ -225,27 +246,97 @@ func (s *Store) RelayJob(ctx context.Context, p Publisher, jobID string) (int, e
 	return len(evs), nil
 }
 
+// pendingEvents reads a job's pending events, oldest first, from both
+// places they can be, at once: the job's outbox shard, and the partition a
+// previous release filed them in.
+func (s *Store) pendingEvents(ctx context.Context, jobID string) ([]eventItem, error) {
+	shard := byPartition(outboxPartition(outboxShardOf(jobID)))
+	shard.key = shard.key.And(expression.Key(AttrSK).BeginsWith(jobID + "#"))
+	// Another job's id may begin with this one's and a "#".
+	ofJob := expression.Name(attrJobID).Equal(expression.Value(jobID))
+	shard.filter = &ofJob
+	old := byPartition(eventKey(jobID))
+	shard.consistent, old.consistent = true, true
+	got, err := s.readEvents(ctx, []query{old, shard})
+	if err != nil {
+		return nil, err
+	}
+	items := append(got[0], got[1]...)
+	// An event's id is its job's id, its time and its kind: in time order.
+	slices.SortStableFunc(items, func(a, b eventItem) int { return strings.Compare(a.EventID, b.EventID) })
+	return items, nil
+}
+
+// readEvents runs the queries of event items at once and answers their
+// items, in the order of the queries.
+func (s *Store) readEvents(ctx context.Context, qs []query) ([][]eventItem, error) {
+	return eachShard(qs, func(q query) ([]eventItem, error) { return queryItems[eventItem](ctx, s, q) })
+}
+
 // RelayOutbox publishes the pending events of up to limit jobs, oldest
 // first, and answers how many events went out. The scaler tick runs it, so
 // an event whose immediate publish failed goes out within a minute.
 func (s *Store) RelayOutbox(ctx context.Context, p Publisher, limit int) (int, error) {
-	pending, err := s.queryIndex(ctx, eventsPartition, "", limit, true)
+	pending, err := s.pendingJobs(ctx, limit)
 	if err != nil {
 		return 0, fmt.Errorf("query outbox: %w", err)
 	}
-	done := map[string]bool{}
 	sent := 0
 	var errs []error
-	for _, c := range pending {
-		if done[c.JobID] {
-			continue
-		}
-		done[c.JobID] = true
-		n, err := s.RelayJob(ctx, p, c.JobID)
+	for _, jobID := range pending {
+		n, err := s.RelayJob(ctx, p, jobID)
 		sent += n
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return sent, errors.Join(errs...)
+}
+
+// pendingJobs reads the head of every outbox shard, and of the E#
+// partition a previous release filed its events in, at once, and answers
+// the jobs with pending events among them, at most limit, the one with the
+// oldest event first. Each shard's head holds a share of limit; a shard
+// with more is read further by the next call.
+func (s *Store) pendingJobs(ctx context.Context, limit int) ([]string, error) {
+	old := byState(eventsPartition)
+	old.limit = limit
+	qs := []query{old}
+	for n := range outboxShards {
+		q := byPartition(outboxPartition(n))
+		if limit > 0 {
+			q.limit = ceilDiv(limit, outboxShards)
+		}
+		qs = append(qs, q)
+	}
+	got, err := s.readEvents(ctx, qs)
+	if err != nil {
+		return nil, err
+	}
+	oldest := map[string]string{} // job id -> the time of its oldest event read
+	for i, items := range got {
+		for _, it := range items {
+			at := it.GSI1SK // a previous release's: <time>#<job id>
+			if i > 0 {
+				at = sortTime(fromMS(it.AtMS))
+			}
+			if prev, ok := oldest[it.JobID]; !ok || at < prev {
+				oldest[it.JobID] = at
+			}
+		}
+	}
+	jobs := make([]string, 0, len(oldest))
+	for id := range oldest {
+		jobs = append(jobs, id)
+	}
+	slices.SortFunc(jobs, func(a, b string) int {
+		if c := strings.Compare(oldest[a], oldest[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs, nil
 }

@@ -214,6 +214,7 @@ const (
 	prefixInterrupts   = "INTR#"
 	prefixInterruptEvt = "EVT#"
 	prefixEvent        = "EVENT#"
+	prefixOutbox       = "OUTBOX#"
 	prefixTenant       = "TENANT#"
 	sortTenantCounts   = "COUNTS"
 	sortTenantLeased   = "LEASED"
@@ -234,7 +235,9 @@ const (
 	prefixDead      = "X#"
 	prefixCanceled  = "C#"
 	prefixWorkers   = "W#"
-	// eventsPartition holds the outbox's pending events (see outbox.go).
+	// eventsPartition held the outbox's pending events before the outbox
+	// moved to its own shards of the table (see outbox.go); entries a
+	// previous release wrote are still read from it.
 	eventsPartition = "E#"
 	// callbacksPartition holds the callbacks waiting for delivery, by due
 	// time (see callbacks.go).
@@ -354,8 +357,16 @@ func consoleOperatorKey(operator string) (string, string) {
 	return prefixConsole + "OPERATOR#" + operator, "EPOCH"
 }
 
-// eventKey is the partition of a job's pending events.
+// eventKey is the partition of a job's pending events as a previous
+// release filed them (outbox.go reads them still).
 func eventKey(jobID string) string { return prefixEvent + jobID }
+
+// outboxPartition is shard n of the outbox (outbox.go).
+func outboxPartition(n int) string { return prefixOutbox + strconv.Itoa(n) }
+
+// outboxSortKey files a job's event in its outbox shard: the job's events
+// together, oldest first.
+func outboxSortKey(jobID, eventSK string) string { return jobID + "#" + eventSK }
 
 // callbackKey is the partition of a job's callbacks waiting for delivery.
 func callbackKey(jobID string) string { return prefixCallback + jobID }

@@ -70,9 +70,9 @@ func (s *Store) leasedPartition(fleet, jobID string) string {
 	return s.shardFor(prefixLeased, fleet, jobID)
 }
 
-// eachShard runs read on every partition at once and answers the results
-// in the partitions' order; one partition is read inline.
-func eachShard[T any](parts []string, read func(partition string) (T, error)) ([]T, error) {
+// eachShard runs read on every partition (or query) at once and answers
+// the results in the partitions' order; one partition is read inline.
+func eachShard[P, T any](parts []P, read func(partition P) (T, error)) ([]T, error) {
 	got := make([]T, len(parts))
 	if len(parts) == 1 {
 		var err error

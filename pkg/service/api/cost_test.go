@@ -84,19 +84,21 @@ func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
 	}
 }
 
-// TestAnnouncingAnOutcomeCostsThreeRequests: publishing the completion's
-// event from the outbox reads the job's pending events and the job, and
-// deletes the event once published. Pricing the job reads the fleet's
-// Spot prices item once a minute per process (docs/data-model.md): the
-// first announcement pays that read, the next within the minute does not.
-func TestAnnouncingAnOutcomeCostsThreeRequests(t *testing.T) {
+// TestAnnouncingAnOutcomeCostsFourRequests: publishing the completion's
+// event from the outbox reads the job's pending events (its outbox shard
+// and, at once, the partition the previous release filed events in) and
+// the job, and deletes the event once published. Pricing the job reads
+// the fleet's Spot prices item once a minute per process
+// (docs/data-model.md): the first announcement pays that read, the next
+// within the minute does not.
+func TestAnnouncingAnOutcomeCostsFourRequests(t *testing.T) {
 	t.Parallel()
 	h, n := countingHarness(t, true)
 	token := h.register("w1", "gpu")
 	first := runLifecycle(h, n, token, "announced-first")
 	c := runLifecycle(h, n, token, "announced")
-	if first.complete != 1+3+1 || c.complete != 1+3 {
-		t.Fatalf("complete with its announcement cost %d, then %d requests (%+v), want 1 + 3 + the prices read, then 1 + 3", first.complete, c.complete, c)
+	if first.complete != 1+4+1 || c.complete != 1+4 {
+		t.Fatalf("complete with its announcement cost %d, then %d requests (%+v), want 1 + 4 + the prices read, then 1 + 4", first.complete, c.complete, c)
 	}
 	evs := h.stack.Events.Recent(0)
 	if len(evs) != 2 || evs[1].DetailType != "Job Succeeded" || evs[1].Detail.JobID != "t:announced" {
