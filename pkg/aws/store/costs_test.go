@@ -2,8 +2,13 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -101,5 +106,57 @@ func TestAJobWithoutAPriceIsCountedUnpriced(t *testing.T) {
 	groups, err := e.st.CostsSince(e.ctx, e.clock.Now().Add(-time.Hour))
 	if err != nil || len(groups) != 1 || groups[0].Jobs != 1 || groups[0].Unpriced != 1 || groups[0].USD != 0 {
 		t.Fatalf("CostsSince = %+v, %v; want one unpriced job", groups, err)
+	}
+}
+
+// An hour's cost total of one tenant, fleet and workflow is spread over
+// shards (partition keys chosen by the job's id), so the relays of a busy
+// workflow's outcomes do not all add to one item: 64 outcomes write at
+// least four COST# keys, none more than a third of them, and CostsSince
+// sums the shards with a total a previous release kept under COST#<day>.
+func TestCostTotalsSpreadOverShards(t *testing.T) {
+	t.Parallel()
+	const n = 64
+	m := newModeledEnv(t, capacityConfig, 0)
+	m.createJobs(t, "job", n)
+	day := m.clock.Now().UTC()
+	old := map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "COST#" + day.Format("20060102")}, "SK": &types.AttributeValueMemberS{Value: day.Format("15") + "#gpu#t#wf-a"},
+		"tenant_id": &types.AttributeValueMemberS{Value: "t"}, "fleet": &types.AttributeValueMemberS{Value: "gpu"}, "workflow_id": &types.AttributeValueMemberS{Value: "wf-a"},
+		"jobs": &types.AttributeValueMemberN{Value: "5"}, "unpriced": &types.AttributeValueMemberN{Value: "0"}, "micro_usd": &types.AttributeValueMemberN{Value: "0"},
+	}
+	if _, err := m.client.PutItem(m.ctx, &dynamodb.PutItemInput{TableName: &m.table, Item: old}); err != nil {
+		t.Fatal(err)
+	}
+	m.nextSecond()
+	for i := range n {
+		id := fmt.Sprintf("job-%05d", i)
+		if _, err := m.st.Cancel(m.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.st.RelayJob(m.ctx, discard{}, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := map[string]float64{}
+	for _, l := range m.model.Loads() {
+		if l.Index == "" && strings.HasPrefix(l.Key, "COST#") {
+			keys[l.Key] += l.Units.Write
+		}
+	}
+	if len(keys) < 4 {
+		t.Fatalf("the totals went to %d partition keys (%v), want them spread", len(keys), keys)
+	}
+	for k, w := range keys {
+		if w > 2*n/3 {
+			t.Fatalf("cost shard %s took %.0f write units of the %d outcomes' %d", k, w, n, 2*n)
+		}
+	}
+	groups, err := m.st.CostsSince(m.ctx, day.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].Jobs != n+5 {
+		t.Fatalf("CostsSince = %+v, want one group of %d jobs (%d now, 5 the previous release totalled)", groups, n+5, n)
 	}
 }

@@ -335,15 +335,23 @@ func tenantLeasedKey(tenant string) (string, string) { return prefixTenant + ten
 // the dispatch function creates the job.
 func reservationKey(jobID string) (string, string) { return prefixReservation + jobID, sortReservation }
 
-// costPartition holds one UTC day's hourly cost totals.
-func costPartition(day time.Time) string { return prefixCost + day.UTC().Format("20060102") }
+// costPartition holds shard n of one UTC day's hourly cost totals. Shard 0
+// is COST#<day>, the day's one partition before the totals were sharded.
+func costPartition(day time.Time, n int) string {
+	p := prefixCost + day.UTC().Format("20060102")
+	if n == 0 {
+		return p
+	}
+	return p + "#" + strconv.Itoa(n)
+}
 
 // costHour is the sort key prefix of one hour's totals.
 func costHour(t time.Time) string { return t.UTC().Format("15") }
 
-// costKey is the total of one tenant, fleet and workflow in the hour of at.
-func costKey(at time.Time, fleet, tenant, workflow string) (string, string) {
-	return costPartition(at), costHour(at) + "#" + fleet + "#" + tenant + "#" + workflow
+// costKey is shard n of the total of one tenant, fleet and workflow in the
+// hour of at.
+func costKey(at time.Time, n int, fleet, tenant, workflow string) (string, string) {
+	return costPartition(at, n), costHour(at) + "#" + fleet + "#" + tenant + "#" + workflow
 }
 
 // consoleLoginKey marks a console login nonce used (console.go).
