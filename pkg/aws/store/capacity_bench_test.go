@@ -338,8 +338,9 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 
 // BenchmarkCapacityOutbox is a stage announcing 1,000 outcomes a second:
 // each outcome's transition writes its outbox event and the relay
-// publishes and removes it, run at a tenth of the rate. Goal: the hottest
-// outbox partition under 80% of its limit.
+// publishes and removes it, adding the job to its hour's cost total, run
+// at a tenth of the rate. Goal: the hottest outbox partition, and the
+// hottest cost total's, under 80% of its limit.
 func BenchmarkCapacityOutbox(b *testing.B) {
 	const rate, scale = 1000, 10
 	for range b.N {
@@ -360,13 +361,19 @@ func BenchmarkCapacityOutbox(b *testing.B) {
 			m.clock.Advance(time.Second / time.Duration(n+1))
 		}
 		b.StopTimer()
-		outbox := 0.0
+		// The outbox's shards (E#, its one index key, before they were
+		// shards), and the hourly cost totals the relay adds to.
+		outbox, costs := 0.0, 0.0
 		for _, l := range m.model.Loads() {
-			if (l.Index == "" && strings.HasPrefix(l.Key, "OUTBOX#")) || (l.Index == store.IndexByState && strings.HasPrefix(l.Key, "E#")) {
+			switch {
+			case (l.Index == "" && strings.HasPrefix(l.Key, "OUTBOX#")) || (l.Index == store.IndexByState && strings.HasPrefix(l.Key, "E#")):
 				outbox = max(outbox, l.Share())
+			case l.Index == "" && strings.HasPrefix(l.Key, "COST#"):
+				costs = max(costs, l.Share())
 			}
 		}
 		b.ReportMetric(100*outbox*scale, "hottest-outbox-%")
+		b.ReportMetric(100*costs*scale, "hottest-cost-total-%")
 		reportHottest(b, m, scale)
 	}
 }
