@@ -47,6 +47,7 @@ func goalBridgeStartsColdWorkWithinAMinute(t *testing.T) {
 // volumes for every hour of the workload's day; Spot hours at the Spot
 // price.
 func TestBridgeCostIsOnDemandHoursAndPoolVolumes(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("video", 1, 1)
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45, Bridge: 6}
 	r := Run(w, NewFleetq(nil).WithBridge(6, 0), o)
@@ -66,6 +67,7 @@ func TestBridgeCostIsOnDemandHoursAndPoolVolumes(t *testing.T) {
 // One job on an empty fleet waits for its bridge's start: the stopped or
 // hibernated pool's start delay, not the boot.
 func TestBridgeStartDelayByPoolState(t *testing.T) {
+	t.Parallel()
 	w := Workload{Name: "one", Slots: 1, MaxInstances: 4, Jobs: []JobSpec{{Arrival: 30 * time.Second, Duration: 20 * time.Minute, Workflow: "x"}}}
 	for _, c := range []struct {
 		state  string
@@ -83,6 +85,7 @@ func TestBridgeStartDelayByPoolState(t *testing.T) {
 // Under interruptions, short bridge lives and pools of every size, no
 // instance holding a job is ever stopped or killed, and every job ends.
 func TestBridgeNeverStopsABusyInstance(t *testing.T) {
+	t.Parallel()
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 5, 1)
 		for _, pool := range []int{1, 8} {

@@ -38,6 +38,7 @@ func goalForecastBeatsTheBootOnRegen3D(t *testing.T) {
 // hold there is its budget: no more GPU-hours over the cold run than the
 // budget of the days it had history for.
 func TestForecastOnVideoStaysWithinItsBudget(t *testing.T) {
+	t.Parallel()
 	const days, budget = 3, 10.0
 	w, _ := BuiltIn("video", 1, days)
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}

@@ -46,6 +46,7 @@ func goalSpotShortageFallsBackToOnDemand(t *testing.T) {
 }
 
 func TestParseSpan(t *testing.T) {
+	t.Parallel()
 	if sp, err := ParseSpan("10h-12h30m"); err != nil || sp.From != 10*time.Hour || sp.To != 12*time.Hour+30*time.Minute {
 		t.Fatalf("%+v %v", sp, err)
 	}
@@ -59,6 +60,7 @@ func TestParseSpan(t *testing.T) {
 // Spot taken away once an instance-hour: jobs preempted five times go dead
 // without an On-Demand rung; with one they finish on On-Demand instances.
 func TestJobsPreemptedToTheCapMoveToOnDemand(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("backtest", 1, 1)
 	o := Options{Seed: 1, SpotRate: 1, PricePerHour: 0.45}
 	plain, _ := Simulate(w, []string{"fleetq"}, o)
@@ -76,6 +78,7 @@ func TestJobsPreemptedToTheCapMoveToOnDemand(t *testing.T) {
 // With a wait SLO well under fallback_after, the longest wait through the
 // shortage is bounded by the SLO, not by fallback_after.
 func TestSpotShortageWaitSLO(t *testing.T) {
+	t.Parallel()
 	const after, slo = 60 * time.Minute, 5 * time.Minute
 	shortage := Span{From: 10 * time.Hour, To: 12 * time.Hour}
 	w, _ := BuiltIn("video", 1, 1)

@@ -14,6 +14,7 @@ func policies() []Policy {
 }
 
 func TestSameSeedSameNumbers(t *testing.T) {
+	t.Parallel()
 	for _, name := range BuiltIns {
 		w1, _ := BuiltIn(name, 7, 1)
 		w2, _ := BuiltIn(name, 7, 1)
@@ -35,6 +36,7 @@ func TestSameSeedSameNumbers(t *testing.T) {
 }
 
 func TestEveryArrivalIsAccountedFor(t *testing.T) {
+	t.Parallel()
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 3, 1)
 		for _, p := range policies() {
@@ -61,6 +63,7 @@ func seedScenario() Workload {
 }
 
 func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
+	t.Parallel()
 	r := Run(seedScenario(), NewVisibleOnly(), Options{Seed: 1, BootMin: 3 * time.Minute, BootMax: 3 * time.Minute, Horizon: 6 * time.Hour})
 	if r.Killed == 0 {
 		t.Fatalf("visible-only killed no busy worker: %+v", r)
@@ -82,6 +85,7 @@ func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
 // met: against the baselines on every built-in workload, and the goals of
 // warm capacity, the forecast, the Spot shortage and tenant fairness.
 func TestFleetqMeetsItsTargets(t *testing.T) {
+	t.Parallel()
 	t.Run("against_the_baselines", fleetqBeatsTheBaselines)
 	t.Run("warm_spare_beats_the_boot_on_regen3d", goalWarmSpareBeatsTheBootOnRegen3D)
 	t.Run("forecast_beats_the_boot_on_regen3d", goalForecastBeatsTheBootOnRegen3D)
@@ -125,6 +129,7 @@ func obs(now time.Duration, queued, leased, desired int, inst ...InstanceView) O
 }
 
 func TestVisibleOnlyFollowsTheSeedLambda(t *testing.T) {
+	t.Parallel()
 	p := NewVisibleOnly()
 	if a := p.Decide(Tick, obs(0, 3, 0, 0)); a.Desired != 3 {
 		t.Fatalf("visible 3: desired %d", a.Desired)
@@ -148,6 +153,7 @@ func TestVisibleOnlyFollowsTheSeedLambda(t *testing.T) {
 }
 
 func TestTargetTrackingTiming(t *testing.T) {
+	t.Parallel()
 	p := NewTargetTracking()
 	reg := func(n int) []InstanceView {
 		var out []InstanceView
@@ -187,6 +193,7 @@ func TestTargetTrackingTiming(t *testing.T) {
 }
 
 func TestKEDAStabilizesScaleDown(t *testing.T) {
+	t.Parallel()
 	p := NewKEDA()
 	if a := p.Decide(Tick, obs(0, 3, 2, 0)); a.Desired != 5 {
 		t.Fatalf("scale up: %d, want visible + in flight = 5", a.Desired)
@@ -209,6 +216,7 @@ func TestKEDAStabilizesScaleDown(t *testing.T) {
 }
 
 func TestOracleTerminatesOnlyIdleInstances(t *testing.T) {
+	t.Parallel()
 	a := Oracle{}.Decide(Idle, obs(0, 0, 1, 3,
 		InstanceView{ID: 1, Registered: true, Busy: 1},
 		InstanceView{ID: 2, Registered: true},
@@ -222,6 +230,7 @@ func TestOracleTerminatesOnlyIdleInstances(t *testing.T) {
 }
 
 func TestCSVWorkload(t *testing.T) {
+	t.Parallel()
 	w, err := LoadCSV("jobs.csv", strings.NewReader("arrival_seconds,duration_seconds,workflow\n60,600,render\n0,30\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +246,7 @@ func TestCSVWorkload(t *testing.T) {
 }
 
 func TestBuiltInWorkloadsMatchTheirDesigns(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("regen3d", 1, 3)
 	perDay := float64(len(w.Jobs)) / 3
 	var total time.Duration
@@ -253,6 +263,7 @@ func TestBuiltInWorkloadsMatchTheirDesigns(t *testing.T) {
 }
 
 func TestPlotWritesSVGAndPNG(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("backtest", 1, 1)
 	r := Report{Workload: "backtest", Seed: 1}
 	for _, p := range []Policy{NewVisibleOnly(), Oracle{}} {
@@ -282,6 +293,7 @@ func BenchmarkSimulateRegen3D(b *testing.B) {
 }
 
 func TestCSVTenantColumn(t *testing.T) {
+	t.Parallel()
 	w, err := LoadCSV("t.csv", strings.NewReader("0,60,render,acme\n5,60\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +304,7 @@ func TestCSVTenantColumn(t *testing.T) {
 }
 
 func TestIntegerTicks(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		lo, hi float64
 		want   string
@@ -307,6 +320,7 @@ func TestIntegerTicks(t *testing.T) {
 }
 
 func TestPlotMarksKills(t *testing.T) {
+	t.Parallel()
 	r := Report{Workload: "seed", Seed: 1, Results: []Result{Run(seedScenario(), NewVisibleOnly(), Options{Seed: 1, BootMin: 3 * time.Minute, BootMax: 3 * time.Minute, Horizon: 6 * time.Hour})}}
 	if r.Results[0].Killed == 0 || len(r.Results[0].KillTimes) != r.Results[0].Killed {
 		t.Fatalf("killed %d, %d kill times", r.Results[0].Killed, len(r.Results[0].KillTimes))
@@ -318,6 +332,7 @@ func TestPlotMarksKills(t *testing.T) {
 }
 
 func TestParetoWritesOnePointPerResult(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("backtest", 1, 1)
 	r, _ := Simulate(w, []string{"fleetq", "keda"}, Options{Seed: 1})
 	var svg strings.Builder

@@ -39,6 +39,7 @@ func goalFairShareShieldsTheOthersFromABurst(t *testing.T) {
 // With tenant caps fleetq sizes the fleet to the work the caps let run,
 // not to a capped tenant's whole backlog.
 func TestFleetqSizesToTheWorkTheCapsAllow(t *testing.T) {
+	t.Parallel()
 	o := Observation{Now: time.Minute, Queued: 40, Leased: 4, Slots: 1, MaxInstances: 50, Desired: 4, Capped: true, Runnable: 6}
 	for i := range 4 {
 		o.Instances = append(o.Instances, InstanceView{ID: i + 1, Registered: true, Busy: 1})

@@ -43,6 +43,7 @@ func goalWarmSpareBeatsTheBootOnRegen3D(t *testing.T) {
 // ends with the workload's day: the hours the run goes on to finish its
 // work are not billed as warm).
 func TestWarmFloorOnVideoCostsAtMostItsHours(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("video", 1, 1)
 	o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45}
 	cold, _ := Simulate(w, []string{"fleetq"}, o)
@@ -64,6 +65,7 @@ func TestWarmFloorOnVideoCostsAtMostItsHours(t *testing.T) {
 // minutes on one instance carry a quarter and three quarters of it, and
 // cost per job is the bill over the jobs done.
 func TestCostPerJobAndWorkflow(t *testing.T) {
+	t.Parallel()
 	w := Workload{Name: "two", Slots: 1, MaxInstances: 1, Jobs: []JobSpec{
 		{Arrival: 0, Duration: 10 * time.Minute, Workflow: "short"},
 		{Arrival: 0, Duration: 30 * time.Minute, Workflow: "long"},

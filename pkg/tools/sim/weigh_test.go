@@ -22,6 +22,7 @@ func hotspotRun(t *testing.T, weigh bool) Result {
 }
 
 func TestWeighingAvoidsAnInterruptedTypeAndZone(t *testing.T) {
+	t.Parallel()
 	on, off := hotspotRun(t, true), hotspotRun(t, false)
 	// Measured: 30 interruptions weighing, 116 not (docs/simulation.md,
 	// "Interrupted types and zones"); ask for half, with margin.
@@ -39,6 +40,7 @@ func TestWeighingAvoidsAnInterruptedTypeAndZone(t *testing.T) {
 }
 
 func TestWithoutAHotspotWeighingChangesNoNumber(t *testing.T) {
+	t.Parallel()
 	for _, name := range BuiltIns {
 		w, _ := BuiltIn(name, 7, 1)
 		on := Run(w, NewFleetq(nil), Options{Seed: 7, SpotRate: 0.05})
@@ -50,6 +52,7 @@ func TestWithoutAHotspotWeighingChangesNoNumber(t *testing.T) {
 }
 
 func TestSpotPlacementFollowsTheWeighing(t *testing.T) {
+	t.Parallel()
 	p := newSpotPlacement(Options{Fleet: &fleetconfig.Fleet{InstanceTypes: []string{"g5.xlarge", "g6.xlarge"}}})
 	var zones []string
 	for range 4 {
@@ -84,6 +87,7 @@ func TestSpotPlacementFollowsTheWeighing(t *testing.T) {
 }
 
 func TestHotspotRateHoldsOnlyInItsSpan(t *testing.T) {
+	t.Parallel()
 	w, _ := BuiltIn("regen3d", 1, 1)
 	run := func(h Hotspot) Result {
 		return Run(w, NewFleetq(nil), Options{Seed: 1, SpotRate: 0.01, NoWeigh: true, SpotHotspots: []Hotspot{h}})
@@ -97,6 +101,7 @@ func TestHotspotRateHoldsOnlyInItsSpan(t *testing.T) {
 }
 
 func TestParseHotspot(t *testing.T) {
+	t.Parallel()
 	h, err := ParseHotspot("g5.xlarge@a=2,10h-12h")
 	if want := (Hotspot{Type: "g5.xlarge", Zone: "a", Rate: 2, From: 10 * time.Hour, To: 12 * time.Hour}); err != nil || h != want {
 		t.Fatalf("got %+v, %v; want %+v", h, err, want)
