@@ -261,7 +261,7 @@ func (s *Store) pendingEvents(ctx context.Context, jobID string) ([]eventItem, e
 	if err != nil {
 		return nil, err
 	}
-	items := append(got[0], got[1]...)
+	items := slices.Concat(got...)
 	// An event's id is its job's id, its time and its kind: in time order.
 	slices.SortStableFunc(items, func(a, b eventItem) int { return strings.Compare(a.EventID, b.EventID) })
 	return items, nil
