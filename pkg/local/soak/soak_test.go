@@ -26,6 +26,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -54,9 +55,13 @@ const (
 	asgFaults = 0.07
 	// group is the fleet's Auto Scaling Group on the fake Auto Scaling API.
 	group = "fleetq-soak-gpu"
-	// scalerEvery is the wall time between the scaler's ticks.
-	scalerEvery = 2 * time.Second
-	leaseFor    = 30 * time.Second
+	// scalerEvery is the fake time between the scaler's ticks.
+	scalerEvery = 5 * time.Second
+	// idleStep is the fake time that passes when no worker polls or holds
+	// a lease and the fleet's work waits on time (a backoff, the lease of
+	// a worker that crashed).
+	idleStep = 5 * time.Second
+	leaseFor = 30 * time.Second
 	// tick is the fake time each worker operation takes.
 	tick = 100 * time.Millisecond
 	// soakDeadline bounds the wait for every job to finish.
@@ -117,6 +122,15 @@ type soak struct {
 	// work holds one token per event that may have made a job available
 	// (a submission dispatched, a lease released); an idle worker takes one.
 	work chan struct{}
+	// stop is closed when the soak is over: idle workers stop waiting.
+	stop chan struct{}
+	// polling and holding count the workers in a poll and those holding
+	// a lease they were answered; pacing lets one idle worker at a time
+	// see whether fake time should move on (waitForWork).
+	polling, holding atomic.Int64
+	pacing           sync.Mutex
+	// backlog reads the fleet's ready, delayed and leased jobs.
+	backlog func() (fleetstate.Backlog, error)
 	// found receives each time a worker's poll found nothing to lease: the
 	// moment to see whether the run is over.
 	found chan struct{}
@@ -129,6 +143,51 @@ type soak struct {
 	actions  map[string]int
 	retries  atomic.Int64
 	done     atomic.Bool
+}
+
+// waitForWork returns when a job may be available to lease: a token of
+// work (a job created, a lease released), or fake time moved on. Fake time
+// moves with the work: each worker operation moves it a tick. When no
+// worker polls or holds a lease, nothing the soak does will change the
+// fleet's jobs but time: the idle worker that sees it (one at a time)
+// reads the backlog, and if jobs are queued or leased (backoffs, leases
+// of crashed workers) it moves fake time on by idleStep, wakes a worker
+// per job that may now be due, and polls again itself. With nothing
+// queued or leased, the work still to come is in the submission queue,
+// and its dispatch brings a token.
+func (s *soak) waitForWork() {
+	s.pacing.Lock()
+	again := s.polling.Load() == 0 && s.holding.Load() == 0 && s.pace()
+	s.pacing.Unlock()
+	if again {
+		return
+	}
+	select {
+	case <-s.work:
+	case <-s.stop:
+	}
+}
+
+// pace reads the backlog for waitForWork and reports whether the worker
+// should poll again at once.
+func (s *soak) pace() bool {
+	b, err := s.backlog()
+	if err != nil {
+		return true // look again
+	}
+	// A poll that began meanwhile may be answered a lease: time stays.
+	if s.polling.Load() != 0 || s.holding.Load() != 0 {
+		return false
+	}
+	jobs := b.Queued() + b.Leased
+	if jobs == 0 {
+		return false
+	}
+	s.clock.Advance(idleStep)
+	for range jobs - 1 {
+		s.signal()
+	}
+	return true
 }
 
 func (s *soak) signal() {
@@ -231,21 +290,18 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 	id := fmt.Sprintf("w%02d-%d", n, gen)
 	token := s.register(id)
 	for !s.done.Load() && token != "" {
+		s.polling.Add(1)
 		status, out, _ := s.retried("POST", wire.PathPoll, token, map[string]any{"current_load": 0})
+		if status == 200 {
+			s.holding.Add(1) // before the poll ends: pace must not see neither
+		}
+		s.polling.Add(-1)
 		if status == 204 {
 			select {
 			case s.found <- struct{}{}:
 			default:
 			}
-			idle := time.NewTimer(2 * time.Second)
-			select {
-			case <-s.work:
-			case <-idle.C:
-				// Nothing came: let fake time pass so backoffs end and
-				// abandoned leases expire.
-				s.clock.Advance(5 * time.Second)
-			}
-			idle.Stop()
+			s.waitForWork()
 			continue
 		}
 		// Fake time moves with the work: a lease of 30 s lasts about 300
@@ -321,7 +377,7 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 			s.count("cancel")
 			// 409 conflict: the job already finished, through another
 			// worker's lease after this one ran out (fake time runs ahead
-			// of a slow worker: idle workers advance it).
+			// of a slow worker: the other workers' operations advance it).
 			switch status, out, _ := s.retried("POST", "/api/jobs/"+g.job+"/cancel", "op", nil); {
 			case status == 200:
 			case status == 409 && errorCode(out) == string(wire.CodeConflict):
@@ -346,6 +402,7 @@ func (s *soak) worker(n int, rnd *rand.Rand) {
 			s.count("complete")
 			release(wire.PathComplete, with("result", map[string]any{"ok": true}))
 		}
+		s.holding.Add(-1)
 	}
 }
 
@@ -376,7 +433,8 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, http: &http.Client{Timeout: 30 * time.Second}, clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
-		work: make(chan struct{}, workers), found: make(chan struct{}, 1), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{}}
+		work: make(chan struct{}, workers), found: make(chan struct{}, 1), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{},
+		stop: make(chan struct{})}
 	ddbProxy, err := faultproxy.Start(ddbURL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
 		Forwarded: func(op string) {
 			if op == "PutItem" { // a job created
@@ -392,8 +450,6 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sqsProxy.Close() })
-	t.Setenv(awsenv.EnvDynamoDBEndpoint, ddbProxy.URL)
-	t.Setenv(awsenv.EnvSQSEndpoint, sqsProxy.URL)
 
 	// Outcome events go to the embedded EventBridge API through a fault
 	// proxy and the real SDK client, as the functions send them.
@@ -436,6 +492,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
 		FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
+		DynamoDBEndpoint: ddbProxy.URL, SQSEndpoint: sqsProxy.URL,
 		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {
@@ -443,22 +500,24 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.Close() })
 	s.url = stack.URL
+	s.backlog = func() (fleetstate.Backlog, error) { return stack.Store.CountBacklog(context.Background(), fleetSlug) }
 
-	// The scaler's schedule, as its EventBridge rule delivers it: a tick
-	// that fails (Auto Scaling or DynamoDB past their retries) is counted
-	// and the next one starts again from what the store and the group say.
+	// The scaler's schedule, as its EventBridge rule delivers it, on the
+	// soak's fake time: a tick that fails (Auto Scaling or DynamoDB past
+	// their retries) is counted and the next one starts again from what
+	// the store and the group say.
 	ticks := &tickFigures{}
 	stopTicks := make(chan struct{})
 	tickDone := make(chan struct{})
+	every := s.clock.NewTicker(scalerEvery)
 	go func() {
 		defer close(tickDone)
-		every := time.NewTicker(scalerEvery)
 		defer every.Stop()
 		for {
 			select {
 			case <-stopTicks:
 				return
-			case <-every.C:
+			case <-every.Chan():
 				ticks.run(stack, s.clock)
 			}
 		}
@@ -542,9 +601,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		}
 	}
 	s.done.Store(true)
-	for i := 0; i < workers; i++ {
-		s.signal()
-	}
+	close(s.stop)
 	wg.Wait()
 	close(stopTicks)
 	<-tickDone
