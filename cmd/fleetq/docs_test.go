@@ -61,6 +61,11 @@ func docCode(md string) []docText {
 			flush()
 			// A shell comment is prose.
 			line, _, _ = strings.Cut(line, " # ")
+			// A line ending in a backslash goes on in the next.
+			if n := len(code); n > 0 && !code[n-1].span && strings.HasSuffix(code[n-1].text, "\\") {
+				code[n-1].text = strings.TrimSuffix(code[n-1].text, "\\") + " " + strings.TrimSpace(line)
+				continue
+			}
 			code = append(code, docText{text: line})
 		case trimmed == "", strings.HasPrefix(trimmed, "|"), strings.HasPrefix(trimmed, "#"):
 			flush()
@@ -174,6 +179,7 @@ func TestDocsCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"command run by go run", "README.md", "    go run ./cmd/fleetq serve --addr :8080", "cites fleetq serve"},
 		{"flag", "README.md", "    fleetq dev --no-such-flag", "cites fleetq dev --no-such-flag"},
 		{"flag in a span over two lines", "README.md", "then run `fleetq dev\n--no-such-flag` to", "cites fleetq dev --no-such-flag"},
+		{"flag on a continued line", "README.md", "    fleetq dev --tick 1s \\\n      --no-such-flag", "cites fleetq dev --no-such-flag"},
 		{"subcommand", "README.md", "    fleetq jobs frobnicate", "cites fleetq jobs frobnicate"},
 		{"subcommand after a fixed word", "README.md", "    fleetq tenants keys frobnicate", "cites fleetq tenants keys frobnicate"},
 		{"flag of a subcommand", "README.md", "    fleetq jobs submit --tenant t --no-such-flag x", "cites fleetq jobs submit --no-such-flag"},
