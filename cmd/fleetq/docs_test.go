@@ -112,14 +112,15 @@ var (
 	citedGoTest = regexp.MustCompile(`\bgo test\b([^|;&]*)`)
 )
 
-// TestDocsCiteWhatExists keeps README.md, docs/*.md and the descriptions
-// of scripts/*/package.json true to the tree: every path they cite, in
-// code or in prose, is a file or folder git tracks (or one .gitignore says
-// a build writes), every link leads to one, and so does every Go test they
-// name (in the package a go test line runs), every environment variable
-// (FLEETQ_ ones read by the code, AWS_ ones named by it), every make target
-// and variable, every fleetq command and subcommand, and every flag shown
-// after one or alone.
+// TestDocsCiteWhatExists keeps README.md, docs/*.md, the Python client's
+// README and the descriptions of scripts/*/package.json true to the tree:
+// every path they cite, in code or in prose, is a file or folder git
+// tracks (or one .gitignore says a build writes), every link leads to one,
+// every section cited by its title is in its document, and so does every
+// Go identifier they name by its package, every Go test (in the package a
+// go test line runs), every environment variable (FLEETQ_ ones read by the
+// code, AWS_ ones named by it), every make target and variable, every
+// fleetq command and subcommand, and every flag shown after one or alone.
 func TestDocsCiteWhatExists(t *testing.T) {
 	t.Parallel()
 	tr := readTree(t)
