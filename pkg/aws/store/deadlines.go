@@ -38,7 +38,7 @@ func queueExpired(c *jobItem, now time.Time) bool {
 func (s *Store) expireQueued(ctx context.Context, c *jobItem, now time.Time) (bool, error) {
 	waited := time.Duration(c.QueueTimeoutS) * time.Second
 	ch := change{it: c, to: job.Dead, reason: job.ReasonQueueTimeout, attempts: c.Attempts, preemptions: c.Preemptions,
-		jobErr: &job.Error{Code: job.ReasonQueueTimeout, Message: fmt.Sprintf("no worker leased the job within its queue timeout of %s", waited)}}
+		jobErr: &job.Error{Code: string(job.ReasonQueueTimeout), Message: fmt.Sprintf("no worker leased the job within its queue timeout of %s", waited)}}
 	deadline := expression.Name(attrQueueDeadlineMS)
 	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 		And(deadline.GreaterThan(expression.Value(0))).
@@ -112,7 +112,7 @@ func (s *Store) expireRun(ctx context.Context, it *jobItem, now time.Time) error
 	if err != nil {
 		return err
 	}
-	e := job.Error{Code: job.ReasonRunTimeout, Message: fmt.Sprintf("attempt %d ran past its timeout of %ds", j.Attempts, it.TimeoutS), Retryable: true}
+	e := job.Error{Code: string(job.ReasonRunTimeout), Message: fmt.Sprintf("attempt %d ran past its timeout of %ds", j.Attempts, it.TimeoutS), Retryable: true}
 	o := job.AfterFailure(j, e, f.Retry, now)
 	reason := job.ReasonRunTimeout
 	if o.Status == job.Dead {

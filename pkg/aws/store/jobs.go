@@ -34,7 +34,7 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 		TimeoutS: n.TimeoutSeconds, QueueTimeoutS: n.QueueTimeoutSeconds,
 		Input: string(n.Input), CallbackURL: n.CallbackURL,
 		CreatedMS: ms(now), UpdatedMS: ms(now), NotBeforeMS: ms(now),
-		Reason:  job.ReasonCreated,
+		Reason:  string(job.ReasonCreated),
 		History: []job.HistoryEntry{{At: now, To: job.Queued, Reason: job.ReasonCreated}},
 	}
 	if it.MaxAttempts == 0 {
@@ -124,7 +124,7 @@ type change struct {
 	it          *jobItem // the job as read, or the index candidate
 	full        bool     // it is the whole item: rewrite (and trim) the history
 	to          job.Status
-	reason      string
+	reason      job.Reason
 	notBefore   time.Time
 	attempts    int
 	preemptions int
@@ -274,7 +274,7 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 		out = append(out, job.Summary{
 			ID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Status: job.Status(it.Status),
 			Priority: it.Priority, Attempts: it.Attempts, MaxAttempts: it.MaxAttempts, Preemptions: it.Preemptions,
-			WorkerID: it.WorkerID, Reason: it.Reason, ErrorCode: it.ErrorCode,
+			WorkerID: it.WorkerID, Reason: job.Reason(it.Reason), ErrorCode: it.ErrorCode,
 			CreatedAt: fromMS(it.CreatedMS), UpdatedAt: fromMS(it.UpdatedMS),
 		})
 	}
@@ -395,7 +395,7 @@ func (it *jobItem) toJob() job.Job {
 		LeaseToken:          it.LeaseToken,
 		WorkerID:            it.WorkerID,
 		Progress:            it.Progress,
-		Reason:              it.Reason,
+		Reason:              job.Reason(it.Reason),
 		CancelRequested:     it.CancelRequested,
 		History:             it.History,
 		CostUSD:             it.CostUSD,

@@ -528,7 +528,7 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 	o := job.AfterLeaseExpiry(j)
 	c := change{it: it, full: true, to: o.Status, reason: job.ReasonLeaseExpired, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID}
 	if o.Status == job.Dead {
-		c.jobErr = &job.Error{Code: job.ReasonLeaseExpired, Message: fmt.Sprintf("lease expired on attempt %d of %d with no heartbeat; no attempt left", j.Attempts, j.MaxAttempts)}
+		c.jobErr = &job.Error{Code: string(job.ReasonLeaseExpired), Message: fmt.Sprintf("lease expired on attempt %d of %d with no heartbeat; no attempt left", j.Attempts, j.MaxAttempts)}
 		c.reason = o.Reason
 	}
 	cond := leaseHeld(token).And(leaseRunOut(now))

@@ -143,7 +143,7 @@ func TestEveryLeaseEndGivesTheSlotBack(t *testing.T) {
 			}
 		},
 		"interruption": func(e *env, a store.WorkerAuth, j job.Job) {
-			n, err := e.st.RequeueWorkerLeases(e.ctx, a.WorkerID, "spot_interruption")
+			n, err := e.st.RequeueWorkerLeases(e.ctx, a.WorkerID, job.SpotInterruption.Reason())
 			must(t, err)
 			if n != 1 {
 				t.Fatalf("requeued %d, want 1", n)
@@ -153,7 +153,7 @@ func TestEveryLeaseEndGivesTheSlotBack(t *testing.T) {
 			must(t, e.st.DeregisterWorker(e.ctx, a))
 		},
 		"remove": func(e *env, a store.WorkerAuth, j job.Job) {
-			_, err := e.st.RemoveWorker(e.ctx, a.WorkerID, "scale_in")
+			_, err := e.st.RemoveWorker(e.ctx, a.WorkerID, job.ScaleIn.Reason())
 			must(t, err)
 		},
 		"revoke": func(e *env, a store.WorkerAuth, j job.Job) {

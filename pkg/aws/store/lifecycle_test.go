@@ -296,7 +296,7 @@ func TestExpiredLeaseIsClaimableAndFencesOldWorker(t *testing.T) {
 	h := e.job("j").History
 	var reasons []string
 	for _, x := range h {
-		reasons = append(reasons, string(x.To)+":"+x.Reason)
+		reasons = append(reasons, string(x.To)+":"+string(x.Reason))
 	}
 	if len(h) != 5 || h[2].Reason != job.ReasonLeaseExpired {
 		t.Fatalf("history = %v", reasons)
@@ -327,7 +327,7 @@ func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
 		e.wantLeases("w1", 0)
 	}
 	d := e.wantStatus("j", job.Dead)
-	if d.Error == nil || d.Error.Code != job.ReasonLeaseExpired {
+	if d.Error == nil || d.Error.Code != string(job.ReasonLeaseExpired) {
 		t.Fatalf("dead job = %+v", d)
 	}
 	// A second sweep finds nothing.
@@ -351,7 +351,7 @@ func TestPreemptionKeepsAttemptsUntilItsCap(t *testing.T) {
 			t.Fatalf("requeue %d = %+v, %v", i, out, err)
 		}
 		q := e.wantStatus("j", job.Queued)
-		if q.Attempts != 0 || q.Preemptions != i || q.Reason != string(job.SpotInterruption) {
+		if q.Attempts != 0 || q.Preemptions != i || q.Reason != job.SpotInterruption.Reason() {
 			t.Fatalf("after requeue %d: %+v", i, q)
 		}
 	}

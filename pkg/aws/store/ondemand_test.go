@@ -154,7 +154,7 @@ func TestTheSystemsRequeueAtTheCapPinsToo(t *testing.T) {
 	e.submit("j", "wf-a", 0)
 	for range 2 {
 		e.lease(spot)
-		if n, err := e.st.RequeueWorkerLeases(e.ctx, "spot-1", string(job.SpotInterruption)); err != nil || n != 1 {
+		if n, err := e.st.RequeueWorkerLeases(e.ctx, "spot-1", job.SpotInterruption.Reason()); err != nil || n != 1 {
 			t.Fatalf("RequeueWorkerLeases = %d, %v", n, err)
 		}
 	}

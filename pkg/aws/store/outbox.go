@@ -71,7 +71,7 @@ type eventItem struct {
 	JobID       string     `dynamodbav:"job_id"`
 	AtMS        int64      `dynamodbav:"at_ms"`
 	Status      string     `dynamodbav:"status"`
-	Reason      string     `dynamodbav:"reason,omitempty"`
+	Reason      job.Reason `dynamodbav:"reason,omitempty"`
 	Attempts    int        `dynamodbav:"attempts"`
 	Preemptions int        `dynamodbav:"preemptions"`
 	Error       *job.Error `dynamodbav:"error,omitempty"`
@@ -139,7 +139,7 @@ type JobEventDetail struct {
 	WorkflowID     string          `json:"workflow_id"`
 	FleetSlug      string          `json:"fleet_slug"`
 	Status         string          `json:"status"`
-	Reason         string          `json:"reason,omitempty"`
+	Reason         job.Reason      `json:"reason,omitempty"`
 	Attempts       int             `json:"attempts"`
 	Preemptions    int             `json:"preemptions"`
 	QueuedSeconds  float64         `json:"queued_seconds"`

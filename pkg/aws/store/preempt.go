@@ -96,7 +96,7 @@ func (s *Store) drainOn(ctx context.Context, id, instanceID string) (worker.Work
 // not looked for. The leases are found with one read of each shard of each
 // fleet's leased partition (all of a fleet's at once). count, when set, is recorded once per event in the
 // first requeue's transaction (alone when nothing is requeued).
-func (s *Store) RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason string, count *fleetstate.Interruption) (int, error) {
+func (s *Store) RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason job.Reason, count *fleetstate.Interruption) (int, error) {
 	holders := map[string]bool{}
 	var fleets []string
 	for _, w := range workers {
@@ -153,7 +153,7 @@ func contains(ss []string, s string) bool {
 // preemption is within it and checks that; a refused write reads the job
 // and decides again. counted says whether count was recorded (or had been,
 // for a redelivered event).
-func (s *Store) preemptCandidate(ctx context.Context, it *jobItem, reason string, count *fleetstate.Interruption) (moved, counted bool, err error) {
+func (s *Store) preemptCandidate(ctx context.Context, it *jobItem, reason job.Reason, count *fleetstate.Interruption) (moved, counted bool, err error) {
 	now := s.clock.Now()
 	j := it.toJob()
 	rung := false
@@ -201,7 +201,7 @@ func (s *Store) preemptCandidate(ctx context.Context, it *jobItem, reason string
 // (RequeueLeasesOf) and deletes them, whatever their tokens (their
 // instances are gone). It answers how many jobs were requeued; a worker
 // already gone is not an error.
-func (s *Store) RemoveWorkers(ctx context.Context, workers []worker.Worker, reason string) (int, error) {
+func (s *Store) RemoveWorkers(ctx context.Context, workers []worker.Worker, reason job.Reason) (int, error) {
 	n, err := s.RequeueLeasesOf(ctx, workers, reason, nil)
 	if err != nil {
 		return n, err

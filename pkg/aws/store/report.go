@@ -158,7 +158,7 @@ func (s *Store) Requeue(ctx context.Context, a WorkerAuth, jobID, token string, 
 	}
 	return s.workerRelease(ctx, a, jobID, token, func(j job.Job, _ time.Time) (change, job.Outcome) {
 		o := job.AfterPreemption(j, f.OnDemand.Enabled())
-		return preemptionChange(j, o, string(reason)), o
+		return preemptionChange(j, o, reason.Reason()), o
 	})
 }
 
@@ -284,13 +284,13 @@ func (s *Store) RetryDead(ctx context.Context, jobID string) (job.Job, error) {
 // requeueWorkerLeases gives back every lease a worker (as read) holds,
 // without spending attempts (each counts as a preemption); see
 // RequeueLeasesOf.
-func (s *Store) requeueWorkerLeases(ctx context.Context, w worker.Worker, reason string) (int, error) {
+func (s *Store) requeueWorkerLeases(ctx context.Context, w worker.Worker, reason job.Reason) (int, error) {
 	return s.RequeueLeasesOf(ctx, []worker.Worker{w}, reason, nil)
 }
 
 // RequeueWorkerLeases gives back every lease of a worker (an interruption the
 // agent could not report itself). It answers how many jobs were requeued.
-func (s *Store) RequeueWorkerLeases(ctx context.Context, workerID, reason string) (int, error) {
+func (s *Store) RequeueWorkerLeases(ctx context.Context, workerID string, reason job.Reason) (int, error) {
 	w, err := s.GetWorker(ctx, workerID)
 	if err != nil {
 		return 0, err
@@ -298,7 +298,7 @@ func (s *Store) RequeueWorkerLeases(ctx context.Context, workerID, reason string
 	return s.requeueWorkerLeases(ctx, w, reason)
 }
 
-func (s *Store) preemptBySystem(ctx context.Context, jobID, token, workerID, reason string) (bool, error) {
+func (s *Store) preemptBySystem(ctx context.Context, jobID, token, workerID string, reason job.Reason) (bool, error) {
 	now := s.clock.Now()
 	it, err := s.getJobItem(ctx, jobID)
 	if errors.Is(err, ErrNotFound) {
@@ -332,12 +332,12 @@ func (s *Store) preemptBySystem(ctx context.Context, jobID, token, workerID, rea
 // preemptionChange is the change a preemption outcome makes: queued under the
 // preemption's reason, pinned to On-Demand at the cap (reason
 // preemption_cap_on_demand), or dead at the cap.
-func preemptionChange(j job.Job, o job.Outcome, reason string) change {
+func preemptionChange(j job.Job, o job.Outcome, reason job.Reason) change {
 	c := change{to: o.Status, reason: reason, attempts: o.Attempts, preemptions: o.Preemptions, onDemandOnly: o.OnDemandOnly}
 	switch {
 	case o.Status == job.Dead:
 		c.reason = o.Reason
-		c.jobErr = &job.Error{Code: job.ReasonPreemptionCap, Message: fmt.Sprintf("preempted %d times (cap %d), last by %s", o.Preemptions, j.MaxPreemptions, reason)}
+		c.jobErr = &job.Error{Code: string(job.ReasonPreemptionCap), Message: fmt.Sprintf("preempted %d times (cap %d), last by %s", o.Preemptions, j.MaxPreemptions, reason)}
 	case o.Reason != "":
 		c.reason = o.Reason
 	}

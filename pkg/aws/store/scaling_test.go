@@ -15,6 +15,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -375,7 +376,7 @@ func TestDrainAndLeaseRaceNeverBoth(t *testing.T) {
 			t.Fatalf("round %d: leasing worker reads %+v", i, w)
 		}
 		// Clear the round: the worker (under the fleet's worker cap) and its job.
-		if _, err := e.st.RemoveWorker(e.ctx, id, "test"); err != nil {
+		if _, err := e.st.RemoveWorker(e.ctx, id, job.ReasonWorkerGone); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.st.Cancel(e.ctx, fmt.Sprintf("j%d", i)); err != nil {

@@ -89,7 +89,7 @@ func TestLeasesInEveryLeasedShardAreFoundByEveryReader(t *testing.T) {
 		t.Fatalf("snapshot = leased %d by worker %v, %v; want 8 each", snap.Leased, snap.LeasesByWorker, err)
 	}
 
-	if n, err := m.st.RequeueWorkerLeases(m.ctx, ws[0].WorkerID, string(job.SpotInterruption)); err != nil || n != 8 {
+	if n, err := m.st.RequeueWorkerLeases(m.ctx, ws[0].WorkerID, job.SpotInterruption.Reason()); err != nil || n != 8 {
 		t.Fatalf("requeue of %s's leases = %d, %v; want 8", ws[0].WorkerID, n, err)
 	}
 	for _, id := range held[ws[0].WorkerID] {

@@ -437,7 +437,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, a WorkerAuth) error {
 
 // RemoveWorker requeues a worker's leases and deletes it, whatever its token
 // (the instance is gone). It answers ErrNotFound when there is no such worker.
-func (s *Store) RemoveWorker(ctx context.Context, id, reason string) (requeued int, err error) {
+func (s *Store) RemoveWorker(ctx context.Context, id string, reason job.Reason) (requeued int, err error) {
 	w, err := s.GetWorker(ctx, id)
 	if err != nil {
 		return 0, err

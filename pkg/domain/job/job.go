@@ -43,6 +43,10 @@ const (
 	ScaleIn          PreemptReason = "scale_in"
 )
 
+// Reason is the transition reason a preemption records: the reason
+// itself.
+func (r PreemptReason) Reason() Reason { return Reason(r) }
+
 // ParsePreemptReason accepts the four reasons of the protocol.
 func ParsePreemptReason(s string) (PreemptReason, error) {
 	switch r := PreemptReason(s); r {
@@ -59,34 +63,35 @@ type Error struct {
 	Retryable bool   `json:"retryable" dynamodbav:"retryable"`
 }
 
+// Reason says why a job made a transition: it is recorded in the job's
+// history, as the job's current reason and in its events. A preemption
+// records its PreemptReason.
+type Reason string
+
 // Reasons the control plane itself records on a job.
 const (
-	ReasonLeaseExpired  = "lease_expired"
-	ReasonAttemptsSpent = "attempts_exhausted"
-	ReasonNotRetryable  = "not_retryable"
-	ReasonPreemptionCap = "preemption_cap"
+	ReasonLeaseExpired  Reason = "lease_expired"
+	ReasonAttemptsSpent Reason = "attempts_exhausted"
+	ReasonNotRetryable  Reason = "not_retryable"
+	ReasonPreemptionCap Reason = "preemption_cap"
 	// ReasonPreemptionCapOnDemand: the job reached its preemption cap and
 	// its fleet has an On-Demand rung, so it waits for an On-Demand worker.
-	ReasonPreemptionCapOnDemand = "preemption_cap_on_demand"
-	ReasonCanceled              = "canceled"
-	ReasonOperatorRetry         = "operator_retry"
-	ReasonWorkerGone            = "worker_gone"
-	ReasonQueueTimeout          = "queue_timeout"
-	ReasonRunTimeout            = "run_timeout"
-	ReasonLeaseFenced           = "lease_fenced"
-	ReasonDeregistered          = "deregistered"
-	ReasonRetryPromoted         = "retry_due"
-	ReasonCreated               = "created"
-	ReasonSucceeded             = "succeeded"
-	ReasonWorkerFailed          = "worker_failed"
-	ReasonInterrupted           = "interrupted"
-	ReasonInstanceStopped       = "instance_stopped"
+	ReasonPreemptionCapOnDemand Reason = "preemption_cap_on_demand"
+	ReasonCanceled              Reason = "canceled"
+	ReasonOperatorRetry         Reason = "operator_retry"
+	ReasonWorkerGone            Reason = "worker_gone"
+	ReasonQueueTimeout          Reason = "queue_timeout"
+	ReasonRunTimeout            Reason = "run_timeout"
+	ReasonDeregistered          Reason = "deregistered"
+	ReasonCreated               Reason = "created"
+	ReasonSucceeded             Reason = "succeeded"
+	ReasonWorkerFailed          Reason = "worker_failed"
 	// ReasonStale: the worker went unseen so long that the scaler removed
 	// it (its instance is long gone).
-	ReasonStale = "stale"
+	ReasonStale Reason = "stale"
 	// ReasonLeaseUndone marks a claim taken back because the poll that made
 	// it could not hand the lease to its worker; no attempt is spent.
-	ReasonLeaseUndone = "lease_undone"
+	ReasonLeaseUndone Reason = "lease_undone"
 )
 
 // HistoryEntry records one transition of a job.
@@ -94,7 +99,7 @@ type HistoryEntry struct {
 	At      time.Time `json:"at" dynamodbav:"at"`
 	From    Status    `json:"from,omitempty" dynamodbav:"from,omitempty"`
 	To      Status    `json:"to" dynamodbav:"to"`
-	Reason  string    `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
+	Reason  Reason    `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
 	Worker  string    `json:"worker_id,omitempty" dynamodbav:"worker,omitempty"`
 	Attempt int       `json:"attempt,omitempty" dynamodbav:"attempt,omitempty"`
 }
@@ -157,7 +162,7 @@ type Job struct {
 	Progress       *float64
 
 	// Reason is why the job is in its current status (e.g. lease_expired, preemption_cap).
-	Reason string
+	Reason Reason
 	// CancelRequested is set when an operator canceled the job while it was leased.
 	CancelRequested bool
 	// CostUSD is what the finished job cost, in dollars; nil until its
@@ -213,7 +218,7 @@ type Summary struct {
 	MaxAttempts int
 	Preemptions int
 	WorkerID    string
-	Reason      string
+	Reason      Reason
 	ErrorCode   string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time

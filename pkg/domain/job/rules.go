@@ -10,7 +10,7 @@ type Outcome struct {
 	// Attempts and Preemptions are the counters after the transition.
 	Attempts    int
 	Preemptions int
-	Reason      string
+	Reason      Reason
 	// OnDemandOnly: the job may from now on be leased by On-Demand workers
 	// only (it reached its preemption cap in a fleet with an On-Demand rung).
 	OnDemandOnly bool

@@ -30,7 +30,7 @@ func TestAfterFailure(t *testing.T) {
 		j         Job
 		retryable bool
 		status    Status
-		reason    string
+		reason    Reason
 		wait      time.Duration
 	}{
 		{"first attempt waits the first step", leased(1, 3, 0, 5), true, Queued, ReasonWorkerFailed, 2 * time.Minute},
@@ -79,7 +79,7 @@ func TestAfterPreemptionAtTheCap(t *testing.T) {
 		j      Job
 		rung   bool
 		want   Status
-		reason string
+		reason Reason
 		pinned bool
 	}{
 		{"under the cap, no rung", leased(1, 3, 1, 2), false, Queued, "", false},

@@ -309,7 +309,7 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 		t.Fatalf("shutdown took %s", took)
 	}
 	j := e.job("j1")
-	if j.Status != job.Queued || j.Preemptions != 1 || j.Attempts != 0 || j.Reason != string(job.SpotInterruption) {
+	if j.Status != job.Queued || j.Preemptions != 1 || j.Attempts != 0 || j.Reason != job.SpotInterruption.Reason() {
 		t.Fatalf("after the notice: %s preemptions %d attempts %d reason %s", j.Status, j.Preemptions, j.Attempts, j.Reason)
 	}
 	if _, err := e.stack.Store.GetWorker(e.ctx, "spot"); !errors.Is(err, store.ErrNotFound) {
@@ -439,7 +439,7 @@ func TestDrain(t *testing.T) {
 	if err := a.wait(t); err != nil {
 		t.Fatal(err)
 	}
-	if j := e.job("long"); j.Status != job.Queued || j.Reason != string(job.Shutdown) || j.Attempts != 0 {
+	if j := e.job("long"); j.Status != job.Queued || j.Reason != job.Shutdown.Reason() || j.Attempts != 0 {
 		t.Fatalf("long: %s %s attempts %d", j.Status, j.Reason, j.Attempts)
 	}
 	if _, err := e.stack.Store.GetWorker(e.ctx, "d1"); !errors.Is(err, store.ErrNotFound) {

@@ -128,7 +128,7 @@ func (s *server) listJobs(ctx context.Context, fleet string, status job.Status, 
 		}
 		for _, j := range js {
 			out = append(out, wire.JobSummary{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
-				Status: string(j.Status), Reason: j.Reason, ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
+				Status: string(j.Status), Reason: string(j.Reason), ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
 		}
 	}
 	return out, nil

@@ -132,7 +132,7 @@ func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // viewJob is GET /api/jobs/{job_id}.
 func viewJob(j job.Job) wire.Job {
 	v := wire.Job{
-		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: j.Reason,
+		JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: j.FleetSlug, Status: string(j.Status), Reason: string(j.Reason),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Preemptions: j.Preemptions, Priority: j.Priority,
 		OnDemandOnly: j.OnDemandOnly,
 		CreatedAt:    rfc3339(j.CreatedAt), UpdatedAt: rfc3339(j.UpdatedAt), Result: j.Result, CostUSD: j.CostUSD,
@@ -153,7 +153,7 @@ func viewJob(j job.Job) wire.Job {
 		v.NotBefore = rfc3339(j.NotBefore)
 	}
 	for _, h := range j.History {
-		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: h.Reason, Worker: h.Worker, Attempt: h.Attempt})
+		v.History = append(v.History, wire.JobTransition{At: rfc3339(h.At), From: string(h.From), To: string(h.To), Reason: string(h.Reason), Worker: h.Worker, Attempt: h.Attempt})
 	}
 	if j.CallbackURL != "" {
 		v.Callback = viewCallback(j.CallbackURL, j.Callback)

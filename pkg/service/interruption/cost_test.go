@@ -50,7 +50,7 @@ func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
 				t.Fatalf("summary %+v, want %d workers drained and %d requeued", s, n, l)
 			}
 			for _, id := range jobs {
-				if j := e.job(id); j.Status != job.Queued || j.Attempts != 0 || j.Preemptions != 1 || j.Reason != string(job.SpotInterruption) {
+				if j := e.job(id); j.Status != job.Queued || j.Attempts != 0 || j.Preemptions != 1 || j.Reason != job.SpotInterruption.Reason() {
 					t.Fatalf("%s after the warning: %s attempts %d preemptions %d reason %q", id, j.Status, j.Attempts, j.Preemptions, j.Reason)
 				}
 			}
@@ -90,7 +90,7 @@ func TestPreemptionAtTheCapIsDecidedOnTheWholeJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.RequeueWorkerLeases(e.ctx, "w1", string(job.SpotInterruption)); err != nil {
+		if _, err := e.st.RequeueWorkerLeases(e.ctx, "w1", job.SpotInterruption.Reason()); err != nil {
 			t.Fatal(err)
 		}
 		if j := e.job(l.ID); j.Preemptions == 1 && j.Status != job.Queued {
@@ -98,7 +98,7 @@ func TestPreemptionAtTheCapIsDecidedOnTheWholeJob(t *testing.T) {
 		}
 	}
 	j := e.job("capped")
-	if j.Status != job.Dead || j.Preemptions != 2 || j.Error == nil || j.Error.Code != job.ReasonPreemptionCap {
+	if j.Status != job.Dead || j.Preemptions != 2 || j.Error == nil || j.Error.Code != string(job.ReasonPreemptionCap) {
 		t.Fatalf("past the cap: %s preemptions %d error %+v", j.Status, j.Preemptions, j.Error)
 	}
 	if w, err := e.st.GetWorker(e.ctx, "w1"); err != nil || w.Leases != 0 {

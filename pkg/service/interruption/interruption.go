@@ -26,8 +26,8 @@ type Store interface {
 	Config() *fleetconfig.Config
 	WorkersByInstance(ctx context.Context, instanceID string) ([]worker.Worker, error)
 	DrainInstance(ctx context.Context, instanceID string) ([]worker.Worker, error)
-	RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason string, count *fleetstate.Interruption) (int, error)
-	RemoveWorkers(ctx context.Context, workers []worker.Worker, reason string) (int, error)
+	RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason job.Reason, count *fleetstate.Interruption) (int, error)
+	RemoveWorkers(ctx context.Context, workers []worker.Worker, reason job.Reason) (int, error)
 	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
 	StartTermination(ctx context.Context, t store.Termination) (store.Termination, bool, error)
 	Terminations(ctx context.Context) ([]store.Termination, error)
@@ -328,7 +328,7 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 			return err
 		}
 		s.Drained = true
-		if s.Requeued, err = h.store.RequeueLeasesOf(ctx, ws, string(reason), c.of(in, ws[0])); err != nil {
+		if s.Requeued, err = h.store.RequeueLeasesOf(ctx, ws, reason.Reason(), c.of(in, ws[0])); err != nil {
 			return err
 		}
 		logHandled(in, s, ws[0].Fleet)
@@ -360,7 +360,7 @@ func removeWorkers(kind fleetstate.InterruptionKind) action {
 		if err != nil || !found(in, s, ws) {
 			return err
 		}
-		if s.Requeued, err = h.store.RemoveWorkers(ctx, ws, string(job.Shutdown)); err != nil {
+		if s.Requeued, err = h.store.RemoveWorkers(ctx, ws, job.Shutdown.Reason()); err != nil {
 			return err
 		}
 		s.Removed = true
@@ -433,7 +433,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
 		return nil
 	}
-	n, err := h.store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+	n, err := h.store.RequeueLeasesOf(ctx, ws, job.Shutdown.Reason(), nil)
 	if err != nil {
 		return err
 	}
@@ -548,7 +548,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	}
 	// requeueAll gives back what still runs there.
 	requeueAll := func() error {
-		n, err := h.store.RequeueLeasesOf(ctx, ws, string(job.Shutdown), nil)
+		n, err := h.store.RequeueLeasesOf(ctx, ws, job.Shutdown.Reason(), nil)
 		r.Requeued += n
 		return err
 	}

@@ -502,7 +502,7 @@ func TestRaceWithTheAgentsRequeue(t *testing.T) {
 			t.Fatalf("round %d: agent's requeue: %v", i, agentErr)
 		}
 		// Back to active for the next round (the warning drained it).
-		if _, err := e.st.RemoveWorker(e.ctx, "w1", "test"); err != nil {
+		if _, err := e.st.RemoveWorker(e.ctx, "w1", job.ReasonWorkerGone); err != nil {
 			t.Fatal(err)
 		}
 		e.auth = e.register("w1", instance, 2)

@@ -10,6 +10,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
@@ -253,7 +254,7 @@ func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 		if j, err := h.st.LeaseNext(h.ctx, spot, []string{"render"}); err != nil || j.ID != "pa" {
 			t.Fatalf("spot lease: %q, %v", j.ID, err)
 		}
-		if n, err := h.st.RequeueWorkerLeases(h.ctx, spot.WorkerID, "spot_interruption"); err != nil || n != 1 {
+		if n, err := h.st.RequeueWorkerLeases(h.ctx, spot.WorkerID, job.SpotInterruption.Reason()); err != nil || n != 1 {
 			t.Fatalf("requeue: %d, %v", n, err)
 		}
 	}
