@@ -306,13 +306,16 @@ func TestDeliveryRefusesInternalAddressesAndRedirects(t *testing.T) {
 	target, hits := scripted(t, http.StatusOK)
 	redirector := httptest.NewServer(http.RedirectHandler(target.URL+"/elsewhere", http.StatusFound))
 	t.Cleanup(redirector.Close)
-	open.finish("redirected", redirector.URL+"/r")
+	open.finish("redirected", redirector.URL+"/r?token=receiver-secret")
 	open.deliver()
 	if len(hits()) != 0 {
 		t.Fatal("the redirect was followed")
 	}
 	if c := open.callback("redirected"); c.State != job.CallbackFailed || !strings.Contains(c.LastError, "follow no redirect") {
 		t.Fatalf("redirect recorded as %+v", c)
+	}
+	if c := open.callback("redirected"); strings.Contains(c.LastError, "receiver-secret") {
+		t.Fatalf("the recorded error shows the URL's query: %q", c.LastError)
 	}
 }
 

@@ -4,6 +4,5 @@
 // link-local and cloud metadata addresses), so a callback URL cannot be
 // used to reach internal services. The Deliverer sends each job's outcomes
 // to its callback_url from the relay, outside any request, retrying with
-// backoff and recording every attempt on the job; the Publisher sends
-// outbox events to fixed subscriptions.
+// backoff and recording every attempt on the job.
 package webhook

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,14 +37,6 @@ const (
 	// current and the previous key knows which one to check.
 	HeaderKeyID = "Fleetq-Key-Id"
 )
-
-// Subscription is one endpoint and the key its deliveries are signed
-// with. An empty TenantID receives every tenant's jobs.
-type Subscription struct {
-	URL      string
-	Key      signing.Key
-	TenantID string
-}
 
 // Sign is the signature header's value for a body sent at timestamp.
 func Sign(key []byte, timestamp int64, body []byte) string {
@@ -88,61 +79,6 @@ type Delivery struct {
 	Type   string               `json:"type"`
 	Time   string               `json:"time"`
 	Detail store.JobEventDetail `json:"detail"`
-}
-
-// Publisher delivers the events of finished jobs (succeeded, dead,
-// canceled) to the subscriptions. It satisfies store.Publisher.
-type Publisher struct {
-	Subscriptions []Subscription
-	// Client sends the deliveries (default: NewClient(Guard{}, 10s)).
-	Client *http.Client
-	Clock  clock.Clock
-}
-
-func finished(status string) bool {
-	return status == "succeeded" || status == "dead" || status == "canceled"
-}
-
-// Publish posts each finished job's event to each matching subscription and
-// fails if any delivery fails (a 2xx answer is a delivery), so the events
-// stay in the outbox and are delivered again; receivers deduplicate by
-// HeaderEventID.
-func (p *Publisher) Publish(ctx context.Context, events []store.JobEvent) error {
-	var errs []error
-	for _, e := range events {
-		if !finished(e.Detail.Status) {
-			continue
-		}
-		body, err := json.Marshal(Delivery{ID: e.ID, Type: e.DetailType, Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), Detail: e.Detail})
-		if err != nil {
-			return err
-		}
-		for _, s := range p.Subscriptions {
-			if s.TenantID != "" && s.TenantID != e.Detail.TenantID {
-				continue
-			}
-			if err := p.deliver(ctx, s, e.ID, body); err != nil {
-				var u *unreachableError
-				if errors.As(err, &u) {
-					err = fmt.Errorf("%w: %w", err, u.cause) // the operator's own subscription: the details help
-				}
-				errs = append(errs, fmt.Errorf("event %s to %s: %w", e.ID, redact(s.URL), err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (p *Publisher) deliver(ctx context.Context, s Subscription, id string, body []byte) error {
-	c := p.Client
-	if c == nil {
-		c = NewClient(Guard{}, 10*time.Second)
-	}
-	clk := p.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	return send(ctx, c, clk, s.URL, s.Key, id, body)
 }
 
 // send POSTs one signed delivery; a 2xx answer is a delivery.
