@@ -77,7 +77,7 @@ type Config struct {
 	// interrupted recently (weigh.go; default: no weighing).
 	InterruptionCounts func(ctx context.Context, fleet string, since time.Time) ([]fleetstate.InterruptionCount, error)
 	// SpotPrices reads each fleet's Spot prices about once an hour for the
-	// cost of its jobs (spotprices.go; default: none).
+	// cost of its jobs (NewSpotPricer; default: none).
 	SpotPrices *SpotPricer
 }
 

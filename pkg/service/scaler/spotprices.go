@@ -2,6 +2,8 @@ package scaler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,17 +34,42 @@ const (
 )
 
 // SpotPricer refreshes each fleet's Spot prices from the tick, at most
-// once per Every. When it last read each fleet is kept in memory: a cold
-// scaler reads once more, one EC2 call and one write per fleet.
+// once per SpotPricerConfig.Every. When it last read each fleet is kept in
+// memory: a cold scaler reads once more, one EC2 call and one write per
+// fleet. Build one with NewSpotPricer.
 type SpotPricer struct {
-	Source SpotPriceSource
-	Store  SpotPriceStore
-	// Every is how often a fleet's prices are read (DefaultSpotPriceEvery
-	// when 0).
-	Every time.Duration
+	source SpotPriceSource
+	store  SpotPriceStore
+	every  time.Duration
 
 	mu   sync.Mutex
 	next map[string]time.Time // fleet → when to read again
+}
+
+// SpotPricerConfig holds a SpotPricer's optional settings; the zero value
+// is the defaults.
+type SpotPricerConfig struct {
+	// Every is how often a fleet's prices are read (default:
+	// DefaultSpotPriceEvery).
+	Every time.Duration
+}
+
+// NewSpotPricer returns the refresher that reads Spot prices from source
+// and records them in st. Both are required: NewSpotPricer answers an
+// error naming the one missing.
+func NewSpotPricer(source SpotPriceSource, st SpotPriceStore, c SpotPricerConfig) (*SpotPricer, error) {
+	switch {
+	case source == nil:
+		return nil, errors.New("scaler.NewSpotPricer: no Spot price source")
+	case st == nil:
+		return nil, errors.New("scaler.NewSpotPricer: no store")
+	case c.Every < 0:
+		return nil, fmt.Errorf("scaler.NewSpotPricer: Every %s is negative", c.Every)
+	}
+	if c.Every == 0 {
+		c.Every = DefaultSpotPriceEvery
+	}
+	return &SpotPricer{source: source, store: st, every: c.Every, next: map[string]time.Time{}}, nil
 }
 
 // refresh reads the fleet's Spot prices when they are due and records the
@@ -51,9 +78,6 @@ type SpotPricer struct {
 // the prices last read stay, then the config's flat price applies.
 func (p *SpotPricer) refresh(ctx context.Context, s *Scaler, f *fleetconfig.Fleet, now time.Time) {
 	p.mu.Lock()
-	if p.next == nil {
-		p.next = map[string]time.Time{}
-	}
 	due := !now.Before(p.next[f.Slug])
 	if due {
 		p.next[f.Slug] = now.Add(spotPriceRetry)
@@ -62,26 +86,22 @@ func (p *SpotPricer) refresh(ctx context.Context, s *Scaler, f *fleetconfig.Flee
 	if !due {
 		return
 	}
-	points, err := p.Source.SpotPrices(ctx, f.InstanceTypes, now)
+	points, err := p.source.SpotPrices(ctx, f.InstanceTypes, now)
 	if err == nil {
-		err = p.Store.PutSpotPrices(ctx, f.Slug, cost.LatestSpot(points, now))
+		err = p.store.PutSpotPrices(ctx, f.Slug, cost.LatestSpot(points, now))
 	}
 	if err != nil {
 		s.log.Warn("spot prices", "fleet", f.Slug, "error", err.Error())
 		return
 	}
-	every := p.Every
-	if every <= 0 {
-		every = DefaultSpotPriceEvery
-	}
 	p.mu.Lock()
-	p.next[f.Slug] = now.Add(every)
+	p.next[f.Slug] = now.Add(p.every)
 	p.mu.Unlock()
 }
 
 // refreshSpotPrices refreshes every fleet's Spot prices that are due.
 func (s *Scaler) refreshSpotPrices(ctx context.Context) {
-	if s.c.SpotPrices == nil || s.c.SpotPrices.Source == nil || s.c.SpotPrices.Store == nil {
+	if s.c.SpotPrices == nil {
 		return
 	}
 	now := s.clock.Now()

@@ -3,6 +3,7 @@ package scaler_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.52, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g6.xlarge", Zone: "us-east-1a", USD: 0.9, At: t0.Add(-time.Hour)}) // not the fleet's
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, h.st)
 	})
 
 	want := func(when string, prices map[string]float64, readAt time.Time) {
@@ -85,7 +86,7 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.8, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.3, At: t0.Add(-time.Hour)})
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = &scaler.SpotPricer{Source: spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, Store: h.st}
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, h.st)
 	})
 	h.tick()
 
@@ -114,5 +115,33 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	// $0.80 would be 1.6, and no config price exists to fall back on.
 	if got.CostUSD == nil || *got.CostUSD != 0.6 {
 		t.Fatalf("cost_usd = %v, want 0.6", got.CostUSD)
+	}
+}
+
+func spotPricer(t *testing.T, source scaler.SpotPriceSource, st scaler.SpotPriceStore) *scaler.SpotPricer {
+	t.Helper()
+	p, err := scaler.NewSpotPricer(source, st, scaler.SpotPricerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNewSpotPricerNamesWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	source := spotprice.Reader{}
+	for want, build := range map[string]func() (*scaler.SpotPricer, error){
+		"no Spot price source": func() (*scaler.SpotPricer, error) { return scaler.NewSpotPricer(nil, h.st, scaler.SpotPricerConfig{}) },
+		"no store": func() (*scaler.SpotPricer, error) {
+			return scaler.NewSpotPricer(source, nil, scaler.SpotPricerConfig{})
+		},
+		"negative": func() (*scaler.SpotPricer, error) {
+			return scaler.NewSpotPricer(source, h.st, scaler.SpotPricerConfig{Every: -time.Minute})
+		},
+	} {
+		if p, err := build(); err == nil || p != nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, %v", want, p, err)
+		}
 	}
 }

@@ -179,7 +179,11 @@ func NewScaler(e *Env, capacity scaler.Capacity, metrics io.Writer, spotPrices s
 		c.Relay = e.Relay
 	}
 	if spotPrices != nil {
-		c.SpotPrices = &scaler.SpotPricer{Source: spotPrices, Store: e.Store}
+		p, err := scaler.NewSpotPricer(spotPrices, e.Store, scaler.SpotPricerConfig{})
+		if err != nil {
+			return nil, err
+		}
+		c.SpotPrices = p
 	}
 	return scaler.New(e.Config, e.Store, e.Clock, e.Logger, c)
 }
