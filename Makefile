@@ -2,11 +2,14 @@
 # first use; nothing else needs installing.
 
 GO        ?= go
-# One build configuration for every compile but the race detector's: static (CGO_ENABLED=0) and
-# -trimpath, as make build ships the binaries. go vet, the CDK app's tests, make build's binaries for
-# this machine and the tests' own builds of the functions and the CLI (testenv.BuildBinary) then share
-# one compile of the SDK and the CDK module; only -race (which needs cgo) and arm64 compile them again.
-export CGO_ENABLED := 0
+# One build configuration for everything make lint and make test compile: the race detector's
+# (-race, which needs cgo) with -trimpath. go vet, every package's tests (the CDK app's included), the
+# dynalite run and the binaries the tests build themselves (testenv.BuildBinary) then share one
+# compile of the SDK and of the CDK module, the two largest compiles of the tree. make build and
+# make release build what ships in their own configuration: static (CGO_ENABLED=0), linux/arm64 for
+# the functions.
+RACE      := -race
+export CGO_ENABLED := 1
 GOFLAGS   += -trimpath
 export GOFLAGS
 FUNCTIONS := $(notdir $(wildcard functions/*))
@@ -32,22 +35,19 @@ dev:
 serve:
 	$(GO) run ./cmd/fleetq dev $(ARGS)
 
-# NORACE: the packages whose tests run without the race detector: the CDK app, whose tests
-# synthesize templates through jsii's Node process and start no goroutines of fleetq's. Under -race
-# its CDK dependencies would be compiled a second time, the largest compile of the suite; without
-# it they are the ones go vet already built. They run all the same, in the second go test of test.
-MODULE := github.com/fleetq/fleetq
-NORACE := $(MODULE)/infra $(MODULE)/infra/cdk
-
-## test: go vet, then every test, integration tests included: the race detector on every package but
-## the CDK app's (NORACE, run without it); cdk-nag's rule packs on the synthesized templates (npm packages
-## from scripts/nag's lockfile), the console in Chromium, the Python client; then test-dynalite.
+## test: go vet, then every test, integration tests included, under the race detector (RACE, the one
+## build configuration above): cdk-nag's rule packs on the synthesized templates (npm packages from
+## scripts/nag's lockfile), the console in Chromium, the Python client; beside them test-dynalite, whose
+## soak waits on dynalite more than it computes (its output follows theirs).
 ## go test's own vet checks are off: go vet ./... has just run them all.
 test: nag-deps browser-deps dynalite-deps shellcheck-deps
-	$(GO) vet ./...
-	CGO_ENABLED=1 $(GO) test -race -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF $(addprefix -e ,$(NORACE)))
-	$(GO) test -vet=off -count=1 -timeout 30m $(NORACE)
-	@$(MAKE) --no-print-directory test-dynalite
+	$(GO) vet $(RACE) ./...
+	@log=$$(mktemp); $(MAKE) --no-print-directory test-dynalite >"$$log" 2>&1 & dyn=$$!; \
+	$(GO) test $(RACE) -vet=off -count=1 -timeout 30m ./...; tests=$$?; \
+	wait $$dyn; dynalite=$$?; cat "$$log"; rm -f "$$log"; \
+	if [ $$tests != 0 ]; then echo "make test: the tests failed"; fi; \
+	if [ $$dynalite != 0 ]; then echo "make test: test-dynalite failed"; fi; \
+	[ $$tests = 0 ] && [ $$dynalite = 0 ]
 
 DYNALITE_STAMP := scripts/dynalite/node_modules/.package-lock.json
 
@@ -60,10 +60,10 @@ SOAK_WORKERS ?= 50
 test-dynalite: dynalite-deps
 	@if [ -f $(DYNALITE_STAMP) ]; then \
 		echo "the store and API suites against dynalite"; \
-		FLEETQ_TEST_DYNALITE=1 $(GO) test -count=1 -short ./pkg/aws/store/ ./pkg/service/api/ && \
+		FLEETQ_TEST_DYNALITE=1 $(GO) test $(RACE) -vet=off -count=1 -short ./pkg/aws/store/ ./pkg/service/api/ && \
 		echo "the soak, $(SOAK_JOBS) jobs and $(SOAK_WORKERS) workers, against dynalite" && \
 		FLEETQ_TEST_DYNALITE=1 FLEETQ_SOAK_JOBS=$(SOAK_JOBS) FLEETQ_SOAK_WORKERS=$(SOAK_WORKERS) \
-			$(GO) test -count=1 -v -timeout 15m -run TestSoakNothingLostUnderFaults ./pkg/local/soak/; \
+			$(GO) test $(RACE) -vet=off -count=1 -v -timeout 15m -run TestSoakNothingLostUnderFaults ./pkg/local/soak/; \
 	elif $(ON_CI); then echo "dynalite not installed (no npm): under CI the dynalite run must happen"; exit 1; \
 	else echo "dynalite not installed (no npm): the dynalite run is skipped"; fi
 
@@ -158,9 +158,9 @@ deploy: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
-## lint: go vet and gofmt
+## lint: go vet (in the tests' build configuration, so make test reuses its compile) and gofmt
 lint:
-	$(GO) vet ./...
+	$(GO) vet $(RACE) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 clean:

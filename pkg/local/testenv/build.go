@@ -8,11 +8,13 @@ import (
 	"testing"
 )
 
-// BuildBinary builds the main package in dir for this machine, the way
-// make build builds what ships (static, -trimpath), as name in a temporary
-// directory, and answers the binary's path. make test compiles go vet and
-// the CDK app's tests in the same configuration, so the build reuses their
-// compiles and only links.
+// BuildBinary builds the main package in dir for this machine, as name in a
+// temporary directory, and answers the binary's path. It builds in the test's
+// own configuration (the race detector when the test has it, GOFLAGS and
+// CGO_ENABLED from the environment, as make test sets them), so the build
+// reuses the compiles of go vet and the tests and only links. What ships is
+// built by make build (static, arm64 for the functions); what a test runs of
+// the binary (its start-up, its commands) does not depend on either.
 func BuildBinary(tb testing.TB, dir, name string) string {
 	tb.Helper()
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -20,9 +22,12 @@ func BuildBinary(tb testing.TB, dir, name string) string {
 		goBin = "go"
 	}
 	out := filepath.Join(tb.TempDir(), name)
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, ".")
+	args := []string{"build", "-o", out}
+	if Race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goBin, append(args, ".")...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("go build %s: %v\n%s", dir, err, b)
 	}

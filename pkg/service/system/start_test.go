@@ -50,9 +50,9 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// buildBootstrap builds a function's main for this machine, static and
-// -trimpath as make build does. make build also adds -tags lambda.norpc and
-// cross-compiles for arm64; neither changes the start-up path.
+// buildBootstrap builds a function's main for this machine in the test's
+// own build configuration (testenv.BuildBinary). make build builds it static
+// with -tags lambda.norpc for arm64; none of that changes the start-up path.
 func buildBootstrap(t *testing.T, fn awsenv.Function) string {
 	t.Helper()
 	return testenv.BuildBinary(t, filepath.Join("..", "..", "..", "functions", string(fn)), "bootstrap")
