@@ -100,6 +100,27 @@ func (m *modeledEnv) registerWorker(tb testing.TB, i, slots int) store.WorkerAut
 	return a
 }
 
+// wantWritesSpread fails unless the table's partition keys starting with
+// prefix (its shards) took writes on at least four keys, none of them more
+// than most write units; what names the writes in the message.
+func (m *modeledEnv) wantWritesSpread(t *testing.T, what, prefix string, most float64) {
+	t.Helper()
+	keys := map[string]float64{}
+	for _, l := range m.model.Loads() {
+		if l.Index == "" && strings.HasPrefix(l.Key, prefix) {
+			keys[l.Key] += l.Units.Write
+		}
+	}
+	if len(keys) < 4 {
+		t.Fatalf("%s went to %d partition keys (%v), want them spread over its shards", what, len(keys), keys)
+	}
+	for k, w := range keys {
+		if w > most {
+			t.Fatalf("%s: shard %s took %.0f write units, want at most %.0f: not spread", what, k, w, most)
+		}
+	}
+}
+
 // nextSecond moves the clock to the start of the next whole second and
 // forgets what the model counted so far.
 func (m *modeledEnv) nextSecond() {

@@ -3,7 +3,6 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -138,20 +137,7 @@ func TestCostTotalsSpreadOverShards(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys := map[string]float64{}
-	for _, l := range m.model.Loads() {
-		if l.Index == "" && strings.HasPrefix(l.Key, "COST#") {
-			keys[l.Key] += l.Units.Write
-		}
-	}
-	if len(keys) < 4 {
-		t.Fatalf("the totals went to %d partition keys (%v), want them spread", len(keys), keys)
-	}
-	for k, w := range keys {
-		if w > 2*n/3 {
-			t.Fatalf("cost shard %s took %.0f write units of the %d outcomes' %d", k, w, n, 2*n)
-		}
-	}
+	m.wantWritesSpread(t, fmt.Sprintf("the cost totals of %d outcomes (%d write units)", n, 2*n), "COST#", 2*n/3)
 	groups, err := m.st.CostsSince(m.ctx, day.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)

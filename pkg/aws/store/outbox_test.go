@@ -201,23 +201,12 @@ func TestOutboxSpreadsOverShards(t *testing.T) {
 	if err := m.model.Err(); err != nil {
 		t.Fatalf("%d outcomes and their relays in one second: %v", n, err)
 	}
-	shards := map[string]float64{}
 	for _, l := range m.model.Loads() {
 		if l.Index == store.IndexByState && strings.HasPrefix(l.Key, "E#") {
 			t.Fatalf("an outbox entry went to the by-state index: %v", l)
 		}
-		if l.Index == "" && strings.HasPrefix(l.Key, "OUTBOX#") {
-			shards[l.Key] += l.Units.Write
-		}
 	}
-	if len(shards) < 4 {
-		t.Fatalf("the outbox's writes went to %d partition keys (%v), want them spread over its shards", len(shards), shards)
-	}
-	for k, w := range shards {
-		if w > 4*n/3 {
-			t.Fatalf("outbox shard %s took %.0f write units of %d outcomes' %d: not spread", k, w, n, 4*n)
-		}
-	}
+	m.wantWritesSpread(t, fmt.Sprintf("the outbox's writes for %d outcomes (%d write units)", n, 4*n), "OUTBOX#", 4*n/3)
 	if got := len(rec.byID(t)); got != n {
 		t.Fatalf("%d distinct events published, want %d", got, n)
 	}
