@@ -32,11 +32,13 @@ const (
 
 // Shim is an HTTP proxy in front of dynalite. It passes every call through
 // unchanged except TransactWriteItems, which dynalite lacks, and serves that
-// from dynalite's single-item calls: for each action a consistent GetItem
-// snapshot of its item, then the action as one conditional PutItem,
-// UpdateItem or DeleteItem. When an action fails, the items written before
-// it are restored from their snapshots, in reverse. One lock serialises every
-// call through the shim, so no other call sees a transaction half done.
+// from dynalite's single-item calls: each action as one conditional
+// PutItem, UpdateItem or DeleteItem that answers the item as it was before
+// (ReturnValues ALL_OLD). When an action fails, the items written before
+// it are restored from those answers, in reverse. A transaction runs
+// alone: the other calls share a lock it takes for itself, so no call sees
+// a transaction half done, while single-item calls run side by side as
+// dynalite serves them (it locks each item it writes, as DynamoDB does).
 // Conditions, expressions, item sizes and everything a single write does are
 // dynalite's; only the grouping is the shim's.
 type Shim struct {
@@ -45,7 +47,8 @@ type Shim struct {
 	client   *http.Client
 	clock    clock.Clock
 
-	mu     sync.Mutex
+	// mu is held shared by a single-item call, alone by a transaction.
+	mu     sync.RWMutex
 	keys   map[string][]string // table -> key attribute names
 	tokens map[string]committed
 }
@@ -61,9 +64,15 @@ func NewShim(upstream string, c clock.Clock) (*Shim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynalite endpoint %q: %w", upstream, err)
 	}
+	// Calls side by side keep their connections to dynalite (the default
+	// transport keeps two per host and would open one per call).
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.Transport = transport
 	return &Shim{
 		upstream: u,
-		proxy:    httputil.NewSingleHostReverseProxy(u),
+		proxy:    proxy,
 		client:   &http.Client{Timeout: 30 * time.Second},
 		clock:    c,
 		keys:     map[string][]string{},
@@ -73,12 +82,14 @@ func NewShim(upstream string, c clock.Clock) (*Shim, error) {
 
 // ServeHTTP serves one DynamoDB API call.
 func (s *Shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if r.Header.Get("X-Amz-Target") != targetPrefix+"TransactWriteItems" {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
 		s.proxy.ServeHTTP(w, r)
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "SerializationException", err.Error())
@@ -203,11 +214,6 @@ func (c caller) transactWrite(ctx context.Context, body []byte) (int, []byte) {
 		actions[i] = a
 	}
 	for i, a := range actions {
-		var snap struct{ Item object }
-		if err := c.call(ctx, "GetItem", object{"TableName": raw(a.table), "Key": raw(a.key), "ConsistentRead": raw(true)}, &snap); err != nil {
-			return c.abort(ctx, actions[:i], err)
-		}
-		a.before = snap.Item
 		err := c.apply(ctx, a)
 		if err == nil {
 			continue
@@ -304,17 +310,45 @@ func (c caller) keyNames(ctx context.Context, table string) ([]string, error) {
 	return names, nil
 }
 
-// apply runs one member as a single conditional write.
+// apply runs one member as a single conditional write and keeps the item as
+// it was before in a.before: the write's own ALL_OLD answer, so a member
+// costs dynalite one call. A ConditionCheck reads the item first (check puts
+// it back as it was). When a write's condition fails and the member wants
+// the item it failed on, a read takes it: the shim runs the transaction
+// alone, so nothing changed it meanwhile.
 func (c caller) apply(ctx context.Context, a *action) error {
-	switch a.kind {
-	case "Put":
-		return c.call(ctx, "PutItem", a.fields, nil)
-	case "Update":
-		return c.call(ctx, "UpdateItem", a.fields, nil)
-	case "Delete":
-		return c.call(ctx, "DeleteItem", a.fields, nil)
+	op := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}[a.kind]
+	if op == "" {
+		if err := c.snapshot(ctx, a); err != nil {
+			return err
+		}
+		return c.check(ctx, a)
 	}
-	return c.check(ctx, a)
+	in := make(object, len(a.fields)+1)
+	for k, v := range a.fields {
+		in[k] = v
+	}
+	in["ReturnValues"] = raw("ALL_OLD")
+	var out struct{ Attributes object }
+	err := c.call(ctx, op, in, &out)
+	a.before = out.Attributes
+	if ae, ok := err.(*apiError); ok && ae.code == "ConditionalCheckFailedException" && a.oldOnFail {
+		if serr := c.snapshot(ctx, a); serr != nil {
+			return serr
+		}
+	}
+	return err
+}
+
+// snapshot reads a member's item, consistently, into a.before (nil when
+// there is none).
+func (c caller) snapshot(ctx context.Context, a *action) error {
+	var snap struct{ Item object }
+	if err := c.call(ctx, "GetItem", object{"TableName": raw(a.table), "Key": raw(a.key), "ConsistentRead": raw(true)}, &snap); err != nil {
+		return err
+	}
+	a.before = snap.Item
+	return nil
 }
 
 // check evaluates a ConditionCheck with a write that changes nothing: the
@@ -420,11 +454,9 @@ func (c caller) cancel(ctx context.Context, actions []*action, failed int, err *
 		if _, ok := a.fields["ConditionExpression"]; !ok {
 			continue
 		}
-		var snap struct{ Item object }
-		if gerr := c.call(ctx, "GetItem", object{"TableName": raw(a.table), "Key": raw(a.key), "ConsistentRead": raw(true)}, &snap); gerr != nil {
+		if gerr := c.snapshot(ctx, a); gerr != nil {
 			return errBody(http.StatusInternalServerError, "InternalServerError", gerr.Error())
 		}
-		a.before = snap.Item
 		cerr := c.check(ctx, a)
 		if ae, ok := cerr.(*apiError); ok && ae.code == "ConditionalCheckFailedException" {
 			conditionFailed(i)

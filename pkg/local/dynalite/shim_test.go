@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +252,70 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 	}
 	if got := value(t, db, table, "a"); got != "3" {
 		t.Fatalf("a token past its window is a new request: a is %s, want 3", got)
+	}
+}
+
+// TestCallsBesideATransactionNeverSeeItHalfDone runs transactions that add
+// one to both of two items beside scans of the table: the scans run side by
+// side with each other, but none may see one item added to and not the other.
+func TestCallsBesideATransactionNeverSeeItHalfDone(t *testing.T) {
+	db, table := shimClient(t, clock.Real{})
+	ctx := context.Background()
+	put(t, db, table, "a", "0")
+	put(t, db, table, "b", "0")
+	const transactions, scanners = 20, 4
+	done := make(chan struct{})
+	errs := make(chan error, scanners+1)
+	go func() {
+		defer close(done)
+		for range transactions {
+			if _, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{Update: update(table, "a", "")}, {Update: update(table, "b", "")},
+			}}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var scans atomic.Int64
+	for range scanners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				scans.Add(1)
+				seen := map[string]string{}
+				for _, item := range out.Items {
+					seen[item["pk"].(*types.AttributeValueMemberS).Value] = item["v"].(*types.AttributeValueMemberN).Value
+				}
+				if seen["a"] != seen["b"] {
+					errs <- fmt.Errorf("a scan saw a transaction half done: %v", seen)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := value(t, db, table, "a"); got != fmt.Sprint(transactions) {
+		t.Errorf("a = %s after %d transactions", got, transactions)
+	}
+	if scans.Load() == 0 {
+		t.Error("no scan ran beside the transactions")
 	}
 }

@@ -92,6 +92,11 @@ func Start(target string, o Options) (*Proxy, error) {
 	p := &Proxy{URL: "http://" + ln.Addr().String(), target: u, done: make(chan struct{}),
 		queued: map[string][]Kind{}, counts: map[Kind]int{}, calls: map[string]int{}}
 	p.rp = httputil.NewSingleHostReverseProxy(u)
+	// Concurrent callers keep their connections to the service (the
+	// default transport keeps two per host and would open one per call).
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	p.rp.Transport = transport
 	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, r, http.StatusBadGateway, "BadGateway", err.Error())
 	}
