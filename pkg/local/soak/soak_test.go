@@ -57,6 +57,10 @@ const (
 	group = "fleetq-soak-gpu"
 	// scalerEvery is the fake time between the scaler's ticks.
 	scalerEvery = 5 * time.Second
+	// relayEvery is the fake time between the outbox relay's sweeps, which
+	// send what a transition's own announcement did not (in AWS the
+	// scaler's tick sweeps, once a minute).
+	relayEvery = 5 * time.Second
 	// idleStep is the fake time that passes when no worker polls or holds
 	// a lease and the fleet's work waits on time (a backoff, the lease of
 	// a worker that crashed).
@@ -432,7 +436,12 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, http: &http.Client{Timeout: 30 * time.Second}, clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
+	// The workers' and producers' requests keep their connections (the
+	// default transport keeps two per host and would open one per call),
+	// and wait for an answer as long as the agent's own client does.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = workers + producers
+	s := &soak{t: t, http: &http.Client{Timeout: 60 * time.Second, Transport: transport}, clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
 		work: make(chan struct{}, workers), found: make(chan struct{}, 1), accepted: map[string]bool{}, codes: map[string]int{}, actions: map[string]int{},
 		stop: make(chan struct{})}
 	ddbProxy, err := faultproxy.Start(ddbURL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
@@ -493,7 +502,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
 		FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
 		DynamoDBEndpoint: ddbProxy.URL, SQSEndpoint: sqsProxy.URL,
-		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
+		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, RelayInterval: relayEvery, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {
 		t.Fatal(err)
