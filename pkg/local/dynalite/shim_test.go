@@ -256,8 +256,8 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 }
 
 // TestCallsBesideATransactionNeverSeeItHalfDone runs transactions that add
-// one to both of two items beside scans of the table: the scans run side by
-// side with each other, but none may see one item added to and not the other.
+// one to both of two items beside scans of the table: no scan may see one
+// item added to and not the other.
 func TestCallsBesideATransactionNeverSeeItHalfDone(t *testing.T) {
 	db, table := shimClient(t, clock.Real{})
 	ctx := context.Background()
