@@ -81,21 +81,29 @@ func NewShim(upstream string, c clock.Clock) (*Shim, error) {
 	}, nil
 }
 
-// ServeHTTP serves one DynamoDB API call.
+// ServeHTTP serves one DynamoDB API call. dynalite ends its process on a
+// request cut off mid-way (it throws on the aborted request), so the shim
+// reads the whole call before it sends any of it, and a caller that goes
+// away does not cancel what the shim has started: the call runs to its end
+// and its answer is dropped, as DynamoDB finishes a call whose caller left.
 func (s *Shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.Header.Get("X-Amz-Target") != targetPrefix+"TransactWriteItems" {
-		s.proxy.ServeHTTP(w, r)
-		return
-	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "SerializationException", err.Error())
 		return
 	}
+	ctx := context.WithoutCancel(r.Context())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Header.Get("X-Amz-Target") != targetPrefix+"TransactWriteItems" {
+		out := r.Clone(ctx)
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+		s.proxy.ServeHTTP(w, out)
+		return
+	}
 	c := caller{shim: s, auth: r.Header.Get("Authorization"), date: r.Header.Get("X-Amz-Date")}
-	status, out := c.transactWrite(r.Context(), body)
+	status, out := c.transactWrite(ctx, body)
 	w.Header().Set("Content-Type", amzJSON)
 	w.WriteHeader(status)
 	_, _ = w.Write(out)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync"
@@ -317,5 +319,48 @@ func TestCallsBesideATransactionNeverSeeItHalfDone(t *testing.T) {
 	}
 	if scans.Load() == 0 {
 		t.Error("no scan ran beside the transactions")
+	}
+}
+
+// TestCallerGoneMidRequestLeavesDynaliteServing sends a call whose caller
+// goes away while its body is half sent: dynalite ends its process on a
+// request that is cut off, so the shim must never pass one on.
+func TestCallerGoneMidRequestLeavesDynaliteServing(t *testing.T) {
+	db, table := shimClient(t, clock.Real{})
+	put(t, db, table, "a", "1")
+	shim, err := dynalite.NewShim(server.Dynalite, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(shim)
+	t.Cleanup(srv.Close)
+	for _, op := range []string{"GetItem", "TransactWriteItems"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
+		req.ContentLength = 1000
+		done := make(chan error, 1)
+		go func() {
+			res, err := http.DefaultClient.Do(req)
+			if err == nil {
+				res.Body.Close()
+			}
+			done <- err
+		}()
+		if _, err := pw.Write([]byte(`{"TableName":"` + table + `","Key":{"pk":{"S":"a"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		_ = pw.Close()
+		// Every later call is answered.
+		if got := value(t, db, table, "a"); got != "1" {
+			t.Fatalf("after a %s cut off: a = %s", op, got)
+		}
 	}
 }
