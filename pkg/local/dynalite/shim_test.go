@@ -355,9 +355,11 @@ func TestCallerGoneMidRequestLeavesDynaliteServing(t *testing.T) {
 		if _, err := pw.Write([]byte(`{"TableName":"` + table + `","Key":{"pk":{"S":"a"}}`)); err != nil {
 			t.Fatal(err)
 		}
+		// The caller goes: its context ends and the rest of its body never
+		// comes (the transport waits for the body's reader to end).
 		cancel()
+		_ = pw.CloseWithError(context.Canceled)
 		<-done
-		_ = pw.Close()
 		// Every later call is answered.
 		if got := value(t, db, table, "a"); got != "1" {
 			t.Fatalf("after a %s cut off: a = %s", op, got)
