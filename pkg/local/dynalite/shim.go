@@ -92,7 +92,10 @@ func (s *Shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "SerializationException", err.Error())
 		return
 	}
-	ctx := context.WithoutCancel(r.Context())
+	// A context of its own that the shim ends: the reverse proxy watches
+	// the caller's connection instead when a context cannot end.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.Header.Get("X-Amz-Target") != targetPrefix+"TransactWriteItems" {
