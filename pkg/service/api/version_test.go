@@ -35,8 +35,10 @@ func (b *lockedBuffer) String() string {
 // versions, the worker listing shows the agent's version, the mismatch and
 // whether the agent is of an older release, and the fleet listing counts
 // the workers on an older agent.
+//
+// It sets the process's version, which every other test's API reads, so it
+// does not run in parallel: go test runs it before the parallel tests start.
 func TestAgentVersionMismatchIsAcceptedAndShown(t *testing.T) {
-	t.Parallel()
 	old := version.Version
 	t.Cleanup(func() { version.Version = old })
 	version.Version = "v2.0.0"
