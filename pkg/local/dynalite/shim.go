@@ -65,15 +65,9 @@ func NewShim(upstream string, c clock.Clock) (*Shim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynalite endpoint %q: %w", upstream, err)
 	}
-	// Calls side by side keep their connections to dynalite (the default
-	// transport keeps two per host and would open one per call).
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.Transport = transport
 	return &Shim{
 		upstream: u,
-		proxy:    proxy,
+		proxy:    httputil.NewSingleHostReverseProxy(u),
 		client:   &http.Client{Timeout: 30 * time.Second},
 		clock:    c,
 		keys:     map[string][]string{},
@@ -320,6 +314,9 @@ func (c caller) keyNames(ctx context.Context, table string) ([]string, error) {
 	return names, nil
 }
 
+// writeOps names the single-item call of each member kind that writes.
+var writeOps = map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}
+
 // apply runs one member as a single conditional write and keeps the item as
 // it was before in a.before: the write's own ALL_OLD answer, so a member
 // costs dynalite one call. A ConditionCheck reads the item first (check puts
@@ -327,8 +324,8 @@ func (c caller) keyNames(ctx context.Context, table string) ([]string, error) {
 // the item it failed on, a read takes it: the shim runs the transaction
 // alone, so nothing changed it meanwhile.
 func (c caller) apply(ctx context.Context, a *action) error {
-	op := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}[a.kind]
-	if op == "" {
+	op, write := writeOps[a.kind]
+	if !write {
 		if err := c.snapshot(ctx, a); err != nil {
 			return err
 		}
