@@ -61,7 +61,7 @@ SOAK_JOBS    ?= 500
 SOAK_WORKERS ?= 50
 
 ## test-dynalite: the store and API suites once more, against dynalite (a second implementation of the DynamoDB
-## API, from scripts/dynalite's lockfile) behind pkg/local/dynalite's transaction shim, -short; beside them the soak
+## API, from scripts/dynalite's lockfile, its transactions added by scripts/dynalite/transact.js), -short; beside them the soak
 ## at full size (SOAK_JOBS jobs, SOAK_WORKERS workers, faults on every AWS API) on dynalite, printing its figures
 ## (each test process starts its own dynalite; the suites' output follows the soak's)
 test-dynalite: dynalite-deps

@@ -5,30 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http/httptest"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
 // ErrNotInstalled is returned by Start when scripts/dynalite has no
 // node_modules (make dynalite-deps installs them) or node is missing.
 var ErrNotInstalled = errors.New("dynalite is not installed (make dynalite-deps, which needs npm)")
 
-// Server is dynalite with the shim in front of it.
+// TokenWindow is how long a committed transaction's ClientRequestToken is
+// remembered, as DynamoDB documents for TransactWriteItems (transact.js's
+// TOKEN_WINDOW_MS).
+const TokenWindow = 10 * time.Minute
+
+// Server is dynalite with its transactions, in a node process of its own.
 type Server struct {
-	// URL is the shim's endpoint: the one clients use.
+	// URL is its endpoint.
 	URL string
-	// Dynalite is dynalite's own endpoint, without transactions.
-	Dynalite string
 
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	shim  *httptest.Server
 }
 
 // Dir returns scripts/dynalite of the module that holds the working
@@ -50,8 +50,8 @@ func Dir() (string, error) {
 	}
 }
 
-// Start starts dynalite, in memory, from dir (see Dir) and the shim in
-// front of it. dynalite exits when Close is called, when this process ends,
+// Start starts dynalite, in memory, with its transactions, from dir (see
+// Dir). dynalite exits when Close is called, when this process ends,
 // or when the Server is garbage collected (its stdin pipe closes then): keep
 // it referenced for as long as it serves.
 func Start(dir string) (*Server, error) {
@@ -101,20 +101,31 @@ func Start(dir string) (*Server, error) {
 		kill()
 		return nil, errors.New("dynalite did not listen within 30s")
 	}
-	s := &Server{Dynalite: "http://127.0.0.1:" + p, cmd: cmd, stdin: stdin}
-	shim, err := NewShim(s.Dynalite, clock.Real{})
-	if err != nil {
-		kill()
-		return nil, err
-	}
-	s.shim = httptest.NewServer(shim)
-	s.URL = s.shim.URL
-	return s, nil
+	return &Server{URL: "http://127.0.0.1:" + p, cmd: cmd, stdin: stdin}, nil
 }
 
-// Close stops the shim and dynalite.
+// AdvanceClock moves the clock of the transactions' token window on by d,
+// for tests of the window.
+func (s *Server) AdvanceClock(d time.Duration) error {
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(fmt.Sprintf(`{"Milliseconds":%d}`, d.Milliseconds())))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Amz-Target", "FleetqDynalite.AdvanceClock")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(res.Body)
+		return fmt.Errorf("advance dynalite's clock: %s %s", res.Status, body)
+	}
+	return nil
+}
+
+// Close stops dynalite.
 func (s *Server) Close() {
-	s.shim.Close()
 	_ = s.stdin.Close()
 	_ = s.cmd.Wait()
 }

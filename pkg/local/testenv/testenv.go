@@ -23,7 +23,7 @@ import (
 const EnvDynamoDBEndpoint = "FLEETQ_TEST_DYNAMODB_ENDPOINT"
 
 // EnvDynalite, set to 1, runs the tests against dynalite (installed by make
-// dynalite-deps) behind its transaction shim, started once per test binary;
+// dynalite-deps) with its transactions added, started once per test binary;
 // see pkg/local/dynalite. It fails the tests when dynalite is not installed.
 const EnvDynalite = "FLEETQ_TEST_DYNALITE"
 

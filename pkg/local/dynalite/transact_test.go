@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/dynalite"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -44,22 +42,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// shimClient returns a client of a fresh shim (on clock c) in front of the
-// shared dynalite, and a fresh table with a string key pk.
-func shimClient(t *testing.T, c clock.Clock) (*dynamodb.Client, string) {
+// newTable returns a client of the shared dynalite and a fresh table with a
+// string key pk.
+func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	if server == nil {
 		testenv.Unavailable(t, dynalite.ErrNotInstalled.Error())
 	}
-	shim, err := dynalite.NewShim(server.Dynalite, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(shim)
-	t.Cleanup(srv.Close)
-	client := localaws.DynamoDBClient(srv.URL)
-	table := fmt.Sprintf("shim-%s-%d", t.Name(), time.Now().UnixNano())
-	_, err = client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	client := localaws.DynamoDBClient(server.URL)
+	table := fmt.Sprintf("tx-%s-%d", t.Name(), time.Now().UnixNano())
+	_, err := client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
@@ -122,7 +114,7 @@ func update(table, pk, cond string) *types.Update {
 }
 
 func TestTransactionRollsBackEarlierMembersAndNamesEveryFailedCondition(t *testing.T) {
-	db, table := shimClient(t, clock.Real{})
+	db, table := newTable(t)
 	ctx := context.Background()
 	put(t, db, table, "updated", "1")
 	put(t, db, table, "deleted", "1")
@@ -190,7 +182,7 @@ func TestTransactionRollsBackEarlierMembersAndNamesEveryFailedCondition(t *testi
 }
 
 func TestConditionCheckOnMissingItemFailsWithoutWriting(t *testing.T) {
-	db, table := shimClient(t, clock.Real{})
+	db, table := newTable(t)
 	_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{"pk": s("a"), "v": n("1")}}},
 		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: key("missing"),
@@ -209,7 +201,7 @@ func TestConditionCheckOnMissingItemFailsWithoutWriting(t *testing.T) {
 }
 
 func TestTwoMembersOnOneItemAreRefused(t *testing.T) {
-	db, table := shimClient(t, clock.Real{})
+	db, table := newTable(t)
 	put(t, db, table, "a", "1")
 	_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: update(table, "a", "")},
@@ -225,8 +217,7 @@ func TestTwoMembersOnOneItemAreRefused(t *testing.T) {
 }
 
 func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
-	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	db, table := shimClient(t, fake)
+	db, table := newTable(t)
 	ctx := context.Background()
 	put(t, db, table, "a", "1")
 	tx := func(token, pk string) error {
@@ -248,7 +239,9 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 	if err := tx("t1", "b"); !errors.As(err, &ae) || ae.ErrorCode() != "IdempotentParameterMismatchException" {
 		t.Fatalf("same token, other request: want IdempotentParameterMismatchException, got %v", err)
 	}
-	fake.Advance(dynalite.TokenWindow)
+	if err := server.AdvanceClock(dynalite.TokenWindow); err != nil {
+		t.Fatal(err)
+	}
 	if err := tx("t1", "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +254,7 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 // one to both of two items beside scans of the table: no scan may see one
 // item added to and not the other.
 func TestCallsBesideATransactionNeverSeeItHalfDone(t *testing.T) {
-	db, table := shimClient(t, clock.Real{})
+	db, table := newTable(t)
 	ctx := context.Background()
 	put(t, db, table, "a", "0")
 	put(t, db, table, "b", "0")
@@ -324,20 +317,14 @@ func TestCallsBesideATransactionNeverSeeItHalfDone(t *testing.T) {
 
 // TestCallerGoneMidRequestLeavesDynaliteServing sends a call whose caller
 // goes away while its body is half sent: dynalite ends its process on a
-// request that is cut off, so the shim must never pass one on.
+// request that is cut off, so none may reach its handler.
 func TestCallerGoneMidRequestLeavesDynaliteServing(t *testing.T) {
-	db, table := shimClient(t, clock.Real{})
+	db, table := newTable(t)
 	put(t, db, table, "a", "1")
-	shim, err := dynalite.NewShim(server.Dynalite, clock.Real{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(shim)
-	t.Cleanup(srv.Close)
 	for _, op := range []string{"GetItem", "TransactWriteItems"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		pr, pw := io.Pipe()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, server.URL, pr)
 		if err != nil {
 			t.Fatal(err)
 		}
