@@ -72,6 +72,8 @@ type Options struct {
 	// DynamoDBOptions are applied to the stack's DynamoDB client (benchmarks
 	// count requests with awsenv.CountRequests).
 	DynamoDBOptions []func(*dynamodb.Options)
+	// SQSOptions are applied to the stack's SQS client.
+	SQSOptions []func(*sqs.Options)
 	// RelayInterval is how often the outbox relay drains job events to the
 	// stack's bus (default 500ms; negative: never, announcements only).
 	RelayInterval time.Duration
@@ -354,7 +356,7 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		s.s3srv, s3URL = srv, srv.URL
 	}
 	s.S3 = localaws.S3Client(s3URL)
-	s.SQS = localaws.SQSClient(sqsURL)
+	s.SQS = localaws.SQSClient(sqsURL, o.SQSOptions...)
 	suffix := strings.ToLower(auth.RandomSecret(4))
 	suffix = strings.NewReplacer("_", "x", "-", "y").Replace(suffix)
 	s.Table = fleetconfig.TableName(o.Config.Stage) + "-" + suffix

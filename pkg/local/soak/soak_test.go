@@ -20,7 +20,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
@@ -68,11 +71,22 @@ const (
 	leaseFor = 30 * time.Second
 	// tick is the fake time each worker operation takes.
 	tick = 100 * time.Millisecond
+	// retryWait caps each wait between an AWS client's attempts.
+	retryWait = 10 * time.Millisecond
 	// soakDeadline bounds the wait for every job to finish.
 	soakDeadline = 10 * time.Minute
 	fleetSlug    = "gpu"
 	workflowID   = "wf"
 )
+
+// shortWaits keeps a service's retry attempts (awsenv.Retries) and draws
+// each wait between them from 0 to retryWait: the soak is about what the
+// faults do, and the services' own waits (up to a second apiece for
+// DynamoDB, drawn in wall time) would make up most of its run.
+func shortWaits(o *retry.StandardOptions) {
+	o.MaxBackoff = retryWait
+	o.Backoff = retry.NewExponentialJitterBackoff(retryWait)
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -416,8 +430,8 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Skip("the soak takes about a minute")
 	}
 	started := time.Now()
-	// The embedded DynamoDB by default; dynalite behind its transaction
-	// shim with FLEETQ_TEST_DYNALITE=1, or the endpoint named by
+	// The embedded DynamoDB by default; dynalite, its transactions added,
+	// with FLEETQ_TEST_DYNALITE=1, or the endpoint named by
 	// FLEETQ_TEST_DYNAMODB_ENDPOINT (testenv), as the API suite.
 	ddbURL, backend := "", "minidyn"
 	if ep := os.Getenv(testenv.EnvDynamoDBEndpoint); ep != "" {
@@ -474,7 +488,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	t.Cleanup(func() { _ = ebProxy.Close() })
 	ebClient := eventbridge.NewFromConfig(awsenv.Static(""), func(o *eventbridge.Options) {
 		o.BaseEndpoint = aws.String(ebProxy.URL)
-		o.Retryer = awsenv.Retryer(awsenv.EventBridge)
+		o.Retryer = awsenv.Retryer(awsenv.EventBridge, shortWaits)
 	})
 
 	// The scaler and wake-on-enqueue scale an Auto Scaling Group on the
@@ -502,6 +516,8 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	stack, err := devstack.Start(context.Background(), devstack.Options{Addr: "127.0.0.1:0", Config: cfg, Clock: s.clock,
 		FleetSecrets: map[string]string{"gpu": fleetSecret}, OperatorToken: operatorToken, Logger: slog.New(slog.DiscardHandler),
 		DynamoDBEndpoint: ddbProxy.URL, SQSEndpoint: sqsProxy.URL,
+		DynamoDBOptions:   []func(*dynamodb.Options){func(o *dynamodb.Options) { o.Retryer = awsenv.Retryer(awsenv.DynamoDB, shortWaits) }},
+		SQSOptions:        []func(*sqs.Options){func(o *sqs.Options) { o.Retryer = awsenv.Retryer(awsenv.SQS, shortWaits) }},
 		VisibilityTimeout: 2 * time.Second, MaxReceives: 50, RelayInterval: relayEvery, Fleet: devstack.FleetOptions{Tick: -1, NoLocalFleet: true, Capacity: groups, Lifecycle: adapter},
 		Publisher: jobevents.EventBridge{Client: ebClient, Bus: "soak"}})
 	if err != nil {
