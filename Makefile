@@ -41,9 +41,9 @@ serve:
 
 ## test: go vet, then every test, integration tests included, under the race detector (RACE, the one
 ## build configuration above): cdk-nag's rule packs on the synthesized templates (npm packages from
-## scripts/nag's lockfile), the console in Chromium, the Python client; beside them test-dynalite, whose
-## soak waits on dynalite more than it computes (its output follows theirs). The soak runs once: at full
-## size in test-dynalite, or, without dynalite, at its default size in the -race run.
+## scripts/nag's lockfile), the console in Chromium, the Python client; beside them test-dynalite (its
+## output follows theirs). The soak runs once: at full size in test-dynalite, or, without dynalite, at its
+## default size in the -race run.
 ## go test's own vet checks are off: go vet ./... has just run them all.
 test: nag-deps browser-deps dynalite-deps shellcheck-deps
 	$(GO) vet $(RACE) ./...
