@@ -267,7 +267,7 @@ type engine struct {
 	jobs      []*jobState
 	waiting   []*jobState // queued, oldest first (requeued work goes first)
 	insts     map[int]*instance
-	order     []int // instance ids in launch order
+	order     []int // the ids of the instances not gone, in launch order
 	nextInst  int
 	desired   int // the Spot group's
 	spot      *spotPlacement
@@ -460,11 +460,9 @@ func (e *engine) runnable() int {
 	for _, j := range e.waiting {
 		at(j.spec.Tenant).Ready++
 	}
-	for _, in := range e.insts {
-		if !in.gone {
-			for _, j := range in.jobs {
-				at(j.spec.Tenant).Leased++
-			}
+	for _, id := range e.order {
+		for _, j := range e.insts[id].jobs {
+			at(j.spec.Tenant).Leased++
 		}
 	}
 	return fairshare.Demand(ts)
@@ -505,11 +503,8 @@ func (e *engine) nextFor(in *instance) int {
 // leasedByTenant is the census of the jobs running per tenant.
 func (e *engine) leasedByTenant() map[string]int {
 	leased := map[string]int{}
-	for _, in := range e.insts {
-		if in.gone {
-			continue
-		}
-		for _, j := range in.jobs {
+	for _, id := range e.order {
+		for _, j := range e.insts[id].jobs {
 			leased[j.spec.Tenant]++
 		}
 	}
@@ -558,7 +553,8 @@ func (e *engine) requeue(j *jobState) {
 
 func (e *engine) liveCount() int {
 	n := 0
-	for _, in := range e.insts {
+	for _, id := range e.order {
+		in := e.insts[id]
 		if in.live() {
 			n++
 		}
@@ -620,6 +616,7 @@ func (e *engine) remove(in *instance, scaleIn bool) {
 		}
 	}
 	in.gone, in.ended = true, e.now
+	e.order = slices.DeleteFunc(e.order, func(id int) bool { return id == in.id })
 	if in.bridge && len(e.pool) < e.poolSize {
 		// ReuseOnScaleIn: back into the pool, startable once stopped.
 		e.pool = append(e.pool, e.now+e.opt.bridgeStop())
@@ -737,9 +734,6 @@ func (e *engine) observe() Observation {
 	}
 	for _, id := range e.order {
 		in := e.insts[id]
-		if in.gone {
-			continue
-		}
 		o.Leased += len(in.jobs)
 		for _, j := range in.jobs {
 			if j.pinned {
@@ -757,8 +751,8 @@ func (e *engine) observe() Observation {
 func (e *engine) decide(t Trigger) {
 	if t == Tick && e.weighs {
 		occupied := map[string]int{}
-		for _, in := range e.insts {
-			if !in.gone && !in.onDemand {
+		for _, id := range e.order {
+			if in := e.insts[id]; !in.onDemand {
 				occupied[in.zone]++
 			}
 		}
@@ -793,10 +787,8 @@ func (e *engine) decide(t Trigger) {
 
 func (e *engine) sample() {
 	s := Sample{At: e.now, Waiting: len(e.waiting)}
-	for _, in := range e.insts {
-		if in.gone {
-			continue
-		}
+	for _, id := range e.order {
+		in := e.insts[id]
 		if in.registered && !in.warned {
 			s.InService++
 		}
