@@ -220,6 +220,8 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 	db, table := newTable(t)
 	ctx := context.Background()
 	put(t, db, table, "a", "1")
+	// The dynalite is shared, and its tokens with it: a token of this run.
+	tok := fmt.Sprintf("t%d", time.Now().UnixNano())
 	tx := func(token, pk string) error {
 		_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			ClientRequestToken: aws.String(token),
@@ -228,7 +230,7 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 		return err
 	}
 	for i := 0; i < 2; i++ {
-		if err := tx("t1", "a"); err != nil {
+		if err := tx(tok, "a"); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
@@ -236,13 +238,13 @@ func TestClientRequestTokenAnswersARepeatWithoutApplyingItAgain(t *testing.T) {
 		t.Fatalf("two calls with one token: a is %s, want 2 (applied once)", got)
 	}
 	var ae smithy.APIError
-	if err := tx("t1", "b"); !errors.As(err, &ae) || ae.ErrorCode() != "IdempotentParameterMismatchException" {
+	if err := tx(tok, "b"); !errors.As(err, &ae) || ae.ErrorCode() != "IdempotentParameterMismatchException" {
 		t.Fatalf("same token, other request: want IdempotentParameterMismatchException, got %v", err)
 	}
 	if err := server.AdvanceClock(dynalite.TokenWindow); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx("t1", "a"); err != nil {
+	if err := tx(tok, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := value(t, db, table, "a"); got != "3" {
