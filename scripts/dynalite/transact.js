@@ -240,7 +240,8 @@ function wrap (dynaliteHandler) {
     }
     catch (err) {
       if (err.apiError) return { status: err.apiError.status, body: err.apiError.body }
-      return errorAnswer(400, 'ValidationException', err.message)
+      if (err.validation) return errorAnswer(400, 'ValidationException', err.message)
+      throw err
     }
     for (let i = 0; i < actions.length; i++) {
       try {
@@ -287,23 +288,21 @@ function wrap (dynaliteHandler) {
     req.on('data', (c) => chunks.push(c))
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString()
-      serial(() => serve(req.headers, body)).then((out) => {
+      const send = (out) => {
         if (res.destroyed) return
         const headers = Object.assign({ 'content-type': AMZ_JSON }, out.headers || {})
         delete headers['transfer-encoding'] // the answer is whole: its length is known
         headers['content-length'] = Buffer.byteLength(out.body)
         res.writeHead(out.status, headers)
         res.end(out.body)
-      }, (err) => {
-        if (res.destroyed) return
-        const out = errorAnswer(500, 'InternalServerError', err.message)
-        res.writeHead(out.status, { 'content-type': AMZ_JSON })
-        res.end(out.body)
-      })
+      }
+      serial(() => serve(req.headers, body)).then(send, (err) => send(errorAnswer(500, 'InternalServerError', err.message)))
     })
   }
 }
 
+// validation is a fault of the request itself, answered 400
+// ValidationException; any other error of a transaction is answered 500.
 function validation (message) {
   const err = new Error(message)
   err.validation = true
