@@ -1,7 +1,9 @@
 // Starts dynalite in memory on a free port of 127.0.0.1, tables active at
-// once, with TransactWriteItems served beside it (transact.js), and prints
+// once, with TransactWriteItems served beside it (transact.js) and its
+// expression parses remembered (parsecache.js), and prints
 // "listening <port>". It exits when its stdin closes, so a test that dies
 // does not leave it running.
+require('./parsecache').install()
 const dynalite = require('dynalite')
 const { wrap } = require('./transact')
 
