@@ -45,7 +45,7 @@ function remembering (name, parse) {
     }
     const names = context.attrNames || {}
     const values = context.attrVals || {}
-    const key = [name, context.isKeyCondition ? 'key' : '', input, namesOf(names), typesOf(values)].join('\u0000')
+    const key = JSON.stringify([name, Boolean(context.isKeyCondition), input, namesOf(names), typesOf(values)])
     const hit = cache.get(key)
     if (hit) {
       markUsed(context, hit)
@@ -76,7 +76,7 @@ function markUsed (context, { usedNames, usedValues }) {
 // namesOf lists the request's names in order (a request's JSON may carry them
 // in any order).
 function namesOf (names) {
-  return Object.keys(names).sort().map((k) => k + '=' + names[k]).join(',')
+  return Object.keys(names).sort().map((k) => [k, names[k]])
 }
 
 // typesOf lists each value's placeholder with its type, as the parsers see it.
@@ -84,8 +84,8 @@ function typesOf (values) {
   return Object.keys(values).sort().map((k) => {
     const v = values[k]
     const t = v && typeof v === 'object' ? VALUE_TYPES.find((type) => v[type] != null) : undefined
-    return k + '=' + (t || '?')
-  }).join(',')
+    return [k, t || null]
+  })
 }
 
 // placeholders copies a parse's tree with each of the request's value objects
