@@ -218,8 +218,9 @@ function wrap (dynaliteHandler) {
       return errorAnswer(400, 'ValidationException',
         `1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length between 1 and ${MAX_MEMBERS}`)
     }
-    const digest = crypto.createHash('sha256').update(body).digest('hex')
     const token = input.ClientRequestToken || ''
+    // Only a transaction with a token is remembered, so only its body is hashed.
+    const digest = token ? crypto.createHash('sha256').update(body).digest('hex') : ''
     const prev = token && tokens.get(token)
     if (prev && now() - prev.at < TOKEN_WINDOW_MS) {
       if (prev.digest !== digest) {
