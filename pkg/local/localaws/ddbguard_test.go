@@ -33,6 +33,9 @@ func TestItemSizeFollowsTheDocumentedRules(t *testing.T) {
 		// map: 3 + 1 per element + names + values
 		{`{"m":{"M":{"x":{"S":"ab"}}}}`, 1 + 3 + 1 + 1 + 2},
 		{`{"s":{"SS":["a","bc"]}}`, 1 + 1 + 2},
+		// escaped characters count as their UTF-8 bytes
+		{`{"q":{"S":"\"\u00e9\ud83d\ude00"}}`, 1 + 1 + 2 + 4},
+		{`{"e":{"L":[]},"f":{"M":{}},"g":{"NS":["0"]}}`, 1 + 3 + 1 + 3 + 1 + 2},
 	}
 	for _, c := range cases {
 		var item map[string]json.RawMessage
@@ -43,6 +46,39 @@ func TestItemSizeFollowsTheDocumentedRules(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("ItemSize(%s) = %d, %v; want %d", c.item, got, err, c.want)
 		}
+		// The guard measures only items whose wire form is past the limit,
+		// which holds while no item's size exceeds its names and values as
+		// written.
+		wire := 0
+		for name, raw := range item {
+			wire += len(name) + len(raw)
+		}
+		if got > wire {
+			t.Errorf("ItemSize(%s) = %d, more than its wire form's %d bytes", c.item, got, wire)
+		}
+	}
+}
+
+// An item whose wire form is past the limit but whose size is within it
+// (every quote is escaped: two bytes on the wire, one counted) is stored;
+// the same item with its size past the limit is not.
+func TestItemsAreSizedByWhatTheyHoldNotHowTheyAreWritten(t *testing.T) {
+	ctx := context.Background()
+	db, table := limitTable(t)
+	quotes := func(pk string, size int) map[string]types.AttributeValue {
+		item := sized(pk, size)
+		item["data"] = &types.AttributeValueMemberS{Value: strings.Repeat(`"`, len(item["data"].(*types.AttributeValueMemberS).Value))}
+		return item
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: quotes("a", localaws.MaxItemBytes)}); err != nil {
+		t.Fatalf("an item of exactly the limit, twice that on the wire: %v", err)
+	}
+	if got := get(t, db, table, "a"); got == nil || len(got["data"].(*types.AttributeValueMemberS).Value) != localaws.MaxItemBytes-len("PKadata") {
+		t.Fatal("the item of exactly the limit did not come back whole")
+	}
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: quotes("b", localaws.MaxItemBytes+1)})
+	if !isValidation(err, "Item size has exceeded the maximum allowed size") {
+		t.Fatalf("PutItem one byte over = %v, want ValidationException", err)
 	}
 }
 
