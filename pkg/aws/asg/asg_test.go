@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/smithy-go"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
@@ -55,7 +56,7 @@ func newHarness(t *testing.T, opts asg.Options) *harness {
 	if opts.Sleep == nil {
 		opts.Sleep = s.Sleep
 	}
-	client := localaws.AutoScalingClient(fake.URL, asg.WithoutSDKRetries)
+	client := autoscaling.NewFromConfig(localaws.Config(fake.URL), asg.WithoutSDKRetries)
 	return &harness{fake: fake, ad: asg.New(client, opts), sleeps: s}
 }
 
@@ -512,7 +513,7 @@ func TestBrokenConnectionsAreRetried(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = proxy.Close() })
 			s := &sleeps{}
-			ad := asg.New(localaws.AutoScalingClient(proxy.URL, asg.WithoutSDKRetries), asg.Options{Sleep: s.Sleep})
+			ad := asg.New(autoscaling.NewFromConfig(localaws.Config(proxy.URL), asg.WithoutSDKRetries), asg.Options{Sleep: s.Sleep})
 			fake.PutGroup(gpuGroup())
 			proxy.Next("SetDesiredCapacity", kind, kind)
 			if err := ad.SetDesired(context.Background(), "fleetq-dev-gpu", 3); err != nil {

@@ -28,7 +28,7 @@ func TestPresignedURLsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	client := localaws.S3Client(srv.URL)
+	client := s3.NewFromConfig(localaws.Config(srv.URL), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("assets")}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -84,9 +86,9 @@ fleets:
 	endpoint := func(u string) *string { return aws.String(u) }
 	e := &env{acct: acct, json: js, api: api, cfg: cfg}
 	e.deps = preflight.Deps{
-		Identity: localaws.STSClient(acct.URL),
-		Stacks:   localaws.CloudFormationClient(acct.URL),
-		EC2:      localaws.EC2Client(acct.URL),
+		Identity: sts.NewFromConfig(localaws.Config(acct.URL)),
+		Stacks:   cloudformation.NewFromConfig(localaws.Config(acct.URL)),
+		EC2:      ec2.NewFromConfig(localaws.Config(acct.URL)),
 		Quotas: servicequotas.NewFromConfig(base, func(o *servicequotas.Options) {
 			o.BaseEndpoint = endpoint(js.URL)
 		}),
@@ -156,7 +158,7 @@ func TestHealthyAccountPassesEveryCheck(t *testing.T) {
 
 func TestCredentialsRefused(t *testing.T) {
 	e := newEnv(t, "")
-	e.deps.Identity = localaws.STSClient(e.acct.URL, func(o *sts.Options) {
+	e.deps.Identity = sts.NewFromConfig(localaws.Config(e.acct.URL), func(o *sts.Options) {
 		o.Credentials = credentials.NewStaticCredentialsProvider("AKIAEXPIRED", "x", "")
 	})
 	rs := e.run(t)
@@ -195,7 +197,7 @@ func TestBootstrapMissingFailedOrOld(t *testing.T) {
 			if c.stack != nil {
 				acct.PutStack(*c.stack)
 			}
-			e.deps.Stacks = localaws.CloudFormationClient(acct.URL)
+			e.deps.Stacks = cloudformation.NewFromConfig(localaws.Config(acct.URL))
 			rs := e.run(t)
 			expect(t, only(t, rs, "cdk bootstrap"), preflight.Fail, c.says)
 			// Without the stage's stack, the checks that need it wait for the deploy.

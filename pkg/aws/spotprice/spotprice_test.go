@@ -2,6 +2,7 @@ package spotprice_test
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestReaderAnswersThePriceInForcePerZone(t *testing.T) {
 	} {
 		acct.PutSpotPrice(p)
 	}
-	points, err := spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}.SpotPrices(context.Background(), []string{"g5.xlarge", "g6.xlarge"}, now)
+	points, err := spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}.SpotPrices(context.Background(), []string{"g5.xlarge", "g6.xlarge"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestReaderReportsARefusal(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = acct.Close() })
 	acct.Deny("DescribeSpotPriceHistory", true)
-	if _, err := (spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}).SpotPrices(context.Background(), []string{"g5.xlarge"}, time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)); err == nil {
+	if _, err := (spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}).SpotPrices(context.Background(), []string{"g5.xlarge"}, time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)); err == nil {
 		t.Fatal("a denied DescribeSpotPriceHistory read as no prices")
 	}
 }

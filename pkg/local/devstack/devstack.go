@@ -355,7 +355,7 @@ func (s *Stack) startBackends(ctx context.Context, o Options) error {
 		}
 		s.s3srv, s3URL = srv, srv.URL
 	}
-	s.S3 = localaws.S3Client(s3URL)
+	s.S3 = s3.NewFromConfig(localaws.Config(s3URL), func(o *s3.Options) { o.UsePathStyle = true })
 	s.SQS = localaws.SQSClient(sqsURL, o.SQSOptions...)
 	suffix := strings.ToLower(auth.RandomSecret(4))
 	suffix = strings.NewReplacer("_", "x", "-", "y").Replace(suffix)

@@ -168,7 +168,7 @@ func TestQueryProtocolErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	client := localaws.AutoScalingClient(p.URL, func(o *autoscaling.Options) { o.Retryer = aws.NopRetryer{} })
+	client := autoscaling.NewFromConfig(localaws.Config(p.URL), func(o *autoscaling.Options) { o.Retryer = aws.NopRetryer{} })
 	p.Next("SetDesiredCapacity", faultproxy.Throttle)
 	_, err = client.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(2)})
 	var ae smithy.APIError

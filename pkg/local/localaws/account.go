@@ -11,13 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
-
-	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 )
 
 // The XML namespaces of the Query APIs Account serves, one per API version.
@@ -141,29 +134,6 @@ func (a *Account) Deny(action string, deny bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.denied[action] = deny
-}
-
-// STSClient, CloudFormationClient and EC2Client return real SDK clients for
-// a local Account endpoint (static credentials "local", us-east-1 unless
-// optFns say otherwise).
-func STSClient(endpoint string, optFns ...func(*sts.Options)) *sts.Client {
-	return sts.NewFromConfig(awsenv.Static(""), append([]func(*sts.Options){func(o *sts.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
-}
-
-// CloudFormationClient: see STSClient.
-func CloudFormationClient(endpoint string, optFns ...func(*cloudformation.Options)) *cloudformation.Client {
-	return cloudformation.NewFromConfig(awsenv.Static(""), append([]func(*cloudformation.Options){func(o *cloudformation.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
-}
-
-// EC2Client: see STSClient.
-func EC2Client(endpoint string, optFns ...func(*ec2.Options)) *ec2.Client {
-	return ec2.NewFromConfig(awsenv.Static(""), append([]func(*ec2.Options){func(o *ec2.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
 }
 
 // queryError is an error in one of the Query protocols' shapes.

@@ -10,11 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-
-	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 )
 
 // autoScalingXMLNS is the namespace of every EC2 Auto Scaling Query API
@@ -126,15 +121,6 @@ func StartAutoScaling(addr string) (*AutoScaling, error) {
 	}
 	a.Server = srv
 	return a, nil
-}
-
-// AutoScalingClient returns a real SDK client for a local Auto Scaling
-// endpoint (static credentials, us-east-1). The SDK's retryer is left as
-// configured by optFns; see pkg/aws/asg for who retries.
-func AutoScalingClient(endpoint string, optFns ...func(*autoscaling.Options)) *autoscaling.Client {
-	return autoscaling.NewFromConfig(awsenv.Static(""), append([]func(*autoscaling.Options){func(o *autoscaling.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
 }
 
 // PutGroup creates or replaces a group.

@@ -86,7 +86,7 @@ func TestAutoScalingDescribePagesThroughSDKPaginator(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		a.PutGroup(localaws.ASGGroup{Name: n, Max: 1})
 	}
-	client := localaws.AutoScalingClient(a.URL)
+	client := autoscaling.NewFromConfig(localaws.Config(a.URL))
 	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(client, &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(2)})
 	var names []string
 	pages := 0
@@ -108,7 +108,7 @@ func TestAutoScalingDescribePagesThroughSDKPaginator(t *testing.T) {
 func TestAutoScalingSetDesiredValidatesBounds(t *testing.T) {
 	a := startAutoScaling(t)
 	a.PutGroup(localaws.ASGGroup{Name: "g", Min: 1, Max: 3, Desired: 1})
-	client := localaws.AutoScalingClient(a.URL)
+	client := autoscaling.NewFromConfig(localaws.Config(a.URL))
 	for _, n := range []int32{0, 4} {
 		_, err := client.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(n)})
 		var ae smithy.APIError
@@ -128,7 +128,7 @@ func TestAutoScalingCompleteLifecycleWithNoActiveAction(t *testing.T) {
 	a := startAutoScaling(t)
 	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 2, Desired: 1, LifecycleHooks: []string{"drain"},
 		Instances: []localaws.ASGInstance{{ID: "i-1", LifecycleState: "Terminating:Wait", LifecycleToken: "tok-1"}}})
-	client := localaws.AutoScalingClient(a.URL)
+	client := autoscaling.NewFromConfig(localaws.Config(a.URL))
 	ctx := context.Background()
 	complete := func(instance, token string) error {
 		in := &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("drain"),
@@ -171,7 +171,7 @@ func TestAutoScalingActivities(t *testing.T) {
 	a.SetClock(func() time.Time { return now })
 	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 3})
 	a.SetCapacity("g", false)
-	c := localaws.AutoScalingClient(a.URL)
+	c := autoscaling.NewFromConfig(localaws.Config(a.URL))
 	if _, err := c.SetDesiredCapacity(t.Context(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestAutoScalingActivities(t *testing.T) {
 func TestAutoScalingUpdateGroupOverridesAndSubnets(t *testing.T) {
 	a := startAutoScaling(t)
 	a.PutGroup(localaws.ASGGroup{Name: "g", Max: 5, InstanceTypes: []string{"g5.xlarge", "g5.2xlarge"}, Subnets: []string{"subnet-a", "subnet-b"}})
-	c := localaws.AutoScalingClient(a.URL)
+	c := autoscaling.NewFromConfig(localaws.Config(a.URL))
 	ctx := t.Context()
 	describe := func() (types []string, vpc string) {
 		t.Helper()

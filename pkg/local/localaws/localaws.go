@@ -14,7 +14,6 @@ import (
 	"github.com/Admiral-Piett/goaws/app/router"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -96,15 +95,6 @@ func StartS3(addr string) (*Server, error) {
 	return serve(addr, gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 }
 
-// S3Client returns a real SDK client for a local S3 endpoint (path-style
-// addressing: bucket names are not host names on loopback).
-func S3Client(endpoint string, optFns ...func(*s3.Options)) *s3.Client {
-	return s3.NewFromConfig(awsenv.Static(""), append([]func(*s3.Options){func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-		o.UsePathStyle = true
-	}}, optFns...)...)
-}
-
 var (
 	sqsOnce   sync.Once
 	sqsServer *Server
@@ -148,11 +138,24 @@ func orLoopback(addr string) string {
 	return addr
 }
 
+// Config is the SDK configuration for a local endpoint: static credentials
+// ("local"), us-east-1, and the endpoint as the client's base endpoint. A
+// client of any local server is built from it with its service's own
+// constructor (ec2.NewFromConfig(localaws.Config(url)); S3 also wants
+// path-style addressing, as bucket names are not host names on loopback),
+// so that localaws imports no service package of the SDK but the two its
+// own helpers need, and a test binary links only the ones its tests use.
+// The SDK's retryer is the default unless the options say otherwise.
+func Config(endpoint string) aws.Config {
+	cfg := awsenv.Static("")
+	cfg.BaseEndpoint = aws.String(endpoint)
+	return cfg
+}
+
 // DynamoDBClient returns a real SDK client for a local endpoint, retrying as
 // the functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.NewFromConfig(awsenv.Static(""), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
+	return dynamodb.NewFromConfig(Config(endpoint), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		o.Retryer = awsenv.Retryer(awsenv.DynamoDB)
 	}}, optFns...)...)
 }
@@ -160,8 +163,7 @@ func DynamoDBClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 // SQSClient returns a real SDK client for a local endpoint, retrying as the
 // functions' clients do (awsenv.Retries) unless optFns say otherwise.
 func SQSClient(endpoint string, optFns ...func(*sqs.Options)) *sqs.Client {
-	return sqs.NewFromConfig(awsenv.Static(""), append([]func(*sqs.Options){func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
+	return sqs.NewFromConfig(Config(endpoint), append([]func(*sqs.Options){func(o *sqs.Options) {
 		o.Retryer = awsenv.Retryer(awsenv.SQS)
 	}}, optFns...)...)
 }

@@ -36,7 +36,7 @@ func TestDescribeSpotPriceHistoryThroughTheSDK(t *testing.T) {
 	} {
 		a.PutSpotPrice(p)
 	}
-	c := localaws.EC2Client(a.URL)
+	c := ec2.NewFromConfig(localaws.Config(a.URL))
 	in := &ec2.DescribeSpotPriceHistoryInput{
 		InstanceTypes:       []ec2types.InstanceType{"g5.xlarge"},
 		ProductDescriptions: []string{"Linux/UNIX"},
@@ -78,13 +78,13 @@ func TestDescribeSpotPriceHistoryThroughTheSDK(t *testing.T) {
 func TestDeniedSpotPriceHistoryIsUnauthorizedOperation(t *testing.T) {
 	a := startAccount(t)
 	a.Deny("DescribeSpotPriceHistory", true)
-	_, err := localaws.EC2Client(a.URL).DescribeSpotPriceHistory(context.Background(), &ec2.DescribeSpotPriceHistoryInput{})
+	_, err := ec2.NewFromConfig(localaws.Config(a.URL)).DescribeSpotPriceHistory(context.Background(), &ec2.DescribeSpotPriceHistoryInput{})
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "UnauthorizedOperation" {
 		t.Fatalf("err = %v, want UnauthorizedOperation", err)
 	}
 	a.Deny("DescribeSpotPriceHistory", false)
-	if _, err := localaws.EC2Client(a.URL).DescribeSpotPriceHistory(context.Background(), &ec2.DescribeSpotPriceHistoryInput{}); err != nil {
+	if _, err := ec2.NewFromConfig(localaws.Config(a.URL)).DescribeSpotPriceHistory(context.Background(), &ec2.DescribeSpotPriceHistoryInput{}); err != nil {
 		t.Fatalf("allowed again: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -505,7 +506,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = asgProxy.Close() })
-	adapter := asg.New(localaws.AutoScalingClient(asgProxy.URL, asg.WithoutSDKRetries),
+	adapter := asg.New(autoscaling.NewFromConfig(localaws.Config(asgProxy.URL), asg.WithoutSDKRetries),
 		asg.Options{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond})
 	groups := scaler.Groups{Adapter: adapter, Names: map[string]string{fleetSlug: group}}
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	samples "github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/asg"
@@ -79,7 +80,7 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	groups(srv)
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Retries: -1})
+	ad := asg.New(autoscaling.NewFromConfig(localaws.Config(srv.URL), asg.WithoutSDKRetries), asg.Options{Retries: -1})
 	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk, requests: requests,
 		h: newHandler(t, st, ad, clk, slog.New(slog.DiscardHandler))}
 }

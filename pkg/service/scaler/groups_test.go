@@ -2,6 +2,7 @@ package scaler_test
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestTickOnAnAutoScalingGroup(t *testing.T) {
 	}
 	h.submit(1, "j")
 	leases := h.leaseAll()
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
+	ad := asg.New(autoscaling.NewFromConfig(localaws.Config(srv.URL), asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
 	h.configure(func(c *scaler.Config) {
 		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": "fleetq-test-gpu"}}
 	})

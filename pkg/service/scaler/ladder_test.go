@@ -2,6 +2,7 @@ package scaler_test
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"slices"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func newLadderHarness(t *testing.T, fallbackAfter time.Duration) *ladderHarness 
 	}
 	srv.SetCapacity(spotGroup, false)
 	srv.SetCapacity(odGroup, true)
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
+	ad := asg.New(autoscaling.NewFromConfig(localaws.Config(srv.URL), asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
 	h.configure(func(c *scaler.Config) {
 		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, OnDemandNames: map[string]string{"gpu": odGroup}}
 	})

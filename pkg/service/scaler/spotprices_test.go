@@ -3,6 +3,7 @@ package scaler_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.52, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g6.xlarge", Zone: "us-east-1a", USD: 0.9, At: t0.Add(-time.Hour)}) // not the fleet's
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, h.st)
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.st)
 	})
 
 	want := func(when string, prices map[string]float64, readAt time.Time) {
@@ -86,7 +87,7 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.8, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.3, At: t0.Add(-time.Hour)})
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: localaws.EC2Client(acct.URL)}, h.st)
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.st)
 	})
 	h.tick()
 

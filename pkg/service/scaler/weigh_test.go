@@ -3,6 +3,7 @@ package scaler_test
 import (
 	"context"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func newWeighHarness(t *testing.T) *weighHarness {
 	srv.SetClock(h.clock.Now)
 	srv.PutGroup(localaws.ASGGroup{Name: spotGroup, Max: 5, NewInstancesProtected: true,
 		InstanceTypes: []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}})
-	ad := asg.New(localaws.AutoScalingClient(srv.URL, asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
+	ad := asg.New(autoscaling.NewFromConfig(localaws.Config(srv.URL), asg.WithoutSDKRetries), asg.Options{Sleep: func(context.Context, time.Duration) error { return nil }})
 	h.configure(func(c *scaler.Config) {
 		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, Subnets: weighSubnets}
 	})
