@@ -83,7 +83,7 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 		}
 	}
 	spot := in.Input
-	spot.Instances, spot.Workers = nil, nil
+	spot.Instances, spot.Workers = make([]Instance, 0, len(in.Instances)), make([]Worker, 0, len(in.Workers))
 	var bridges []Instance
 	for _, inst := range in.Instances {
 		if in.Bridges[inst.ID] {

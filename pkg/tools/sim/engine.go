@@ -732,6 +732,7 @@ func (e *engine) observe() Observation {
 	if e.opt.FairShare && e.opt.TenantMaxLeased > 0 {
 		o.Capped, o.Runnable = true, e.runnable()
 	}
+	o.Instances = make([]InstanceView, 0, len(e.order))
 	for _, id := range e.order {
 		in := e.insts[id]
 		o.Leased += len(in.jobs)

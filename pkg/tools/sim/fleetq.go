@@ -216,6 +216,8 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	}
 	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
 	in.Forecast = p.planForecast(now, ready+o.Leased, s.Slots, warm)
+	in.Instances = make([]scaling.Instance, 0, len(o.Instances))
+	in.Workers = make([]scaling.Worker, 0, len(o.Instances))
 	for _, v := range o.Instances {
 		id := strconv.Itoa(v.ID)
 		state := scaling.StatePending
