@@ -2,9 +2,10 @@ package spotprice_test
 
 import (
 	"context"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
 	"github.com/fleetq/fleetq/pkg/domain/cost"

@@ -2,9 +2,10 @@ package scaler_test
 
 import (
 	"context"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"

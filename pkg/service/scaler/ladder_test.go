@@ -2,11 +2,12 @@ package scaler_test
 
 import (
 	"context"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"

@@ -3,10 +3,11 @@ package scaler_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
 	"github.com/fleetq/fleetq/pkg/aws/store"

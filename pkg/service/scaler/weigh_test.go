@@ -3,11 +3,12 @@ package scaler_test
 import (
 	"context"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
