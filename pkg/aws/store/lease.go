@@ -270,6 +270,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
 	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
 		Set(expression.Name(attrLeaseToken), expression.Value(token)).
+		Set(expression.Name(attrLeaseAuth), expression.Value(a.TokenHash)).
 		Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrLeaseUntilMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrLeasedMS), expression.Value(ms(now))).
