@@ -12,13 +12,14 @@ import (
 )
 
 // An API of an earlier release refuses a request field it does not know:
-// 400 invalid_argument with a message naming it as its strict decoder does,
-// `unknown field "boot"` (docs/api.md, "Errors"). Every field a worker
-// route gained since the previous release is optional, so the client
-// leaves the named field out, remembers it for the route and calls again:
-// an agent of release N works against the API of N−1 (docs/deploy.md,
-// "Compatibility"). Only fields of the request's own type are left out,
-// never a key inside a field of free-form JSON (capabilities, a result).
+// 400 invalid_argument with a message naming it as its strict decoder
+// does, `unknown field "boot"` (docs/api.md, "Requests and errors"). Every
+// field a worker route gained since the previous release is optional, so
+// the client leaves the named field out, remembers it for the route and
+// calls again: an agent of release N works against the API of N−1
+// (docs/deploy.md, "Compatibility"). Only fields of the request's own type
+// are left out, never a key inside a field of free-form JSON
+// (capabilities, a result).
 
 // refusedField answers the field an API refused as unknown, if err is such
 // a refusal. A key that matches a field but for its case is named with
