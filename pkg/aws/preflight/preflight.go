@@ -68,6 +68,9 @@ type Deps struct {
 	// Fleets, when set, reads the fleets' boot reports through the API
 	// (BootProblems).
 	Fleets FleetViews
+	// Workers, when set, reads the fleets' workers through the API
+	// (StageSecretAgents).
+	Workers WorkerViews
 	// SDKRegion is the region the AWS SDK's configuration resolved (env,
 	// profile); empty when it resolved none.
 	SDKRegion string
@@ -145,6 +148,9 @@ func Run(ctx context.Context, cfg *fleetconfig.Config, d Deps) []Result {
 	out = append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
 	if d.Fleets != nil {
 		out = append(out, BootProblems(ctx, d.Fleets, outputs["ApiUrl"], cfg)...)
+	}
+	if d.Workers != nil {
+		out = append(out, StageSecretAgents(ctx, d.Workers, outputs["ApiUrl"], cfg)...)
 	}
 	return out
 }
