@@ -111,6 +111,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "operator console: fleetq console --api %s --operator-token %s --open\n", stack.URL, stack.OperatorToken)
+	devStateNote(stdout, set["operator-token"], set["fleet-secret"])
 	if len(cfg.Webhooks.AllowedHosts) > 0 {
 		fmt.Fprintf(stdout, "job callbacks signed with webhook-key=%s (Fleetq-Key-Id %s)\n", stack.WebhookKey, signing.KeyID(stack.WebhookKey))
 	}
@@ -164,4 +165,16 @@ func sameSecret(cfg *fleetconfig.Config, secret string) map[string]string {
 		}
 	}
 	return out
+}
+
+// devStateNote tells what a restart of the dev stack loses, and, unless
+// both are given, how to keep the operator token and the fleets' secrets
+// the same from one start to the next.
+func devStateNote(w io.Writer, pinnedToken, pinnedSecret bool) {
+	fmt.Fprintln(w, "state: in memory (jobs, workers, API keys, the scaler's decisions), lost when fleetq dev stops")
+	if pinnedToken && pinnedSecret {
+		return
+	}
+	fmt.Fprintln(w, "the operator token and the fleet secrets are new at every start; pin them with")
+	fmt.Fprintln(w, `  --operator-token TOKEN --fleet-secret SECRET (make serve ARGS="--operator-token TOKEN --fleet-secret SECRET")`)
 }

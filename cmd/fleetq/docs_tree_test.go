@@ -376,7 +376,7 @@ func readMakefile(data []byte) makefile {
 
 // runs is the fleetq command a target runs with $(ARGS), if any.
 func (m makefile) runs(target string) string {
-	if c := regexp.MustCompile(`\./cmd/fleetq ([a-z-]+)\b.*\$\(ARGS\)`).FindStringSubmatch(m.targets[target]); c != nil {
+	if c := regexp.MustCompile(`(?:\./cmd|bin)/fleetq ([a-z-]+)\b.*\$\(ARGS\)`).FindStringSubmatch(m.targets[target]); c != nil {
 		return c[1]
 	}
 	return ""
