@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,6 +124,42 @@ func linked(deps []string, prefixes ...string) []string {
 var devOnly = []string{module + "pkg/local", module + "pkg/tools", module + "infra",
 	"github.com/aws/aws-cdk-go", "github.com/aws/jsii-runtime-go", "github.com/aws/constructs-go",
 	"github.com/truora/minidyn", "github.com/Admiral-Piett/goaws", "github.com/johannesboyne/gofakes3", "github.com/chromedp"}
+
+// The agent every instance downloads at boot (make build: cmd/fleetq with
+// the agent tag, the worker and version commands only) links the agent and
+// what it stands on, none of the control plane: no store, no services but
+// the agent, no Lambda runtime, no dev stack.
+func TestAgentLinksOnlyTheAgent(t *testing.T) {
+	t.Parallel()
+	const agent = module + "cmd/fleetq"
+	cmd := exec.Command("go", "list", "-tags", "agent", "-f", `{{join .GoFiles " "}}`, "../cmd/fleetq")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if got := strings.Fields(string(out)); !slices.Equal(got, []string{"main.go", "version.go", "worker.go"}) {
+		t.Errorf("the agent's build of cmd/fleetq compiles %v, want main.go, version.go and worker.go only (a command of the CLI alone is built with the constraint //go:build !agent)", got)
+	}
+	all := deps(t, "agent", "../cmd/fleetq")[agent]
+	if len(all) == 0 {
+		t.Fatal("go list found no dependencies of the agent")
+	}
+	for _, p := range linked(all, devOnly...) {
+		t.Errorf("the agent links %s", p)
+	}
+	for _, p := range linked(all, "github.com/aws/aws-lambda-go", "github.com/awslabs/aws-lambda-go-api-proxy",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb", "github.com/aws/aws-sdk-go-v2/service/ec2", "github.com/aws/aws-sdk-go-v2/service/autoscaling") {
+		t.Errorf("the agent links %s", p)
+	}
+	// Of fleetq, the agent and attested registration, over the domain and
+	// the libraries.
+	for _, p := range all {
+		rest, ours := strings.CutPrefix(p, module)
+		if ours && rest != "config" && len(linked([]string{rest}, "pkg/domain", "pkg/lib", "pkg/service/agent", "pkg/aws/attest")) == 0 {
+			t.Errorf("the agent links %s", p)
+		}
+	}
+}
 
 // Each Lambda bootstrap (functions/<name>) links the services it calls and
 // none of the others': the functions do not share one composition root.
