@@ -133,6 +133,7 @@ func TestAgentLinksOnlyTheAgent(t *testing.T) {
 	t.Parallel()
 	const agent = module + "cmd/fleetq"
 	cmd := exec.Command("go", "list", "-tags", "agent", "-f", `{{join .GoFiles " "}}`, "../cmd/fleetq")
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0", "GOFLAGS=")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -175,10 +176,10 @@ func TestFunctionsLinkOnlyWhatTheyCall(t *testing.T) {
 	const sdk = "github.com/aws/aws-sdk-go-v2/service/"
 	api := append(svc("api", "console", "system/apifn"), sdk+"s3", sdk+"sqs", "github.com/awslabs/aws-lambda-go-api-proxy/httpadapter", "html/template")
 	notFor := map[string][]string{
-		"api":          append(svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/scalerfn", "system/interruptionfn"), sdk+"ec2", module+"pkg/aws/spotprice"),
-		"dispatch":     append(append(api, svc("interruption", "agent", "system/scalerfn", "system/interruptionfn")...), sdk+"ec2", module+"pkg/aws/auth"),
-		"scaler":       append(api, svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/interruptionfn")...),
-		"interruption": append(append(api, svc("dispatch", "agent", "system/dispatchfn", "system/scalerfn")...), sdk+"ec2", module+"pkg/aws/auth"),
+		"api":          slices.Concat(svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/spotprice"}),
+		"dispatch":     slices.Concat(api, svc("interruption", "agent", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/auth"}),
+		"scaler":       slices.Concat(api, svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/interruptionfn")),
+		"interruption": slices.Concat(api, svc("dispatch", "agent", "system/dispatchfn", "system/scalerfn"), []string{sdk + "ec2", module + "pkg/aws/auth"}),
 	}
 	all := deps(t, "lambda.norpc", "../functions/...")
 	for fn, not := range notFor {
@@ -187,7 +188,7 @@ func TestFunctionsLinkOnlyWhatTheyCall(t *testing.T) {
 			t.Errorf("go list found no function %s", fn)
 			continue
 		}
-		for _, p := range linked(d, append(not, devOnly...)...) {
+		for _, p := range linked(d, slices.Concat(not, devOnly)...) {
 			t.Errorf("the %s function links %s", fn, p)
 		}
 	}
