@@ -143,6 +143,8 @@ shellcheck-deps:
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
 ## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI.
+## The agent is cmd/fleetq built with the agent tag: its worker and version commands only, none
+## of the control plane, the dev stack or the simulator (docs/benchmarks.md, "Binary sizes").
 ## The arm64 and the amd64 binaries build side by side (-j2): each architecture compiles the SDK
 ## once, its functions in one go build, and the two compiles overlap
 build:
@@ -154,12 +156,12 @@ build-arm64:
 	@rm -rf bin/.functions && mkdir -p bin/.functions
 	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "$(LDFLAGS)" -o bin/.functions/ ./functions/...
 	@for f in $(FUNCTIONS); do mkdir -p bin/$$f && mv bin/.functions/$$f bin/$$f/bootstrap || exit 1; done; rmdir bin/.functions
-	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/arm64/fleetq ./cmd/fleetq
+	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags agent -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/arm64/fleetq ./cmd/fleetq
 
-# The amd64 agent, then the CLI for this machine (the same compile when it is linux/amd64).
+# The amd64 agent, then the CLI for this machine (the agent's compiled packages reused when it is linux/amd64).
 build-amd64:
 	@echo "build bin/agent/amd64/fleetq and bin/fleetq"
-	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/amd64/fleetq ./cmd/fleetq
+	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -tags agent -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/amd64/fleetq ./cmd/fleetq
 	@$(FLEETQ_CLI)
 
 ## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS;

@@ -1,3 +1,5 @@
+//go:build !agent
+
 package main
 
 import (
@@ -10,8 +12,8 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
+	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
-	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func init() {
@@ -90,7 +92,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fleetq dev: --chaos must be between 0 and 1")
 		return 2
 	}
-	log, err := system.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
