@@ -2,17 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	shipped "github.com/fleetq/fleetq/config"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -86,19 +82,7 @@ func TestSmokeExitsThreeOnADeadJob(t *testing.T) {
 // that runs fleetq smoke for stage against it.
 func smokeStack(t *testing.T, stage string, cfg *fleetconfig.Config, fleet string, runner agent.Runner) func(args ...string) (int, string, string) {
 	t.Helper()
-	stack, err := devstack.Start(context.Background(), devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), OperatorToken: "op-token",
-		Fleet: devstack.FleetOptions{Tick: time.Second, BootDelay: time.Second, LocalAgents: true,
-			AgentConfig: func(f, _ string, c *agent.Config) {
-				if f == fleet {
-					c.Runner = runner
-				}
-			}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
+	stack := startFleetStack(t, cfg, fleet, runner)
 	return func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		args = append([]string{"smoke", "--stage", stage, "--api", stack.URL, "--operator-token", "op-token", "--interval", "200ms", "--timeout", "2m"}, args...)
