@@ -386,7 +386,7 @@ func (m makefile) runs(target string) string {
 // subcommands its usage line offers (fleetq jobs <submit|get|…>, fleetq
 // tenants keys <create|…>) and the flags each prints for -h.
 type cliTable struct {
-	usages map[string][]cliUsage       // a command's usage lines that offer subcommands
+	usages map[string][]cliUsage      // a command's usage lines that offer subcommands
 	flags  map[string]map[string]bool // by "command [words subcommand]"
 	all    map[string]bool            // every flag of every command
 }
