@@ -14,7 +14,8 @@
 // lease.go, report.go and deadlines.go (jobs and their leases), with
 // fairlease.go (fair share on the lease path), leasecap.go (tenants' leased
 // caps), tenants.go (tenants' queued caps) and ondemand.go (jobs pinned to
-// On-Demand); workers.go, preempt.go (draining and ending workers the control
+// On-Demand); workers.go, retoken.go (a worker's token replaced, its leases
+// moved to the new one), preempt.go (draining and ending workers the control
 // plane decided to end, their leases requeued), fleetstate.go,
 // registration.go, bootreports.go (machines that could not start work),
 // interruptions.go, outbox.go, callbacks.go (outcomes due at callback URLs),
