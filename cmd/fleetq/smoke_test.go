@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,15 +32,7 @@ func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
 			if first.Agent.Runner != "exec" {
 				t.Fatalf("the %s stage's first fleet runs %q: it must run a command the stock image has", stage, first.Agent.Runner)
 			}
-			flags, err := parseWorkerFlags([]string{"--runner", first.Agent.Runner, "--exec", first.Agent.Exec}, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runner, err := flags.newRunner()
-			if err != nil {
-				t.Fatal(err)
-			}
-			smoke := smokeStack(t, stage, cfg, first.Slug, runner)
+			smoke := smokeStack(t, stage, cfg, first.Slug, fleetRunner(t, first))
 			code, out, errOut := smoke()
 			if code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)

@@ -35,15 +35,7 @@ func TestFirstJobOnAFreshStage(t *testing.T) {
 		t.Fatalf("the walk is for prod.yaml as shipped, which names no tenant and no operator: %v %v", cfg.Tenants, cfg.Operators)
 	}
 	first := cfg.Fleets[0]
-	flags, err := parseWorkerFlags([]string{"--runner", first.Agent.Runner, "--exec", first.Agent.Exec}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := flags.newRunner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack := startFleetStack(t, cfg, first.Slug, runner)
+	stack := startFleetStack(t, cfg, first.Slug, fleetRunner(t, first))
 	apiServer := httptest.NewServer(stack.IAMGateway())
 	t.Cleanup(apiServer.Close)
 	keyServer := httptest.NewServer(stack.KeyGateway())
@@ -142,6 +134,21 @@ func TestFirstJobOnAFreshStage(t *testing.T) {
 			t.Fatalf("POST %s unsigned: %d, want %d", c.url, res.StatusCode, c.status)
 		}
 	}
+}
+
+// fleetRunner is the runner a fleet's instances run in AWS, built from the
+// settings its boot script gives the agent by the worker's own flags.
+func fleetRunner(t *testing.T, f fleetconfig.Fleet) agent.Runner {
+	t.Helper()
+	flags, err := parseWorkerFlags([]string{"--runner", f.Agent.Runner, "--exec", f.Agent.Exec}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := flags.newRunner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner
 }
 
 // startFleetStack starts the dev stack on cfg with a local fleet whose
