@@ -349,28 +349,42 @@ func (tr *tree) checkCLI(fail func(string, ...any), name, rest string) {
 	}
 	cmd := []string{name}
 	flags := tr.cli.flags[name]
-	if subs := tr.cli.subs[name]; subs != nil {
+	if usages := tr.cli.usages[name]; usages != nil {
 		fields := strings.Fields(rest)
-		words := tr.cli.words[name]
+		most := 0
+		for _, u := range usages {
+			most = max(most, len(u.words))
+		}
 		n := 0
-		for n < len(fields) && n <= len(words) && !strings.HasPrefix(fields[n], "-") {
+		for n < len(fields) && n <= most && !strings.HasPrefix(fields[n], "-") {
 			n++
+		}
+		var match *cliUsage
+		for i, u := range usages {
+			if n > len(u.words) && slices.Equal(fields[:len(u.words)], u.words) && slices.Contains(u.subs, fields[len(u.words)]) {
+				match = &usages[i]
+			}
 		}
 		switch {
 		case n == 0:
 			// No subcommand: a flag must be one of some subcommand's.
 			flags = map[string]bool{}
-			for _, sub := range subs {
-				for f := range tr.cli.flags[strings.Join(append(append([]string{name}, words...), sub), " ")] {
-					flags[f] = true
+			for _, u := range usages {
+				for _, sub := range u.subs {
+					for f := range tr.cli.flags[strings.Join(append(append([]string{name}, u.words...), sub), " ")] {
+						flags[f] = true
+					}
 				}
 			}
-		case n <= len(words) || !slices.Equal(fields[:len(words)], words) || !slices.Contains(subs, fields[len(words)]):
-			fail("cites fleetq %s %s, which is no subcommand of fleetq %s <%s>", name, strings.Join(fields[:n], " "),
-				strings.Join(append([]string{name}, words...), " "), strings.Join(subs, "|"))
+		case match == nil:
+			var offered []string
+			for _, u := range usages {
+				offered = append(offered, fmt.Sprintf("fleetq %s <%s>", strings.Join(append([]string{name}, u.words...), " "), strings.Join(u.subs, "|")))
+			}
+			fail("cites fleetq %s %s, which is no subcommand of %s", name, strings.Join(fields[:n], " "), strings.Join(offered, " or "))
 			return
 		default:
-			cmd = append(cmd, fields[:n]...)
+			cmd = append(cmd, fields[:len(match.words)+1]...)
 			flags = tr.cli.flags[strings.Join(cmd, " ")]
 		}
 	}

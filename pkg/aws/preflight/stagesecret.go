@@ -33,19 +33,28 @@ const Warn Status = "warn"
 // replaced once it stops answering). Draining them now replaces them with
 // instances whose agent attests (docs/deploy.md, "Upgrading a stage").
 func StageSecretAgents(ctx context.Context, wv WorkerViews, apiURL string, cfg *fleetconfig.Config) []Result {
-	check := func(slug string) string { return "stage-secret agents " + slug }
 	var out []Result
+	first := "" // the first fleet checked: a problem reaching the API is told there once
 	for _, f := range cfg.Fleets {
 		if f.AcceptSecret {
 			continue
 		}
+		if first != "" && len(out) > 0 && out[0].Status == Skip {
+			out = append(out, Result{stageSecretCheck(f.Slug), Skip, "see " + first})
+			continue
+		}
+		if first == "" {
+			first = stageSecretCheck(f.Slug)
+		}
 		if apiURL == "" {
-			return append(out, Result{check("*"), Skip, "the stack has no ApiUrl output"})
+			out = append(out, Result{stageSecretCheck(f.Slug), Skip, "the stack has no ApiUrl output"})
+			continue
 		}
 		workers, err := wv.Workers(ctx, apiURL, f.Slug)
 		if err != nil {
-			return append(out, Result{check("*"), Skip, fmt.Sprintf("cannot read the workers (GET %s%s: %v): doctor needs the operator policy (the stack's OperatorPolicyArn output) to check them",
+			out = append(out, Result{stageSecretCheck(f.Slug), Skip, fmt.Sprintf("cannot read the workers (GET %s%s: %v): doctor needs the operator policy (the stack's OperatorPolicyArn output) to check them",
 				strings.TrimRight(apiURL, "/"), wire.PathAdminWorkers, err)})
+			continue
 		}
 		var old []string
 		for _, w := range workers {
@@ -54,12 +63,15 @@ func StageSecretAgents(ctx context.Context, wv WorkerViews, apiURL string, cfg *
 			}
 		}
 		if len(old) == 0 {
-			out = append(out, ok(check(f.Slug), "no worker runs an agent that registered with the stage-wide fleet secret"))
+			out = append(out, ok(stageSecretCheck(f.Slug), "no worker runs an agent that registered with the stage-wide fleet secret"))
 			continue
 		}
-		out = append(out, Result{check(f.Slug), Warn, fmt.Sprintf(
+		out = append(out, Result{stageSecretCheck(f.Slug), Warn, fmt.Sprintf(
 			"fleet %s: %d workers run an agent older than %s, registered with the stage-wide fleet secret, which is gone (%s): one that restarts cannot register again; drain them now (POST %s/{worker_id}/drain, or the console's Drain) so instances whose agent attests replace them",
 			f.Slug, len(old), FirstAttestedRelease, strings.Join(old, ", "), wire.PathAdminWorkers)})
 	}
 	return out
 }
+
+// stageSecretCheck names the stage-secret agents check of a fleet.
+func stageSecretCheck(slug string) string { return "stage-secret agents " + slug }

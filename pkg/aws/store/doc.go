@@ -20,8 +20,9 @@
 // registration.go, bootreports.go (machines that could not start work),
 // interruptions.go, outbox.go, callbacks.go (outcomes due at callback URLs),
 // costs.go and spotprices.go (the price of each job), apikeys.go (tenants'
-// API keys), console.go (operator console sessions); over store.go (the
-// client, writes, transactions and the one query helper), schema.go (every
+// API keys), principals.go (IAM principals mapped to tenants), console.go
+// (operator console sessions); over store.go (the client, writes,
+// transactions and the one query helper), schema.go (every
 // key, prefix and attribute name), errors.go (the sentinel errors) and
 // itemsize.go (the 400 KB item limit).
 package store

@@ -273,7 +273,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		apiOpts = append(apiOpts, apifn.NoAnnounce())
 	}
 	apiHandler, err := apifn.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
-		consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
+		consoleKeys, auth.TokenOrIAM{Token: auth.OperatorToken(o.OperatorToken)}, s.Assets, apiOpts...)
 	if err != nil {
 		s.Close()
 		return nil, err
