@@ -235,7 +235,7 @@ func waitsFor(check string) string {
 	switch {
 	case strings.HasSuffix(check, " quota"):
 		return "needs the instance types' vCPUs: see instance types"
-	case strings.HasPrefix(check, "fleet secret "), check == checkAPI, strings.HasPrefix(check, "runner "):
+	case strings.HasPrefix(check, "fleet secret "), check == checkAPI, strings.HasPrefix(check, "runner "), strings.HasPrefix(check, stageSecretCheck("")):
 		return "needs the stage's stack: see stack"
 	}
 	return "not run"

@@ -25,6 +25,10 @@ func (noFleets) Fleets(context.Context, string) ([]wire.Fleet, error) {
 	return nil, &wire.Error{Status: 403, Code: wire.CodePermissionDenied, Message: "not an operator"}
 }
 
+func (noFleets) Workers(context.Context, string, string) ([]wire.Worker, error) {
+	return nil, &wire.Error{Status: 403, Code: wire.CodePermissionDenied, Message: "not an operator"}
+}
+
 // onePerCheck fails unless rs holds exactly one verdict per planned check.
 func onePerCheck(t *testing.T, rs []preflight.Result, planned []string) {
 	t.Helper()
@@ -51,7 +55,7 @@ func TestWithoutCredentialsTheProblemIsSaidOnce(t *testing.T) {
 	e.deps.Identity = sts.NewFromConfig(localaws.Config(e.acct.URL), func(o *sts.Options) {
 		o.Credentials = credentials.NewStaticCredentialsProvider("AKIAEXPIRED", "x", "")
 	})
-	e.deps.Fleets = noFleets{}
+	e.deps.Fleets, e.deps.Workers = noFleets{}, noFleets{}
 	rs := e.run(t)
 	planned := preflight.Planned(e.cfg, true)
 	onePerCheck(t, rs, planned)
@@ -81,19 +85,20 @@ func TestChecksThatCannotRunAreSkippedNotDropped(t *testing.T) {
     instance_types: [g5.huge]
     ami_ssm_parameter: `+amiParam+`
 `)
-	e.deps.Fleets = noFleets{}
+	e.deps.Fleets, e.deps.Workers = noFleets{}, noFleets{}
 	rs := e.run(t)
 	onePerCheck(t, rs, preflight.Planned(e.cfg, true))
 	expect(t, only(t, rs, "instance types"), preflight.Fail, "g5.huge")
 	expect(t, only(t, rs, "Spot G and VT quota"), preflight.Skip, "see instance types")
 	expect(t, only(t, rs, "runner sdxl"), preflight.Skip, "operator policy")
 	expect(t, only(t, rs, "runner typo"), preflight.Skip, "see runner sdxl")
+	expect(t, only(t, rs, "stage-secret agents typo"), preflight.Skip, "operator policy") // sdxl accepts a secret of its own
 
 	e.cfg.Stage = "undeployed" // its stack fleetq-undeployed does not exist
 	rs = e.run(t)
 	onePerCheck(t, rs, preflight.Planned(e.cfg, true))
 	expect(t, only(t, rs, "stack"), preflight.Skip, "not deployed yet")
-	for _, name := range []string{"fleet secret sdxl", "api", "runner sdxl", "runner typo"} {
+	for _, name := range []string{"fleet secret sdxl", "api", "runner sdxl", "runner typo", "stage-secret agents typo"} {
 		expect(t, only(t, rs, name), preflight.Skip, "see stack")
 	}
 }
