@@ -78,12 +78,27 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	// The previous release's stage.
 	u.startOldStack()
 	u.oldAgent("old-demo-1", "demo")
-	u.oldAgent("old-gpu-1", "gpu")
+	oldGPU := u.oldAgent("old-gpu-1", "gpu")
 	u.open("early")
 	u.oldSubmit("early", "acme", "render", hook)
 	u.waitOld("early", "succeeded")
 	u.oldSubmit("held", "acme", "render", hook)
 	u.waitOld("held", "leased")
+
+	t.Run("today's agent registers with the previous API", func(t *testing.T) {
+		// (4) fails until the agent sends only what the previous API accepts.
+		a := start(t, "today's agent new-demo-1", u.newBin, nil, u.agentArgs("new-demo-1", "demo")...)
+		testenv.Eventually(t, "new-demo-1 registered with the previous API", testenv.Ticks(t, 50*time.Millisecond), func() bool {
+			if done, err := a.exited(); done {
+				t.Fatalf("today's agent exited (%v) against the previous API:\n%s", err, tail([]byte(a.output()), 3000))
+			}
+			return u.oldWorkerListed("new-demo-1")
+		})
+		u.open("new-on-old")
+		u.oldSubmit("new-on-old", "acme", "render", "")
+		u.waitOld("new-on-old", "succeeded")
+		a.stop(t)
+	})
 
 	// A job completed while the previous release's outbox cannot be read:
 	// its outcome event is left there for today's relay.
@@ -140,6 +155,79 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		}
 	})
 
+	key := u.apiKey("acme")
+	t.Run("a tenant reads its jobs of the previous release", func(t *testing.T) {
+		// (1) fails until a producer's credential finds the jobs the
+		// previous release filed under their bare ids.
+		for _, id := range []string{"early", "held", "outboxed"} {
+			status, body := u.call(http.MethodGet, "/api/jobs/"+id, key, nil)
+			if status != http.StatusOK {
+				t.Errorf("GET /api/jobs/%s as acme: %d %s", id, status, body)
+			}
+		}
+		status, body := u.call(http.MethodGet, "/api/admin/jobs?fleet=demo&status=succeeded", u.operator, nil)
+		var list struct {
+			Jobs []struct {
+				JobID    string `json:"job_id"`
+				TenantID string `json:"tenant_id"`
+			} `json:"jobs"`
+		}
+		if status != http.StatusOK || json.Unmarshal(body, &list) != nil {
+			t.Fatalf("the operator's list: %d %s", status, body)
+		}
+		listed := false
+		for _, j := range list.Jobs {
+			if j.TenantID != "acme" || !strings.HasSuffix(j.JobID, "early") {
+				continue
+			}
+			listed = true
+			if status, body := u.call(http.MethodGet, "/api/jobs/"+j.JobID, key, nil); status != http.StatusOK {
+				t.Errorf("the list names early %q; GET /api/jobs/%s as acme: %d %s", j.JobID, j.JobID, status, body)
+			}
+		}
+		if !listed {
+			t.Errorf("the operator's list of demo's succeeded jobs has no early: %s", body)
+		}
+	})
+
+	t.Run("a resubmission after the deploy is the job the previous release accepted", func(t *testing.T) {
+		// (2) fails until today's API finds the job the previous release
+		// queued under its bare id. (undispatched, accepted by the previous
+		// API and dispatched by today's, holds already.)
+		for _, id := range []string{"pending", "undispatched"} {
+			status, body := u.call(http.MethodPost, "/api/jobs", key, submission(id, "acme", "render", ""))
+			if status != http.StatusOK && status != http.StatusAccepted {
+				t.Fatalf("resubmit %s: %d %s", id, status, body)
+			}
+		}
+		u.waitQueueDrained(t)
+		for _, id := range []string{"pending", "undispatched"} {
+			var jobs []string
+			for _, k := range []string{id, tenant.JobID("acme", id)} {
+				if _, err := u.stack.Store.GetJob(context.Background(), k); err == nil {
+					jobs = append(jobs, k)
+				}
+			}
+			if len(jobs) != 1 {
+				t.Errorf("jobs of the submission %s: %q; want exactly one", id, jobs)
+			}
+		}
+	})
+
+	t.Run("a capped tenant's submission accepted by the previous API is counted once", func(t *testing.T) {
+		// (3) fails until the slot the previous API reserved under the bare
+		// id is the one today's dispatch hands to the job.
+		u.waitToday(t, "capped-1", job.Succeeded)
+		testenv.Eventually(t, "capped's open jobs back to 0", testenv.Ticks(t, 100*time.Millisecond), func() bool {
+			n, err := u.stack.Store.TenantOpenJobs(context.Background(), "capped")
+			return err == nil && n == 0
+		})
+		u.open("capped-2")
+		if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission("capped-2", "capped", "render", "")); status != http.StatusAccepted && status != http.StatusOK {
+			t.Errorf("capped's next submission after its only job finished: %d %s", status, body)
+		}
+	})
+
 	t.Run("the previous release's outbox is relayed once", func(t *testing.T) {
 		testenv.Eventually(t, "outboxed's outcome published by today's relay", testenv.Ticks(t, 100*time.Millisecond), func() bool {
 			return len(eventsOf(u.stack.Events.Recent(0), "outboxed")) > 0
@@ -161,6 +249,42 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 				t.Errorf("event %s (%s of %s) published by the previous release and again by today's", e.Detail.EventID, e.DetailType, e.Detail.JobID)
 			}
 		}
+	})
+
+	t.Run("webhook receivers of the previous release verify today's callbacks", func(t *testing.T) {
+		// (6) fails until today's callbacks verify with the key receivers
+		// derived from the previous release's fleet secret.
+		testenv.Eventually(t, "the callbacks of early and held", u.receiver.changed, func() bool {
+			return len(u.receiver.of("early")) > 0 && len(u.receiver.of("held")) > 0
+		})
+		for _, d := range u.receiver.of("early") {
+			if !d.verified {
+				t.Fatalf("the previous release's own callback does not verify with the receiver's key: the receiver is wrong")
+			}
+		}
+		for _, d := range u.receiver.of("held") {
+			if !d.verified {
+				t.Errorf("today's callback of held (event %s) does not verify with the previous release's key", d.eventID)
+			}
+		}
+	})
+
+	t.Run("a previous agent restarts in a fleet that now registers by attestation", func(t *testing.T) {
+		// (5) fails until today's API admits the previous agents' stage-wide
+		// secret in fleets that no longer accept a secret of their own.
+		oldGPU.stop(t)
+		restarted := u.oldAgent("old-gpu-1", "gpu")
+		u.open("after-restart")
+		if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission("after-restart", "acme", "train", "")); status != http.StatusAccepted && status != http.StatusOK {
+			t.Fatalf("submit after-restart: %d %s", status, body)
+		}
+		testenv.Eventually(t, "after-restart run by the restarted old-gpu-1", testenv.Ticks(t, 100*time.Millisecond), func() bool {
+			if done, err := restarted.exited(); done {
+				t.Fatalf("the restarted agent exited (%v):\n%s", err, tail([]byte(restarted.output()), 3000))
+			}
+			j, ok := u.todayJob("after-restart")
+			return ok && j.Status == job.Succeeded && j.WorkerID == "old-gpu-1"
+		})
 	})
 
 	t.Run("rollback: the previous release carries on what today's wrote", func(t *testing.T) {
