@@ -121,7 +121,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 
 	// The deploy: today's stack on the same table, queue and bucket; the
 	// stage's API URL moves to it; the previous stack stops.
-	u.startToday()
+	u.startToday(u.todayConfig())
 	u.front.deploy(t, "today", u.stack.URL)
 	u.oldStack.stop(t)
 
@@ -275,9 +275,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		oldGPU.stop(t)
 		restarted := u.oldAgent("old-gpu-1", "gpu")
 		u.open("after-restart")
-		if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission("after-restart", "acme", "train", "")); status != http.StatusAccepted && status != http.StatusOK {
-			t.Fatalf("submit after-restart: %d %s", status, body)
-		}
+		u.todaySubmit(t, "after-restart", "train")
 		testenv.Eventually(t, "after-restart run by the restarted old-gpu-1", testenv.Ticks(t, 100*time.Millisecond), func() bool {
 			if done, err := restarted.exited(); done {
 				t.Fatalf("the restarted agent exited (%v):\n%s", err, tail([]byte(restarted.output()), 3000))
@@ -288,26 +286,56 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("rollback: the previous release carries on what today's wrote", func(t *testing.T) {
+		// The fleet wide runs on four ready shards, then at zero (no job,
+		// no worker) is lowered to one before the rollback, as
+		// docs/data-model.md says a rollback needs.
+		wide := start(t, "today's agent new-wide-1", u.newBin, nil, u.agentArgs("new-wide-1", "wide")...)
+		var wideJobs []string
+		for i := range 4 {
+			id := fmt.Sprintf("wide-%d", i)
+			u.open(id)
+			u.todaySubmit(t, id, "batch")
+		}
+		for i := range 4 {
+			wideJobs = append(wideJobs, u.waitTodayJob(t, fmt.Sprintf("wide-%d", i), job.Succeeded).ID)
+		}
+		wide.stop(t)
+		testenv.Eventually(t, "new-wide-1 deregistered", testenv.Ticks(t, 50*time.Millisecond), func() bool {
+			ws, err := u.stack.Store.ListWorkers(context.Background(), "wide")
+			return err == nil && len(ws) == 0
+		})
+		u.stopToday()
+		cfg := u.todayConfig()
+		for i := range cfg.Fleets {
+			cfg.Fleets[i].ReadyShards = 1
+		}
+		u.startToday(cfg)
+		u.front.deploy(t, "today", u.stack.URL)
+
 		// A job today's release leases to the old agent and one it leaves
 		// queued; then the stage goes back to the previous release.
-		submit := func(id string) {
-			if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission(id, "acme", "render", "")); status != http.StatusAccepted && status != http.StatusOK {
-				t.Fatalf("submit %s: %d %s", id, status, body)
-			}
-		}
-		submit("rollback-held")
+		u.todaySubmit(t, "rollback-held", "render")
 		held := u.waitTodayJob(t, "rollback-held", job.Leased)
-		submit("queued-by-today")
+		u.todaySubmit(t, "queued-by-today", "render")
 		queued := u.waitTodayJob(t, "queued-by-today", job.Queued)
-		u.stopToday()
+		// The rollback deploys as the upgrade did: the previous stack starts,
+		// the API URL moves to it, today's stops.
 		u.old[0].outboxDown.Store(false)
 		u.old[1].releaseReceives()
 		u.startOldStack()
+		u.stopToday()
 		u.open("rollback-held")
 		u.open("queued-by-today")
 		for _, id := range []string{held.ID, queued.ID} {
 			u.waitOld(id, "succeeded")
 		}
+		for _, id := range wideJobs {
+			u.waitOld(id, "succeeded")
+		}
+		u.oldAgent("old-wide-1", "wide")
+		u.open("wide-after")
+		u.oldSubmit("wide-after", "acme", "batch", "")
+		u.waitOld("wide-after", "succeeded")
 	})
 }
 
@@ -347,14 +375,19 @@ func (u *upgrade) startOldStack() {
 	u.front.deploy(t, "previous", m[1])
 }
 
-// startToday starts today's dev stack on the stage, with today's config:
-// the fleet demo keeps the previous stage-wide secret as its own.
-func (u *upgrade) startToday() {
-	t := u.t
+// todayConfig is the stage's config as today's release reads it.
+func (u *upgrade) todayConfig() *fleetconfig.Config {
 	cfg, err := fleetconfig.Load(filepath.Join("testdata", "today.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		u.t.Fatal(err)
 	}
+	return cfg
+}
+
+// startToday starts today's dev stack on the stage with cfg: the fleets
+// that accept a secret of their own keep the previous stage-wide one.
+func (u *upgrade) startToday(cfg *fleetconfig.Config) {
+	t := u.t
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "today.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +404,7 @@ func (u *upgrade) startToday() {
 		t.Fatal(err)
 	}
 	u.stack, err = devstack.Start(context.Background(), devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, OperatorToken: u.operator, FleetSecrets: map[string]string{"demo": u.secret},
+		Addr: "127.0.0.1:0", Config: cfg, OperatorToken: u.operator, FleetSecrets: map[string]string{"demo": u.secret, "wide": u.secret},
 		Logger: log, Fleet: devstack.FleetOptions{NoLocalFleet: true, Tick: time.Hour},
 		DynamoDBEndpoint: u.today[0].URL(), SQSEndpoint: u.today[1].URL(), S3Endpoint: u.today[2].URL(),
 	})
@@ -379,6 +412,14 @@ func (u *upgrade) startToday() {
 		t.Fatal(err)
 	}
 	t.Cleanup(u.stopToday)
+}
+
+// todaySubmit submits a job of acme to today's API as the operator.
+func (u *upgrade) todaySubmit(t *testing.T, id, workflow string) {
+	t.Helper()
+	if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission(id, "acme", workflow, "")); status != http.StatusAccepted && status != http.StatusOK {
+		t.Fatalf("submit %s to today's API: %d %s", id, status, body)
+	}
 }
 
 func (u *upgrade) stopToday() {
