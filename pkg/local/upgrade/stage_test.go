@@ -336,11 +336,16 @@ func tail(b []byte, n int) string {
 	return string(b)
 }
 
-// environ is the environment a release's dev stack gets: its AWS APIs.
-func environ(ddb, sqs, s3 *stageAWS) []string {
+// releaseAWS is one release's view of the stage's AWS APIs.
+type releaseAWS struct {
+	ddb, sqs, s3 *stageAWS
+}
+
+// environ is the environment a release's `fleetq dev` gets: its AWS APIs.
+func (r releaseAWS) environ() []string {
 	return []string{
-		"FLEETQ_DYNAMODB_ENDPOINT=" + ddb.URL(),
-		"FLEETQ_SQS_ENDPOINT=" + sqs.URL(),
-		"FLEETQ_S3_ENDPOINT=" + s3.URL(),
+		"FLEETQ_DYNAMODB_ENDPOINT=" + r.ddb.URL(),
+		"FLEETQ_SQS_ENDPOINT=" + r.sqs.URL(),
+		"FLEETQ_S3_ENDPOINT=" + r.s3.URL(),
 	}
 }

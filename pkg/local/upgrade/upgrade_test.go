@@ -39,7 +39,6 @@ import (
 // `fleetq dev`, agents and jobs), the switch to today's dev stack on the same
 // table, queue and bucket, and the rollback to the previous release.
 type upgrade struct {
-	t        *testing.T
 	oldBin   string
 	newBin   string
 	secret   string // the previous release's stage-wide fleet secret
@@ -48,9 +47,9 @@ type upgrade struct {
 	states   string
 	front    *front
 	receiver *receiver
-	// Each release's view of the stage's DynamoDB, SQS and S3.
+	// The stage's DynamoDB, SQS and S3, and each release's view of them.
 	ddb, sqs, s3 *localaws.Server
-	old, today   [3]*stageAWS
+	old, today   releaseAWS
 	oldStack     *process
 	stack        *devstack.Stack
 	// oldEvents are the job events the previous release published.
@@ -67,61 +66,65 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		t.Skip("builds the previous release and runs it")
 	}
 	rel := previousRelease(t)
-	u := &upgrade{t: t, secret: auth.RandomSecret(24), operator: auth.RandomSecret(24), gates: t.TempDir(), states: t.TempDir()}
+	u := &upgrade{secret: auth.RandomSecret(24), operator: auth.RandomSecret(24), gates: t.TempDir(), states: t.TempDir()}
+	began := time.Now()
 	u.oldBin = buildRelease(t, rel)
+	t.Logf("release %s (%s) built in %s", rel.Version, rel.Commit, time.Since(began).Round(time.Second))
+	began = time.Now()
 	u.newBin = testenv.BuildBinary(t, filepath.Join(repoRoot, "cmd", "fleetq"), "fleetq")
-	u.startServers()
+	t.Logf("today's fleetq built in %s", time.Since(began).Round(time.Second))
+	u.startServers(t)
 	u.front = newFront(t)
 	u.receiver = newReceiver(t, previousWebhookKey(u.secret))
 	hook := u.receiver.srv.URL + "/hook"
 
 	// The previous release's stage.
-	u.startOldStack()
-	u.oldAgent("old-demo-1", "demo")
-	oldGPU := u.oldAgent("old-gpu-1", "gpu")
-	u.open("early")
-	u.oldSubmit("early", "acme", "render", hook)
-	u.waitOld("early", "succeeded")
-	u.oldSubmit("held", "acme", "render", hook)
-	u.waitOld("held", "leased")
+	u.startOldStack(t)
+	u.oldAgent(t, "old-demo-1", "demo")
+	oldGPU := u.oldAgent(t, "old-gpu-1", "gpu")
+	u.open(t, "early")
+	u.oldSubmit(t, "early", "acme", "render", hook)
+	u.waitOld(t, "early", "succeeded")
+	u.oldSubmit(t, "held", "acme", "render", hook)
+	u.waitOld(t, "held", "leased")
 
 	t.Run("today's agent registers with the previous API", func(t *testing.T) {
 		// (4) fails until the agent sends only what the previous API accepts.
-		a := start(t, "today's agent new-demo-1", u.newBin, nil, u.agentArgs("new-demo-1", "demo")...)
+		a := start(t, "today's agent new-demo-1", u.newBin, nil, u.agentArgs(t, "new-demo-1", "demo")...)
 		testenv.Eventually(t, "new-demo-1 registered with the previous API", testenv.Ticks(t, 50*time.Millisecond), func() bool {
 			if done, err := a.exited(); done {
 				t.Fatalf("today's agent exited (%v) against the previous API:\n%s", err, tail([]byte(a.output()), 3000))
 			}
-			return u.oldWorkerListed("new-demo-1")
+			return u.oldWorkerListed(t, "new-demo-1")
 		})
-		u.open("new-on-old")
-		u.oldSubmit("new-on-old", "acme", "render", "")
-		u.waitOld("new-on-old", "succeeded")
+		u.open(t, "new-on-old")
+		u.oldSubmit(t, "new-on-old", "acme", "render", "")
+		u.waitOld(t, "new-on-old", "succeeded")
 		a.stop(t)
 	})
 
 	// A job completed while the previous release's outbox cannot be read:
 	// its outcome event is left there for today's relay.
-	u.old[0].outboxDown.Store(true)
-	u.open("outboxed")
-	u.oldSubmit("outboxed", "acme", "train", "")
-	u.waitOld("outboxed", "succeeded")
+	u.old.ddb.outboxDown.Store(true)
+	u.open(t, "outboxed")
+	u.oldSubmit(t, "outboxed", "acme", "train", "")
+	u.waitOld(t, "outboxed", "succeeded")
 	// A job the previous release accepted and queued (its one demo worker
 	// is busy), then submissions its API accepted and its dispatch never
 	// took.
-	u.open("pending")
-	u.oldSubmit("pending", "acme", "render", "")
-	u.waitOld("pending", "queued")
-	u.old[1].holdReceives()
-	u.open("undispatched")
-	u.oldSubmit("undispatched", "acme", "render", "")
-	u.open("capped-1")
-	u.oldSubmit("capped-1", "capped", "render", "")
-	u.oldEvents = u.recentOldEvents()
+	u.open(t, "pending")
+	u.oldSubmit(t, "pending", "acme", "render", "")
+	u.waitOld(t, "pending", "queued")
+	u.old.sqs.holdReceives()
+	u.open(t, "undispatched")
+	u.oldSubmit(t, "undispatched", "acme", "render", "")
+	u.open(t, "capped-1")
+	u.oldSubmit(t, "capped-1", "capped", "render", "")
+	u.oldEvents = u.recentOldEvents(t)
 
 	// The deploy: today's stack on the same table, queue and bucket; the
 	// stage's API URL moves to it; the previous stack stops.
-	u.startToday(u.todayConfig())
+	u.startToday(t, u.todayConfig(t))
 	u.front.deploy(t, "today", u.stack.URL)
 	u.oldStack.stop(t)
 
@@ -129,7 +132,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		testenv.Eventually(t, "a heartbeat of held on today's API", u.front.changed, func() bool {
 			return u.front.count("today", "/api/worker/heartbeat") >= 2
 		})
-		u.open("held")
+		u.open(t, "held")
 		j := u.waitToday(t, "held", job.Succeeded)
 		if j.WorkerID != "old-demo-1" {
 			t.Errorf("held completed by %q, want old-demo-1", j.WorkerID)
@@ -155,17 +158,17 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		}
 	})
 
-	key := u.apiKey("acme")
+	key := u.apiKey(t, "acme")
 	t.Run("a tenant reads its jobs of the previous release", func(t *testing.T) {
 		// (1) fails until a producer's credential finds the jobs the
 		// previous release filed under their bare ids.
 		for _, id := range []string{"early", "held", "outboxed"} {
-			status, body := u.call(http.MethodGet, "/api/jobs/"+id, key, nil)
+			status, body := u.call(t, http.MethodGet, "/api/jobs/"+id, key, nil)
 			if status != http.StatusOK {
 				t.Errorf("GET /api/jobs/%s as acme: %d %s", id, status, body)
 			}
 		}
-		status, body := u.call(http.MethodGet, "/api/admin/jobs?fleet=demo&status=succeeded", u.operator, nil)
+		status, body := u.call(t, http.MethodGet, "/api/admin/jobs?fleet=demo&status=succeeded", u.operator, nil)
 		var list struct {
 			Jobs []struct {
 				JobID    string `json:"job_id"`
@@ -181,7 +184,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 				continue
 			}
 			listed = true
-			if status, body := u.call(http.MethodGet, "/api/jobs/"+j.JobID, key, nil); status != http.StatusOK {
+			if status, body := u.call(t, http.MethodGet, "/api/jobs/"+j.JobID, key, nil); status != http.StatusOK {
 				t.Errorf("the list names early %q; GET /api/jobs/%s as acme: %d %s", j.JobID, j.JobID, status, body)
 			}
 		}
@@ -195,7 +198,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		// queued under its bare id. (undispatched, accepted by the previous
 		// API and dispatched by today's, holds already.)
 		for _, id := range []string{"pending", "undispatched"} {
-			status, body := u.call(http.MethodPost, "/api/jobs", key, submission(id, "acme", "render", ""))
+			status, body := u.call(t, http.MethodPost, "/api/jobs", key, submission(id, "acme", "render", ""))
 			if status != http.StatusOK && status != http.StatusAccepted {
 				t.Fatalf("resubmit %s: %d %s", id, status, body)
 			}
@@ -222,8 +225,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 			n, err := u.stack.Store.TenantOpenJobs(context.Background(), "capped")
 			return err == nil && n == 0
 		})
-		u.open("capped-2")
-		if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission("capped-2", "capped", "render", "")); status != http.StatusAccepted && status != http.StatusOK {
+		u.open(t, "capped-2")
+		if status, body := u.call(t, http.MethodPost, "/api/jobs", u.operator, submission("capped-2", "capped", "render", "")); status != http.StatusAccepted && status != http.StatusOK {
 			t.Errorf("capped's next submission after its only job finished: %d %s", status, body)
 		}
 	})
@@ -273,8 +276,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		// (5) fails until today's API admits the previous agents' stage-wide
 		// secret in fleets that no longer accept a secret of their own.
 		oldGPU.stop(t)
-		restarted := u.oldAgent("old-gpu-1", "gpu")
-		u.open("after-restart")
+		restarted := u.oldAgent(t, "old-gpu-1", "gpu")
+		u.open(t, "after-restart")
 		u.todaySubmit(t, "after-restart", "train")
 		testenv.Eventually(t, "after-restart run by the restarted old-gpu-1", testenv.Ticks(t, 100*time.Millisecond), func() bool {
 			if done, err := restarted.exited(); done {
@@ -289,11 +292,11 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		// The fleet wide runs on four ready shards, then at zero (no job,
 		// no worker) is lowered to one before the rollback, as
 		// docs/data-model.md says a rollback needs.
-		wide := start(t, "today's agent new-wide-1", u.newBin, nil, u.agentArgs("new-wide-1", "wide")...)
+		wide := start(t, "today's agent new-wide-1", u.newBin, nil, u.agentArgs(t, "new-wide-1", "wide")...)
 		var wideJobs []string
 		for i := range 4 {
 			id := fmt.Sprintf("wide-%d", i)
-			u.open(id)
+			u.open(t, id)
 			u.todaySubmit(t, id, "batch")
 		}
 		for i := range 4 {
@@ -304,12 +307,12 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 			ws, err := u.stack.Store.ListWorkers(context.Background(), "wide")
 			return err == nil && len(ws) == 0
 		})
-		u.stopToday()
-		cfg := u.todayConfig()
+		u.stopToday(t)
+		cfg := u.todayConfig(t)
 		for i := range cfg.Fleets {
 			cfg.Fleets[i].ReadyShards = 1
 		}
-		u.startToday(cfg)
+		u.startToday(t, cfg)
 		u.front.deploy(t, "today", u.stack.URL)
 
 		// A job today's release leases to the old agent and one it leaves
@@ -320,29 +323,28 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		queued := u.waitTodayJob(t, "queued-by-today", job.Queued)
 		// The rollback deploys as the upgrade did: the previous stack starts,
 		// the API URL moves to it, today's stops.
-		u.old[0].outboxDown.Store(false)
-		u.old[1].releaseReceives()
-		u.startOldStack()
-		u.stopToday()
-		u.open("rollback-held")
-		u.open("queued-by-today")
+		u.old.ddb.outboxDown.Store(false)
+		u.old.sqs.releaseReceives()
+		u.startOldStack(t)
+		u.stopToday(t)
+		u.open(t, "rollback-held")
+		u.open(t, "queued-by-today")
 		for _, id := range []string{held.ID, queued.ID} {
-			u.waitOld(id, "succeeded")
+			u.waitOld(t, id, "succeeded")
 		}
 		for _, id := range wideJobs {
-			u.waitOld(id, "succeeded")
+			u.waitOld(t, id, "succeeded")
 		}
-		u.oldAgent("old-wide-1", "wide")
-		u.open("wide-after")
-		u.oldSubmit("wide-after", "acme", "batch", "")
-		u.waitOld("wide-after", "succeeded")
+		u.oldAgent(t, "old-wide-1", "wide")
+		u.open(t, "wide-after")
+		u.oldSubmit(t, "wide-after", "acme", "batch", "")
+		u.waitOld(t, "wide-after", "succeeded")
 	})
 }
 
 // startServers starts the stage's embedded DynamoDB, SQS and S3 APIs and
 // each release's proxies to them.
-func (u *upgrade) startServers() {
-	t := u.t
+func (u *upgrade) startServers(t *testing.T) {
 	var err error
 	if u.ddb, err = localaws.StartDynamoDB(""); err != nil {
 		t.Fatal(err)
@@ -355,20 +357,19 @@ func (u *upgrade) startServers() {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { u.s3.Close() })
-	for _, r := range []*[3]*stageAWS{&u.old, &u.today} {
-		*r = [3]*stageAWS{newStageAWS(t, u.ddb.URL), newStageAWS(t, u.sqs.URL), newStageAWS(t, u.s3.URL)}
+	for _, r := range []*releaseAWS{&u.old, &u.today} {
+		*r = releaseAWS{ddb: newStageAWS(t, u.ddb.URL), sqs: newStageAWS(t, u.sqs.URL), s3: newStageAWS(t, u.s3.URL)}
 	}
 }
 
 // startOldStack starts the previous release's `fleetq dev` on the stage and
 // deploys its API behind the stage's URL.
-func (u *upgrade) startOldStack() {
-	t := u.t
+func (u *upgrade) startOldStack(t *testing.T) {
 	cfg, err := filepath.Abs(filepath.Join("testdata", "previous.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.oldStack = start(t, "the previous release's dev stack", u.oldBin, environ(u.old[0], u.old[1], u.old[2]),
+	u.oldStack = start(t, "the previous release's dev stack", u.oldBin, u.old.environ(),
 		"dev", "--addr", "127.0.0.1:0", "--no-local-fleet", "--config", cfg, "--fleet-secret", u.secret,
 		"--operator-token", u.operator, "--log-level", "warn", "--tick", "1h")
 	m := u.oldStack.waitLine(t, regexp.MustCompile(`^fleetq dev ready at (\S+)`))
@@ -376,18 +377,17 @@ func (u *upgrade) startOldStack() {
 }
 
 // todayConfig is the stage's config as today's release reads it.
-func (u *upgrade) todayConfig() *fleetconfig.Config {
+func (u *upgrade) todayConfig(t *testing.T) *fleetconfig.Config {
 	cfg, err := fleetconfig.Load(filepath.Join("testdata", "today.yaml"))
 	if err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return cfg
 }
 
 // startToday starts today's dev stack on the stage with cfg: the fleets
 // that accept a secret of their own keep the previous stage-wide one.
-func (u *upgrade) startToday(cfg *fleetconfig.Config) {
-	t := u.t
+func (u *upgrade) startToday(t *testing.T, cfg *fleetconfig.Config) {
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "today.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -406,26 +406,26 @@ func (u *upgrade) startToday(cfg *fleetconfig.Config) {
 	u.stack, err = devstack.Start(context.Background(), devstack.Options{
 		Addr: "127.0.0.1:0", Config: cfg, OperatorToken: u.operator, FleetSecrets: map[string]string{"demo": u.secret, "wide": u.secret},
 		Logger: log, Fleet: devstack.FleetOptions{NoLocalFleet: true, Tick: time.Hour},
-		DynamoDBEndpoint: u.today[0].URL(), SQSEndpoint: u.today[1].URL(), S3Endpoint: u.today[2].URL(),
+		DynamoDBEndpoint: u.today.ddb.URL(), SQSEndpoint: u.today.sqs.URL(), S3Endpoint: u.today.s3.URL(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(u.stopToday)
+	t.Cleanup(func() { u.stopToday(t) })
 }
 
 // todaySubmit submits a job of acme to today's API as the operator.
 func (u *upgrade) todaySubmit(t *testing.T, id, workflow string) {
 	t.Helper()
-	if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission(id, "acme", workflow, "")); status != http.StatusAccepted && status != http.StatusOK {
+	if status, body := u.call(t, http.MethodPost, "/api/jobs", u.operator, submission(id, "acme", workflow, "")); status != http.StatusAccepted && status != http.StatusOK {
 		t.Fatalf("submit %s to today's API: %d %s", id, status, body)
 	}
 }
 
-func (u *upgrade) stopToday() {
+func (u *upgrade) stopToday(t *testing.T) {
 	if u.stack != nil {
 		if err := u.stack.Close(); err != nil {
-			u.t.Errorf("today's dev stack: %v", err)
+			t.Errorf("today's dev stack: %v", err)
 		}
 		u.stack = nil
 	}
@@ -434,10 +434,10 @@ func (u *upgrade) stopToday() {
 // agentArgs are `fleetq worker`'s flags for an agent of fleet outside AWS,
 // joined with the previous release's fleet secret, whose jobs wait for
 // their gate (open).
-func (u *upgrade) agentArgs(id, fleet string) []string {
+func (u *upgrade) agentArgs(t *testing.T, id, fleet string) []string {
 	state := filepath.Join(u.states, id)
 	if err := os.MkdirAll(state, 0o700); err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
 	command := fmt.Sprintf(`f=%s/"$FLEETQ_JOB_ID"; while [ ! -e "$f" ]; do sleep 0.05; done; cat >/dev/null; echo '{"by":"%s"}'`, u.gates, id)
 	return []string{"worker", "--api", u.front.srv.URL, "--fleet", fleet, "--stage", "dev", "--worker-id", id,
@@ -446,16 +446,16 @@ func (u *upgrade) agentArgs(id, fleet string) []string {
 }
 
 // oldAgent starts the previous release's `fleetq worker`.
-func (u *upgrade) oldAgent(id, fleet string) *process {
-	return start(u.t, "previous agent "+id, u.oldBin, nil, u.agentArgs(id, fleet)...)
+func (u *upgrade) oldAgent(t *testing.T, id, fleet string) *process {
+	return start(t, "previous agent "+id, u.oldBin, nil, u.agentArgs(t, id, fleet)...)
 }
 
 // open lets the command of the job a producer named id finish, whichever
 // id its release files it under (bare, or scoped to its tenant).
-func (u *upgrade) open(id string) {
+func (u *upgrade) open(t *testing.T, id string) {
 	for _, name := range []string{id, tenant.JobID("acme", id), tenant.JobID("capped", id)} {
 		if err := os.WriteFile(filepath.Join(u.gates, name), nil, 0o600); err != nil {
-			u.t.Fatal(err)
+			t.Fatal(err)
 		}
 	}
 }
@@ -469,19 +469,19 @@ func submission(id, tenantID, workflow, callback string) map[string]any {
 }
 
 // call sends a request to the stage's API with a bearer credential.
-func (u *upgrade) call(method, path, cred string, body any) (int, []byte) {
-	u.t.Helper()
+func (u *upgrade) call(t *testing.T, method, path, cred string, body any) (int, []byte) {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			u.t.Fatal(err)
+			t.Fatal(err)
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, u.front.srv.URL+path, r)
 	if err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+cred)
 	if body != nil {
@@ -489,7 +489,7 @@ func (u *upgrade) call(method, path, cred string, body any) (int, []byte) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
@@ -498,19 +498,18 @@ func (u *upgrade) call(method, path, cred string, body any) (int, []byte) {
 
 // oldSubmit submits a job to the previous API as its operator (its dev
 // stack's producer credential).
-func (u *upgrade) oldSubmit(id, tenantID, workflow, callback string) {
-	u.t.Helper()
-	if status, body := u.call(http.MethodPost, "/api/jobs", u.operator, submission(id, tenantID, workflow, callback)); status != http.StatusAccepted {
-		u.t.Fatalf("submit %s to the previous API: %d %s", id, status, body)
+func (u *upgrade) oldSubmit(t *testing.T, id, tenantID, workflow, callback string) {
+	t.Helper()
+	if status, body := u.call(t, http.MethodPost, "/api/jobs", u.operator, submission(id, tenantID, workflow, callback)); status != http.StatusAccepted {
+		t.Fatalf("submit %s to the previous API: %d %s", id, status, body)
 	}
 }
 
 // waitOld waits until the previous API answers the job with status.
-func (u *upgrade) waitOld(id, status string) {
-	t := u.t
+func (u *upgrade) waitOld(t *testing.T, id, status string) {
 	t.Helper()
 	testenv.Eventually(t, "job "+id+" "+status+" on the previous API", testenv.Ticks(t, 50*time.Millisecond), func() bool {
-		code, body := u.call(http.MethodGet, "/api/jobs/"+id, u.operator, nil)
+		code, body := u.call(t, http.MethodGet, "/api/jobs/"+id, u.operator, nil)
 		var j struct {
 			Status string `json:"status"`
 		}
@@ -519,8 +518,8 @@ func (u *upgrade) waitOld(id, status string) {
 }
 
 // oldWorkerListed reports whether the previous API lists the worker.
-func (u *upgrade) oldWorkerListed(id string) bool {
-	code, body := u.call(http.MethodGet, "/api/admin/workers", u.operator, nil)
+func (u *upgrade) oldWorkerListed(t *testing.T, id string) bool {
+	code, body := u.call(t, http.MethodGet, "/api/admin/workers", u.operator, nil)
 	return code == http.StatusOK && bytes.Contains(body, []byte(`"`+id+`"`))
 }
 
@@ -575,27 +574,27 @@ func (u *upgrade) waitQueueDrained(t *testing.T) {
 }
 
 // apiKey creates an API key of the tenant on today's API.
-func (u *upgrade) apiKey(tenantID string) string {
-	u.t.Helper()
-	status, body := u.call(http.MethodPost, "/api/admin/keys", u.operator, map[string]any{"tenant_id": tenantID, "name": "upgrade"})
+func (u *upgrade) apiKey(t *testing.T, tenantID string) string {
+	t.Helper()
+	status, body := u.call(t, http.MethodPost, "/api/admin/keys", u.operator, map[string]any{"tenant_id": tenantID, "name": "upgrade"})
 	var out struct {
 		Key string `json:"key"`
 	}
 	if status != http.StatusCreated || json.Unmarshal(body, &out) != nil || out.Key == "" {
-		u.t.Fatalf("create an API key of %s: %d %s", tenantID, status, body)
+		t.Fatalf("create an API key of %s: %d %s", tenantID, status, body)
 	}
 	return out.Key
 }
 
 // recentOldEvents are the job events the previous stack published to its bus.
-func (u *upgrade) recentOldEvents() []jobevents.Event {
-	u.t.Helper()
-	status, body := u.call(http.MethodGet, "/local/events/recent?limit=1000", u.operator, nil)
+func (u *upgrade) recentOldEvents(t *testing.T) []jobevents.Event {
+	t.Helper()
+	status, body := u.call(t, http.MethodGet, "/local/events/recent?limit=1000", u.operator, nil)
 	var out struct {
 		Events []jobevents.Event `json:"events"`
 	}
 	if status != http.StatusOK || json.Unmarshal(body, &out) != nil {
-		u.t.Fatalf("the previous stack's events: %d %s", status, body)
+		t.Fatalf("the previous stack's events: %d %s", status, body)
 	}
 	return out.Events
 }
