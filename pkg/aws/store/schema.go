@@ -149,6 +149,12 @@ const (
 // passed (jobItem.leaseExpires).
 const attrLeaseUntilMS = "lease_until_ms"
 
+// attrLeaseAuth is the digest of the token the lease holder acted with when
+// it took the lease (or last proved, report.go): a heartbeat is one write of
+// the job item, so the worker's current token is checked there, in the same
+// conditional write, and not only on the worker item. Kept out of every index.
+const attrLeaseAuth = "lease_auth"
+
 // ByStateProjection lists the non-key attributes copied into IndexByState:
 // enough to choose candidates and count work without reading whole items
 // (job inputs and results stay out of the index).
