@@ -89,7 +89,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	u.waitOld(t, "held", "leased")
 
 	t.Run("today's agent registers with the previous API", func(t *testing.T) {
-		// (4) fails until the agent sends only what the previous API accepts.
+		// Failed when this test was written, until the agent sends only what the
+		// previous API accepts.
 		a := start(t, "today's agent new-demo-1", u.newBin, nil, u.agentArgs(t, "new-demo-1", "demo")...)
 		testenv.Eventually(t, "new-demo-1 registered with the previous API", testenv.Ticks(t, 50*time.Millisecond), func() bool {
 			if done, err := a.exited(); done {
@@ -160,8 +161,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 
 	key := u.apiKey(t, "acme")
 	t.Run("a tenant reads its jobs of the previous release", func(t *testing.T) {
-		// (1) fails until a producer's credential finds the jobs the
-		// previous release filed under their bare ids.
+		// Failed when this test was written, until a producer's credential finds the
+		// jobs the previous release filed under their bare ids.
 		for _, id := range []string{"early", "held", "outboxed"} {
 			status, body := u.call(t, http.MethodGet, "/api/jobs/"+id, key, nil)
 			if status != http.StatusOK {
@@ -194,9 +195,9 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("a resubmission after the deploy is the job the previous release accepted", func(t *testing.T) {
-		// (2) fails until today's API finds the job the previous release
-		// queued under its bare id. (undispatched, accepted by the previous
-		// API and dispatched by today's, holds already.)
+		// Failed when this test was written, until today's API finds the job the
+		// previous release queued under its bare id. (undispatched, accepted by the
+		// previous API and dispatched by today's, holds already.)
 		for _, id := range []string{"pending", "undispatched"} {
 			status, body := u.call(t, http.MethodPost, "/api/jobs", key, submission(id, "acme", "render", ""))
 			if status != http.StatusOK && status != http.StatusAccepted {
@@ -218,8 +219,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("a capped tenant's submission accepted by the previous API is counted once", func(t *testing.T) {
-		// (3) fails until the slot the previous API reserved under the bare
-		// id is the one today's dispatch hands to the job.
+		// Failed when this test was written, until the slot the previous API
+		// reserved under the bare id is the one today's dispatch hands to the job.
 		u.waitToday(t, "capped-1", job.Succeeded)
 		testenv.Eventually(t, "capped's open jobs back to 0", testenv.Ticks(t, 100*time.Millisecond), func() bool {
 			n, err := u.stack.Store.TenantOpenJobs(context.Background(), "capped")
@@ -255,8 +256,8 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("webhook receivers of the previous release verify today's callbacks", func(t *testing.T) {
-		// (6) fails until today's callbacks verify with the key receivers
-		// derived from the previous release's fleet secret.
+		// Failed when this test was written, until today's callbacks verify with the
+		// key receivers derived from the previous release's fleet secret.
 		testenv.Eventually(t, "the callbacks of early and held", u.receiver.changed, func() bool {
 			return len(u.receiver.of("early")) > 0 && len(u.receiver.of("held")) > 0
 		})
@@ -273,8 +274,9 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("a previous agent restarts in a fleet that now registers by attestation", func(t *testing.T) {
-		// (5) fails until today's API admits the previous agents' stage-wide
-		// secret in fleets that no longer accept a secret of their own.
+		// Failed when this test was written, until today's API admits the previous
+		// agents' stage-wide secret in fleets that no longer accept a secret of
+		// their own.
 		oldGPU.stop(t)
 		restarted := u.oldAgent(t, "old-gpu-1", "gpu")
 		u.open(t, "after-restart")
