@@ -44,8 +44,7 @@ const stageBase = "fleetq-dev-upgrade"
 // stage: a proxy to the embedded server that every process of the release
 // calls through.
 type stageAWS struct {
-	srv      *httptest.Server
-	upstream *url.URL
+	srv *httptest.Server
 
 	// receives is the gate of SQS ReceiveMessage: while it is closed a
 	// receive waits (the release's event source mapping takes nothing from
@@ -67,7 +66,7 @@ func newStageAWS(t *testing.T, upstream string) *stageAWS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stageAWS{upstream: u}
+	p := &stageAWS{}
 	p.idle = sync.NewCond(&p.mu)
 	rp := &httputil.ReverseProxy{
 		ErrorLog: quiet,
@@ -124,21 +123,24 @@ func newStageAWS(t *testing.T, upstream string) *stageAWS {
 // URL is the endpoint the release's processes are given.
 func (p *stageAWS) URL() string { return p.srv.URL }
 
+// enterReceive waits while the receive gate is closed, then counts the
+// receive in flight; false when the caller went away first.
 func (p *stageAWS) enterReceive(ctx context.Context) bool {
-	p.mu.Lock()
-	gate := p.closed
-	p.mu.Unlock()
-	if gate != nil {
+	for {
+		p.mu.Lock()
+		gate := p.closed
+		if gate == nil {
+			p.inflight++
+			p.mu.Unlock()
+			return true
+		}
+		p.mu.Unlock()
 		select {
 		case <-gate:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	p.mu.Lock()
-	p.inflight++
-	p.mu.Unlock()
-	return true
 }
 
 func (p *stageAWS) leaveReceive() {
