@@ -258,8 +258,9 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 
 	t.Run("webhook receivers of the previous release verify today's callbacks", func(t *testing.T) {
-		// Failed when this test was written, until today's callbacks verify with the
-		// key receivers derived from the previous release's fleet secret.
+		// Failed when this test was written, until today's callbacks verify
+		// with the key receivers derived from the previous release's fleet
+		// secret, given to today's stack as its webhook key's previous one.
 		testenv.Eventually(t, "the callbacks of early and held", u.receiver.changed, func() bool {
 			return len(u.receiver.of("early")) > 0 && len(u.receiver.of("held")) > 0
 		})
@@ -409,6 +410,9 @@ func (u *upgrade) startToday(t *testing.T, cfg *fleetconfig.Config) {
 	}
 	u.stack, err = devstack.Start(context.Background(), devstack.Options{
 		Addr: "127.0.0.1:0", Config: cfg, OperatorToken: u.operator, FleetSecrets: map[string]string{"demo": u.secret, "wide": u.secret},
+		// The upgrade keeps the previous release's webhook key, which its
+		// receivers hold, as the new key's previous one for a window.
+		PreviousWebhookKey: previousWebhookKey(u.secret), PreviousWebhookKeyUntil: time.Now().Add(14 * 24 * time.Hour),
 		Logger: log, Fleet: devstack.FleetOptions{NoLocalFleet: true, Tick: time.Hour},
 		DynamoDBEndpoint: u.today.ddb.URL(), SQSEndpoint: u.today.sqs.URL(), S3Endpoint: u.today.s3.URL(),
 	})
