@@ -82,12 +82,15 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if lost {
 			continue
 		}
-		// Nothing ready: bring back due retries and expired leases, then try those.
+		// Nothing ready: bring back due retries and expired leases, then try
+		// those, in the lease rule's order like any other candidates (the
+		// list is whole: nothing lies beyond it).
 		back, err := s.reclaimable(ctx, f.Slug, now)
 		if err != nil {
 			return job.Job{}, err
 		}
-		if back, err = s.leasable(ctx, a, workflows, back); err != nil {
+		inQueueOrder(back)
+		if back, err = s.leaseOrder(ctx, a, f.Slug, workflows, back, false, window, now); err != nil {
 			return job.Job{}, err
 		}
 		if len(back) > 0 {
@@ -167,17 +170,6 @@ func (s *Store) leaseOrder(ctx context.Context, a WorkerAuth, fleet string, work
 		}
 	}
 	return itemsInOrder(lease.Order(cands, w, t, spread, mrand.Shuffle), byID), nil
-}
-
-// leasable keeps the jobs the worker may lease, in their order.
-func (s *Store) leasable(ctx context.Context, a WorkerAuth, workflows []string, items []jobItem) ([]jobItem, error) {
-	byID := make(map[string]jobItem, len(items))
-	cands := candidates(items, byID)
-	w, err := s.pollWorker(ctx, a, workflows, cands)
-	if err != nil {
-		return nil, err
-	}
-	return itemsInOrder(lease.Leasable(cands, w), byID), nil
 }
 
 // pollWorker is the polling worker as the lease rule sees it. Its

@@ -349,6 +349,31 @@ func TestExpiredLeaseIsClaimableAndFencesOldWorker(t *testing.T) {
 	}
 }
 
+// Jobs a poll brings back itself (a retry whose backoff has passed, a lease
+// that ran out) are tried in the lease rule's order like any other: the
+// higher priority first, whichever way it came back.
+func TestReclaimedJobsAreLeasedByTheLeaseRule(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submit("high", "wf-a", 5)
+	e.submit("low", "wf-a", 0)
+	w1 := e.register("w1", "gpu", 2)
+	w2 := e.register("w2", "gpu", 1)
+	if j := e.lease(w1); j.ID != "high" {
+		t.Fatalf("first lease %q, want high", j.ID)
+	}
+	low := e.lease(w1)
+	if _, err := e.st.Fail(e.ctx, w1, "low", low.LeaseToken, job.Error{Message: "try again", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Past low's backoff (2m) and high's lease (120 s, never heartbeated):
+	// nothing is ready until the poll brings both back.
+	e.clock.Advance(2*time.Minute + time.Second)
+	if j := e.lease(w2); j.ID != "high" {
+		t.Fatalf("the poll that brought back a due retry (priority 0) and an expired lease (priority 5) leased %q, want high", j.ID)
+	}
+}
+
 func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
