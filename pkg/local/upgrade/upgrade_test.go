@@ -28,11 +28,11 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
+	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
-	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 // upgrade is one run of the deploy: the previous release's stage (its real
@@ -404,7 +404,7 @@ func (u *upgrade) startToday(t *testing.T, cfg *fleetconfig.Config) {
 			t.Logf("today's dev stack's log:\n%s", tail(b, 6000))
 		}
 	})
-	log, err := system.NewLogger(logFile, "warn")
+	log, err := logging.New(logFile, "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
