@@ -165,7 +165,8 @@ build-amd64:
 	@$(FLEETQ_CLI)
 
 ## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS;
-## at a release tag vX.Y.Z, the Python client's __version__ must be X.Y.Z
+## at a release tag vX.Y.Z, the Python client's __version__ must be X.Y.Z, and the tag's commit is
+## recorded in releases.txt (the previous release the upgrade tests build)
 release:
 	@case "$(VERSION)" in *-*) ;; v*) py=$$(sed -n 's/^__version__ = "\(.*\)"$$/\1/p' clients/python/fleetq/__init__.py); \
 		if [ "v$$py" != "$(VERSION)" ]; then echo "release $(VERSION): the Python client says $$py (clients/python/fleetq/__init__.py)"; exit 1; fi;; esac
@@ -175,6 +176,8 @@ release:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$a $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/fleetq-$(VERSION)-$$os-$$a ./cmd/fleetq || exit 1; \
 	done; done
 	cd dist && sha256sum fleetq-* > SHA256SUMS && cat SHA256SUMS
+	@case "$(VERSION)" in *-*) ;; v*) grep -q '^$(VERSION) ' releases.txt || echo "$(VERSION) $$(git rev-parse HEAD)" >> releases.txt; \
+		grep '^$(VERSION) ' releases.txt;; esac
 
 ## release-fixtures: record what release $(VERSION) (vX.Y.Z) leaves behind for the next releases' compatibility
 ## tests, each in a new testdata/release-$(VERSION)/: its store's items (pkg/aws/store), its agent's protocol

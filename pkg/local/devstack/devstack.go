@@ -54,6 +54,12 @@ type Options struct {
 	ConsoleKey string
 	// WebhookKey signs job callbacks; generated when empty, likewise.
 	WebhookKey string
+	// PreviousWebhookKey, when set, is the webhook key's previous key
+	// until PreviousWebhookKeyUntil: a rotation's window, as the webhook
+	// key's secret names it in AWS (the upgrade tests give it the key a
+	// previous release's receivers hold).
+	PreviousWebhookKey      string
+	PreviousWebhookKeyUntil time.Time
 	// FleetSecrets are the secrets of the fleets whose config accepts
 	// one (accept_secret), by slug; one is generated for each such fleet
 	// not given here. Workers of other fleets register by attestation only.
@@ -192,6 +198,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	webhookKeys, err := signing.NewStatic(o.WebhookKey)
 	if err != nil {
 		return nil, fmt.Errorf("webhook key: %w", err)
+	}
+	if o.PreviousWebhookKey != "" {
+		if webhookKeys.Previous, err = signing.NewKey(o.PreviousWebhookKey); err != nil {
+			return nil, fmt.Errorf("previous webhook key: %w", err)
+		}
+		webhookKeys.PreviousUntil = o.PreviousWebhookKeyUntil
 	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
