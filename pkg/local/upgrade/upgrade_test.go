@@ -25,9 +25,12 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/aws/preflight"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
@@ -276,21 +279,38 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		}
 	})
 
-	t.Run("a previous agent restarts in a fleet that now registers by attestation", func(t *testing.T) {
-		// Failed when this test was written, until today's API admits the previous
-		// agents' stage-wide secret in fleets that no longer accept a secret of
-		// their own.
-		oldGPU.stop(t)
-		restarted := u.oldAgent(t, "old-gpu-1", "gpu")
-		u.open(t, "after-restart")
-		u.todaySubmit(t, "after-restart", "train")
-		testenv.Eventually(t, "after-restart run by the restarted old-gpu-1", testenv.Ticks(t, 100*time.Millisecond), func() bool {
-			if done, err := restarted.exited(); done {
-				t.Fatalf("the restarted agent exited (%v):\n%s", err, tail([]byte(restarted.output()), 3000))
+	t.Run("previous agents in a fleet that now registers by attestation are named, then drained", func(t *testing.T) {
+		// Today's API does not take the stage-wide secret, which the deploy
+		// removes: a previous agent of a fleet that accepts no secret works
+		// on with its worker token, and the upgrade procedure replaces it
+		// (docs/deploy.md, "Removed: the stage-wide fleet secret"). Failed
+		// when this test was written: doctor had no such check. Doctor,
+		// reading today's API as an operator, names the agent; the drain it
+		// asks for takes it out of leasing while it finishes what it holds.
+		rs := preflight.StageSecretAgents(context.Background(), apiWorkers{u}, u.front.srv.URL, u.todayConfig(t))
+		var gpu *preflight.Result
+		for i := range rs {
+			if rs[i].Check == "stage-secret agents gpu" {
+				gpu = &rs[i]
 			}
-			j, ok := u.todayJob("after-restart")
-			return ok && j.Status == job.Succeeded && j.WorkerID == "old-gpu-1"
-		})
+			if rs[i].Status == preflight.Warn && rs[i].Check != "stage-secret agents gpu" {
+				t.Errorf("doctor warns of a fleet that accepts a secret of its own: %+v", rs[i])
+			}
+		}
+		if gpu == nil || gpu.Status != preflight.Warn || !strings.Contains(gpu.Message, "old-gpu-1") {
+			t.Fatalf("doctor's verdict on fleet gpu = %+v in %+v, want a warning naming old-gpu-1", gpu, rs)
+		}
+		if status, body := u.call(t, http.MethodPost, "/api/admin/workers/old-gpu-1/drain", u.operator, nil); status != http.StatusOK {
+			t.Fatalf("drain old-gpu-1 = %d %s", status, body)
+		}
+		w, err := u.stack.Store.GetWorker(context.Background(), "old-gpu-1")
+		if err != nil || w.Status != worker.Draining {
+			t.Fatalf("old-gpu-1 after the drain: %+v, %v; want draining", w, err)
+		}
+		// It is still a live agent: its next heartbeat or poll is answered.
+		if done, err := oldGPU.exited(); done {
+			t.Fatalf("the drained previous agent exited (%v):\n%s", err, tail([]byte(oldGPU.output()), 3000))
+		}
 	})
 
 	t.Run("rollback: the previous release carries on what today's wrote", func(t *testing.T) {
@@ -456,6 +476,31 @@ func (u *upgrade) agentArgs(t *testing.T, id, fleet string) []string {
 // oldAgent starts the previous release's `fleetq worker`.
 func (u *upgrade) oldAgent(t *testing.T, id, fleet string) *process {
 	return start(t, "previous agent "+id, u.oldBin, nil, u.agentArgs(t, id, fleet)...)
+}
+
+// apiWorkers reads a fleet's workers from the stage's API as an operator,
+// as fleetq doctor does.
+type apiWorkers struct{ u *upgrade }
+
+func (a apiWorkers) Workers(_ context.Context, _ string, fleet string) ([]wire.Worker, error) {
+	req, err := http.NewRequest(http.MethodGet, a.u.front.srv.URL+wire.PathAdminWorkers+"?fleet="+fleet, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.u.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", wire.PathAdminWorkers, resp.Status)
+	}
+	var out wire.WorkersResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	return out.Workers, nil
 }
 
 // open lets the command of the job a producer named id finish, whichever
