@@ -228,6 +228,7 @@ const (
 	partitionAPIKeys = "APIKEY"
 
 	// Partitions of IndexByState.
+	prefixAccepted  = "A#"
 	prefixReady     = "Q#"
 	prefixDelayed   = "D#"
 	prefixLeased    = "L#"
