@@ -56,15 +56,14 @@ class ClientTest(unittest.TestCase):
         self.workflow = ENV["FLEETQ_WORKFLOW"]
 
     def wait_dispatched(self, job_id):
+        """The job once dispatch has filed it (accepted until then)."""
         deadline = time.monotonic() + 20
         while True:
-            try:
-                return self.client.get(job_id)
-            except fleetq.APIError as e:
-                self.assertEqual(e.code, "not_found")
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+            job = self.client.get(job_id)
+            self.assertIn(job.status, fleetq.STATUSES)
+            if job.status != "accepted" or time.monotonic() > deadline:
+                return job
+            time.sleep(0.05)
 
     def test_submit_wait_succeeded_then_retry_a_dead_job(self):
         key = self.client.upload("t1", "scene.blend", b"mesh-bytes")
@@ -152,15 +151,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
 
     def wait_dispatched_by(self, client, job_id):
+        """The job once dispatch has filed it (accepted until then)."""
         deadline = time.monotonic() + 20
         while True:
-            try:
-                return client.get(job_id)
-            except fleetq.APIError as e:
-                self.assertEqual(e.code, "not_found")
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+            job = client.get(job_id)
+            self.assertIn(job.status, fleetq.STATUSES)
+            if job.status != "accepted" or time.monotonic() > deadline:
+                return job
+            time.sleep(0.05)
 
     def test_errors_are_api_errors(self):
         with self.assertRaises(fleetq.APIError) as e:

@@ -33,10 +33,11 @@ var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list|logs> [fl
   submit [--tenant T] --workflow W [--input JSON] [--job-id ID] [--priority N] [--callback-url URL]
          queue a job (POST /api/jobs); prints its id, <tenant>:<job id>. Resubmitting
          with the same --job-id yields one job. --callback-url receives its outcomes, signed.
-  get ID     the job's status, attempts, result and last error (GET /api/jobs/{job_id})
+  get ID     the job's status (accepted until dispatch files it, then queued, leased,
+             succeeded, dead or canceled), attempts, result and last error (GET /api/jobs/{job_id})
   wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
              exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
-  cancel ID  cancel a queued or leased job (POST /api/jobs/{job_id}/cancel)
+  cancel ID  cancel an accepted, queued or leased job (POST /api/jobs/{job_id}/cancel)
   retry ID   queue a dead job again (POST /api/admin/jobs/{job_id}/retry)
   list       jobs of a status (GET /api/admin/jobs: --status, default dead; --fleet; --limit)
   logs ID    print the tail of an attempt's runner output (GET /api/jobs/{job_id}/logs):
@@ -135,7 +136,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return finish(fs, args, stderr, "jobs "+sub, func() (int, error) { err := run(); return code, err })
 	case "list":
 		fleet := fs.String("fleet", "", "only this fleet's jobs")
-		status := fs.String("status", "dead", "queued, leased, succeeded, dead or canceled")
+		status := fs.String("status", "dead", "accepted, queued, leased, succeeded, dead or canceled")
 		limit := fs.Int("limit", 100, "at most this many (1-1000)")
 		run = func() error {
 			q := url.Values{"status": {*status}, "limit": {fmt.Sprint(*limit)}}
@@ -308,7 +309,9 @@ func finished(status string) bool {
 }
 
 // wait looks at the job every interval until its status is final. A job
-// not found yet is still on the submission queue: dispatch creates it.
+// submitted through the API is found at once (accepted until dispatch
+// files it); one sent straight to the submission queue is not found until
+// dispatch creates it.
 func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval time.Duration) (wire.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -37,8 +37,13 @@ from typing import Any, Callable, Dict, List, Optional
 #: without the leading v); pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "FINAL_STATUSES",
+__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "STATUSES", "FINAL_STATUSES",
            "WebhookError", "verify_webhook", "key_id"]
+
+#: Every status a job has: accepted from the moment its submission is
+#: answered until dispatch files it, then queued, leased, and finally one of
+#: FINAL_STATUSES.
+STATUSES = ("accepted", "queued", "leased", "succeeded", "dead", "canceled")
 
 #: The statuses a job never leaves.
 FINAL_STATUSES = frozenset({"succeeded", "dead", "canceled"})
@@ -187,7 +192,9 @@ class Client:
     def wait(self, job_id: str, timeout: float = 600.0, interval: float = 2.0) -> Job:
         """Looks at the job every ``interval`` seconds until its status is
         final and returns it; TimeoutError after ``timeout`` seconds. A job
-        not found yet is still on the submission queue."""
+        is found from the moment its submission is answered (status
+        ``accepted`` until dispatch files it); not_found is waited out only
+        for a job sent straight to the submission queue."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -203,7 +210,8 @@ class Client:
             time.sleep(min(interval, left))
 
     def cancel(self, job_id: str) -> str:
-        """Cancels a queued or leased job; returns its status."""
+        """Cancels an accepted, queued or leased job; returns its status. An
+        accepted job canceled before dispatch files it never runs."""
         return self._call("POST", f"/api/jobs/{_seg(job_id)}/cancel", {})["status"]
 
     def retry(self, job_id: str) -> str:

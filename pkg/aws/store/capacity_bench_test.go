@@ -281,7 +281,7 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 		m.nextSecond()
 		b.StartTimer()
 		var lifecycle int64
-		phases := []string{"create", "lease", "heartbeat", "complete", "announce"}
+		phases := []string{"accept", "create", "lease", "heartbeat", "complete", "announce"}
 		phase := map[string]float64{}
 		mark := m.model.Total()
 		done := func(name string) {
@@ -290,10 +290,18 @@ func BenchmarkCapacityJobLifecycle(b *testing.B) {
 			mark = now
 		}
 		for i := range jobs {
-			id := fmt.Sprintf("job-%05d", i)
+			// As the API submits a job with the producer's own job_id:
+			// accepted (looking for the key stored alone by a release
+			// before tenant-scoped ids), then filed by dispatch.
+			id := fmt.Sprintf("t:job-%05d", i)
+			spec := job.Spec{ID: id, TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`), Accepted: true}
 			start := m.requests.Load()
-			if _, _, err := m.st.CreateJob(m.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`)}); err != nil {
-				b.Fatal(err)
+			if _, ok, err := m.st.AcceptJob(m.ctx, spec, false); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			done("accept")
+			if _, created, err := m.st.CreateJob(m.ctx, spec); err != nil || !created {
+				b.Fatal(created, err)
 			}
 			if _, err := m.st.GetFleetState(m.ctx, "gpu"); err != nil {
 				b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,21 +13,68 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 )
 
-// CreateJob creates a queued job unless one with the same ID exists; created
-// is false for a repeat (the first submission wins, later ones change nothing).
-// A repeat answers the existing job only when it is the same tenant's: an id
-// held by another tenant is ErrConflict and reveals nothing of that job.
-// (Submissions scope ids to their tenant, tenant.JobID, so two tenants never
-// name one id; this check keeps the store from trusting that.)
+// CreateJob files a submitted job in its fleet's queue: it turns the
+// accepted record the API wrote at submit (AcceptJob) into the queued job,
+// or, for a submission sent straight to the queue, creates the job. created
+// is false for a repeat (the first submission wins, later ones change
+// nothing), and also for a job canceled while it was accepted, which is
+// never queued. A repeat answers the existing job only when it is the same
+// tenant's: an id held by another tenant is ErrConflict and reveals nothing
+// of that job. A tenant's job that a release before tenant-scoped ids
+// stored under its key alone (tenant.KeyOf) is that job's repeat too.
 func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created bool, err error) {
 	f, ok := s.cfg.FleetForWorkflow(n.WorkflowID)
 	if !ok {
 		return job.Job{}, false, fmt.Errorf("workflow %q is served by no fleet: %w", n.WorkflowID, ErrNotFound)
 	}
 	now := s.clock.Now()
+	it := s.newJobItem(n, f, now)
+	if n.Accepted {
+		filed, err := s.fileAccepted(ctx, &it, now)
+		if err != nil {
+			return job.Job{}, false, err
+		}
+		if filed {
+			return it.toJob(), true, nil
+		}
+	}
+	legacy := tenant.KeyOf(n.TenantID, n.ID)
+	if s.countsForTenant(n.TenantID) {
+		it.TenantSlot = true
+		created, err = s.createCounted(ctx, &it, legacy)
+	} else {
+		created, err = s.createUncounted(ctx, &it, legacy)
+	}
+	switch {
+	case errors.Is(err, errLegacyJob):
+		existing, err := s.GetJob(ctx, legacy)
+		return existing, false, err
+	case err != nil:
+		return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
+	case created:
+		return it.toJob(), true, nil
+	}
+	existing, _, err := s.existingJob(ctx, n)
+	if err != nil || existing.Status != job.Accepted || n.Accepted {
+		return existing, false, err
+	}
+	// A submission the API accepted again after this one was queued
+	// without its record (a release before accepted records, during the
+	// upgrade): file the record now.
+	filed, err := s.fileAccepted(ctx, &it, now)
+	if err != nil || !filed {
+		return existing, false, err
+	}
+	return it.toJob(), true, nil
+}
+
+// newJobItem is the queued job a submission asks for, created at now.
+func (s *Store) newJobItem(n job.Spec, f *fleetconfig.Fleet, now time.Time) jobItem {
 	it := jobItem{
 		Type: typeJob, JobID: n.ID, TenantID: n.TenantID, WorkflowID: n.WorkflowID, Fleet: f.Slug,
 		Status: string(job.Queued), Priority: n.Priority,
@@ -51,36 +99,215 @@ func (s *Store) CreateJob(ctx context.Context, n job.Spec) (j job.Job, created b
 	}
 	it.PK, it.SK = jobKey(n.ID)
 	it.GSI1PK, it.GSI1SK = s.readyPartition(f.Slug, n.ID), readySortKey(n.Priority, now, n.ID)
-	if s.countsForTenant(n.TenantID) {
-		it.TenantSlot = true
-		created, err := s.createCounted(ctx, &it)
-		if err != nil {
-			return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
-		}
-		if !created {
-			return s.existingJob(ctx, n)
-		}
-		return it.toJob(), true, nil
+	return it
+}
+
+// errLegacyJob: the tenant's job already exists under its key alone, as a
+// release before tenant-scoped ids stored it.
+var errLegacyJob = errors.New("the tenant's job exists under its key alone")
+
+// legacyAbsent is the condition that no job of the tenant is stored under
+// the key alone (a release before tenant-scoped ids stored jobs so); it is
+// nil when the id has no such key.
+func legacyAbsent(tenantID, legacy string) *txItem {
+	if legacy == "" {
+		return nil
 	}
+	pk, sk := jobKey(legacy)
+	return &txItem{name: memberLegacyJob, check: &update{pk: pk, sk: sk,
+		cond: expression.AttributeNotExists(expression.Name(AttrPK)).Or(expression.Name(attrTenantID).NotEqual(expression.Value(tenantID)))}}
+}
+
+// createUncounted creates the job of a tenant without an open-jobs cap:
+// one conditional put, in a transaction with the check of the job's key
+// alone when the id has one.
+func (s *Store) createUncounted(ctx context.Context, it *jobItem, legacy string) (bool, error) {
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
-		return job.Job{}, false, fmt.Errorf("encode job: %w", err)
+		return false, fmt.Errorf("encode job: %w", err)
 	}
-	e, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	absent := expression.AttributeNotExists(expression.Name(AttrPK))
+	if check := legacyAbsent(it.TenantID, legacy); check != nil {
+		err := s.transact(ctx, txItem{name: memberJobAbsent, put: av, putIf: absent}, *check)
+		var tf *txFailed
+		switch {
+		case errors.As(err, &tf) && tf.failed(memberJobAbsent):
+			return false, nil
+		case errors.As(err, &tf):
+			return false, errLegacyJob
+		}
+		return err == nil, err
+	}
+	e, err := expression.NewBuilder().WithCondition(absent).Build()
 	if err != nil {
-		return job.Job{}, false, err
+		return false, err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if isConditionFailed(err) {
-		return s.existingJob(ctx, n)
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// fileAccepted turns the accepted record of the job it into the queued job
+// in one conditional write: every attribute of the new job but its
+// creation time and tenant slot, which stay the acceptance's, and no
+// expiry. It answers false, having written nothing, when there is no such
+// record (none was written, dispatch filed it already, or it was canceled).
+func (s *Store) fileAccepted(ctx context.Context, it *jobItem, now time.Time) (bool, error) {
+	filed := *it
+	filed.History = []job.HistoryEntry{{At: now, From: job.Accepted, To: job.Queued, Reason: job.ReasonCreated}}
+	av, err := attributevalue.MarshalMap(filed)
+	if err != nil {
+		return false, fmt.Errorf("encode job: %w", err)
+	}
+	names := make([]string, 0, len(av))
+	for name := range av {
+		switch name {
+		case AttrPK, AttrSK, attrCreatedMS, attrTenantSlot:
+		default:
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	set := expression.Set(expression.Name(AttrTTL), null())
+	for _, name := range names {
+		set = set.Set(expression.Name(name), expression.Value(av[name]))
+	}
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Accepted))).
+		And(expression.Name(attrTenantID).Equal(expression.Value(it.TenantID)))
+	err = s.updateItem(ctx, update{pk: it.PK, sk: it.SK, set: set, cond: cond})
+	if errors.Is(err, errConditionFailed) {
+		return false, nil
 	}
 	if err != nil {
-		return job.Job{}, false, fmt.Errorf("create job %s: %w", n.ID, err)
+		return false, fmt.Errorf("file accepted job %s: %w", it.JobID, err)
 	}
-	return it.toJob(), true, nil
+	return true, nil
+}
+
+// AcceptJob records a submission as an accepted job before the API queues
+// it, so that the job exists, can be read and canceled, from the moment the
+// API answers; the dispatch function files it (CreateJob). The record holds
+// what GET answers and what a cancel announces (tenant, workflow, fleet,
+// limits, callback), not the input, which stays on the queue. A tenant with
+// an open-jobs cap is counted in the same write, past which the answer is a
+// *QuotaError and nothing is written. fresh says the job's key was made
+// for this submission, so no release can have used it before; otherwise
+// the tenant's job stored under the key alone by a release before
+// tenant-scoped ids is looked for in the same write. accepted is false
+// for a repeat, which writes nothing and answers the job that exists:
+// accepted, filed, finished, or stored under its key alone.
+func (s *Store) AcceptJob(ctx context.Context, n job.Spec, fresh bool) (j job.Job, accepted bool, err error) {
+	// Concurrent submissions of a capped tenant meet on its counter item,
+	// and DynamoDB cancels a transaction that meets another in flight: a
+	// few tries absorb that before the caller sees ErrContention.
+	for try := 1; ; try++ {
+		j, accepted, err = s.acceptJob(ctx, n, fresh)
+		if !errors.Is(err, ErrContention) || try == 3 {
+			return j, accepted, err
+		}
+	}
+}
+
+func (s *Store) acceptJob(ctx context.Context, n job.Spec, fresh bool) (job.Job, bool, error) {
+	f, ok := s.cfg.FleetForWorkflow(n.WorkflowID)
+	if !ok {
+		return job.Job{}, false, fmt.Errorf("workflow %q is served by no fleet: %w", n.WorkflowID, ErrNotFound)
+	}
+	now := s.clock.Now()
+	it := s.newJobItem(n, f, now)
+	it.Status, it.Reason, it.Input, it.History = string(job.Accepted), "", "", nil
+	it.NotBeforeMS, it.QueueDeadlineMS = 0, 0
+	it.TTL = now.Add(reservationRetention).Unix()
+	counted := s.countsForTenant(n.TenantID)
+	it.TenantSlot = counted
+	// Filed apart from the fleet's queue until dispatch files it: only
+	// the listing of accepted jobs reads A#<fleet>; no lease or count
+	// sees an accepted job.
+	it.GSI1PK, it.GSI1SK = s.shardFor(prefixAccepted, f.Slug, n.ID), timeSortKey(now, n.ID)
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return job.Job{}, false, fmt.Errorf("encode job: %w", err)
+	}
+	items := []txItem{{name: memberJobAbsent, put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))}}
+	legacy := ""
+	if !fresh {
+		legacy = tenant.KeyOf(n.TenantID, n.ID)
+	}
+	if check := legacyAbsent(n.TenantID, legacy); check != nil {
+		items = append(items, *check)
+	}
+	limit := s.cfg.Tenant(n.TenantID).MaxQueued
+	if counted {
+		count := tenantCount(n.TenantID, 1)
+		open := expression.Name(attrOpen)
+		count.cond = expression.Or(expression.AttributeNotExists(open), open.LessThan(expression.Value(limit)))
+		items = append(items, txItem{name: memberTenantCount, update: count})
+	}
+	if len(items) == 1 {
+		created, err := s.createUncounted(ctx, &it, "")
+		if err != nil || created {
+			return it.toJob(), created, err
+		}
+		existing, _, err := s.existingJob(ctx, n)
+		return existing, false, err
+	}
+	err = s.transact(ctx, items...)
+	var tf *txFailed
+	// The repeat checks come first: a repeat is a repeat even at the cap.
+	switch {
+	case err == nil:
+		return it.toJob(), true, nil
+	case errors.As(err, &tf) && tf.failed(memberJobAbsent):
+		existing, _, err := s.existingJob(ctx, n)
+		return existing, false, err
+	case errors.As(err, &tf) && tf.failed(memberLegacyJob):
+		existing, err := s.GetJob(ctx, legacy)
+		return existing, false, err
+	case errors.As(err, &tf):
+		open, rerr := s.TenantOpenJobs(ctx, n.TenantID)
+		if rerr != nil {
+			open = limit
+		}
+		return job.Job{}, false, &QuotaError{Tenant: n.TenantID, Cap: limit, Open: open}
+	default:
+		return job.Job{}, false, fmt.Errorf("accept job %s: %w", n.ID, err)
+	}
+}
+
+// WithdrawJob removes a job AcceptJob accepted whose submission could not
+// be queued, and gives back its tenant slot. A job no longer accepted
+// (filed, canceled) is left as it is.
+func (s *Store) WithdrawJob(ctx context.Context, tenantID, id string) error {
+	pk, sk := jobKey(id)
+	accepted := expression.Name(attrStatus).Equal(expression.Value(string(job.Accepted))).
+		And(expression.Name(attrTenantID).Equal(expression.Value(tenantID)))
+	withSlot := accepted.And(expression.Name(attrTenantSlot).Equal(expression.Value(true)))
+	err := s.transact(ctx,
+		txItem{name: memberJob, delete: &update{pk: pk, sk: sk, cond: withSlot}},
+		txItem{name: memberTenantCount, update: tenantCount(tenantID, -1)},
+	)
+	var tf *txFailed
+	if !errors.As(err, &tf) {
+		if err != nil {
+			return fmt.Errorf("withdraw job %s: %w", id, err)
+		}
+		return nil
+	}
+	e, err := expression.NewBuilder().WithCondition(accepted).Build()
+	if err != nil {
+		return err
+	}
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk),
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("withdraw job %s: %w", id, err)
+	}
+	return nil
 }
 
 // existingJob is the job a repeated create found, if it is the same tenant's.
@@ -93,6 +320,30 @@ func (s *Store) existingJob(ctx context.Context, n job.Spec) (job.Job, bool, err
 		return job.Job{}, false, fmt.Errorf("create job %s for tenant %s: the id is another tenant's: %w", n.ID, n.TenantID, ErrConflict)
 	}
 	return existing, false, nil
+}
+
+// GetTenantJob reads tenant's job id (tenant.JobID): the job stored under
+// that id, or else the tenant's job that a release before tenant-scoped ids
+// stored under the key alone (tenant.KeyOf). Another tenant's job is
+// ErrNotFound. A job under its full id costs one read, a job stored under
+// its key alone or none two.
+func (s *Store) GetTenantJob(ctx context.Context, tenantID, id string) (job.Job, error) {
+	j, err := s.GetJob(ctx, id)
+	if err == nil || !errors.Is(err, ErrNotFound) {
+		if err == nil && j.TenantID != tenantID {
+			return job.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		return j, err
+	}
+	legacy := tenant.KeyOf(tenantID, id)
+	if legacy == "" {
+		return job.Job{}, err
+	}
+	j, lerr := s.GetJob(ctx, legacy)
+	if lerr != nil || j.TenantID != tenantID {
+		return job.Job{}, err
+	}
+	return j, nil
 }
 
 // GetJob reads a job (strongly consistent).
@@ -241,6 +492,8 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 	forward := false
 	switch status {
 	case job.Queued:
+	case job.Accepted:
+		parts, forward = s.shardPartitions(prefixAccepted, fleet), true
 	case job.Leased:
 		parts, forward = s.shardPartitions(prefixLeased, fleet), true
 	case job.Succeeded, job.Dead, job.Canceled:

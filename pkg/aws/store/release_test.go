@@ -98,7 +98,7 @@ const (
 	relJobQueuedLo    = "t1:queued-lo"    // queued, priority 0
 	relJobOther       = "t1:other"        // queued in the fleet that needs approval
 
-	relReservation = "capped:pending" // a tenant slot reserved, its job not yet created
+	relReservation = "capped:pending" // a tenant slot taken, its job not yet filed (v0.1.0 wrote a reservation item, later releases an accepted job)
 	relLoginNonce  = "nonce-1"
 	relSession     = "session-1"
 	relOperator    = "operator@example.com"
@@ -237,6 +237,17 @@ func (e *releaseEnv) create(id, workflow string, priority int, callbackURL strin
 	e.step()
 }
 
+// accept accepts the capped tenant's job id as the API does before
+// queuing it: an accepted record holding a tenant slot.
+func (e *releaseEnv) accept(id string) {
+	e.t.Helper()
+	tenant, _, _ := strings.Cut(id, ":")
+	_, ok, err := e.st.AcceptJob(e.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "wf-a"}, false)
+	if err != nil || !ok {
+		e.t.Fatalf("AcceptJob(%s) = %v, %v", id, ok, err)
+	}
+}
+
 // leaseOnly leases the next job and insists it is want.
 func (e *releaseEnv) leaseOnly(a store.WorkerAuth, want string, workflows ...string) job.Job {
 	e.t.Helper()
@@ -294,11 +305,8 @@ func (e *releaseEnv) writeScenario(version string) {
 	e.must(err, "Fail dead")
 	e.step()
 
-	// A capped tenant's job: reserved, created, leased on a slot.
-	ok, err := e.st.ReserveTenantSlot(ctx, "capped", relJobCapped, 10)
-	if err != nil || !ok {
-		e.t.Fatalf("ReserveTenantSlot = %v, %v", ok, err)
-	}
+	// A capped tenant's job: accepted, filed, leased on a slot.
+	e.accept(relJobCapped)
 	e.create(relJobCapped, "wf-a", 0, "")
 	j = e.leaseOnly(spot, relJobCapped, gpu...)
 	if !strings.HasPrefix(j.LeaseToken, "s.") {
@@ -336,10 +344,7 @@ func (e *releaseEnv) writeScenario(version string) {
 	e.create(relJobQueuedHi, "wf-a", 5, "")
 	e.create(relJobQueuedLo, "wf-b", 0, "")
 	e.create(relJobOther, "wf-c", 0, "")
-	ok, err = e.st.ReserveTenantSlot(ctx, "capped", relReservation, 10)
-	if err != nil || !ok {
-		e.t.Fatalf("ReserveTenantSlot(%s) = %v, %v", relReservation, ok, err)
-	}
+	e.accept(relReservation)
 
 	// The succeeded job's outcome relayed: its cost totalled, its callback
 	// filed; the other outcomes stay in the outbox.

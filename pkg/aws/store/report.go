@@ -253,7 +253,9 @@ func notBeforeOf(j job.Job, now time.Time) time.Time {
 	return time.Time{}
 }
 
-// Cancel cancels a queued or leased job. A leased job is canceled at once
+// Cancel cancels an accepted, queued or leased job. An accepted job (not yet
+// filed by dispatch) is canceled for good: dispatch never queues it. A
+// leased job is canceled at once
 // (its lease is fenced off) and its worker learns it at its next heartbeat.
 // Canceling a canceled job answers canceled again; a succeeded or dead job is
 // ErrConflict.
@@ -271,6 +273,10 @@ func (s *Store) Cancel(ctx context.Context, jobID string) (job.Status, error) {
 			return job.Canceled, nil
 		case job.Succeeded, job.Dead:
 			return j.Status, fmt.Errorf("job %s is already %s: %w", jobID, j.Status, ErrConflict)
+		case job.Accepted:
+			// Not yet filed: canceled for good, so dispatch never queues it
+			// (CreateJob finds it canceled), and announced once, here.
+			err = s.updateItem(ctx, s.jobUpdate(c, expression.Name(attrStatus).Equal(expression.Value(string(job.Accepted))), now))
 		case job.Queued:
 			cond := expression.Name(attrStatus).Equal(expression.Value(string(job.Queued))).
 				And(expression.Name(AttrGSI1PK).Equal(expression.Value(it.GSI1PK)))

@@ -238,6 +238,7 @@ const (
 	partitionPrincipals = "PRINCIPAL"
 
 	// Partitions of IndexByState.
+	prefixAccepted  = "A#"
 	prefixReady     = "Q#"
 	prefixDelayed   = "D#"
 	prefixLeased    = "L#"

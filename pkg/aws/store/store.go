@@ -231,6 +231,7 @@ type txItem struct {
 const (
 	memberJob         = "job"               // the job's state: status, lease token, partition
 	memberJobAbsent   = "job absent"        // no job of that id yet
+	memberLegacyJob   = "job under its key" // no job of the tenant under its key alone (stored before tenant-scoped ids)
 	memberWorker      = "worker"            // the worker may act: token, status, approval, capacity
 	memberLeaseSlot   = "tenant lease slot" // the tenant is under its max_leased
 	memberTenantCount = "tenant open count" // the tenant is under its max_queued

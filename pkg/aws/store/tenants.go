@@ -14,16 +14,17 @@ import (
 
 // Tenant quotas. A tenant with a max_queued cap has a counter item of its
 // open jobs (accepted and not finished). A submission takes a slot in it
-// before it is queued, atomically with a reservation item for its job id,
-// and only while the count is below the cap; the dispatch function hands
-// the slot to the job when it creates it (the job carries tenant_slot), and
-// the outbox relay gives the slot back, once, when it removes the job's
-// outcome event. docs/data-model.md, "Tenant counters", has the whole
-// life of a slot.
+// before it is queued, atomically with its accepted job record (AcceptJob)
+// and only while the count is below the cap; the job keeps the slot when
+// the dispatch function files it (the job carries tenant_slot), and the
+// outbox relay gives the slot back, once, when it removes the job's
+// outcome event. Releases before accepted records wrote a reservation item
+// instead, which the dispatch function still takes over (createCounted).
+// docs/data-model.md, "Tenant counters", has the whole life of a slot.
 
 // reservationRetention outlives any submission queue message (SQS keeps
-// them at most 14 days); TTL only removes a reservation whose job was
-// never created.
+// them at most 14 days); TTL only removes an accepted record (or an older
+// release's reservation) whose job was never filed.
 const reservationRetention = 15 * 24 * time.Hour
 
 // ErrOverQuota: the tenant already has as many open jobs as its cap allows.
@@ -50,95 +51,11 @@ type tenantItem struct {
 	Open int    `dynamodbav:"open"`
 }
 
-type reservationItem struct {
-	PK     string `dynamodbav:"PK"`
-	SK     string `dynamodbav:"SK"`
-	Type   string `dynamodbav:"type"`
-	JobID  string `dynamodbav:"job_id"`
-	Tenant string `dynamodbav:"tenant_id"`
-	AtMS   int64  `dynamodbav:"at_ms"`
-	TTL    int64  `dynamodbav:"ttl"`
-}
-
-const typeReservation = "reservation"
-
 // tenantCount is the change of a tenant's open jobs by delta.
 func tenantCount(tenant string, delta int) *update {
 	pk, sk := tenantKey(tenant)
 	open := expression.Name(attrOpen)
 	return &update{pk: pk, sk: sk, set: expression.Set(open, expression.Plus(expression.IfNotExists(open, expression.Value(0)), expression.Value(delta)))}
-}
-
-// ReserveTenantSlot counts a submission in its tenant's open jobs before it
-// is queued, when the count is below limit. It answers true when it took a
-// slot, false for a repeat (the job id is already reserved or the job
-// exists: the repeat changes nothing), and a *QuotaError when the tenant is
-// at its cap.
-func (s *Store) ReserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error) {
-	// Concurrent submissions of one tenant meet on its counter item, and
-	// DynamoDB cancels a transaction that meets another in flight: a few
-	// tries absorb that before the caller sees ErrContention.
-	for try := 1; ; try++ {
-		took, err := s.reserveTenantSlot(ctx, tenant, jobID, limit)
-		if !errors.Is(err, ErrContention) || try == 3 {
-			return took, err
-		}
-	}
-}
-
-func (s *Store) reserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error) {
-	now := s.clock.Now()
-	count := tenantCount(tenant, 1)
-	open := expression.Name(attrOpen)
-	count.cond = expression.Or(expression.AttributeNotExists(open), open.LessThan(expression.Value(limit)))
-	rpk, rsk := reservationKey(jobID)
-	res, err := attributevalue.MarshalMap(reservationItem{PK: rpk, SK: rsk, Type: typeReservation, JobID: jobID, Tenant: tenant,
-		AtMS: ms(now), TTL: now.Add(reservationRetention).Unix()})
-	if err != nil {
-		return false, fmt.Errorf("encode reservation: %w", err)
-	}
-	jpk, jsk := jobKey(jobID)
-	absent := expression.AttributeNotExists(expression.Name(AttrPK))
-	// The repeat checks come first: a repeat is a repeat even at the cap.
-	err = s.transact(ctx,
-		txItem{name: memberReservation, put: res, putIf: absent},
-		txItem{name: memberJobAbsent, check: &update{pk: jpk, sk: jsk, cond: absent}},
-		txItem{name: memberTenantCount, update: count},
-	)
-	var tf *txFailed
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &tf) && (tf.failed(memberReservation) || tf.failed(memberJobAbsent)):
-		return false, nil
-	case errors.As(err, &tf):
-		n, rerr := s.TenantOpenJobs(ctx, tenant)
-		if rerr != nil {
-			n = limit
-		}
-		return false, &QuotaError{Tenant: tenant, Cap: limit, Open: n}
-	default:
-		return false, fmt.Errorf("reserve a slot of tenant %s: %w", tenant, err)
-	}
-}
-
-// ReleaseTenantSlot gives back the slot ReserveTenantSlot took for a job
-// that was not queued after all. Releasing twice, or a slot already handed
-// to its job, changes nothing.
-func (s *Store) ReleaseTenantSlot(ctx context.Context, tenant, jobID string) error {
-	rpk, rsk := reservationKey(jobID)
-	err := s.transact(ctx,
-		txItem{name: memberReservation, delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
-		txItem{name: memberTenantCount, update: tenantCount(tenant, -1)},
-	)
-	var tf *txFailed
-	if errors.As(err, &tf) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("release the slot of job %s: %w", jobID, err)
-	}
-	return nil
 }
 
 // TenantOpenJobs reads a tenant's count of open jobs (0 for a tenant never
@@ -158,38 +75,51 @@ func (s *Store) countsForTenant(tenant string) bool {
 	return s.cfg.Tenant(tenant).MaxQueued > 0
 }
 
-// createCounted creates a job of a capped tenant: it takes over the slot of
-// its reservation, or without one (a submission queued while its release
-// was under way, or accepted before the cap was set) takes a slot itself,
-// past the cap: the job is already accepted. created is false for a repeat,
-// which changes nothing.
-func (s *Store) createCounted(ctx context.Context, it *jobItem) (created bool, err error) {
+// createCounted creates a job of a capped tenant that was queued without
+// an accepted record: it takes over the slot of the submission's
+// reservation, which a release before accepted records wrote under the
+// job's key alone (tenant.KeyOf, before tenant-scoped ids) or its full id,
+// or without one (a submission sent straight to the queue, or accepted
+// before the cap was set) takes a slot itself, past the cap: the job is
+// already accepted. created is false for a repeat, which changes nothing;
+// errLegacyJob when the tenant's job exists under its key alone.
+func (s *Store) createCounted(ctx context.Context, it *jobItem, legacy string) (created bool, err error) {
 	av, err := attributevalue.MarshalMap(it)
 	if err != nil {
 		return false, fmt.Errorf("encode job: %w", err)
 	}
-	absent := expression.AttributeNotExists(expression.Name(AttrPK))
-	rpk, rsk := reservationKey(it.JobID)
-	err = s.transact(ctx,
-		txItem{name: memberJobAbsent, put: av, putIf: absent},
-		txItem{name: memberReservation, delete: &update{pk: rpk, sk: rsk, cond: expression.AttributeExists(expression.Name(AttrPK))}},
-	)
-	var tf *txFailed
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &tf) && tf.failed(memberJobAbsent):
-		return false, nil
-	case errors.As(err, &tf):
-		// No reservation: count the job as it is created.
-		err = s.transact(ctx, txItem{name: memberJobAbsent, put: av, putIf: absent}, txItem{name: memberTenantCount, update: tenantCount(it.TenantID, 1)})
-		if errors.As(err, &tf) {
-			return false, nil
-		}
-		return err == nil, err
-	default:
-		return false, err
+	exists := expression.AttributeExists(expression.Name(AttrPK))
+	var slots []txItem
+	if legacy != "" {
+		pk, sk := reservationKey(legacy)
+		slots = append(slots, txItem{name: memberReservation, delete: &update{pk: pk, sk: sk,
+			cond: exists.And(expression.Name(attrTenantID).Equal(expression.Value(it.TenantID)))}})
 	}
+	rpk, rsk := reservationKey(it.JobID)
+	slots = append(slots,
+		txItem{name: memberReservation, delete: &update{pk: rpk, sk: rsk, cond: exists}},
+		txItem{name: memberTenantCount, update: tenantCount(it.TenantID, 1)})
+	for _, slot := range slots {
+		items := []txItem{{name: memberJobAbsent, put: av, putIf: expression.AttributeNotExists(expression.Name(AttrPK))}, slot}
+		if check := legacyAbsent(it.TenantID, legacy); check != nil {
+			items = append(items, *check)
+		}
+		err = s.transact(ctx, items...)
+		var tf *txFailed
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &tf) && tf.failed(memberJobAbsent):
+			return false, nil
+		case errors.As(err, &tf) && tf.failed(memberLegacyJob):
+			return false, errLegacyJob
+		case errors.As(err, &tf):
+			continue // no such reservation: the next way to hold a slot
+		default:
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("create job %s: no slot of tenant %s could be taken", it.JobID, it.TenantID)
 }
 
 // slotAfterTerminal is the tenant count change that gives back a finished

@@ -21,6 +21,14 @@ func newTenantEnv(t *testing.T, cap int) *env {
 	return newEnvWith(t, cfg)
 }
 
+// accept accepts a submission of the tenant's job id as the API does
+// before queuing it (AcceptJob).
+func (e *env) accept(tenant, id string) (bool, error) {
+	e.t.Helper()
+	_, ok, err := e.st.AcceptJob(e.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "wf-a", Input: json.RawMessage(`{}`)}, false)
+	return ok, err
+}
+
 func (e *env) open(tenant string) int {
 	e.t.Helper()
 	n, err := e.st.TenantOpenJobs(e.ctx, tenant)
@@ -42,19 +50,19 @@ func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
 	t.Parallel()
 	e := newTenantEnv(t, 2)
 	for _, id := range []string{"a", "b"} {
-		took, err := e.st.ReserveTenantSlot(e.ctx, "capped", id, 2)
+		took, err := e.accept("capped", id)
 		if err != nil || !took {
-			t.Fatalf("Reserve(%s) = %v, %v", id, took, err)
+			t.Fatalf("Accept(%s) = %v, %v", id, took, err)
 		}
 	}
 	// A repeat of a reserved id takes nothing and is not refused.
-	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "a", 2); err != nil || took {
-		t.Fatalf("repeat Reserve(a) = %v, %v; want a repeat", took, err)
+	if took, err := e.accept("capped", "a"); err != nil || took {
+		t.Fatalf("repeat Accept(a) = %v, %v; want a repeat", took, err)
 	}
-	_, err := e.st.ReserveTenantSlot(e.ctx, "capped", "c", 2)
+	_, err := e.accept("capped", "c")
 	var qe *store.QuotaError
 	if !errors.As(err, &qe) || !errors.Is(err, store.ErrOverQuota) || qe.Cap != 2 || qe.Open != 2 {
-		t.Fatalf("Reserve(c) over the cap = %v; want a QuotaError with cap 2, open 2", err)
+		t.Fatalf("Accept(c) over the cap = %v; want a QuotaError with cap 2, open 2", err)
 	}
 	if _, err := e.st.GetJob(e.ctx, "c"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused job exists: %v", err)
@@ -70,8 +78,8 @@ func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
 		t.Fatalf("open after creation = %d, want 2", got)
 	}
 	// A reservation of an existing job is a repeat.
-	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "a", 5); err != nil || took {
-		t.Fatalf("Reserve(a) after creation = %v, %v; want a repeat", took, err)
+	if took, err := e.accept("capped", "a"); err != nil || took {
+		t.Fatalf("Accept(a) after creation = %v, %v; want a repeat", took, err)
 	}
 	// An outcome gives the slot back when its event is relayed, once.
 	if _, err := e.st.Cancel(e.ctx, "a"); err != nil {
@@ -89,17 +97,20 @@ func TestTenantSlotsFollowTheJobsLife(t *testing.T) {
 	if got := e.open("capped"); got != 1 {
 		t.Fatalf("open after the relayed cancel = %d, want 1", got)
 	}
-	if took, err := e.st.ReserveTenantSlot(e.ctx, "capped", "c", 2); err != nil || !took {
-		t.Fatalf("Reserve(c) with a free slot = %v, %v", took, err)
+	if took, err := e.accept("capped", "c"); err != nil || !took {
+		t.Fatalf("Accept(c) with a free slot = %v, %v", took, err)
 	}
-	// A slot released before its job was queued is free again; twice is once.
+	// A job withdrawn before it was queued frees its slot; twice is once.
 	for range 2 {
-		if err := e.st.ReleaseTenantSlot(e.ctx, "capped", "c"); err != nil {
+		if err := e.st.WithdrawJob(e.ctx, "capped", "c"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := e.open("capped"); got != 1 {
-		t.Fatalf("open after the release = %d, want 1", got)
+		t.Fatalf("open after the withdrawal = %d, want 1", got)
+	}
+	if _, err := e.st.GetJob(e.ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the withdrawn job is still there: %v", err)
 	}
 }
 
@@ -147,7 +158,7 @@ func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				ok, err := e.st.ReserveTenantSlot(e.ctx, "capped", fmt.Sprintf("j%d", i), limit)
+				ok, err := e.accept("capped", fmt.Sprintf("j%d", i))
 				if errors.Is(err, store.ErrContention) {
 					continue
 				}
@@ -159,7 +170,7 @@ func TestTenantCapHoldsUnderConcurrentSubmissions(t *testing.T) {
 				case errors.Is(err, store.ErrOverQuota):
 					refused++
 				default:
-					t.Errorf("Reserve(j%d) = %v, %v", i, ok, err)
+					t.Errorf("Accept(j%d) = %v, %v", i, ok, err)
 				}
 				return
 			}

@@ -9,9 +9,12 @@ import (
 // Status is where a job is in its lifecycle.
 type Status string
 
-// The lifecycle: queued → leased → succeeded | queued (retry, preemption) | dead;
-// queued or leased → canceled.
+// The lifecycle: accepted → queued → leased → succeeded | queued (retry,
+// preemption) | dead; accepted, queued or leased → canceled. A job is
+// accepted from the moment the API answers its submission until the
+// dispatch function files it in its fleet's queue.
 const (
+	Accepted  Status = "accepted"
 	Queued    Status = "queued"
 	Leased    Status = "leased"
 	Succeeded Status = "succeeded"
@@ -23,10 +26,10 @@ const (
 // retry of a dead job aside).
 func (s Status) Terminal() bool { return s == Succeeded || s == Dead || s == Canceled }
 
-// Valid reports whether s is one of the five statuses.
+// Valid reports whether s is one of the six statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case Queued, Leased, Succeeded, Dead, Canceled:
+	case Accepted, Queued, Leased, Succeeded, Dead, Canceled:
 		return true
 	}
 	return false

@@ -15,4 +15,8 @@ type Spec struct {
 	QueueTimeoutSeconds int // 0: the fleet's queue timeout (none when that is 0)
 	// CallbackURL receives the job's outcomes ("" for none).
 	CallbackURL string
+	// Accepted: the submission came through the API, which wrote the job
+	// as accepted before queuing it, so filing that record is tried first
+	// (a hint of cost only: a submission without one is created anyway).
+	Accepted bool
 }

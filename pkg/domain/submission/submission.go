@@ -43,10 +43,22 @@ const (
 	MaxTimeoutSeconds = 7 * 24 * 3600
 )
 
-// IDPattern is what a submission's job_id (the producer's key for the job,
-// unique within its tenant) and a worker id may look like. Tenant ids are
-// stricter (tenant.ValidID).
+// IDPattern is what a submission's job key (the producer's key for the
+// job, unique within its tenant) and a worker id may look like. Tenant ids
+// are stricter (tenant.ValidID).
 var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// key is the submission's job key: its job_id, less the tenant and the
+// separator when the job_id is the job's full id (tenant.JobID), as the
+// API puts it on the queue. A full id is at most tenant.MaxJobIDLength.
+func (s *Submission) key() string {
+	if tenant.ValidID(s.TenantID) {
+		if k, ok := strings.CutPrefix(s.JobID, s.TenantID+tenant.JobSeparator); ok {
+			return k
+		}
+	}
+	return s.JobID
+}
 
 // Error is a submission that can never be accepted; its message is safe to
 // show the producer. TooLarge marks a size over its budget (HTTP 413).
@@ -85,8 +97,8 @@ func Decode(data []byte) (Submission, error) {
 
 // Validate checks every field; it is also run on submissions built in code.
 func (s *Submission) Validate(cfg *fleetconfig.Config) error {
-	if s.JobID != "" && !IDPattern.MatchString(s.JobID) {
-		return invalid("field \"job_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", s.JobID)
+	if s.JobID != "" && !IDPattern.MatchString(s.key()) {
+		return invalid("field \"job_id\": %q must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit (after the tenant and ':' when it is the job's full id)", s.JobID)
 	}
 	if err := tenant.CheckID("tenant_id", s.TenantID); err != nil {
 		return &Error{Msg: err.Error()}

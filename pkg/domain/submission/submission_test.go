@@ -1,11 +1,13 @@
 package submission
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 )
 
 func TestParse(t *testing.T) {
@@ -138,6 +140,34 @@ func TestInputNestingIsBoundedAtDynamoDBsLimit(t *testing.T) {
 		var se *Error
 		if !errors.As(err, &se) || se.TooLarge || !strings.Contains(se.Msg, `"input": nested`) || !strings.Contains(se.Msg, "at most 32 levels") {
 			t.Fatalf("an input past %d levels: %v", MaxInputDepth, err)
+		}
+	}
+}
+
+// TestJobIDLimits: a job key is 1-128 characters, and a job's full id (the
+// tenant, ':' and the key, as the API puts it on the queue) is accepted up
+// to the longest tenant id and the longest key, tenant.MaxJobIDLength.
+func TestJobIDLimits(t *testing.T) {
+	cfg := fleetconfig.Default()
+	longTenant := strings.Repeat("t", tenant.MaxIDLength)
+	parse := func(tenantID, jobID string) error {
+		body, _ := json.Marshal(map[string]any{"tenant_id": tenantID, "workflow_id": "demo-sleep", "job_id": jobID})
+		_, err := Parse(body, cfg)
+		return err
+	}
+	key := strings.Repeat("k", tenant.MaxJobKeyLength)
+	full := tenant.JobID(longTenant, key)
+	if len(full) != tenant.MaxJobIDLength || tenant.MaxJobIDLength != 161 {
+		t.Fatalf("the longest full id is %d characters, MaxJobIDLength %d", len(full), tenant.MaxJobIDLength)
+	}
+	for _, c := range []struct{ tenant, id string }{{"t", key}, {longTenant, key}, {longTenant, full}, {"t", "t:" + key}, {"t", "t:a:b"}} {
+		if err := parse(c.tenant, c.id); err != nil {
+			t.Errorf("tenant %s, job_id of %d characters: %v", c.tenant, len(c.id), err)
+		}
+	}
+	for _, c := range []struct{ tenant, id string }{{"t", key + "k"}, {longTenant, full + "k"}, {"t", "t:"}, {"t", "u:" + key}} {
+		if err := parse(c.tenant, c.id); err == nil || !strings.Contains(err.Error(), `"job_id"`) {
+			t.Errorf("tenant %s, job_id %.20q… of %d characters: %v, want refused", c.tenant, c.id, len(c.id), err)
 		}
 	}
 }

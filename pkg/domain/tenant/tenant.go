@@ -36,6 +36,15 @@ func CheckID(field, id string) error {
 // first one.
 const JobSeparator = ":"
 
+// MaxJobKeyLength is the longest job key a producer gives (a submission's
+// job_id), and MaxJobIDLength the longest job id: the longest tenant id,
+// the separator and the longest key. Every route and the dispatch function
+// accept a job id up to MaxJobIDLength.
+const (
+	MaxJobKeyLength = 128
+	MaxJobIDLength  = MaxIDLength + len(JobSeparator) + MaxJobKeyLength
+)
+
 // JobID is the id of tenant's job with the producer's key: the tenant, the
 // separator and the key. A key that already begins with the tenant and the
 // separator is the id itself, so resubmitting with the id an answer gave
@@ -45,6 +54,18 @@ func JobID(tenant, key string) string {
 		return key
 	}
 	return tenant + JobSeparator + key
+}
+
+// KeyOf is the key of tenant's job id: what follows the tenant and the
+// separator, or "" when the id is not scoped to that tenant. A release
+// before tenant-scoped ids stored a job under the producer's key alone,
+// so KeyOf is also the id such a release gave the same submission.
+func KeyOf(tenant, id string) string {
+	key, ok := strings.CutPrefix(id, tenant+JobSeparator)
+	if !ok {
+		return ""
+	}
+	return key
 }
 
 // OfJob is the tenant a job id names, or false when it names none.

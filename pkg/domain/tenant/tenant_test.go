@@ -41,6 +41,17 @@ func TestJobIDIsScopedToItsTenant(t *testing.T) {
 	if _, ok := OfJob("no-tenant"); ok {
 		t.Fatal("OfJob named a tenant of an unqualified id")
 	}
+	for _, c := range []struct{ tenant, id, key string }{
+		{"acme", "acme:render-1", "render-1"},
+		{"acme", "acme:batch:7", "batch:7"},
+		{"acme", "globex:render-1", ""},
+		{"acme", "acmex:1", ""},
+		{"acme", "render-1", ""},
+	} {
+		if got := KeyOf(c.tenant, c.id); got != c.key {
+			t.Errorf("KeyOf(%q, %q) = %q, want %q", c.tenant, c.id, got, c.key)
+		}
+	}
 }
 
 func TestPrincipals(t *testing.T) {

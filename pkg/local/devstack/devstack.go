@@ -108,6 +108,10 @@ type Options struct {
 	// at random: throttling, 500, 503, latency, connections reset before
 	// and after the service acted (`fleetq dev --chaos`).
 	Chaos float64
+	// ManualDispatch stops the stack from dispatching submissions on its
+	// own: they wait in the queue until DispatchQueued hands them to the
+	// dispatch function (tests look at a job between submit and dispatch).
+	ManualDispatch bool
 }
 
 // EventHandler handles one EventBridge event and answers a JSON-able summary.
@@ -167,6 +171,8 @@ type Stack struct {
 	wg       sync.WaitGroup
 	mu       sync.RWMutex
 	handlers map[string]EventHandler
+	// esm is the event source mapping that hands submissions to dispatch.
+	esm *EventSourceMapping
 	// dispatched are the channels Dispatched handed out.
 	dispatched []chan struct{}
 }
@@ -268,7 +274,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		BatchSize: 10, Window: 200 * time.Millisecond, VisibilityTimeout: o.VisibilityTimeout, MaxReceives: o.MaxReceives,
 		Handler: s.Dispatch.Handle, Logger: o.Logger, Invoked: s.signalDispatched,
 	}
-	s.Go(func() { esm.Run(runCtx) })
+	s.esm = esm
+	if !o.ManualDispatch {
+		s.Go(func() { esm.Run(runCtx) })
+	}
 	if o.RelayInterval == 0 {
 		o.RelayInterval = 500 * time.Millisecond
 	}
@@ -302,6 +311,20 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 	})
 	return s, nil
+}
+
+// DispatchQueued hands the submissions waiting in the queue to the dispatch
+// function, batch by batch, until a receive finds none, and answers how
+// many it handed over. It is for a stack started with ManualDispatch.
+func (s *Stack) DispatchQueued(ctx context.Context) int {
+	n := 0
+	for {
+		got := s.esm.RunOnce(ctx)
+		if got == 0 || ctx.Err() != nil {
+			return n
+		}
+		n += got
+	}
 }
 
 // Dispatched answers a channel that receives each time dispatch has handled

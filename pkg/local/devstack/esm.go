@@ -56,20 +56,31 @@ type EventSourceMapping struct {
 
 // Run polls until ctx is done.
 func (m *EventSourceMapping) Run(ctx context.Context) {
-	m.receives = map[string]int{}
+	for ctx.Err() == nil {
+		m.RunOnce(ctx)
+	}
+}
+
+// RunOnce receives one batch, if any message is waiting, and hands it to
+// the handler. It answers how many messages the batch held.
+func (m *EventSourceMapping) RunOnce(ctx context.Context) int {
+	m.mu.Lock()
+	if m.receives == nil {
+		m.receives = map[string]int{}
+	}
 	if m.Clock == nil {
 		m.Clock = clock.Real{}
 	}
-	for ctx.Err() == nil {
-		batch := m.collect(ctx)
-		if len(batch) == 0 {
-			continue
-		}
-		m.invoke(ctx, batch)
-		if m.Invoked != nil {
-			m.Invoked()
-		}
+	m.mu.Unlock()
+	batch := m.collect(ctx)
+	if len(batch) == 0 {
+		return 0
 	}
+	m.invoke(ctx, batch)
+	if m.Invoked != nil {
+		m.Invoked()
+	}
+	return len(batch)
 }
 
 func (m *EventSourceMapping) collect(ctx context.Context) []sqstypes.Message {

@@ -114,7 +114,7 @@ func (s *server) adminJobs(w http.ResponseWriter, r *http.Request) {
 		status = job.Dead
 	}
 	if !status.Valid() {
-		s.writeError(w, r, invalid("query \"status\": must be queued, leased, succeeded, dead or canceled"))
+		s.writeError(w, r, invalid("query \"status\": must be accepted, queued, leased, succeeded, dead or canceled"))
 		return
 	}
 	limit := 100

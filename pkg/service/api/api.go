@@ -47,9 +47,10 @@ type WorkerStore interface {
 // JobStore is what the producer routes need.
 type JobStore interface {
 	GetJob(ctx context.Context, id string) (job.Job, error)
+	GetTenantJob(ctx context.Context, tenant, id string) (job.Job, error)
 	Cancel(ctx context.Context, id string) (job.Status, error)
-	ReserveTenantSlot(ctx context.Context, tenant, jobID string, limit int) (bool, error)
-	ReleaseTenantSlot(ctx context.Context, tenant, jobID string) error
+	AcceptJob(ctx context.Context, n job.Spec, fresh bool) (job.Job, bool, error)
+	WithdrawJob(ctx context.Context, tenant, id string) error
 }
 
 // AdminStore is what the operator routes need.

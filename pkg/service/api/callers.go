@@ -152,17 +152,22 @@ func jobNotFound(id string) error {
 
 // callerJob reads the job a producer route names, as its caller may see
 // it: another tenant's job is not found.
+// A tenant's job that a release before tenant-scoped ids stored under its
+// job_id alone is found by that job_id too (store.GetTenantJob).
 func (s *server) callerJob(ctx context.Context, c caller, rawID string) (job.Job, error) {
 	id := jobIDFor(c, rawID)
-	j, err := s.Store.GetJob(ctx, id)
+	var j job.Job
+	var err error
+	if c.operator() {
+		j, err = s.Store.GetJob(ctx, id)
+	} else {
+		j, err = s.Store.GetTenantJob(ctx, c.tenant, id)
+	}
 	if err != nil {
 		if toError(err).Code == wire.CodeNotFound {
 			return job.Job{}, jobNotFound(id)
 		}
 		return job.Job{}, err
-	}
-	if !c.operator() && j.TenantID != c.tenant {
-		return job.Job{}, jobNotFound(id)
 	}
 	return j, nil
 }

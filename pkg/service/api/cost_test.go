@@ -70,19 +70,25 @@ func runLifecycle(h *harness, n *atomic.Int64, token, id string) lifecycleCost {
 
 // TestJobLifecycleCostsAtMostEightRequests holds the request budget of
 // docs/benchmarks.md: submit, dispatch, lease, one heartbeat and complete
-// together cost at most eight DynamoDB requests. The count is exact, not
-// timed, so it is checked here as well as reported by the benchmark.
+// together cost at most eight DynamoDB requests; the one job whose
+// dispatch wakes its fleet from zero pays the wake's write on top. The
+// count is exact, not timed, so it is checked here as well as reported by
+// the benchmark.
 func TestJobLifecycleCostsAtMostEightRequests(t *testing.T) {
 	t.Parallel()
 	h, n := countingHarness(t, false)
 	token := h.register("w1", "gpu")
 	for i := range 3 {
 		c := runLifecycle(h, n, token, fmt.Sprintf("cost-%d", i))
-		if c.total() > 8 {
-			t.Fatalf("job %d cost %d requests (%+v), budget 8", i, c.total(), c)
+		budget := int64(8)
+		if i == 0 {
+			budget++ // the batch that wakes the fleet writes the wake
 		}
-		if c.submit != 0 || c.heartbeat != 1 || c.complete != 1 {
-			t.Fatalf("job %d: %+v; submit goes to SQS only, heartbeat and complete are one transaction each", i, c)
+		if c.total() > budget {
+			t.Fatalf("job %d cost %d requests (%+v), budget %d", i, c.total(), c, budget)
+		}
+		if c.submit != 1 || c.heartbeat != 1 || c.complete != 1 {
+			t.Fatalf("job %d: %+v; submit writes the accepted job, heartbeat and complete are one transaction each", i, c)
 		}
 	}
 }
@@ -131,6 +137,7 @@ func benchLifecycle(b *testing.B, announce bool) {
 	}
 	per := func(v int64) float64 { return float64(v) / float64(b.N) }
 	b.ReportMetric(per(sum.total()), "ddb-requests/job")
+	b.ReportMetric(per(sum.submit), "submit-requests/job")
 	b.ReportMetric(per(sum.dispatch), "dispatch-requests/job")
 	b.ReportMetric(per(sum.lease), "lease-requests/job")
 	b.ReportMetric(per(sum.heartbeat+sum.complete), "report-requests/job")

@@ -233,14 +233,23 @@ func (h *harness) register(workerID, fleet string) string {
 	return r.body["token"].(string)
 }
 
-// submit queues a job through POST /api/jobs and waits until dispatch has created it.
+// submit queues a job through POST /api/jobs and waits until dispatch has
+// filed it (the job is accepted until then).
 func (h *harness) submit(body map[string]any) string {
 	h.t.Helper()
 	r := h.do("POST", "/api/jobs", "op", body)
 	h.want(r, 202, "")
 	id := r.body["job_id"].(string)
-	h.waitFor(func() bool { return h.do("GET", "/api/jobs/"+id, "op", nil).status == 200 }, "job "+id+" to be dispatched")
+	h.waitFor(func() bool { return h.filed(id, "op") }, "job "+id+" to be dispatched")
 	return id
+}
+
+// filed reports whether dispatch has filed the job: it exists and is no
+// longer accepted.
+func (h *harness) filed(id, auth string) bool {
+	h.t.Helper()
+	r := h.do("GET", "/api/jobs/"+id, auth, nil)
+	return r.status == 200 && r.body["status"] != "accepted"
 }
 
 // waitFor checks cond each time dispatch has handled submissions, until it

@@ -114,7 +114,7 @@ func (s *server) listWorkers(ctx context.Context, fleet string) ([]wire.Worker, 
 // every fleet for "".
 func (s *server) listJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]wire.JobSummary, error) {
 	if !status.Valid() {
-		return nil, invalid("query \"status\": must be queued, leased, succeeded, dead or canceled")
+		return nil, invalid("query \"status\": must be accepted, queued, leased, succeeded, dead or canceled")
 	}
 	fleets, err := s.fleetsNamed(fleet)
 	if err != nil {

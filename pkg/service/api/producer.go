@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,11 +40,14 @@ func (s *server) operator(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// submit validates a submission and puts it on the submission queue; the
-// dispatch function creates the job. A job_id is assigned when missing, so the
-// producer can follow the job and a resubmission of the same body with that
-// id yields one job. The job's id is the job_id scoped to the tenant
-// (tenant.JobID), so two tenants' job_ids never meet.
+// submit validates a submission, records it as an accepted job and puts it
+// on the submission queue; the dispatch function files the job in its
+// fleet's queue. From the moment submit answers, the job can be read and
+// canceled. A job_id is assigned when missing, so the producer can follow
+// the job, and a resubmission of the same body with that id yields one
+// job. The job's id is the job_id scoped to the tenant (tenant.JobID), so
+// two tenants' job_ids never meet; a job that a release before that scoping
+// stored under the job_id alone is the same job.
 func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	data, err := readAll(w, r)
 	if err != nil {
@@ -66,7 +68,8 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if sub.JobID == "" {
+	fresh := sub.JobID == ""
+	if fresh {
 		sub.JobID = s.NewJobID()
 	}
 	sub.JobID = tenant.JobID(sub.TenantID, sub.JobID)
@@ -75,47 +78,40 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	reserved, err := s.reserveTenantSlot(r.Context(), sub)
+	j, accepted, err := s.Store.AcceptJob(r.Context(), sub.Spec(), fresh)
+	var qe *store.QuotaError
+	if errors.As(err, &qe) {
+		s.log.InfoContext(r.Context(), "submission over tenant cap", "job_id", sub.JobID, "tenant_id", sub.TenantID, "max_queued", qe.Cap, "open", qe.Open)
+		err = &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, RetryAfter: quotaRetryAfter,
+			Message: fmt.Sprintf("tenant %q has %d open jobs (queued or running), its cap max_queued is %d; nothing was queued, retry after the Retry-After seconds", qe.Tenant, qe.Open, qe.Cap)}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.Queue.Enqueue(r.Context(), body); err != nil {
-		if reserved {
-			if rerr := s.Store.ReleaseTenantSlot(r.Context(), sub.TenantID, sub.JobID); rerr != nil {
-				s.log.ErrorContext(r.Context(), "release tenant slot", "job_id", sub.JobID, "tenant_id", sub.TenantID, "error", rerr.Error())
+	// A repeat of a job already filed (or stored by an earlier release)
+	// is answered and not queued again; a repeat of one still accepted is
+	// queued again, in case the first message was lost: dispatch files it
+	// once.
+	if accepted || j.Status == job.Accepted {
+		if err := s.Queue.Enqueue(r.Context(), body); err != nil {
+			if accepted {
+				if werr := s.Store.WithdrawJob(r.Context(), sub.TenantID, sub.JobID); werr != nil {
+					s.log.ErrorContext(r.Context(), "withdraw accepted job", "job_id", sub.JobID, "tenant_id", sub.TenantID, "error", werr.Error())
+				}
 			}
+			s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
+			s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
+			return
 		}
-		s.log.ErrorContext(r.Context(), "enqueue submission", "job_id", sub.JobID, "error", err.Error())
-		s.writeError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the submission queue did not accept the job; nothing was queued, retry"})
-		return
 	}
-	s.log.InfoContext(r.Context(), "job accepted", "job_id", sub.JobID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID, "caller", c.who)
-	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: sub.JobID, Status: "accepted"})
+	s.log.InfoContext(r.Context(), "job accepted", "job_id", j.ID, "workflow_id", sub.WorkflowID, "tenant_id", sub.TenantID, "caller", c.who, "repeat", !accepted)
+	wire.WriteJSON(w, http.StatusAccepted, wire.JobStatusResponse{JobID: j.ID, Status: string(job.Accepted)})
 }
 
 // quotaRetryAfter is the Retry-After of a submission over its tenant's
 // cap: about how long a short job takes to free a slot.
 const quotaRetryAfter = 30 * time.Second
-
-// reserveTenantSlot counts the submission in its tenant's open jobs when the
-// tenant has a max_queued cap (docs/scaling.md, "Tenant quotas"); a tenant
-// at its cap gets 429 quota_exceeded and nothing is queued. It reports
-// whether it took a slot, which a failed enqueue gives back.
-func (s *server) reserveTenantSlot(ctx context.Context, sub submission.Submission) (bool, error) {
-	t := s.Config.Tenant(sub.TenantID)
-	if t.MaxQueued <= 0 {
-		return false, nil
-	}
-	took, err := s.Store.ReserveTenantSlot(ctx, sub.TenantID, sub.JobID, t.MaxQueued)
-	var qe *store.QuotaError
-	if errors.As(err, &qe) {
-		s.log.InfoContext(ctx, "submission over tenant cap", "job_id", sub.JobID, "tenant_id", sub.TenantID, "max_queued", qe.Cap, "open", qe.Open)
-		return false, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, RetryAfter: quotaRetryAfter,
-			Message: fmt.Sprintf("tenant %q has %d open jobs (queued or running), its cap max_queued is %d; nothing was queued, retry after the Retry-After seconds", qe.Tenant, qe.Open, qe.Cap)}
-	}
-	return took, err
-}
 
 func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var raw json.RawMessage

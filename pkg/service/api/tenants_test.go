@@ -233,7 +233,7 @@ func TestTenantBoundaryThroughAPIKeys(t *testing.T) {
 	if r.body["job_id"] != "globex:render-1" {
 		t.Fatalf("globex's render-1 is %v", r.body["job_id"])
 	}
-	h.waitFor(func() bool { return h.do("GET", "/api/jobs/render-1", globexKey, nil).status == 200 }, "globex's job to be dispatched")
+	h.waitFor(func() bool { return h.filed("render-1", globexKey) }, "globex's job to be dispatched")
 
 	checkTenantBoundary(t, h, func(method, path string, body any) reply { return h.do(method, path, acmeKey, body) })
 

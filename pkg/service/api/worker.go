@@ -18,6 +18,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
@@ -356,8 +357,11 @@ func validateLease(l wire.LeaseRef) error {
 	if l.LeaseToken == "" {
 		return invalid("field \"lease_token\" is required")
 	}
-	if len(l.JobID) > 128 || len(l.LeaseToken) > 128 {
-		return invalid("job_id and lease_token are at most 128 characters")
+	if len(l.JobID) > tenant.MaxJobIDLength {
+		return invalid("field \"job_id\": at most %d characters (a tenant, ':' and a job key)", tenant.MaxJobIDLength)
+	}
+	if len(l.LeaseToken) > 128 {
+		return invalid("field \"lease_token\": at most 128 characters")
 	}
 	return nil
 }

@@ -567,7 +567,7 @@ func (c *Console) drain(w http.ResponseWriter, r *http.Request, sc session) {
 }
 
 // statuses are the job statuses the jobs page filters by.
-var statuses = []string{"queued", "leased", "succeeded", "dead", "canceled"}
+var statuses = []string{"accepted", "queued", "leased", "succeeded", "dead", "canceled"}
 
 // jobsView is the jobs page: its filters and the jobs they select.
 type jobsView struct {

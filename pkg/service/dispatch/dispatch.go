@@ -11,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 )
 
 // Store is what dispatch needs of the store.
@@ -115,7 +116,13 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMe
 		// across redeliveries of the same message.
 		sub.JobID = rec.MessageId
 	}
-	j, created, err := h.store.CreateJob(ctx, sub.Spec())
+	// The API queues a job under its full id, having recorded it as
+	// accepted: filing that record is tried first. A job_id without the
+	// tenant (sent straight to the queue, or queued by a release before
+	// tenant-scoped ids) is created.
+	spec := sub.Spec()
+	spec.Accepted = tenant.KeyOf(sub.TenantID, sub.JobID) != ""
+	j, created, err := h.store.CreateJob(ctx, spec)
 	if err != nil {
 		return "", "", err
 	}
