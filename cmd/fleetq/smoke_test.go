@@ -43,7 +43,7 @@ func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
 			for _, re := range []string{
 				`workflow ` + first.Workflows[0],
 				`job smoke:smoke-\d+: succeeded, fleet ` + first.Slug + `, 1 attempt`,
-				`\+0\.0s\s+queued`,
+				`\+\d+\.\ds\s+queued`, // times count from the submit: dispatch files the job after it
 				`\+\d+\.\ds\s+leased worker \S+ attempt 1`,
 				`\+\d+\.\ds\s+succeeded`,
 				`waited \d+\.\ds for a worker, ran \d+\.\ds, \d+\.\ds in all`,

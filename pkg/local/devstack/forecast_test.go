@@ -54,7 +54,7 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 	var j job.Job
 	testenv.Eventually(t, "the job dispatched", stack.Dispatched(), func() bool {
 		j, err = stack.Store.GetJob(ctx, "acme:first-of-the-hour")
-		return err == nil
+		return err == nil && j.Status != job.Accepted
 	})
 	// Once both idle agents wait for their next poll, each polls within
 	// a poll interval and its jitter (5 s, at most 6 s).
