@@ -47,15 +47,21 @@ func Receive[T any](tb testing.TB, what string, ch <-chan T) T {
 	}
 }
 
-// Waiters waits until at least n timers and tickers wait on clk: the loops
-// a test drives have reached their waits and the next Advance reaches them.
-// After Patience it fails tb.
+// Waiters waits until n timers and tickers wait on clk: the loops a test
+// drives have reached their waits and the next Advance reaches them. n is
+// every wait on clk, the test's own count: more than n waiting fails tb at
+// once, as a wait the count misses could have stood in for one it counts
+// that was not there yet (the race a busy machine loses). After Patience it
+// fails tb.
 func Waiters(tb testing.TB, clk *clock.Fake, n int) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Patience)
 	defer cancel()
 	if err := clk.BlockUntil(ctx, n); err != nil {
 		tb.Fatalf("gave up after %s waiting for %d waits on the fake clock: %v", Patience, n, err)
+	}
+	if got := clk.Waiting(); got > n {
+		tb.Fatalf("%d timers and tickers wait on the fake clock, the test counted %d: its count misses a wait", got, n)
 	}
 }
 
