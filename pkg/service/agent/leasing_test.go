@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
@@ -30,6 +32,11 @@ func (h leasingAtLog) Handle(_ context.Context, r slog.Record) error {
 }
 func (h leasingAtLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h leasingAtLog) WithGroup(string) slog.Handler      { return h }
+
+// noTimeouts drops the IMDS client's timeouts, made for the instance's own
+// service, for a stand-in in the test's process (a busy machine misses
+// them).
+func noTimeouts(o *imds.Options) { o.HTTPClient, o.DisableDefaultTimeout = &http.Client{}, true }
 
 // newLeasingAgent is an agent whose log reports, at each message starting
 // with prefix, whether it was still leasing; it is never run.
@@ -57,7 +64,7 @@ func TestStopsLeasingBeforeSayingSo(t *testing.T) {
 	t.Parallel()
 	t.Run("rebalance recommendation", func(t *testing.T) {
 		t.Parallel()
-		imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case r.Method == http.MethodPut && r.URL.Path == "/latest/api/token":
 				w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", "21600")
@@ -68,8 +75,9 @@ func TestStopsLeasingBeforeSayingSo(t *testing.T) {
 				http.NotFound(w, r)
 			}
 		}))
-		defer imds.Close()
-		a, seen := newLeasingAgent(t, "rebalance recommendation", func(c *Config) { c.Metadata = NewMetadata(imds.URL) })
+		defer srv.Close()
+		a, seen := newLeasingAgent(t, "rebalance recommendation", func(c *Config) { c.Metadata = NewMetadata(srv.URL, noTimeouts) })
+		// The agent's clock never moves: its first look is its only one.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan struct{})
