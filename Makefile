@@ -5,9 +5,10 @@ GO        ?= go
 # One build configuration for everything make lint and make test compile: the race detector's
 # (-race, which needs cgo) with -trimpath. go vet, every package's tests (the CDK app's included), the
 # dynalite run and the binaries the tests build themselves (testenv.BuildBinary) then share one
-# compile of the SDK and of the CDK module, the two largest compiles of the tree. make build and
-# make release build what ships in their own configuration: static (CGO_ENABLED=0), linux/arm64 for
-# the functions.
+# compile of the SDK and of the CDK module, the two largest compiles of the tree. It is set for those
+# targets only (TEST_GOFLAGS below): make build and make release build what ships in their own
+# configuration, static (CGO_ENABLED=0), linux/arm64 for the functions; make dev and make serve build
+# bin/fleetq as make build builds the CLI (FLEETQ_CLI), once, and the README's commands run that binary.
 #
 # The race detector also turns on checkptr, which checks every conversion of an unsafe.Pointer as it
 # runs: fleetq has none (no package imports unsafe), so all it checked were the standard library's and
@@ -21,10 +22,11 @@ GO        ?= go
 # is ever theirs, so no race in fleetq can run through them. Instrumented, they took about 8% of make
 # test's CPU. fleetq's own packages, the standard library and the AWS SDK stay instrumented.
 RACE      := -race
-export CGO_ENABLED := 1
 EMULATORS := github.com/truora/minidyn/... github.com/Admiral-Piett/goaws/... github.com/johannesboyne/gofakes3/...
-GOFLAGS   += -trimpath -gcflags=all=-d=checkptr=0 $(foreach m,$(EMULATORS),-gcflags=$(m)=-race=false)
-export GOFLAGS
+TEST_GOFLAGS := -trimpath -gcflags=all=-d=checkptr=0 $(foreach m,$(EMULATORS),-gcflags=$(m)=-race=false)
+# make test runs make test-dynalite, which finds them in GOFLAGS already: filter-out keeps them once.
+lint test test-dynalite: export GOFLAGS := $(strip $(filter-out $(TEST_GOFLAGS),$(GOFLAGS)) $(TEST_GOFLAGS))
+lint test test-dynalite: export CGO_ENABLED := 1
 # The race detector's runtime sleeps a second before every process it instruments exits
 # (atexit_sleep_ms, 1000 by default): a second per test binary and per binary a test runs. Go
 # reports a race where it happens, and go test fails the test it happened in, so nothing waits for it.
@@ -42,15 +44,29 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
+.PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
 
-## dev: the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
+# The CLI for this machine, as make build builds it (the same compile): make dev and make serve run it,
+# and so do the README's commands, with no second compile and with fleetq's own exit codes.
+FLEETQ_CLI = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
+
+## dev: build bin/fleetq, then the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
-	$(GO) run ./cmd/fleetq dev --demo $(ARGS)
+	@echo "build bin/fleetq"
+	@$(FLEETQ_CLI)
+	bin/fleetq dev --demo $(ARGS)
 
-## serve: the local stack, kept running (embedded AWS APIs, the API, dispatch, scaler, local fleet)
+## serve: build bin/fleetq, then the local stack, kept running (embedded AWS APIs, the API, dispatch, scaler,
+## local fleet; ARGS=--no-local-fleet for workers started by hand); its state is in memory, lost when it stops
 serve:
-	$(GO) run ./cmd/fleetq dev $(ARGS)
+	@echo "build bin/fleetq"
+	@$(FLEETQ_CLI)
+	bin/fleetq dev $(ARGS)
+
+## wheel: the Python client's wheel, dist/fleetq-<version>-py3-none-any.whl, built with Python's standard library
+## alone (clients/python/build_wheel.py: no setuptools, no network); pip install --no-index installs it
+wheel:
+	python3 clients/python/build_wheel.py --out dist
 
 ## test: go vet, then every test, integration tests included, under the race detector (RACE, the one
 ## build configuration above): cdk-nag's rule packs on the synthesized templates (npm packages from
@@ -127,6 +143,8 @@ shellcheck-deps:
 
 ## build: one bootstrap per Lambda function (linux/arm64) in bin/<function>/, the agent
 ## (fleetq, linux/amd64 and linux/arm64) in bin/agent/<arch>/ for the stack to ship, plus the CLI.
+## The agent is cmd/fleetq built with the agent tag: its worker and version commands only, none
+## of the control plane, the dev stack or the simulator (docs/benchmarks.md, "Binary sizes").
 ## The arm64 and the amd64 binaries build side by side (-j2): each architecture compiles the SDK
 ## once, its functions in one go build, and the two compiles overlap
 build:
@@ -138,13 +156,13 @@ build-arm64:
 	@rm -rf bin/.functions && mkdir -p bin/.functions
 	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags "$(LDFLAGS)" -o bin/.functions/ ./functions/...
 	@for f in $(FUNCTIONS); do mkdir -p bin/$$f && mv bin/.functions/$$f bin/$$f/bootstrap || exit 1; done; rmdir bin/.functions
-	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/arm64/fleetq ./cmd/fleetq
+	@CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags agent -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/arm64/fleetq ./cmd/fleetq
 
-# The amd64 agent, then the CLI for this machine (the same compile when it is linux/amd64).
+# The amd64 agent, then the CLI for this machine (the agent's compiled packages reused when it is linux/amd64).
 build-amd64:
 	@echo "build bin/agent/amd64/fleetq and bin/fleetq"
-	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/amd64/fleetq ./cmd/fleetq
-	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
+	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -tags agent -trimpath -ldflags "$(LDFLAGS)" -o bin/agent/amd64/fleetq ./cmd/fleetq
+	@$(FLEETQ_CLI)
 
 ## release: versioned fleetq binaries for linux and darwin on amd64 and arm64 in dist/, with SHA256SUMS;
 ## at a release tag vX.Y.Z, the Python client's __version__ must be X.Y.Z

@@ -15,6 +15,10 @@ import (
 	"github.com/fleetq/fleetq/infra"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/apifn"
+	"github.com/fleetq/fleetq/pkg/service/system/dispatchfn"
+	"github.com/fleetq/fleetq/pkg/service/system/interruptionfn"
+	"github.com/fleetq/fleetq/pkg/service/system/scalerfn"
 )
 
 // variant is a stage's config as an operator would write it: a shipped
@@ -194,6 +198,10 @@ func resolveList(v any) ([]string, error) {
 	return out, nil
 }
 
+// functions are the functions as their mains start them, by name.
+var functions = map[awsenv.Function]system.Function{awsenv.API: apifn.Function, awsenv.Dispatch: dispatchfn.Function,
+	awsenv.Scaler: scalerfn.Function, awsenv.Interruption: interruptionfn.Function}
+
 // environmentProblems starts fn exactly as its main does (system.BuildLambda)
 // with vars as its whole environment, and answers what is wrong: the
 // function failing to start, a variable it read that vars does not set
@@ -209,7 +217,11 @@ func environmentProblems(fn awsenv.Function, vars map[string]string) []string {
 		return vars[k]
 	}
 	var problems []string
-	if _, err := system.BuildLambda(context.Background(), fn, getenv, io.Discard, io.Discard); err != nil {
+	f, ok := functions[fn]
+	if !ok {
+		return []string{"has no package under pkg/service/system"}
+	}
+	if _, err := system.BuildLambda(context.Background(), f, getenv, io.Discard, io.Discard); err != nil {
 		problems = append(problems, "does not start: "+err.Error())
 	}
 	for _, k := range slices.Sorted(maps.Keys(read)) {

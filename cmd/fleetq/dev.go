@@ -1,3 +1,5 @@
+//go:build !agent
+
 package main
 
 import (
@@ -10,8 +12,8 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
+	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
-	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func init() {
@@ -90,7 +92,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fleetq dev: --chaos must be between 0 and 1")
 		return 2
 	}
-	log, err := system.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -111,6 +113,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "operator console: fleetq console --api %s --operator-token %s --open\n", stack.URL, stack.OperatorToken)
+	devStateNote(stdout, set["operator-token"], set["fleet-secret"])
 	if len(cfg.Webhooks.AllowedHosts) > 0 {
 		fmt.Fprintf(stdout, "job callbacks signed with webhook-key=%s (Fleetq-Key-Id %s)\n", stack.WebhookKey, signing.KeyID(stack.WebhookKey))
 	}
@@ -164,4 +167,16 @@ func sameSecret(cfg *fleetconfig.Config, secret string) map[string]string {
 		}
 	}
 	return out
+}
+
+// devStateNote tells what a restart of the dev stack loses, and, unless
+// both are given, how to keep the operator token and the fleets' secrets
+// the same from one start to the next.
+func devStateNote(w io.Writer, pinnedToken, pinnedSecret bool) {
+	fmt.Fprintln(w, "state: in memory (jobs, workers, API keys, the scaler's decisions), lost when fleetq dev stops")
+	if pinnedToken && pinnedSecret {
+		return
+	}
+	fmt.Fprintln(w, "the operator token and the fleet secrets are new at every start; pin them with")
+	fmt.Fprintln(w, `  --operator-token TOKEN --fleet-secret SECRET (make serve ARGS="--operator-token TOKEN --fleet-secret SECRET")`)
 }

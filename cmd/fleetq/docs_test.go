@@ -349,28 +349,42 @@ func (tr *tree) checkCLI(fail func(string, ...any), name, rest string) {
 	}
 	cmd := []string{name}
 	flags := tr.cli.flags[name]
-	if subs := tr.cli.subs[name]; subs != nil {
+	if usages := tr.cli.usages[name]; usages != nil {
 		fields := strings.Fields(rest)
-		words := tr.cli.words[name]
+		most := 0
+		for _, u := range usages {
+			most = max(most, len(u.words))
+		}
 		n := 0
-		for n < len(fields) && n <= len(words) && !strings.HasPrefix(fields[n], "-") {
+		for n < len(fields) && n <= most && !strings.HasPrefix(fields[n], "-") {
 			n++
+		}
+		var match *cliUsage
+		for i, u := range usages {
+			if n > len(u.words) && slices.Equal(fields[:len(u.words)], u.words) && slices.Contains(u.subs, fields[len(u.words)]) {
+				match = &usages[i]
+			}
 		}
 		switch {
 		case n == 0:
 			// No subcommand: a flag must be one of some subcommand's.
 			flags = map[string]bool{}
-			for _, sub := range subs {
-				for f := range tr.cli.flags[strings.Join(append(append([]string{name}, words...), sub), " ")] {
-					flags[f] = true
+			for _, u := range usages {
+				for _, sub := range u.subs {
+					for f := range tr.cli.flags[strings.Join(append(append([]string{name}, u.words...), sub), " ")] {
+						flags[f] = true
+					}
 				}
 			}
-		case n <= len(words) || !slices.Equal(fields[:len(words)], words) || !slices.Contains(subs, fields[len(words)]):
-			fail("cites fleetq %s %s, which is no subcommand of fleetq %s <%s>", name, strings.Join(fields[:n], " "),
-				strings.Join(append([]string{name}, words...), " "), strings.Join(subs, "|"))
+		case match == nil:
+			var offered []string
+			for _, u := range usages {
+				offered = append(offered, fmt.Sprintf("fleetq %s <%s>", strings.Join(append([]string{name}, u.words...), " "), strings.Join(u.subs, "|")))
+			}
+			fail("cites fleetq %s %s, which is no subcommand of %s", name, strings.Join(fields[:n], " "), strings.Join(offered, " or "))
 			return
 		default:
-			cmd = append(cmd, fields[:n]...)
+			cmd = append(cmd, fields[:len(match.words)+1]...)
 			flags = tr.cli.flags[strings.Join(cmd, " ")]
 		}
 	}
@@ -632,15 +646,11 @@ func packageDocProblems(tr *tree, doc, src string) []string {
 
 // TestDocsListEveryPackageAndCommand keeps the maps of the tree whole:
 // docs/architecture.md's tree has a line for every package under pkg/ and
-// names every command of the CLI, and README.md's layout table names every
+// names every command of the CLI, and its layout table names every
 // package in its group's row.
 func TestDocsListEveryPackageAndCommand(t *testing.T) {
 	t.Parallel()
 	arch, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +664,7 @@ func TestDocsListEveryPackageAndCommand(t *testing.T) {
 			continue // a file such as pkg/layers_test.go
 		}
 		group := filepath.Base(g)
-		row := regexp.MustCompile("(?m)^\\| `pkg/[^|]*\\b" + group + "\\b[^|]*` \\|.*$").Find(readme)
+		row := regexp.MustCompile("(?m)^\\| `pkg/[^|]*\\b" + group + "\\b[^|]*` \\|.*$").Find(arch)
 		for _, e := range entries {
 			if !e.IsDir() {
 				continue
@@ -664,7 +674,7 @@ func TestDocsListEveryPackageAndCommand(t *testing.T) {
 				t.Errorf("docs/architecture.md's tree has no line for pkg/%s/%s", group, name)
 			}
 			if !bytes.Contains(row, []byte("`"+name+"`")) {
-				t.Errorf("README.md's layout table does not name pkg/%s/%s in the row of pkg/%s", group, name, group)
+				t.Errorf("docs/architecture.md's layout table does not name pkg/%s/%s in the row of pkg/%s", group, name, group)
 			}
 		}
 	}

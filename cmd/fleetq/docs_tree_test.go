@@ -376,7 +376,7 @@ func readMakefile(data []byte) makefile {
 
 // runs is the fleetq command a target runs with $(ARGS), if any.
 func (m makefile) runs(target string) string {
-	if c := regexp.MustCompile(`\./cmd/fleetq ([a-z-]+)\b.*\$\(ARGS\)`).FindStringSubmatch(m.targets[target]); c != nil {
+	if c := regexp.MustCompile(`(?:\./cmd|bin)/fleetq ([a-z-]+)\b.*\$\(ARGS\)`).FindStringSubmatch(m.targets[target]); c != nil {
 		return c[1]
 	}
 	return ""
@@ -386,11 +386,14 @@ func (m makefile) runs(target string) string {
 // subcommands its usage line offers (fleetq jobs <submit|get|…>, fleetq
 // tenants keys <create|…>) and the flags each prints for -h.
 type cliTable struct {
-	words map[string][]string // the fixed words before the subcommand ("keys")
-	subs  map[string][]string
-	flags map[string]map[string]bool // by "command [words subcommand]"
-	all   map[string]bool            // every flag of every command
+	usages map[string][]cliUsage      // a command's usage lines that offer subcommands
+	flags  map[string]map[string]bool // by "command [words subcommand]"
+	all    map[string]bool            // every flag of every command
 }
+
+// cliUsage is one usage line offering subcommands: the fixed words before
+// them ("keys") and the subcommands.
+type cliUsage struct{ words, subs []string }
 
 var (
 	subUsage = regexp.MustCompile(`(?m)^usage: fleetq ([a-z][a-z ]*?) ?<([a-z|-]+)>`)
@@ -398,18 +401,22 @@ var (
 )
 
 func readCLI() cliTable {
-	c := cliTable{words: map[string][]string{}, subs: map[string][]string{}, flags: map[string]map[string]bool{}, all: map[string]bool{}}
+	c := cliTable{usages: map[string][]cliUsage{}, flags: map[string]map[string]bool{}, all: map[string]bool{}}
 	for name := range commands {
 		help := cliHelp(name)
-		if u := subUsage.FindStringSubmatch(help); u != nil {
-			c.words[name] = strings.Fields(u[1])[1:]
-			c.subs[name] = strings.Split(u[2], "|")
-			for _, sub := range c.subs[name] {
-				c.addFlags(strings.Join(append(append([]string{name}, c.words[name]...), sub), " "))
+		for _, u := range subUsage.FindAllStringSubmatch(strings.ReplaceAll(help, "\n       fleetq ", "\nusage: fleetq "), -1) {
+			if strings.Fields(u[1])[0] != name {
+				continue
 			}
-			continue
+			cu := cliUsage{words: strings.Fields(u[1])[1:], subs: strings.Split(u[2], "|")}
+			c.usages[name] = append(c.usages[name], cu)
+			for _, sub := range cu.subs {
+				c.addFlags(strings.Join(append(append([]string{name}, cu.words...), sub), " "))
+			}
 		}
-		c.addFlags(name)
+		if len(c.usages[name]) == 0 {
+			c.addFlags(name)
+		}
 	}
 	return c
 }

@@ -1,3 +1,5 @@
+//go:build !agent
+
 package main
 
 import (
@@ -6,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -58,6 +61,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Secrets:    secretsmanager.NewFromConfig(awsCfg),
 		HTTP:       &http.Client{Timeout: 15 * time.Second},
 		Fleets:     fleetViews{token: *token, region: cfg.Region},
+		Workers:    fleetViews{token: *token, region: cfg.Region},
 		SDKRegion:  sdkRegion,
 	})
 	fmt.Fprintf(stdout, "fleetq doctor: stage %s (%s) in %s\n", cfg.Stage, cfg.Source(), cfg.Region)
@@ -82,4 +86,13 @@ func (v fleetViews) Fleets(ctx context.Context, apiURL string) ([]wire.Fleet, er
 		return nil, err
 	}
 	return out.Fleets, nil
+}
+
+func (v fleetViews) Workers(ctx context.Context, apiURL, fleet string) ([]wire.Worker, error) {
+	c := &operatorClient{api: apiURL, token: v.token, region: v.region, http: &http.Client{Timeout: 15 * time.Second}}
+	var out wire.WorkersResponse
+	if err := c.get(ctx, wire.PathAdminWorkers+"?fleet="+url.QueryEscape(fleet), &out); err != nil {
+		return nil, err
+	}
+	return out.Workers, nil
 }

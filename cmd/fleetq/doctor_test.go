@@ -156,10 +156,45 @@ func TestDoctorReportsAFleetWhoseImageLacksItsRunner(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("output lacks\n%s\n%s", want, out)
 	}
-	// Without an operator credential the check is skipped, not failed.
+	// Without an operator credential the check is a skip line per fleet, not a failure.
 	var o, e bytes.Buffer
 	if code := runCLI(context.Background(), []string{"doctor", "--stage", "doc", "--config", cfgFile, "--operator-token", "wrong"}, &o, &e); code != 0 ||
-		!strings.Contains(o.String(), "skip  runner *") || !strings.Contains(o.String(), "unauthenticated") {
+		!strings.Contains(o.String(), "skip  runner gpu") || !strings.Contains(o.String(), "unauthenticated") {
 		t.Errorf("exit %d with a wrong operator token:\n%s%s", code, o.String(), e.String())
+	}
+}
+
+// Without credentials doctor says so once and prints every other check as
+// one skip line pointing at it, the quota and runner checks included,
+// instead of one long credential error per check.
+func TestDoctorWithoutCredentialsSaysSoOnce(t *testing.T) {
+	cfgFile, _ := doctorAccount(t, doctorConfig, "http://127.0.0.1:1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	var out, errOut bytes.Buffer
+	if code := runCLI(context.Background(), []string{"doctor", "--stage", "doc", "--config", cfgFile}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d without credentials, want 1:\n%s%s", code, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	fails, skips := 0, 0
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "FAIL  credentials") && strings.Contains(l, "no usable AWS credentials"):
+			fails++
+		case strings.HasPrefix(l, "skip  ") && strings.HasSuffix(l, "needs AWS credentials: see credentials"):
+			skips++
+		case strings.HasPrefix(l, "ok    region"), strings.HasPrefix(l, "some checks failed"):
+		default:
+			t.Errorf("unexpected line %q", l)
+		}
+	}
+	for _, want := range []string{"skip  Spot G and VT quota", "skip  runner gpu", "skip  ami gpu", "skip  api"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if fails != 1 || skips < 8 {
+		t.Fatalf("%d credential failures and %d skips:\n%s", fails, skips, out.String())
 	}
 }

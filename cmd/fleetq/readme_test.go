@@ -25,14 +25,12 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
-// The README sections whose indented shell lines TestReadmeExamples runs:
-// the whole "Use it" section, and in "Quick start" everything from the
-// paragraph that introduces `make serve` on (its hand-try block and the
-// console line).
+// The section of docs/api.md whose indented shell lines
+// TestCommandLineExamples runs (the README's own blocks are
+// TestReadmeRunsAsWritten's).
 const (
-	readmeUseIt      = "Use it: submit a job and follow it"
-	readmeQuickStart = "Quick start"
-	readmeServeMark  = "`make serve`"
+	cliExamplesDoc     = "../../docs/api.md"
+	cliExamplesSection = "From the command line"
 )
 
 // readmeLine is one shell command of the README, continuation lines
@@ -42,10 +40,11 @@ type readmeLine struct {
 	text string
 }
 
-// readmeCommands extracts the shell commands of the README's examples:
-// indented lines of the sections above, comments and blank lines left out,
-// lines ending in a backslash joined with the next.
-func readmeCommands(t *testing.T, path string) []readmeLine {
+// readmeCommands extracts the shell commands of a document's section:
+// its indented lines, comments, blank lines and `make` lines (the test
+// starts the stack itself) left out, lines ending in a backslash joined
+// with the next.
+func readmeCommands(t *testing.T, path, want string) []readmeLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -55,7 +54,6 @@ func readmeCommands(t *testing.T, path string) []readmeLine {
 	var (
 		out     []readmeLine
 		section string
-		serve   bool
 		pending *readmeLine
 		fenced  bool
 	)
@@ -63,7 +61,7 @@ func readmeCommands(t *testing.T, path string) []readmeLine {
 	for no := 1; sc.Scan(); no++ {
 		line := sc.Text()
 		if h, ok := strings.CutPrefix(line, "## "); ok {
-			section, serve = strings.TrimSpace(h), false
+			section = strings.TrimSpace(h)
 			continue
 		}
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
@@ -71,10 +69,7 @@ func readmeCommands(t *testing.T, path string) []readmeLine {
 			continue
 		}
 		indented := !fenced && strings.HasPrefix(line, "    ")
-		if !indented && section == readmeQuickStart && strings.Contains(line, readmeServeMark) {
-			serve = true
-		}
-		if !indented || !(section == readmeUseIt || section == readmeQuickStart && serve) {
+		if !indented || section != want || strings.HasPrefix(strings.TrimSpace(line), "make ") {
 			continue
 		}
 		text := strings.TrimSpace(line)
@@ -99,10 +94,10 @@ func readmeCommands(t *testing.T, path string) []readmeLine {
 		t.Fatal(err)
 	}
 	if pending != nil {
-		t.Fatalf("README.md:%d: a continued line never ends: %q", pending.no, pending.text)
+		t.Fatalf("%s:%d: a continued line never ends: %q", path, pending.no, pending.text)
 	}
 	if len(out) == 0 {
-		t.Fatalf("no commands found in README.md's %q and %q sections", readmeQuickStart, readmeUseIt)
+		t.Fatalf("no commands found in %s's section %q", path, want)
 	}
 	return out
 }
@@ -140,27 +135,22 @@ var (
 	readmeStatus = regexp.MustCompile(`--status\s+(\S+)`)
 )
 
-// TestReadmeExamples runs the shell lines of README.md's "Use it" section
-// and of the `make serve` part of "Quick start" against a dev stack with a
-// local fleet, as a reader would type them: API, SECRET and OP are set,
-// `go run ./cmd/fleetq` is a fleetq binary built once, and a `NAME=$(...)`
-// line sets NAME for the lines after it. Each line must exit 0 and print
-// what the README says it does. A line this test does not know how to
-// check fails it, so an edited README cannot go unrun. Not run: the
-// `API=... SECRET=... OP=...` line (the test sets them), `make serve`
-// itself (the test starts the same stack in process) and `fleetq worker`
-// (it needs a stack without a local fleet and runs until stopped;
-// docs/worker.md, and pkg/service/agent's tests run the agent). The Python
-// client's README example runs alongside, against the same stack.
-func TestReadmeExamples(t *testing.T) {
+// TestCommandLineExamples runs the shell lines of docs/api.md's "From the
+// command line" section against a dev stack with a local fleet, as a
+// reader would type them: API, SECRET and OP are set, `bin/fleetq` is a
+// fleetq binary built once, and a `NAME=$(...)` line sets NAME for the
+// lines after it. Each line must exit 0 and print what the section says it
+// does. A line this test does not know how to check fails it, so an edited
+// section cannot go unrun. Not run: the `API=... SECRET=... OP=...` line
+// (the test sets them) and `make serve` itself (the test starts the same
+// stack in process). The Python client's README example runs alongside,
+// against the same stack.
+func TestCommandLineExamples(t *testing.T) {
 	t.Parallel()
-	cmds := readmeCommands(t, "../../README.md")
+	cmds := readmeCommands(t, cliExamplesDoc, cliExamplesSection)
 	bin := buildFleetq(t)
 	stack, api := startReadmeStack(t)
-	// A safety net for a command that hangs, not a speed goal: on a busy
-	// 2-core machine (make test beside other builds) the walk through the
-	// README has taken past 90 s.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	python := make(chan func(), 1)
@@ -181,7 +171,7 @@ func TestReadmeExamples(t *testing.T) {
 		var out, errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
-		t.Logf("README.md:%d: %s\n%s%s", l.no, l.text, out.String(), errOut.String())
+		t.Logf("docs/api.md:%d: %s\n%s%s", l.no, l.text, out.String(), errOut.String())
 		return out.String(), errOut.String(), err
 	}
 	// idOf is the job a line names: the value of the last variable it
@@ -194,7 +184,7 @@ func TestReadmeExamples(t *testing.T) {
 			}
 		}
 		if id == "" {
-			t.Errorf("README.md:%d: %q names no job the lines before it submitted", l.no, l.text)
+			t.Errorf("docs/api.md:%d: %q names no job the lines before it submitted", l.no, l.text)
 		}
 		return id
 	}
@@ -203,12 +193,12 @@ func TestReadmeExamples(t *testing.T) {
 	seen := map[string]bool{}
 	for _, l := range cmds {
 		if ctx.Err() != nil {
-			t.Fatalf("README.md:%d: not reached within the test's deadline", l.no)
+			t.Fatalf("docs/api.md:%d: not reached within the test's deadline", l.no)
 		}
-		line := strings.ReplaceAll(l.text, "go run ./cmd/fleetq", bin)
+		line := strings.ReplaceAll(l.text, "bin/fleetq", bin)
 		fail := func(format string, args ...any) {
 			t.Helper()
-			t.Errorf("README.md:%d: %s: %s", l.no, l.text, fmt.Sprintf(format, args...))
+			t.Errorf("docs/api.md:%d: %s: %s", l.no, l.text, fmt.Sprintf(format, args...))
 		}
 		var kind string
 		switch {
@@ -220,10 +210,6 @@ func TestReadmeExamples(t *testing.T) {
 				}
 			}
 			continue // the test has set them to its own stack's
-		case strings.Contains(line, bin+" worker "):
-			kind = "worker"
-			seen[kind] = true
-			continue // see the test's comment
 		case readmeAssign.MatchString(line):
 			m := readmeAssign.FindStringSubmatch(line)
 			kind = "submit"
@@ -341,7 +327,7 @@ func TestReadmeExamples(t *testing.T) {
 			}
 		case strings.HasPrefix(line, "curl "):
 			if noCurl != nil {
-				t.Logf("README.md:%d: curl is not installed: %q is not run", l.no, l.text)
+				t.Logf("docs/api.md:%d: curl is not installed: %q is not run", l.no, l.text)
 				continue
 			}
 			kind = curlKind(line)
@@ -381,13 +367,13 @@ func TestReadmeExamples(t *testing.T) {
 		}
 		seen[kind] = true
 	}
-	required := []string{"key", "submit", "wait", "get", "logs", "cancel", "list", "fleets", "console", "worker"}
+	required := []string{"key", "submit", "wait", "get", "logs", "cancel", "list", "fleets", "console"}
 	if noCurl == nil {
 		required = append(required, "curl submit", "curl job", "curl logs")
 	}
 	for _, k := range required {
 		if !seen[k] {
-			t.Errorf("README.md's examples no longer show %q; this test expects them to", k)
+			t.Errorf("docs/api.md's examples no longer show %q; this test expects them to", k)
 		}
 	}
 	if report := <-python; report != nil {

@@ -1,3 +1,5 @@
+//go:build !agent
+
 package main
 
 import (
@@ -30,7 +32,8 @@ func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	stage := fs.String("stage", "dev", "stage to test; without --api its API URL is read from the stack fleetq-<stage>")
 	configFile := fs.String("config", "", "fleet config file of the stage (default: the built-in one)")
 	workflow := fs.String("workflow", "", "workflow to run (default: the first workflow of the stage's first fleet)")
-	tenant := fs.String("tenant", "smoke", "tenant id of the job")
+	tenant := fs.String("tenant", "smoke", "tenant id of the job: smoke makes a key of this tenant for the run (the operator routes), submits with it to the key API and revokes it after")
+	keyAPI := fs.String("key-api", env("KEY_API", ""), "the key API's URL, where the job is submitted with a tenant's API key (env FLEETQ_KEY_API; default: the stack's KeyApiUrl output without --api, else --api)")
 	input := fs.String("input", `{"seconds": 1}`, "the job's input, a JSON object: a tiny one your workflow's runner accepts")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long (a fleet at zero must boot an instance first)")
 	interval := fs.Duration("interval", 5*time.Second, "time between two looks at the job")
@@ -61,23 +64,42 @@ func runSmoke(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	if !set["api"] && env("API", "") == "" {
-		url, err := stackAPI(ctx, *stage)
+		outputs, err := stackOutputs(ctx, *stage, "ApiUrl", "KeyApiUrl")
 		if err != nil {
 			fmt.Fprintln(stderr, "fleetq smoke:", err)
 			return 1
 		}
-		c.api = url
+		c.api = outputs["ApiUrl"]
+		if *keyAPI == "" {
+			*keyAPI = outputs["KeyApiUrl"]
+		}
+	}
+	if *keyAPI == "" {
+		*keyAPI = c.api // the dev stack serves every route on one URL
 	}
 
-	req := wire.SubmitRequest{TenantID: *tenant, WorkflowID: *workflow, Input: json.RawMessage(*input),
+	// The job goes in as a tenant's would, with an API key on the key API:
+	// whoever may call the operator routes (who deployed the stack) can run
+	// it without being listed anywhere.
+	producer := &operatorClient{api: *keyAPI, apiKey: c.apiKey, http: c.http}
+	if producer.apiKey == "" {
+		key, revoke, err := smokeKey(ctx, c, *tenant)
+		if err != nil {
+			fmt.Fprintln(stderr, "fleetq smoke: make a key for tenant "+*tenant+":", err)
+			return 1
+		}
+		defer revoke(stderr)
+		producer.apiKey = key
+	}
+	req := wire.SubmitRequest{WorkflowID: *workflow, Input: json.RawMessage(*input),
 		JobID: fmt.Sprintf("smoke-%d", time.Now().UnixMilli())}
 	var sub wire.JobStatusResponse
-	if err := c.send(ctx, http.MethodPost, wire.PathJobs, req, &sub, false, nil); err != nil {
+	if err := producer.send(ctx, http.MethodPost, wire.PathJobs, req, &sub, false, nil); err != nil {
 		fmt.Fprintln(stderr, "fleetq smoke: submit:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "submitted %s (workflow %s) to %s; waiting up to %s\n", sub.JobID, *workflow, c.api, *timeout)
-	j, err := c.wait(ctx, sub.JobID, *timeout, *interval)
+	fmt.Fprintf(stdout, "submitted %s (workflow %s) to %s; waiting up to %s\n", sub.JobID, *workflow, producer.api, *timeout)
+	j, err := producer.wait(ctx, sub.JobID, *timeout, *interval)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq smoke:", err)
 		return 1
@@ -102,20 +124,46 @@ func stageConfig(stage, file string) (*fleetconfig.Config, error) {
 	return cfg, err
 }
 
-// stackAPI reads the stage's API URL from its stack's outputs.
-func stackAPI(ctx context.Context, stage string) (string, error) {
+// smokeKey makes an API key of tenant for one smoke run, through the
+// operator routes, and answers a function that revokes it.
+func smokeKey(ctx context.Context, operator *operatorClient, tenant string) (string, func(io.Writer), error) {
+	var created wire.CreateKeyResponse
+	req := wire.CreateKeyRequest{TenantID: tenant, Name: "fleetq smoke", ExpiresInSeconds: int64(smokeKeyLifetime / time.Second)}
+	if err := operator.send(ctx, http.MethodPost, wire.PathAdminKeys, req, &created, false, nil); err != nil {
+		return "", nil, err
+	}
+	revoke := func(stderr io.Writer) {
+		path := strings.Replace(wire.PathAdminKeyRevoke, "{key_id}", created.APIKey.KeyID, 1)
+		var out wire.KeyResponse
+		// A fresh context: the run's may have timed out, the key must go.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := operator.send(ctx, http.MethodPost, path, wire.Empty{}, &out, false, nil); err != nil {
+			fmt.Fprintf(stderr, "fleetq smoke: revoke the run's key %s: %v (it expires by itself within %s)\n", created.APIKey.Prefix, err, smokeKeyLifetime)
+		}
+	}
+	return created.Key, revoke, nil
+}
+
+// smokeKeyLifetime bounds a smoke run's key should its revocation fail.
+const smokeKeyLifetime = 24 * time.Hour
+
+// stackOutputs reads the named outputs of the stage's stack.
+func stackOutputs(ctx context.Context, stage string, names ...string) (map[string]string, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return "", fmt.Errorf("no --api, and no AWS configuration to find the stack's: %w", err)
+		return nil, fmt.Errorf("no --api, and no AWS configuration to find the stack's: %w", err)
 	}
 	outputs, res := preflight.StackOutputs(ctx, cloudformation.NewFromConfig(awsCfg), stage)
 	if res.Status != preflight.OK {
-		return "", errors.New(res.Message)
+		return nil, errors.New(res.Message)
 	}
-	if outputs["ApiUrl"] == "" {
-		return "", fmt.Errorf("stack %s has no ApiUrl output", preflight.StackName(stage))
+	for _, n := range names {
+		if outputs[n] == "" {
+			return nil, fmt.Errorf("stack %s has no %s output", preflight.StackName(stage), n)
+		}
 	}
-	return outputs["ApiUrl"], nil
+	return outputs, nil
 }
 
 // printTimeline writes each transition of the job with its time since the

@@ -2,17 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	shipped "github.com/fleetq/fleetq/config"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
-	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -37,15 +32,7 @@ func TestSmokeRunsAJobThroughAFleet(t *testing.T) {
 			if first.Agent.Runner != "exec" {
 				t.Fatalf("the %s stage's first fleet runs %q: it must run a command the stock image has", stage, first.Agent.Runner)
 			}
-			flags, err := parseWorkerFlags([]string{"--runner", first.Agent.Runner, "--exec", first.Agent.Exec}, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runner, err := flags.newRunner()
-			if err != nil {
-				t.Fatal(err)
-			}
-			smoke := smokeStack(t, stage, cfg, first.Slug, runner)
+			smoke := smokeStack(t, stage, cfg, first.Slug, fleetRunner(t, first))
 			code, out, errOut := smoke()
 			if code != 0 {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -86,19 +73,7 @@ func TestSmokeExitsThreeOnADeadJob(t *testing.T) {
 // that runs fleetq smoke for stage against it.
 func smokeStack(t *testing.T, stage string, cfg *fleetconfig.Config, fleet string, runner agent.Runner) func(args ...string) (int, string, string) {
 	t.Helper()
-	stack, err := devstack.Start(context.Background(), devstack.Options{
-		Addr: "127.0.0.1:0", Config: cfg, Logger: slog.New(slog.DiscardHandler), OperatorToken: "op-token",
-		Fleet: devstack.FleetOptions{Tick: time.Second, BootDelay: time.Second, LocalAgents: true,
-			AgentConfig: func(f, _ string, c *agent.Config) {
-				if f == fleet {
-					c.Runner = runner
-				}
-			}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
+	stack := startFleetStack(t, cfg, fleet, runner)
 	return func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		args = append([]string{"smoke", "--stage", stage, "--api", stack.URL, "--operator-token", "op-token", "--interval", "200ms", "--timeout", "2m"}, args...)

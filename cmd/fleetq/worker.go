@@ -22,8 +22,8 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/service/agent"
-	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 func init() {
@@ -175,7 +175,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return 2
 	}
-	log, err := system.NewLogger(stderr, *f.logLevel)
+	log, err := logging.New(stderr, *f.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq worker:", err)
 		return 2

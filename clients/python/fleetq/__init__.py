@@ -378,14 +378,24 @@ def verify_webhook(headers: Any, body: bytes, key: str, previous_key: Optional[s
         raise WebhookError("no Fleetq-Timestamp") from None
     if abs(now - ts) > tolerance:
         raise WebhookError(f"Fleetq-Timestamp {ts} is more than {tolerance:.0f}s from now")
-    kid = headers.get("Fleetq-Key-Id") or ""
     keys = {key_id(key): key}
     if previous_key and previous_until is not None and now < previous_until:
         keys.setdefault(key_id(previous_key), previous_key)
-    signing_key = keys.get(kid)
-    if signing_key is None:
-        raise WebhookError(f"Fleetq-Key-Id {kid!r} names neither the current key nor the previous one within its window")
-    mac = hmac.new(signing_key.encode(), str(ts).encode() + b"." + body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest("v1=" + mac, headers.get("Fleetq-Signature") or ""):
+    # Every signature, by key id: Fleetq-Signatures ("<id>:v1=<hex>, ..."),
+    # and Fleetq-Key-Id with Fleetq-Signature.
+    signed = {}
+    for part in (headers.get("Fleetq-Signatures") or "").split(","):
+        kid, sep, sig = part.strip().partition(":")
+        if sep and kid:
+            signed[kid] = sig
+    signed.setdefault(headers.get("Fleetq-Key-Id") or "", headers.get("Fleetq-Signature") or "")
+    held = [kid for kid in keys if kid in signed]
+    if not held:
+        raise WebhookError("no signature names the current key or the previous one within its window")
+    for kid in held:
+        mac = hmac.new(keys[kid].encode(), str(ts).encode() + b"." + body, hashlib.sha256).hexdigest()
+        if hmac.compare_digest("v1=" + mac, signed[kid]):
+            break
+    else:
         raise WebhookError("Fleetq-Signature does not match")
     return json.loads(body)

@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +72,16 @@ func (s *SecretsManagerKeys) read(ctx context.Context) (signing.Ring, error) {
 	if err != nil {
 		return signing.Ring{}, fmt.Errorf("read signing key %s: %w", s.ID, err)
 	}
+	if v := strings.TrimSpace(aws.ToString(cur.SecretString)); strings.HasPrefix(v, "{") {
+		ring, err := ParseKeyRing(v)
+		if err != nil {
+			return signing.Ring{}, fmt.Errorf("signing key %s: %w", s.ID, err)
+		}
+		if cur.CreatedDate != nil && ring.PreviousUntil.After(cur.CreatedDate.Add(MaxKeyWindow)) {
+			ring.PreviousUntil = cur.CreatedDate.Add(MaxKeyWindow)
+		}
+		return ring, nil
+	}
 	var ring signing.Ring
 	if ring.Current, err = signing.NewKey(aws.ToString(cur.SecretString)); err != nil {
 		return signing.Ring{}, fmt.Errorf("signing key %s: %w", s.ID, err)
@@ -85,5 +97,46 @@ func (s *SecretsManagerKeys) read(ctx context.Context) (signing.Ring, error) {
 	if k, err := signing.NewKey(aws.ToString(prev.SecretString)); err == nil && cur.CreatedDate != nil {
 		ring.Previous, ring.PreviousUntil = k, cur.CreatedDate.Add(s.Window)
 	}
+	return ring, nil
+}
+
+// MaxKeyWindow bounds how long a previous key given as "previous" still
+// signs and verifies after the secret's version was stored.
+const MaxKeyWindow = 30 * 24 * time.Hour
+
+// ParseKeyRing reads a signing key secret written as
+// {"current": "<key>", "previous": "<key>", "previous_until": "<RFC 3339>"}:
+// a rotation whose window the operator sets (up to MaxKeyWindow), such as
+// the upgrade that keeps the previous release's webhook key signing beside
+// the new one until its receivers have moved (docs/deploy.md, "Upgrading a
+// stage"). The previous key and its end go together.
+func ParseKeyRing(value string) (signing.Ring, error) {
+	var r struct {
+		Current       string `json:"current"`
+		Previous      string `json:"previous"`
+		PreviousUntil string `json:"previous_until"`
+	}
+	dec := json.NewDecoder(strings.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return signing.Ring{}, fmt.Errorf("neither a plain key nor {\"current\", \"previous\", \"previous_until\"}: %v", err)
+	}
+	var ring signing.Ring
+	var err error
+	if ring.Current, err = signing.NewKey(r.Current); err != nil {
+		return signing.Ring{}, fmt.Errorf("\"current\": %w", err)
+	}
+	if r.Previous == "" && r.PreviousUntil == "" {
+		return ring, nil
+	}
+	if r.Previous == "" || r.PreviousUntil == "" {
+		return signing.Ring{}, errors.New("\"previous\" and \"previous_until\" go together")
+	}
+	until, err := time.Parse(time.RFC3339, r.PreviousUntil)
+	if err != nil {
+		return signing.Ring{}, fmt.Errorf("\"previous_until\" is not an RFC 3339 time: %v", err)
+	}
+	ring.Previous, _ = signing.NewKey(r.Previous)
+	ring.PreviousUntil = until
 	return ring, nil
 }

@@ -78,3 +78,39 @@ func TestSecretsManagerKeysRotateWithOverlap(t *testing.T) {
 		t.Fatal("a missing secret answered a ring")
 	}
 }
+
+// A key secret written as {"current", "previous", "previous_until"} keeps
+// the previous key until the date it names (the upgrade that keeps the
+// previous release's webhook key signing), never longer than MaxKeyWindow
+// after the version was stored; a malformed one is an error, not a key.
+func TestSecretsManagerKeysWithAnExplicitWindow(t *testing.T) {
+	srv, err := localaws.StartJSONAPI("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:WebhookKey-AbCdEf"
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	client := secretsmanager.NewFromConfig(awsenv.Static(""), func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	ctx := context.Background()
+	read := func(value string) (signing.Ring, error) {
+		srv.PutSecretValueAt(arn, value, t0)
+		return (&SecretsManagerKeys{Client: client, ID: arn, Window: time.Hour, Clock: clock.NewFake(t0)}).SigningKeys(ctx, "")
+	}
+	ring, err := read(`{"current": "new-key", "previous": "legacy-key", "previous_until": "2026-01-15T00:00:00Z"}`)
+	if err != nil || ring.Current.ID != signing.KeyID("new-key") || ring.Previous.ID != signing.KeyID("legacy-key") ||
+		!ring.PreviousUntil.Equal(time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("ring %+v, %v", ring, err)
+	}
+	if ring, err = read(`{"current": "new-key", "previous": "legacy-key", "previous_until": "2027-01-01T00:00:00Z"}`); err != nil || !ring.PreviousUntil.Equal(t0.Add(MaxKeyWindow)) {
+		t.Fatalf("a year's window: until %s (%v), want %s", ring.PreviousUntil, err, t0.Add(MaxKeyWindow))
+	}
+	if ring, err = read(`{"current": "new-key"}`); err != nil || ring.Current.ID != signing.KeyID("new-key") || ring.Previous.ID != "" {
+		t.Fatalf("current alone: %+v, %v", ring, err)
+	}
+	for _, bad := range []string{`{"current": ""}`, `{"current": "k", "previous": "p"}`, `{"current": "k", "previous": "p", "previous_until": "soon"}`, `{"current": "k", "extra": 1}`} {
+		if ring, err := read(bad); err == nil {
+			t.Errorf("%s answered %+v", bad, ring)
+		}
+	}
+}

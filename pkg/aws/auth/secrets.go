@@ -50,6 +50,22 @@ func (IAMOperator) AuthenticateOperator(r *http.Request) (string, error) {
 	return iam.AccountID + ":" + iam.AccessKey, nil
 }
 
+// TokenOrIAM authenticates operators by either credential: an IAM identity
+// API Gateway's Lambda integration attached to the request (as the api
+// function does), else the bearer token. The dev stack serves both: its
+// HTTP listener, where no request carries an IAM identity, takes the token;
+// requests delivered as API Gateway events take IAM.
+type TokenOrIAM struct{ Token OperatorToken }
+
+// AuthenticateOperator returns the caller's IAM ARN, or "operator" for the
+// token.
+func (a TokenOrIAM) AuthenticateOperator(r *http.Request) (string, error) {
+	if who, err := (IAMOperator{}).AuthenticateOperator(r); err == nil {
+		return who, nil
+	}
+	return a.Token.AuthenticateOperator(r)
+}
+
 // SecretsManagerGetter is the part of the Secrets Manager API the secret
 // source uses.
 type SecretsManagerGetter interface {

@@ -22,14 +22,24 @@ type FleetViews interface {
 // fails until its image has the runner. Fleets the API cannot be asked
 // about are skipped (an operator credential is needed).
 func BootProblems(ctx context.Context, fv FleetViews, apiURL string, cfg *fleetconfig.Config) []Result {
-	check := func(slug string) string { return "runner " + slug }
+	check := runnerCheck
+	skipAll := func(why string) []Result {
+		var out []Result
+		for i, f := range cfg.Fleets {
+			if i > 0 {
+				why = "see runner " + cfg.Fleets[0].Slug
+			}
+			out = append(out, Result{check(f.Slug), Skip, why})
+		}
+		return out
+	}
 	if apiURL == "" {
-		return []Result{{check("*"), Skip, "the stack has no ApiUrl output"}}
+		return skipAll("the stack has no ApiUrl output")
 	}
 	views, err := fv.Fleets(ctx, apiURL)
 	if err != nil {
-		return []Result{{check("*"), Skip, fmt.Sprintf("cannot read the fleets' boot reports (GET %s%s: %v): doctor needs the operator policy (the stack's OperatorPolicyArn output) to check them",
-			strings.TrimRight(apiURL, "/"), wire.PathAdminFleets, err)}}
+		return skipAll(fmt.Sprintf("cannot read the fleets' boot reports (GET %s%s: %v): doctor needs the operator policy (the stack's OperatorPolicyArn output) to check them",
+			strings.TrimRight(apiURL, "/"), wire.PathAdminFleets, err))
 	}
 	byFleet := map[string]wire.Fleet{}
 	for _, v := range views {
@@ -52,6 +62,9 @@ func BootProblems(ctx context.Context, fv FleetViews, apiURL string, cfg *fleetc
 	}
 	return out
 }
+
+// runnerCheck names the runner check of a fleet.
+func runnerCheck(slug string) string { return "runner " + slug }
 
 // RunnerMissingSummary says which instances of a fleet reported their
 // runner missing, grouped by what they said and their image, the largest

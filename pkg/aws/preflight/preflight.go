@@ -68,6 +68,9 @@ type Deps struct {
 	// Fleets, when set, reads the fleets' boot reports through the API
 	// (BootProblems).
 	Fleets FleetViews
+	// Workers, when set, reads the fleets' workers through the API
+	// (StageSecretAgents).
+	Workers WorkerViews
 	// SDKRegion is the region the AWS SDK's configuration resolved (env,
 	// profile); empty when it resolved none.
 	SDKRegion string
@@ -116,14 +119,23 @@ const (
 )
 
 // Run runs every check for the stage cfg describes, in order, and returns
-// every verdict. It never changes anything.
+// one verdict per check (Planned names them). A check that cannot run
+// because an earlier one failed or skipped (no credentials, no instance
+// types, no stack) is a Skip naming that check, so its problem is said
+// once. It never changes anything.
 func Run(ctx context.Context, cfg *fleetconfig.Config, d Deps) []Result {
-	var out []Result
-	out = append(out, Credentials(ctx, d.Identity), Region(cfg, d.SDKRegion), Bootstrap(ctx, d.Stacks, cfg.Region))
+	planned := Planned(cfg, d.Fleets != nil && d.Workers != nil)
+	creds := Credentials(ctx, d.Identity)
+	out := []Result{creds, Region(cfg, d.SDKRegion)}
+	if creds.Status != OK {
+		return skipRest(out, planned, "needs AWS credentials: see credentials")
+	}
+	out = append(out, Bootstrap(ctx, d.Stacks, cfg.Region))
 	types, err := DescribeTypes(ctx, d.EC2, cfg)
 	if err != nil {
-		out = append(out, fail("instance types", "%v: check the fleets' instance_types exist in %s", awsMessage(err), cfg.Region))
+		out = append(out, fail(checkTypes, "%v: check the fleets' instance_types exist in %s", awsMessage(err), cfg.Region))
 	} else {
+		out = append(out, ok(checkTypes, "%d instance types in %s", len(types), cfg.Region))
 		out = append(out, SpotQuotas(ctx, d.Quotas, cfg, types)...)
 		out = append(out, OnDemandQuotas(ctx, d.Quotas, cfg, types)...)
 	}
@@ -131,29 +143,116 @@ func Run(ctx context.Context, cfg *fleetconfig.Config, d Deps) []Result {
 		out = append(out, AMI(ctx, d.Parameters, d.EC2, f, types))
 	}
 	outputs, res := StackOutputs(ctx, d.Stacks, cfg.Stage)
-	if res.Status != OK {
-		for _, f := range cfg.Fleets {
-			if f.AcceptSecret {
-				res.Check = "fleet secret " + f.Slug
-				out = append(out, res)
+	out = append(out, res)
+	if res.Status == OK {
+		out = append(out, FleetSecrets(ctx, d.Secrets, cfg, outputs["FleetSecretArns"])...)
+		out = append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
+		if d.Fleets != nil {
+			out = append(out, BootProblems(ctx, d.Fleets, outputs["ApiUrl"], cfg)...)
+		}
+		if d.Workers != nil {
+			out = append(out, StageSecretAgents(ctx, d.Workers, outputs["ApiUrl"], cfg)...)
+		}
+	}
+	return skipRest(out, planned, "")
+}
+
+// The names of the checks that do not name a fleet or a quota.
+const (
+	checkCredentials = "credentials"
+	checkRegion      = "region"
+	checkBootstrap   = "cdk bootstrap"
+	checkTypes       = "instance types"
+	checkStack       = "stack"
+	checkAPI         = "api"
+)
+
+// Planned names every check Run makes for cfg, in order (withFleets: the
+// runner and stage-secret agents checks, which read the API as an
+// operator). A new check adds its
+// name here and its call in Run; a check Run could not reach is listed as
+// skipped with the reason.
+func Planned(cfg *fleetconfig.Config, withFleets bool) []string {
+	out := []string{checkCredentials, checkRegion, checkBootstrap, checkTypes}
+	for _, market := range []string{"Spot", "On-Demand"} {
+		for _, c := range QuotaClasses {
+			for _, f := range cfg.Fleets {
+				if market == "On-Demand" && !f.OnDemand.Enabled() {
+					continue
+				}
+				if slices.ContainsFunc(f.InstanceTypes, func(t string) bool { k := classOf(t); return k != nil && k.Name == c.Name }) {
+					out = append(out, quotaCheck(market, c))
+					break
+				}
 			}
 		}
-		res.Check = "api"
-		return append(out, res)
 	}
-	out = append(out, FleetSecrets(ctx, d.Secrets, cfg, outputs["FleetSecretArns"])...)
-	out = append(out, API(ctx, d.HTTP, outputs["ApiUrl"]))
-	if d.Fleets != nil {
-		out = append(out, BootProblems(ctx, d.Fleets, outputs["ApiUrl"], cfg)...)
+	for _, f := range cfg.Fleets {
+		out = append(out, "ami "+f.Slug)
+	}
+	out = append(out, checkStack)
+	for _, f := range cfg.Fleets {
+		if f.AcceptSecret {
+			out = append(out, "fleet secret "+f.Slug)
+		}
+	}
+	out = append(out, checkAPI)
+	if withFleets {
+		for _, f := range cfg.Fleets {
+			out = append(out, runnerCheck(f.Slug))
+		}
+		for _, f := range cfg.Fleets {
+			if !f.AcceptSecret {
+				out = append(out, stageSecretCheck(f.Slug))
+			}
+		}
 	}
 	return out
+}
+
+// skipRest adds a Skip for each planned check without a verdict in out,
+// saying why: reason, or the earlier check it needs.
+func skipRest(out []Result, planned []string, reason string) []Result {
+	have := map[string]bool{}
+	for _, r := range out {
+		have[r.Check] = true
+	}
+	for _, name := range planned {
+		if have[name] {
+			continue
+		}
+		why := reason
+		if why == "" {
+			why = waitsFor(name)
+		}
+		out = append(out, Result{name, Skip, why})
+	}
+	return out
+}
+
+// waitsFor says which earlier check a check that did not run waits for.
+func waitsFor(check string) string {
+	switch {
+	case strings.HasSuffix(check, " quota"):
+		return "needs the instance types' vCPUs: see instance types"
+	case strings.HasPrefix(check, "fleet secret "), check == checkAPI, strings.HasPrefix(check, "runner "), strings.HasPrefix(check, stageSecretCheck("")):
+		return "needs the stage's stack: see stack"
+	}
+	return "not run"
 }
 
 // Credentials asks STS who the caller is.
 func Credentials(ctx context.Context, id Identity) Result {
 	out, err := id.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
-	if err != nil {
-		return fail("credentials", "%v: configure AWS credentials (aws configure sso, or AWS_PROFILE) for the stage's account", awsMessage(err))
+	var ae smithy.APIError
+	switch {
+	case err != nil && !errors.As(err, &ae):
+		// No answer from STS: the SDK found no credentials to sign with
+		// (its error lists every source it tried), or STS was not reached.
+		msg := err.Error()
+		return fail(checkCredentials, "no usable AWS credentials (%s): configure them (aws configure sso, or AWS_PROFILE) for the stage's account", msg[strings.LastIndex(msg, ": ")+2:])
+	case err != nil:
+		return fail(checkCredentials, "%v: configure AWS credentials (aws configure sso, or AWS_PROFILE) for the stage's account", awsMessage(err))
 	}
 	return ok("credentials", "account %s as %s", aws.ToString(out.Account), aws.ToString(out.Arn))
 }

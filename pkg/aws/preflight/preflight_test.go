@@ -200,9 +200,11 @@ func TestBootstrapMissingFailedOrOld(t *testing.T) {
 			e.deps.Stacks = cloudformation.NewFromConfig(localaws.Config(acct.URL))
 			rs := e.run(t)
 			expect(t, only(t, rs, "cdk bootstrap"), preflight.Fail, c.says)
-			// Without the stage's stack, the checks that need it wait for the deploy.
-			expect(t, only(t, rs, "fleet secret sdxl"), preflight.Skip, "make deploy STAGE=test")
-			expect(t, only(t, rs, "api"), preflight.Skip, "not deployed yet")
+			// Without the stage's stack, the checks that need it wait for the
+			// deploy, which the stack's line says once.
+			expect(t, only(t, rs, "stack"), preflight.Skip, "not deployed yet", "make deploy STAGE=test")
+			expect(t, only(t, rs, "fleet secret sdxl"), preflight.Skip, "see stack")
+			expect(t, only(t, rs, "api"), preflight.Skip, "see stack")
 		})
 	}
 }

@@ -44,6 +44,9 @@ func classOf(instanceType string) *QuotaClass {
 	return nil
 }
 
+// quotaCheck names the check of one market's quota class.
+func quotaCheck(market string, c QuotaClass) string { return market + " " + c.Name + " quota" }
+
 // need is the vCPUs one quota class must allow and which fleets ask for them.
 type need struct {
 	vcpus int
@@ -105,7 +108,7 @@ func quotas(ctx context.Context, q Quotas, region, market string, fleets []fleet
 		if !used {
 			continue
 		}
-		check := fmt.Sprintf("%s %s quota", market, c.Name)
+		check := quotaCheck(market, c)
 		qc := code(c)
 		res, err := q.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(qc)})
 		if err != nil || res.Quota == nil {
@@ -154,12 +157,19 @@ func AMI(ctx context.Context, p Parameters, c EC2, f fleetconfig.Fleet, types ma
 			return fail(check, "fleet %s has neither ami_id nor ami_ssm_parameter", f.Slug)
 		}
 		out, err := p.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(f.AMISSMParameter)})
-		if err != nil {
+		switch {
+		case isCode(err, "ParameterNotFound"):
 			return fail(check, "%v: ami_ssm_parameter %s does not resolve in this region; publish the image's id there or set ami_id", awsMessage(err), f.AMISSMParameter)
+		case err != nil:
+			// It could not look: the image may well be published.
+			return fail(check, "%v: could not read ami_ssm_parameter %s: check the credentials may call ssm:GetParameter on it", awsMessage(err), f.AMISSMParameter)
 		}
 		id, from = aws.ToString(out.Parameter.Value), f.AMISSMParameter
 	}
 	out, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	if err != nil && !isCode(err, "InvalidAMIID.NotFound") && !isCode(err, "InvalidAMIID.Malformed") {
+		return fail(check, "%s (from %s): %v: could not look the image up: check the credentials may call ec2:DescribeImages", id, from, errText(err))
+	}
 	if err != nil || len(out.Images) == 0 {
 		return fail(check, "%s (from %s): %v: share or copy the image to this account and region", id, from, errText(err))
 	}

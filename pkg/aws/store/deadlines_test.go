@@ -136,3 +136,29 @@ func TestRunTimeoutOfASilentWorker(t *testing.T) {
 		t.Fatalf("after the sweep: %s (%s), want queued for run_timeout", j.Status, j.Reason)
 	}
 }
+
+// A poll that finds a lease run out at its run deadline ends it, and the
+// attempt's backoff files the job among the delayed retries: the poll does
+// not try to claim it (the claim could only fail), nor count a lost claim.
+func TestRunTimeoutInItsBackoffCostsNoClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submitWith(job.Spec{ID: "j", WorkflowID: "wf-a", TimeoutSeconds: 60})
+	w1 := e.register("w1", "gpu", 1)
+	w2 := e.register("w2", "gpu", 1)
+	e.lease(w1)
+	before := e.st.LeaseStats()
+	e.clock.Advance(61 * time.Second)
+	e.noLease(w2, store.ErrNoJob)
+	j := e.status("j")
+	if j.Status != job.Queued || j.Reason != job.ReasonRunTimeout || !j.NotBefore.After(e.clock.Now()) {
+		t.Fatalf("after the poll: %s (%s), not before %s; want queued for run_timeout, in its backoff", j.Status, j.Reason, j.NotBefore)
+	}
+	if after := e.st.LeaseStats(); after.Conflicts != before.Conflicts {
+		t.Fatalf("the poll tried a claim it could only lose: lost claims %d → %d", before.Conflicts, after.Conflicts)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if got := e.lease(w2); got.ID != "j" {
+		t.Fatalf("after its backoff, w2 leased %q", got.ID)
+	}
+}

@@ -14,13 +14,15 @@
 // lease.go, report.go and deadlines.go (jobs and their leases), with
 // fairlease.go (fair share on the lease path), leasecap.go (tenants' leased
 // caps), tenants.go (tenants' queued caps) and ondemand.go (jobs pinned to
-// On-Demand); workers.go, preempt.go (draining and ending workers the control
+// On-Demand); workers.go, retoken.go (a worker's token replaced, its leases
+// moved to the new one), preempt.go (draining and ending workers the control
 // plane decided to end, their leases requeued), fleetstate.go,
 // registration.go, bootreports.go (machines that could not start work),
 // interruptions.go, outbox.go, callbacks.go (outcomes due at callback URLs),
 // costs.go and spotprices.go (the price of each job), apikeys.go (tenants'
-// API keys), console.go (operator console sessions); over store.go (the
-// client, writes, transactions and the one query helper), schema.go (every
+// API keys), principals.go (IAM principals mapped to tenants), console.go
+// (operator console sessions); over store.go (the client, writes,
+// transactions and the one query helper), schema.go (every
 // key, prefix and attribute name), errors.go (the sentinel errors) and
 // itemsize.go (the 400 KB item limit).
 package store

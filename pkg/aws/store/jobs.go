@@ -340,7 +340,10 @@ type jobItem struct {
 	QueueDeadlineMS int64 `dynamodbav:"queue_deadline_ms"`
 	RunDeadlineMS   int64 `dynamodbav:"run_deadline_ms"`
 
-	LeaseToken      string   `dynamodbav:"lease_token,omitempty"`
+	LeaseToken string `dynamodbav:"lease_token,omitempty"`
+	// LeaseAuth is the lease holder's token digest (attrLeaseAuth); absent
+	// on leases taken by releases before it was kept.
+	LeaseAuth       string   `dynamodbav:"lease_auth,omitempty"`
 	WorkerID        string   `dynamodbav:"worker_id,omitempty"`
 	Progress        *float64 `dynamodbav:"progress,omitempty"`
 	Reason          string   `dynamodbav:"reason,omitempty"`

@@ -82,12 +82,15 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 		if lost {
 			continue
 		}
-		// Nothing ready: bring back due retries and expired leases, then try those.
+		// Nothing ready: bring back due retries and expired leases, then try
+		// those, in the lease rule's order like any other candidates (the
+		// list is whole: nothing lies beyond it).
 		back, err := s.reclaimable(ctx, f.Slug, now)
 		if err != nil {
 			return job.Job{}, err
 		}
-		if back, err = s.leasable(ctx, a, workflows, back); err != nil {
+		inQueueOrder(back)
+		if back, err = s.leaseOrder(ctx, a, f.Slug, workflows, back, false, window, now); err != nil {
 			return job.Job{}, err
 		}
 		if len(back) > 0 {
@@ -167,17 +170,6 @@ func (s *Store) leaseOrder(ctx context.Context, a WorkerAuth, fleet string, work
 		}
 	}
 	return itemsInOrder(lease.Order(cands, w, t, spread, mrand.Shuffle), byID), nil
-}
-
-// leasable keeps the jobs the worker may lease, in their order.
-func (s *Store) leasable(ctx context.Context, a WorkerAuth, workflows []string, items []jobItem) ([]jobItem, error) {
-	byID := make(map[string]jobItem, len(items))
-	cands := candidates(items, byID)
-	w, err := s.pollWorker(ctx, a, workflows, cands)
-	if err != nil {
-		return nil, err
-	}
-	return itemsInOrder(lease.Leasable(cands, w), byID), nil
 }
 
 // pollWorker is the polling worker as the lease rule sees it. Its
@@ -270,6 +262,7 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
 	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
 		Set(expression.Name(attrLeaseToken), expression.Value(token)).
+		Set(expression.Name(attrLeaseAuth), expression.Value(a.TokenHash)).
 		Set(expression.Name(attrLeaseExpiresMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrLeaseUntilMS), expression.Value(ms(exp))).
 		Set(expression.Name(attrLeasedMS), expression.Value(ms(now))).
@@ -468,7 +461,8 @@ func (s *Store) SweepExpiredLeases(ctx context.Context, fleet string) (SweepResu
 }
 
 // expireLeases ends up to limit (0: every) run-out leases of a fleet, and
-// answers the jobs queued again and the counts.
+// answers the jobs queued again that may be leased now (not those a run
+// timeout's backoff filed among the delayed retries) and the counts.
 func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) (requeued []string, r SweepResult, err error) {
 	parts := s.shardPartitions(prefixLeased, fleet)
 	perShard := 0
@@ -480,14 +474,16 @@ func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, l
 		return nil, r, err
 	}
 	for _, c := range expired {
-		to, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
+		to, ready, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
 		if err != nil {
 			return requeued, r, err
 		}
 		switch to {
 		case job.Queued:
 			r.Requeued++
-			requeued = append(requeued, c.JobID)
+			if ready {
+				requeued = append(requeued, c.JobID)
+			}
 		case job.Dead:
 			r.Dead++
 		}
@@ -497,33 +493,34 @@ func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, l
 
 // expireLease ends one lease if it has really run out (read consistently, the
 // index only pointed at it). It answers the status the job moved to, or ""
-// when there was nothing to do.
-func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time) (job.Status, error) {
+// when there was nothing to do, and whether the job may be leased now (a
+// run timeout's backoff may have filed it among the delayed retries).
+func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time) (job.Status, bool, error) {
 	it, err := s.getJobItem(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	j := it.toJob()
 	if j.LeaseToken != token {
-		return "", nil
+		return "", false, nil
 	}
 	if !job.LeaseExpired(j, now) {
 		// Heartbeats extended it past the expiry the index files it under.
-		return "", s.refileLease(ctx, it, now)
+		return "", false, s.refileLease(ctx, it, now)
 	}
 	if it.RunDeadlineMS > 0 && it.RunDeadlineMS <= ms(now) {
 		// The lease ran out at the run deadline: the attempt overran.
 		if err := s.expireRun(ctx, it, now); err != nil {
-			return "", err
+			return "", false, err
 		}
 		cur, err := s.getJobItem(ctx, id)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		return job.Status(cur.Status), nil
+		return job.Status(cur.Status), job.Due(cur.toJob(), now), nil
 	}
 	o := job.AfterLeaseExpiry(j)
 	c := change{it: it, full: true, to: o.Status, reason: job.ReasonLeaseExpired, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID}
@@ -534,13 +531,13 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 	cond := leaseHeld(token).And(leaseRunOut(now))
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
-		return "", nil // heartbeat, completion or another sweep got there first
+		return "", false, nil // heartbeat, completion or another sweep got there first
 	}
 	if err != nil {
-		return "", fmt.Errorf("expire lease of job %s: %w", id, err)
+		return "", false, fmt.Errorf("expire lease of job %s: %w", id, err)
 	}
 	s.log.Info("lease expired", "job_id", id, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
-	return o.Status, nil
+	return o.Status, o.Status == job.Queued, nil
 }
 
 // refileLease moves a live lease's index entry to the expiry its last

@@ -134,6 +134,52 @@ func TestStaleTokenChangesNothing(t *testing.T) {
 	e.wantLeases("w2", 0)
 }
 
+// A heartbeat checks the worker's current token in its own write: once the
+// token is rotated, the old one extends nothing, and the new one takes the
+// lease over.
+func TestHeartbeatIsRefusedWithAReplacedToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submit("j", "wf-a", 0)
+	old := e.register("w1", "gpu", 1)
+	j := e.lease(old)
+	p := 0.25
+	if _, err := e.st.Heartbeat(e.ctx, old, "j", j.LeaseToken, &p); err != nil {
+		t.Fatalf("heartbeat before the rotation: %v", err)
+	}
+	if _, err := e.st.RotateWorkerToken(e.ctx, "w1", "hash-w1-rotated"); err != nil {
+		t.Fatal(err)
+	}
+	before := e.job("j")
+	e.clock.Advance(30 * time.Second)
+	p = 0.75
+	if _, err := e.st.Heartbeat(e.ctx, old, "j", j.LeaseToken, &p); !errors.Is(err, store.ErrUnauthenticated) {
+		t.Fatalf("heartbeat with the replaced token: %v, want %v", err, store.ErrUnauthenticated)
+	}
+	if err := same(before, e.job("j")); err != nil {
+		t.Fatalf("a heartbeat with the replaced token changed the job: %v", err)
+	}
+	rotated := store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "hash-w1-rotated"}
+	for i := range 2 { // the first takes the lease over, the second is the plain write
+		res, err := e.st.Heartbeat(e.ctx, rotated, "j", j.LeaseToken, &p)
+		if err != nil {
+			t.Fatalf("heartbeat %d with the current token: %v", i, err)
+		}
+		if want := e.clock.Now().Add(120 * time.Second); !res.LeaseExpiresAt.Equal(want) {
+			t.Fatalf("heartbeat %d: lease expires %s, want %s", i, res.LeaseExpiresAt, want)
+		}
+	}
+	if _, err := e.st.Heartbeat(e.ctx, old, "j", j.LeaseToken, &p); !errors.Is(err, store.ErrUnauthenticated) {
+		t.Fatalf("heartbeat with the replaced token after the takeover: %v", err)
+	}
+	if _, err := e.st.MarkWorkerUnhealthy(e.ctx, old); !errors.Is(err, store.ErrUnauthenticated) {
+		t.Fatalf("unhealthy with the replaced token: %v", err)
+	}
+	if err := e.st.Complete(e.ctx, rotated, "j", j.LeaseToken, json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("complete with the current token: %v", err)
+	}
+}
+
 func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -300,6 +346,31 @@ func TestExpiredLeaseIsClaimableAndFencesOldWorker(t *testing.T) {
 	}
 	if len(h) != 5 || h[2].Reason != job.ReasonLeaseExpired {
 		t.Fatalf("history = %v", reasons)
+	}
+}
+
+// Jobs a poll brings back itself (a retry whose backoff has passed, a lease
+// that ran out) are tried in the lease rule's order like any other: the
+// higher priority first, whichever way it came back.
+func TestReclaimedJobsAreLeasedByTheLeaseRule(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submit("high", "wf-a", 5)
+	e.submit("low", "wf-a", 0)
+	w1 := e.register("w1", "gpu", 2)
+	w2 := e.register("w2", "gpu", 1)
+	if j := e.lease(w1); j.ID != "high" {
+		t.Fatalf("first lease %q, want high", j.ID)
+	}
+	low := e.lease(w1)
+	if _, err := e.st.Fail(e.ctx, w1, "low", low.LeaseToken, job.Error{Message: "try again", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Past low's backoff (2m) and high's lease (120 s, never heartbeated):
+	// nothing is ready until the poll brings both back.
+	e.clock.Advance(2*time.Minute + time.Second)
+	if j := e.lease(w2); j.ID != "high" {
+		t.Fatalf("the poll that brought back a due retry (priority 0) and an expired lease (priority 5) leased %q, want high", j.ID)
 	}
 }
 

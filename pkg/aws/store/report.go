@@ -21,14 +21,21 @@ type HeartbeatResult struct {
 }
 
 // Heartbeat extends a lease. It is one conditional write of the job item,
-// fenced by the lease token and the worker: it sets lease_until_ms, which
-// no index projects, so it moves no index entry and leaves the worker item
-// alone (docs/data-model.md, "Heartbeats"). The worker's token is checked
-// when the write is refused; a worker revoked meanwhile has lost its leases
-// already (RevokeWorker requeues them), and the API checks every worker
-// route's token before it reads the body. A worker holding a live lease
-// counts as seen (the scaler's snapshot), so the heartbeat need not touch
-// the worker's last_seen_ms either.
+// fenced by the lease token, the worker and the digest of the token the
+// worker leased with (attrLeaseAuth): it sets lease_until_ms, which no
+// index projects, so it moves no index entry and leaves the worker item
+// alone (docs/data-model.md, "Heartbeats"). A token rotated or replaced by
+// a new registration since the lease is therefore refused by the write
+// itself, in every API process whatever it remembers of checked tokens; a
+// worker revoked meanwhile has lost its leases already (RevokeWorker
+// requeues them). When the write is refused, the worker's token is checked
+// against the worker item; if it is the worker's current token and the
+// lease is still its own, the lease was taken under an earlier token of
+// the same worker (rotated since, or a lease of a release that kept no
+// digest), and the heartbeat is written again with the current digest in
+// a transaction that checks it on the worker item. A worker holding a
+// live lease counts as seen (the scaler's snapshot), so the heartbeat need
+// not touch the worker's last_seen_ms either.
 func (s *Store) Heartbeat(ctx context.Context, a WorkerAuth, jobID, token string, progress *float64) (HeartbeatResult, error) {
 	return s.heartbeat(ctx, a, jobID, token, progress, time.Time{})
 }
@@ -51,7 +58,8 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 	if progress != nil {
 		set = set.Set(expression.Name(attrProgress), expression.Value(*progress))
 	}
-	err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))})
+	held := leaseHeldBy(token, a.WorkerID).And(runDeadlineAfter(exp))
+	err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: held.And(leaseAuthIs(a.TokenHash))})
 	if err == nil {
 		return HeartbeatResult{LeaseExpiresAt: exp}, nil
 	}
@@ -85,7 +93,34 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 			return s.heartbeat(ctx, a, jobID, token, progress, deadline)
 		}
 	}
+	if it.Status == string(job.Leased) && it.LeaseToken == token && it.WorkerID == a.WorkerID && it.LeaseAuth != a.TokenHash {
+		// The lease is the worker's, taken under an earlier token: the
+		// token just checked becomes the lease's, checked again on the
+		// worker item in the same transaction.
+		wpk, wsk := workerKey(a.WorkerID)
+		err := s.transact(ctx,
+			txItem{name: memberJob, update: &update{pk: pk, sk: sk, set: set.Set(expression.Name(attrLeaseAuth), expression.Value(a.TokenHash)), cond: held}},
+			txItem{name: memberWorker, check: &update{pk: wpk, sk: wsk, cond: authCond(a)}})
+		if err == nil {
+			return HeartbeatResult{LeaseExpiresAt: exp}, nil
+		}
+		var tf *txFailed
+		if !errors.As(err, &tf) {
+			return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", jobID, err)
+		}
+		if tf.failed(memberWorker) {
+			if _, aerr := s.Authorize(ctx, a); aerr != nil {
+				return HeartbeatResult{}, aerr
+			}
+		}
+	}
 	return HeartbeatResult{}, ErrLeaseLost
+}
+
+// leaseAuthIs is the condition that the lease was taken, or last extended,
+// with the token of this digest.
+func leaseAuthIs(tokenHash string) expression.ConditionBuilder {
+	return expression.Name(attrLeaseAuth).Equal(expression.Value(tokenHash))
 }
 
 // Complete records success. Repeating it with the same token answers nil again.

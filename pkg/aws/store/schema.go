@@ -149,6 +149,12 @@ const (
 // passed (jobItem.leaseExpires).
 const attrLeaseUntilMS = "lease_until_ms"
 
+// attrLeaseAuth is the digest of the token the lease holder acted with when
+// it took the lease (or last proved, report.go): a heartbeat is one write of
+// the job item, so the worker's current token is checked there, in the same
+// conditional write, and not only on the worker item. Kept out of every index.
+const attrLeaseAuth = "lease_auth"
+
 // ByStateProjection lists the non-key attributes copied into IndexByState:
 // enough to choose candidates and count work without reading whole items
 // (job inputs and results stay out of the index).
@@ -226,6 +232,10 @@ const (
 	// partitionAPIKeys holds every tenant API key, one item per key id:
 	// a lookup is one GetItem, a listing one Query.
 	partitionAPIKeys = "APIKEY"
+	// partitionPrincipals holds the IAM principals an operator mapped to a
+	// tenant or to the operators, one item per principal: a producer
+	// request's lookup is one GetItem, a listing one Query.
+	partitionPrincipals = "PRINCIPAL"
 
 	// Partitions of IndexByState.
 	prefixReady     = "Q#"
@@ -253,8 +263,9 @@ const (
 	typeWorker = "worker"
 	typeEvent  = "event"
 	// typeCallback is an outcome waiting for delivery to a callback URL.
-	typeCallback = "callback"
-	typeAPIKey   = "apikey"
+	typeCallback  = "callback"
+	typeAPIKey    = "apikey"
+	typePrincipal = "principal"
 )
 
 // Item keys.
@@ -262,6 +273,10 @@ func jobKey(id string) (string, string) { return prefixJob + id, sortJob }
 
 // apiKeyKey is a tenant API key, by its public id.
 func apiKeyKey(id string) (string, string) { return partitionAPIKeys, id }
+
+// principalKey is an IAM principal's mapping, by its key
+// (tenant.Principal.Key: partition, account, kind and lowercased name).
+func principalKey(key string) (string, string) { return partitionPrincipals, key }
 
 func workerKey(id string) (string, string) { return prefixWorker + id, sortWorker }
 

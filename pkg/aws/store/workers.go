@@ -126,7 +126,8 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 	}
 }
 
-// reregisterWorker replaces an existing worker's token and details. A
+// reregisterWorker replaces an existing worker's token and details (the
+// leases it holds move to the new token: replaceToken). A
 // registration seen after liveSince with another agent key belongs to
 // another agent and is not replaced. Approval belongs to the agent key it
 // was given to: when another key (or none) takes the worker id over, a fleet
@@ -174,9 +175,8 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 	if r.AgentKeyHash != "" {
 		// The same agent (restarting, or its token lost): one write, and
 		// the approval stays.
-		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set,
-			cond: exists.And(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))),
-		})
+		err = s.replaceToken(ctx, r.WorkerID, r.TokenHash, set,
+			exists.And(expression.Name(attrAgentKeyHash).Equal(expression.Value(r.AgentKeyHash))))
 	}
 	if errors.Is(err, errConditionFailed) {
 		// Another agent: it may take over a keyless or quiet registration,
@@ -196,7 +196,7 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 		idle := expression.AttributeNotExists(expression.Name(attrLeases)).Or(expression.Name(attrLeases).LessThanEqual(expression.Value(0)))
 		quiet := expression.AttributeNotExists(expression.Name(attrAgentKeyHash)).
 			Or(expression.Name(attrLastSeenMS).LessThan(expression.Value(ms(liveSince))).And(idle))
-		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: takeover, cond: exists.And(quiet)})
+		err = s.replaceToken(ctx, r.WorkerID, r.TokenHash, takeover, exists.And(quiet))
 	}
 	if errors.Is(err, errConditionFailed) {
 		var cur workerItem
@@ -362,8 +362,14 @@ func (s *Store) MarkWorkerUnhealthy(ctx context.Context, a WorkerAuth) (worker.W
 	if _, err := s.requeueWorkerLeases(ctx, w, job.ReasonDeregistered); err != nil {
 		return worker.Worker{}, err
 	}
-	return s.setWorker(ctx, a.WorkerID, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Unhealthy))),
-		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
+	w, err = s.setWorker(ctx, a.WorkerID, expression.Set(expression.Name(attrWorkerStatus), expression.Value(string(worker.Unhealthy))), authCond(a))
+	if errors.Is(err, ErrConflict) {
+		// Refused: the token may have been replaced since it was checked.
+		if _, aerr := s.Authorize(ctx, a); aerr != nil {
+			return worker.Worker{}, aerr
+		}
+	}
+	return w, err
 }
 
 // DrainIdleWorker marks a worker draining only while it holds no lease. It is
@@ -381,12 +387,6 @@ func (s *Store) DrainIdleWorker(ctx context.Context, id string) error {
 		return fmt.Errorf("worker %s has a lease or is gone: %w", id, ErrConflict)
 	}
 	return err
-}
-
-// RotateWorkerToken replaces a worker's token digest; the old token stops working.
-func (s *Store) RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error) {
-	return s.setWorker(ctx, id, expression.Set(expression.Name(attrTokenHash), expression.Value(tokenHash)),
-		expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))
 }
 
 func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateBuilder, extra expression.ConditionBuilder) (worker.Worker, error) {

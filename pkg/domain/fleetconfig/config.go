@@ -35,11 +35,18 @@ type Config struct {
 	// Fleets are the GPU fleets of the stage, one Auto Scaling Group each.
 	Fleets []Fleet `yaml:"fleets"`
 	// Tenants are per-tenant quotas and fair-share weights, stage-wide (docs/scaling.md, "Tenant quotas"),
-	// and the IAM principals that act for each tenant (docs/security.md).
+	// and the IAM principals that act for each tenant (docs/security.md). Optional: a tenant needs no
+	// entry to submit (with an API key, or an IAM principal mapped by fleetq tenants principals add).
+	// A tenant not listed takes the "*" entry, and without one the default policy: no max_queued
+	// and no max_leased cap, weight 1, and its jobs' own priority (0 unless the submission sets one).
 	Tenants []Tenant `yaml:"tenants"`
 	// Operators are the IAM role or user ARNs that act as operators on the
-	// producer routes (any tenant's jobs). An IAM caller of a producer route
-	// must be one of these or one tenant's principal; others get 403.
+	// producer routes (any tenant's jobs). Optional: the operator routes
+	// (/api/admin/*) take whoever holds the stack's operator policy
+	// (OperatorPolicyArn), listed or not, and fleetq tenants principals add
+	// --operator maps more principals without a deploy. An IAM caller of a
+	// producer route must be one of these, one tenant's principal, or mapped
+	// in the table; others get 403.
 	Operators []string `yaml:"operators"`
 	// Prices price each job (docs/scaling.md, "Cost per job"); none by default.
 	Prices Prices `yaml:"prices"`

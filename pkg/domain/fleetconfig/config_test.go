@@ -102,8 +102,8 @@ func TestValidationNamesFileFieldAndProblem(t *testing.T) {
 	}{
 		{"no stage", "fleets:\n  - slug: a\n    workflows: [w]\n    instance_types: [g5.xlarge]\n", "bad.yaml: stage: is required"},
 		{"no fleets", "stage: s\n", "bad.yaml: fleets: at least one fleet is required"},
-		{"unknown field", minimal + "    colour: red\n", "field colour not found"},
-		{"bad slug", strings.Replace(minimal, "slug: gpu", "slug: GPU_1", 1), `bad.yaml: fleets[0].slug: "GPU_1" must be lowercase`},
+		{"unknown field", minimal + "    colour: red\n", "bad.yaml:7: fleets[0].colour: unknown field"},
+		{"bad slug", strings.Replace(minimal, "slug: gpu", "slug: GPU_1", 1), `bad.yaml:4: fleets[0].slug: "GPU_1" must be lowercase`},
 		{"min over max", minimal + "    min_instances: 5\n    max_instances: 2\n", "fleets[0].max_instances: must be at least min_instances (5), got 2"},
 		{"workflow in two fleets", minimal + "  - slug: other\n    workflows: [wf-a]\n    instance_types: [g5.xlarge]\n", `fleets[1].workflows[0]: workflow "wf-a" is already served by fleet "gpu"`},
 		{"heartbeat too slow", minimal + "    lease_seconds: 60\n    heartbeat_seconds: 40\n", "fleets[0].heartbeat_seconds: must be at most half of lease_seconds (60)"},

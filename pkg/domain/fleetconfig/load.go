@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +20,9 @@ import (
 
 // Problem is one thing wrong with a config file: where, and what.
 type Problem struct {
+	// Line is the problem's line in the file, 0 when the file lacks what
+	// the problem is about (a required field).
+	Line    int
 	Field   string
 	Message string
 }
@@ -32,7 +37,11 @@ type ValidationError struct {
 func (e *ValidationError) Error() string {
 	lines := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {
-		lines = append(lines, fmt.Sprintf("%s: %s: %s", e.Source, p.Field, p.Message))
+		at := e.Source
+		if p.Line > 0 {
+			at += ":" + strconv.Itoa(p.Line)
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s: %s", at, p.Field, p.Message))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -68,22 +77,56 @@ func ForStage(stage string) (*Config, error) {
 // Parse decodes a config document strictly (unknown fields are errors), fills
 // in defaults and validates it. source names the document in error messages.
 func Parse(source string, data []byte) (*Config, error) {
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, &ValidationError{Source: source, Problems: []Problem{{Field: "(file)", Message: "is empty"}}}
 		}
-		return nil, &ValidationError{Source: source, Problems: []Problem{{Field: "(yaml)", Message: cleanYAMLError(err)}}}
+		return nil, &ValidationError{Source: source, Problems: []Problem{syntaxProblem(err)}}
+	}
+	k := &checker{}
+	if len(root.Content) > 0 {
+		checkNode(k, root.Content[0], reflect.TypeFor[Config](), "")
+	}
+	if len(k.problems) > 0 {
+		return nil, &ValidationError{Source: source, Problems: k.problems}
+	}
+	var cfg Config
+	// Strict decoding stays as a safety net behind checkNode, whose
+	// messages are the ones a person reads.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, &ValidationError{Source: source, Problems: []Problem{{Field: "(file)", Message: "cannot be read: " + goTypeNames.ReplaceAllString(cleanYAMLError(err), "")}}}
 	}
 	cfg.source = source
 	cfg.applyDefaults()
 	if problems := cfg.validate(); len(problems) > 0 {
+		for i := range problems {
+			problems[i].Line = lineOf(&root, problems[i].Field)
+		}
 		return nil, &ValidationError{Source: source, Problems: problems}
 	}
 	return &cfg, nil
 }
+
+// goTypeNames are the decoder's mentions of Go types, which mean nothing
+// to whoever edits the file.
+var goTypeNames = regexp.MustCompile(` (in|into) (type )?[\w.\[\]*]+`)
+
+// syntaxProblem is a YAML syntax error as a problem at its line: the
+// parser says "yaml: line 3: mapping values are not allowed in this
+// context".
+func syntaxProblem(err error) Problem {
+	msg := cleanYAMLError(err)
+	if m := syntaxLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return Problem{Line: line, Field: "(yaml)", Message: msg[len(m[0]):]}
+	}
+	return Problem{Field: "(yaml)", Message: msg}
+}
+
+var syntaxLine = regexp.MustCompile(`^line (\d+): `)
 
 func cleanYAMLError(err error) string {
 	return strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", "; "), "yaml: ")
@@ -167,6 +210,10 @@ const (
 )
 
 type checker struct{ problems []Problem }
+
+func (k *checker) addAt(line int, field, format string, args ...any) {
+	k.problems = append(k.problems, Problem{Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
+}
 
 func (k *checker) add(field, format string, args ...any) {
 	k.problems = append(k.problems, Problem{Field: field, Message: fmt.Sprintf(format, args...)})

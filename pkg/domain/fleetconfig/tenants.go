@@ -17,6 +17,8 @@ type Tenant struct {
 	// Principals are the IAM role or user ARNs (arn:aws:iam::ACCOUNT:role/NAME)
 	// that act for this tenant on the producer routes; a session of an
 	// assumed role is its role. A principal acts for one tenant only.
+	// Changing them takes a deploy; fleetq tenants principals add maps
+	// principals in the table instead, without one.
 	Principals []string `yaml:"principals"`
 	// MaxQueued caps the tenant's open jobs: accepted and not yet finished
 	// (waiting, backing off or running). A submission past it answers 429

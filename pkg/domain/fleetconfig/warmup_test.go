@@ -35,7 +35,7 @@ func TestWarmupInConfig(t *testing.T) {
 		{minimal + "    agent:\n      warmup:\n        exec: /opt/warm\n        timeout: 10m\n", "fleets[0].agent.warmup.timeout: must be at least 1s and shorter than boot_timeout (10m0s)"},
 		{minimal + "    boot_timeout: 3m\n    agent:\n      warmup:\n        exec: /opt/warm\n", "shorter than boot_timeout (3m0s), which includes the warm-up; got 5m0s"},
 		{minimal + "    agent:\n      warmup:\n        timeout: 1m\n", "fleets[0].agent.warmup.timeout: is set without a warm-up"},
-		{minimal + "    agent:\n      warmup:\n        input: [1, 2]\n", "cannot unmarshal !!seq"},
+		{minimal + "    agent:\n      warmup:\n        input: [1, 2]\n", "fleets[0].agent.warmup.input: must be a mapping of fields"},
 	}
 	for _, b := range bad {
 		_, err := Parse("bad.yaml", []byte(b.doc))

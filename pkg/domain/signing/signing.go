@@ -64,6 +64,17 @@ func (r Ring) Find(id string, now time.Time) (Key, bool) {
 	return Key{}, false
 }
 
+// Signers are the keys that sign at now: the previous key first while its
+// rotation window runs, so what only holds it (a receiver not yet given the
+// new key, or one set up by a release that knew no other) still verifies
+// the first signature, then the current key.
+func (r Ring) Signers(now time.Time) []Key {
+	if r.Previous.ID != "" && r.Previous.ID != r.Current.ID && now.Before(r.PreviousUntil) {
+		return []Key{r.Previous, r.Current}
+	}
+	return []Key{r.Current}
+}
+
 // Static is a ring fixed for the process's life (the dev stack's generated
 // keys, tests); it satisfies the Source interfaces of the packages that sign.
 type Static Ring

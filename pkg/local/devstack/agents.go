@@ -12,7 +12,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/service/agent"
-	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/apifn"
 )
 
 // agents tracks the in-process workers of the local fleet.
@@ -110,14 +110,14 @@ func WorkerRole(stage, fleet string) string { return "fleetq-" + stage + "-" + f
 // registration starts the embedded STS and answers how the API checks
 // registrations: attested against the local fleet's groups, and by the
 // fleets' own secrets.
-func (s *Stack) registration(o Options) (system.APIOption, error) {
+func (s *Stack) registration(o Options) (apifn.APIOption, error) {
 	secrets := auth.StaticFleetSecrets{}
 	for slug, secret := range s.FleetSecrets {
 		secrets[slug] = []string{secret}
 	}
 	if s.Fleet == nil {
 		// No local instances: nothing to attest.
-		return system.Registration(nil, secrets), nil
+		return apifn.Registration(nil, secrets), nil
 	}
 	sts, err := localaws.StartSTS("", o.Clock.Now)
 	if err != nil {
@@ -129,11 +129,11 @@ func (s *Stack) registration(o Options) (system.APIOption, error) {
 		roles[f.Slug] = localaws.RoleARN(WorkerRole(o.Config.Stage, f.Slug))
 		groups[f.Slug] = []string{localfleet.GroupName(f.Slug, false), localfleet.GroupName(f.Slug, true)}
 	}
-	v, err := system.NewAttestor(s.Env, sts.URL, s.Fleet, roles, groups)
+	v, err := apifn.NewAttestor(s.Env, sts.URL, s.Fleet, roles, groups)
 	if err != nil {
 		return nil, err
 	}
-	return system.Registration(v, secrets), nil
+	return apifn.Registration(v, secrets), nil
 }
 
 // instanceCredentials are the credentials of a local instance's profile.

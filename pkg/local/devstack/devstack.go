@@ -37,6 +37,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/apifn"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
@@ -267,12 +268,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	apiOpts := []system.APIOption{system.RegisterLimit(o.RegisterLimit), registration}
+	apiOpts := []apifn.APIOption{apifn.RegisterLimit(o.RegisterLimit), registration}
 	if o.NoAnnounce {
-		apiOpts = append(apiOpts, system.NoAnnounce())
+		apiOpts = append(apiOpts, apifn.NoAnnounce())
 	}
-	apiHandler, err := system.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
-		consoleKeys, auth.OperatorToken(o.OperatorToken), s.Assets, apiOpts...)
+	apiHandler, err := apifn.NewAPI(s.Env, sqsqueue.Queue{Client: s.SQS, URL: s.QueueURL},
+		consoleKeys, auth.TokenOrIAM{Token: auth.OperatorToken(o.OperatorToken)}, s.Assets, apiOpts...)
 	if err != nil {
 		s.Close()
 		return nil, err

@@ -13,7 +13,9 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/agent"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
-	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/dispatchfn"
+	"github.com/fleetq/fleetq/pkg/service/system/interruptionfn"
+	"github.com/fleetq/fleetq/pkg/service/system/scalerfn"
 )
 
 // FleetOptions configure the dev stack's scaler and local fleet.
@@ -111,13 +113,13 @@ func (s *Stack) startFleet(ctx context.Context, o Options) error {
 		}
 	}
 	var err error
-	if s.Dispatch, err = system.NewDispatch(s.Env, capacity); err != nil {
+	if s.Dispatch, err = dispatchfn.NewDispatch(s.Env, capacity); err != nil {
 		return err
 	}
-	if s.Scaler, err = system.NewScaler(s.Env, capacity, fo.Metrics, nil); err != nil {
+	if s.Scaler, err = scalerfn.NewScaler(s.Env, capacity, fo.Metrics, nil); err != nil {
 		return err
 	}
-	if s.Interruptions, err = system.NewInterruption(s.Env, lifecycle); err != nil {
+	if s.Interruptions, err = interruptionfn.NewInterruption(s.Env, lifecycle); err != nil {
 		return err
 	}
 	// The events the stage's rules route to the interruption function.
@@ -126,7 +128,7 @@ func (s *Stack) startFleet(ctx context.Context, o Options) error {
 			return s.Interruptions.Handle(ctx, ev)
 		})
 	}
-	tick := system.ScheduleHandler(s.Scaler)
+	tick := scalerfn.ScheduleHandler(s.Scaler)
 	s.HandleEvents(scheduleSource, scheduleDetailType, func(ctx context.Context, ev events.CloudWatchEvent) (any, error) {
 		return tick(ctx, ev)
 	})

@@ -150,7 +150,18 @@ func (s *STS) authenticate(r *http.Request) (STSCaller, *STSError) {
 	if v := form.Get("Version"); v != "2011-06-15" {
 		return STSCaller{}, &STSError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("Could not find operation GetCallerIdentity for version %s", v)}
 	}
-	return s.verifySignature(r, body)
+	return s.verifySignature(r, body, "sts")
+}
+
+// Verify checks a request to another service signed with credentials the
+// server issued, as that service would (an emulation of API Gateway's IAM
+// authorizer uses it with "execute-api"), and answers who signed it.
+func (s *STS) Verify(r *http.Request, body []byte, service string) (STSCaller, error) {
+	c, e := s.verifySignature(r, body, service)
+	if e != nil {
+		return STSCaller{}, fmt.Errorf("%s: %s", e.Code, e.Message)
+	}
+	return c, nil
 }
 
 var errMissingAuth = &STSError{http.StatusForbidden, "MissingAuthenticationToken", "Request is missing Authentication Token"}
@@ -163,7 +174,7 @@ func signatureMismatch(msg string) *STSError {
 // way the service does: the credential scope, the key, the session token,
 // the date, then the signature over the canonical request of the signed
 // headers and the body.
-func (s *STS) verifySignature(r *http.Request, body []byte) (STSCaller, *STSError) {
+func (s *STS) verifySignature(r *http.Request, body []byte, scoped string) (STSCaller, *STSError) {
 	authz := r.Header.Get("Authorization")
 	const algorithm = "AWS4-HMAC-SHA256"
 	rest, ok := strings.CutPrefix(authz, algorithm+" ")
@@ -181,8 +192,8 @@ func (s *STS) verifySignature(r *http.Request, body []byte) (STSCaller, *STSErro
 		return STSCaller{}, &STSError{http.StatusBadRequest, "IncompleteSignature", "Authorization header requires Credential, SignedHeaders and Signature"}
 	}
 	keyID, day, region, service, terminal := scope[0], scope[1], scope[2], scope[3], scope[4]
-	if service != "sts" || terminal != "aws4_request" {
-		return STSCaller{}, signatureMismatch(fmt.Sprintf("Credential should be scoped to correct service: 'sts', not %q", service))
+	if service != scoped || terminal != "aws4_request" {
+		return STSCaller{}, signatureMismatch(fmt.Sprintf("Credential should be scoped to correct service: '%s', not %q", scoped, service))
 	}
 	s.mu.Lock()
 	cred, known := s.creds[keyID]

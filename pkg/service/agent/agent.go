@@ -262,9 +262,9 @@ func New(c Config) (*Agent, error) {
 	if c.UnhealthyAfter <= 0 {
 		c.UnhealthyAfter = 5 * time.Minute
 	}
+	log := c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet)
 	a := &Agent{
-		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP},
-		log:  c.Logger.With("worker_id", c.WorkerID, "fleet", c.Fleet),
+		cfg: c, client: &Client{API: c.API, HTTP: c.HTTP, Log: log}, log: log,
 		stop: make(chan job.PreemptReason, 2), jobs: map[string]*running{}, freed: make(chan struct{}, 1),
 	}
 	a.leasing.Store(true)
@@ -614,14 +614,6 @@ func (a *Agent) register(ctx context.Context) error {
 			a.log.Info("registered", "workflows", reg.WorkflowsAssigned, "poll_seconds", reg.PollSeconds, "heartbeat_seconds", reg.HeartbeatSeconds)
 			return nil
 		}
-		if b := r.Boot; b != nil && (b.WarmedUpAt != "" || b.FromPool) && refusedNewBootFields(err) {
-			// An API of the previous release (a stage mid-upgrade, or
-			// rolled back) refuses the boot fields it does not know: send
-			// the boot it knows.
-			a.log.Warn("the API does not know the warm-up's end or a start from the pool; registering without them", "error", err.Error())
-			b.WarmedUpAt, b.FromPool = "", false
-			continue
-		}
 		if !retryable(err) && !isCode(err, http.StatusConflict, "") && !isCode(err, http.StatusUnprocessableEntity, "") {
 			return fmt.Errorf("register: %w", err)
 		}
@@ -633,17 +625,6 @@ func (a *Agent) register(ctx context.Context) error {
 		case <-a.cfg.Clock.After(d):
 		}
 	}
-}
-
-// refusedNewBootFields reports whether a registration was refused for the
-// boot fields a previous release's API does not know (warmed_up_at,
-// from_pool): its strict decoding names the unknown field.
-func refusedNewBootFields(err error) bool {
-	var ae *wire.Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
-		return false
-	}
-	return strings.Contains(ae.Message, `unknown field "warmed_up_at"`) || strings.Contains(ae.Message, `unknown field "from_pool"`)
 }
 
 func (a *Agent) backoff(attempt int, err error) time.Duration {

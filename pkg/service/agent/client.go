@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -34,9 +36,16 @@ func isCode(err error, status int, code wire.Code) bool {
 type Client struct {
 	API  string
 	HTTP *http.Client
+	// Log, when set, is told each request field the API refused as unknown
+	// and the client now leaves out.
+	Log *slog.Logger
 
 	mu    sync.Mutex
 	token string
+	// omitted are, per route, the request fields the API refused as unknown
+	// (an API of an earlier release): later calls leave them out without
+	// being refused first.
+	omitted map[string][]string
 }
 
 // Lease is a leased job as the poll answers it.
@@ -112,12 +121,44 @@ func (c *Client) Unhealthy(ctx context.Context, reason string) error {
 }
 
 // call posts body to path and decodes a 2xx answer into out (a 204 leaves
-// out untouched).
+// out untouched). A field the API refuses as unknown is left out, of this
+// call and every later one to path, and the call made again at once.
 func (c *Client) call(ctx context.Context, path string, headers map[string]string, body, out any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
+	t := reflect.TypeOf(body)
+	c.mu.Lock()
+	for _, f := range c.omitted[path] {
+		data, _ = omit(data, t, f)
+	}
+	c.mu.Unlock()
+	for {
+		err := c.post(ctx, path, headers, data, out)
+		field, refused := refusedField(err)
+		if !refused {
+			return err
+		}
+		next, ok := omit(data, t, field)
+		if !ok {
+			return err
+		}
+		c.mu.Lock()
+		if c.omitted == nil {
+			c.omitted = map[string][]string{}
+		}
+		c.omitted[path] = append(c.omitted[path], field)
+		c.mu.Unlock()
+		if c.Log != nil {
+			c.Log.Warn("the API does not know a request field (a previous release); leaving it out", "path", path, "field", field)
+		}
+		data = next
+	}
+}
+
+// post sends one request.
+func (c *Client) post(ctx context.Context, path string, headers map[string]string, data []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.API, "/")+path, bytes.NewReader(data))
 	if err != nil {
 		return err

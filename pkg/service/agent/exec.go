@@ -22,7 +22,7 @@ const ExitPermanent = 65
 
 // ExecRunner runs a shell command per job.
 //
-// The command gets the job as JSON on stdin:
+// The command gets the job as one line of JSON on stdin:
 //
 //	{"job_id", "tenant_id", "workflow_id", "attempt", "input": {...},
 //	 "inputs": {"<name>": "/local/path"}, "output_dir": "/local/dir"}
@@ -186,6 +186,10 @@ func (r ExecRunner) Run(ctx context.Context, j *Job) (json.RawMessage, error) {
 		"job_id": j.JobID, "tenant_id": j.TenantID, "workflow_id": j.WorkflowID, "attempt": j.Attempt,
 		"input": j.Input, "inputs": inputs, "output_dir": outDir,
 	})
+
+	// One line: a command that passes the job through (cat) and then
+	// prints its result has that result as its own last line.
+	stdin = append(stdin, '\n')
 
 	cmd := exec.Command("/bin/sh", "-c", r.Command)
 	cmd.Stdin = bytes.NewReader(stdin)

@@ -275,3 +275,28 @@ func TestExecRunnerGetsNoAgentEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// The job on stdin is one line of JSON, ending in a newline: a command
+// that passes it through (cat, as the dev config's runner and the README's
+// worker do) and then prints its result has that result as its last line,
+// and cat alone answers the job itself.
+func TestExecRunnerStdinIsOneLine(t *testing.T) {
+	t.Parallel()
+	job := &agent.Job{Lease: agent.Lease{JobID: "l1", TenantID: "t", WorkflowID: "w", Input: json.RawMessage(`{"seconds":5}`)}}
+	res, err := runExec(t, `cat; echo '{"ok":true}'`, job)
+	if err != nil || string(res) != `{"ok":true}` {
+		t.Fatalf("cat; echo: result %s, %v; want {\"ok\":true}", res, err)
+	}
+	res, err = runExec(t, `cat`, job)
+	var echoed struct {
+		JobID string          `json:"job_id"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err != nil || json.Unmarshal(res, &echoed) != nil || echoed.JobID != "l1" || string(echoed.Input) != `{"seconds":5}` {
+		t.Fatalf("cat: result %s, %v; want the job itself", res, err)
+	}
+	res, err = runExec(t, `wc -l`, job)
+	if err != nil || string(res) != `1` {
+		t.Fatalf("wc -l: result %s, %v; want 1 line on stdin", res, err)
+	}
+}

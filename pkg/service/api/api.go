@@ -76,6 +76,7 @@ type Store interface {
 	AdminStore
 	console.Sessions
 	KeyStore
+	PrincipalStore
 }
 
 // Enqueuer puts a submission on the submission queue.

@@ -40,8 +40,9 @@ func permissionDenied(format string, args ...any) *wire.Error {
 // operator before anything else of the request is read:
 //   - an API key (Authorization: Bearer fqk1.…) acts for its tenant;
 //   - an IAM caller (API Gateway's IAM authorizer) acts for the tenant the
-//     stage config maps its principal to, or as an operator when the config
-//     lists it in operators; any other IAM principal is refused (403);
+//     stage config, or else the table, maps its principal to, or as an
+//     operator when either lists it so; any other IAM principal is refused
+//     (403);
 //   - otherwise the operator credential (the operator token outside AWS).
 func (s *server) producer(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -63,11 +64,15 @@ func (s *server) resolveProducer(r *http.Request) (caller, error) {
 		return s.authenticateKey(r.Context(), t)
 	}
 	if arn, ok := auth.IAMCaller(r); ok {
-		who, mapped := s.Config.CallerFor(arn)
+		who, mapped, err := s.callerFor(r.Context(), arn)
 		switch {
+		case err != nil:
+			return caller{}, err
 		case !mapped:
 			s.log.WarnContext(r.Context(), "unmapped IAM principal on a producer route", "principal", arn, "path", r.URL.Path)
-			return caller{}, permissionDenied("the IAM principal %s acts for no tenant of stage %s: add its role or user ARN to a tenant's principals (tenants: [{id: <tenant>, principals: [<arn>]}]) or to operators in the stage config", arn, s.Config.Stage)
+			return caller{}, permissionDenied("the IAM principal %s acts for no tenant of stage %s: an operator maps its role or user ARN to a tenant's principals "+
+				"(fleetq tenants principals add --tenant <tenant> <arn>, or --operator), or lists it in the stage config's tenants[].principals or operators; "+
+				"or call the key API with one of the tenant's API keys", arn, s.Config.Stage)
 		case who.Operator:
 			return caller{who: arn}, nil
 		default:
@@ -76,17 +81,33 @@ func (s *server) resolveProducer(r *http.Request) (caller, error) {
 	}
 	who, err := s.Operator.AuthenticateOperator(r)
 	if err != nil {
+		if _, bearer := auth.BearerToken(r.Header.Get("Authorization")); bearer {
+			// A bearer credential here is meant as an API key (the
+			// operator's token is one only on the dev stack): say what a
+			// key looks like, before anything is read.
+			return caller{}, malformedKey()
+		}
 		return caller{}, err
 	}
 	return caller{who: who}, nil
 }
 
+// malformedKey answers a producer's bearer credential that cannot be an
+// API key; it never repeats the credential.
+func malformedKey() *wire.Error {
+	return unauthenticated("the API key is malformed: keys look like " + auth.APIKeyPrefix + "<id>.<secret>, as fleetq tenants keys create prints them")
+}
+
 // refuseTenantCredential keeps a tenant's credential off the operator
-// routes: an IAM principal the config maps to a tenant is a producer, not
-// an operator, whatever its IAM policy allows.
+// routes: an IAM principal the config or the table maps to a tenant is a
+// producer, not an operator, whatever its IAM policy allows.
 func (s *server) refuseTenantCredential(r *http.Request) error {
 	if arn, ok := auth.IAMCaller(r); ok {
-		if who, mapped := s.Config.CallerFor(arn); mapped && !who.Operator {
+		who, mapped, err := s.callerFor(r.Context(), arn)
+		if err != nil {
+			return err
+		}
+		if mapped && !who.Operator {
 			return permissionDenied("the IAM principal %s acts for tenant %s; operator routes need an operator's credential", arn, who.Tenant)
 		}
 	}

@@ -23,6 +23,10 @@ func notFound(format string, args ...any) *wire.Error {
 	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
+func conflict(format string, args ...any) *wire.Error {
+	return &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: fmt.Sprintf(format, args...)}
+}
+
 // toError maps every error a handler can meet to the contract's error. It is
 // the one place where store and auth errors become HTTP statuses. Messages
 // never contain a secret, a token or a stack trace: unexpected errors are

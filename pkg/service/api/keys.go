@@ -38,7 +38,7 @@ func unauthenticated(msg string) *wire.Error {
 func (s *server) authenticateKey(ctx context.Context, presented string) (caller, error) {
 	parsed, err := auth.ParseAPIKey(presented)
 	if err != nil {
-		return caller{}, unauthenticated("the API key is malformed; keys look like fqk1.<id>.<secret>")
+		return caller{}, malformedKey()
 	}
 	k, err := s.Store.GetAPIKey(ctx, parsed.ID)
 	if errors.Is(err, store.ErrNotFound) {

@@ -14,7 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
-	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/apifn"
 )
 
 // maxRequestAlloc is what the API may allocate to refuse one request, over
@@ -46,7 +46,7 @@ func directAPI(h *harness) http.Handler {
 	if err != nil {
 		panic(err)
 	}
-	a, err := system.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
+	a, err := apifn.NewAPI(h.stack.Env, sqsqueue.Queue{Client: h.stack.SQS, URL: h.stack.QueueURL},
 		keys, auth.OperatorToken(operatorToken), h.stack.Assets)
 	if err != nil {
 		panic(err)

@@ -23,8 +23,9 @@ const (
 	AuthOperator Auth = "operator credential"
 	// AuthProducer is a producer's credential, which acts for one tenant:
 	// a tenant's API key (Authorization: Bearer fqk1.…), or IAM (SigV4) as
-	// a principal the stage config maps to a tenant; or the operator
-	// credential, for every tenant.
+	// a principal the stage config or the table (POST
+	// /api/admin/principals) maps to a tenant; or the operator credential,
+	// for every tenant.
 	AuthProducer Auth = "producer credential"
 	// AuthConsole is the operator console's session cookie, signed by the
 	// API and obtained with the operator credential (POST
@@ -76,6 +77,9 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathAdminKeys, AuthOperator}, (*server).createKey},
 	{Route{http.MethodGet, wire.PathAdminKeys, AuthOperator}, (*server).listKeys},
 	{Route{http.MethodPost, wire.PathAdminKeyRevoke, AuthOperator}, (*server).revokeKey},
+	{Route{http.MethodPost, wire.PathAdminPrincipals, AuthOperator}, (*server).mapPrincipal},
+	{Route{http.MethodGet, wire.PathAdminPrincipals, AuthOperator}, (*server).listPrincipals},
+	{Route{http.MethodPost, wire.PathAdminPrincipalRemove, AuthOperator}, (*server).removePrincipal},
 	{Route{http.MethodPost, wire.PathAdminConsoleSession, AuthOperator}, (*server).consoleSession},
 	{Route{http.MethodDelete, wire.PathAdminConsoleSession, AuthOperator}, (*server).endConsoleSessions},
 }

@@ -180,6 +180,10 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	if err := s.removeStale(ctx, &snap, &r); err != nil {
 		return r, err
 	}
+	if s.c.Capacity == nil {
+		snap.group = registered(snap.workers)
+		r.Group = snap.group
+	}
 	if r.Reconciled, err = s.store.ReconcileLeaseCounts(ctx, snap.workers, snap.backlog.LeasesByWorker); err != nil {
 		return r, err
 	}
@@ -269,6 +273,25 @@ func (s *Scaler) read(ctx context.Context, f *fleetconfig.Fleet) (snapshot, erro
 		}
 	}
 	return snap, nil
+}
+
+// registered is the fleet's group when no capacity is attached: its
+// workers were started by hand, so each machine a worker registered from
+// (its instance id; several workers of one machine share it) is an
+// instance in service, and the policy counts its workers busy or idle as
+// it does those of a group's instances.
+func registered(workers []worker.Worker) Group {
+	var g Group
+	seen := make(map[string]bool, len(workers))
+	for _, w := range workers {
+		if w.InstanceID == "" || seen[w.InstanceID] {
+			continue
+		}
+		seen[w.InstanceID] = true
+		g.Instances = append(g.Instances, scaling.Instance{ID: w.InstanceID, LifecycleState: scaling.StateInService})
+	}
+	g.Desired = len(g.Instances)
+	return g
 }
 
 // seenByLeases marks seen now every worker that holds a lease in the

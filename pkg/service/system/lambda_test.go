@@ -2,7 +2,6 @@ package system
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +51,8 @@ func TestReadingAnUndeclaredVariableFails(t *testing.T) {
 	t.Cleanup(func() { awsenv.Vars = saved })
 	// The API without the submission queue declared for it.
 	awsenv.Vars = slices.DeleteFunc(slices.Clone(saved), func(v awsenv.Var) bool { return v.Name == awsenv.EnvSubmitQueueURL })
-	_, err = BuildLambda(context.Background(), awsenv.API, env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard, io.Discard)
+	readsQueue := Function{Name: awsenv.API, Handler: func(l *Lambda, _ io.Writer) (any, error) { return l.Require(awsenv.EnvSubmitQueueURL) }}
+	_, err = BuildLambda(context.Background(), readsQueue, env(map[string]string{awsenv.EnvStage: "dev"}), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), awsenv.EnvSubmitQueueURL) || !strings.Contains(err.Error(), "does not declare") {
 		t.Fatalf("BuildLambda with an undeclared read: %v", err)
 	}
@@ -83,24 +83,6 @@ func TestLoadRefusesBadEnvironment(t *testing.T) {
 				t.Fatalf("err = %v, want one mentioning %q", err, c.want)
 			}
 		})
-	}
-}
-
-func TestLoggerWritesJSONAtLevel(t *testing.T) {
-	t.Parallel()
-	var b strings.Builder
-	log, err := NewLogger(&b, "warn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Info("hidden")
-	log.Warn("shown", "k", "v")
-	var rec map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(b.String())), &rec); err != nil {
-		t.Fatalf("one JSON line expected, got %q: %v", b.String(), err)
-	}
-	if rec["msg"] != "shown" || rec["k"] != "v" {
-		t.Fatalf("record %v", rec)
 	}
 }
 
@@ -185,7 +167,7 @@ func TestFleetGroupsSubnets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = e.subnets(&g)
+			err = e.Subnets(&g)
 			if c.want != "" {
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("err = %v, want one mentioning %q", err, c.want)
@@ -202,71 +184,6 @@ func TestFleetGroupsSubnets(t *testing.T) {
 	}
 }
 
-// Each function asks for the key it signs with, by its own variable: the
-// API for console sessions, the scaler (which delivers job callbacks) for
-// webhooks when the stage allows any. Neither takes a fleet's secret for it.
-func TestFunctionsNeedTheirOwnSigningKeys(t *testing.T) {
-	t.Setenv("AWS_REGION", "us-east-1")
-	dir := t.TempDir()
-	data, _ := os.ReadFile("../../../config/dev.yaml")
-	hooks := filepath.Join(dir, "hooks.yaml")
-	if err := os.WriteFile(hooks, append(data, []byte("\nwebhooks:\n  allowed_hosts: [hooks.example.com]\n")...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := map[string]string{
-		awsenv.EnvStage: "dev", awsenv.EnvConfigFile: hooks, awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
-		awsenv.EnvFleetGroups:  `{"demo":"fleetq-dev-demo"}`,
-		awsenv.EnvEventBus:     "fleetq-dev-jobs",
-		awsenv.EnvFleetSecrets: `{"demo":"arn:aws:secretsmanager:us-east-1:1:secret:DemoFleetSecret"}`,
-	}
-	e, err := LoadLambda(context.Background(), awsenv.API, env(base), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvConsoleKeyARN) {
-		t.Errorf("the API without its console key: %v, want an error naming %s", err, awsenv.EnvConsoleKeyARN)
-	}
-	sc, err := LoadLambda(context.Background(), awsenv.Scaler, env(base), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sc.ScalerHandler(io.Discard); err == nil || !strings.Contains(err.Error(), awsenv.EnvWebhookKeyARN) {
-		t.Errorf("the scaler of a stage with webhooks, without its webhook key: %v, want an error naming %s", err, awsenv.EnvWebhookKeyARN)
-	}
-	base[awsenv.EnvConsoleKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey"
-	base[awsenv.EnvWebhookKeyARN] = "arn:aws:secretsmanager:us-east-1:1:secret:WebhookKey"
-	if e, err = LoadLambda(context.Background(), awsenv.API, env(base), io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.APIHandler(); err != nil {
-		t.Errorf("the API with its key: %v", err)
-	}
-	if sc, err = LoadLambda(context.Background(), awsenv.Scaler, env(base), io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sc.ScalerHandler(io.Discard); err != nil {
-		t.Errorf("the scaler with its key: %v", err)
-	}
-}
-
-// A fleet that accepts a secret must have one: the API does not start
-// without it, and names the variable.
-func TestAPINeedsEachAcceptingFleetsSecret(t *testing.T) {
-	t.Setenv("AWS_REGION", "us-east-1")
-	base := map[string]string{
-		awsenv.EnvStage: "dev", awsenv.EnvSubmitQueueURL: "https://sqs.example/q",
-		awsenv.EnvEventBus:      "fleetq-dev-jobs",
-		awsenv.EnvConsoleKeyARN: "arn:aws:secretsmanager:us-east-1:1:secret:ConsoleKey",
-	}
-	e, err := LoadLambda(context.Background(), awsenv.API, env(base), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.APIHandler(); err == nil || !strings.Contains(err.Error(), awsenv.EnvFleetSecrets) {
-		t.Fatalf("the API without demo's secret: %v, want an error naming %s", err, awsenv.EnvFleetSecrets)
-	}
-}
-
 // The SDK's standard endpoint variables reach every client; a
 // FLEETQ_<SERVICE>_ENDPOINT, when set, wins over them.
 func TestStandardEndpointVariablesAreHonoured(t *testing.T) {
@@ -280,9 +197,9 @@ func TestStandardEndpointVariablesAreHonoured(t *testing.T) {
 	}
 	for name, got := range map[string]*string{
 		"DynamoDB":        e.DynamoDB().Options().BaseEndpoint,
-		"SQS":             e.SQS().Options().BaseEndpoint,
-		"S3":              e.S3().Options().BaseEndpoint,
 		"Secrets Manager": e.SecretsManager().Options().BaseEndpoint,
+		"EventBridge":     e.EventBridge().Options().BaseEndpoint,
+		"Auto Scaling":    e.AutoScaling().Options().BaseEndpoint,
 	} {
 		want := "http://127.0.0.1:4566"
 		if name == "DynamoDB" {
@@ -295,8 +212,5 @@ func TestStandardEndpointVariablesAreHonoured(t *testing.T) {
 	vars[awsenv.EnvDynamoDBEndpoint] = "http://127.0.0.1:9000"
 	if got := e.DynamoDB().Options().BaseEndpoint; got == nil || *got != "http://127.0.0.1:9000" {
 		t.Errorf("with %s: endpoint %v", awsenv.EnvDynamoDBEndpoint, got)
-	}
-	if e.S3().Options().UsePathStyle {
-		t.Error("S3 uses path-style addressing without FLEETQ_S3_ENDPOINT")
 	}
 }

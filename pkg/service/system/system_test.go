@@ -32,6 +32,10 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/apifn"
+	"github.com/fleetq/fleetq/pkg/service/system/dispatchfn"
+	"github.com/fleetq/fleetq/pkg/service/system/interruptionfn"
+	"github.com/fleetq/fleetq/pkg/service/system/scalerfn"
 )
 
 // wiring is one way of building the four functions: the Lambda mains' or
@@ -140,7 +144,7 @@ func scenario(t *testing.T, w wiring) {
 		t.Fatalf("tick: %v", err)
 	}
 	data, _ = json.Marshal(out)
-	var ticked system.TickSummary
+	var ticked scalerfn.TickSummary
 	if err := json.Unmarshal(data, &ticked); err != nil || len(ticked.Fleets) == 0 {
 		t.Fatalf("tick summary %s (%v)", data, err)
 	}
@@ -266,7 +270,7 @@ func TestLambdaWiring(t *testing.T) {
 	}
 	// Each function is built as its main builds it, from its own Lambda.
 	var metrics bytes.Buffer
-	build := func(fn awsenv.Function) any {
+	build := func(fn system.Function) any {
 		h, err := system.BuildLambda(ctx, fn, func(k string) string { return vars[k] }, &metrics, io.Discard)
 		if err != nil {
 			t.Fatal(err)
@@ -278,10 +282,10 @@ func TestLambdaWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiH := build(awsenv.API).(func(context.Context, awsevents.APIGatewayV2HTTPRequest) (awsevents.APIGatewayV2HTTPResponse, error))
-	dispatchH := build(awsenv.Dispatch).(func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error))
-	scalerH := build(awsenv.Scaler).(func(context.Context, awsevents.CloudWatchEvent) (system.TickSummary, error))
-	interruptH := build(awsenv.Interruption).(func(context.Context, awsevents.CloudWatchEvent) (interruption.Summary, error))
+	apiH := build(apifn.Function).(func(context.Context, awsevents.APIGatewayV2HTTPRequest) (awsevents.APIGatewayV2HTTPResponse, error))
+	dispatchH := build(dispatchfn.Function).(func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error))
+	scalerH := build(scalerfn.Function).(func(context.Context, awsevents.CloudWatchEvent) (scalerfn.TickSummary, error))
+	interruptH := build(interruptionfn.Function).(func(context.Context, awsevents.CloudWatchEvent) (interruption.Summary, error))
 
 	scenario(t, wiring{
 		register: func(t *testing.T, body string) (int, string) {

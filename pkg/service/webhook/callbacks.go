@@ -22,9 +22,10 @@ type CallbackStore interface {
 	RecordCallback(ctx context.Context, c store.Callback, r store.CallbackResult) error
 }
 
-// Keys answers the webhook signing keys: deliveries are signed with the
-// current one (the webhook key, a secret of its own: never the fleet
-// secret or the console key).
+// Keys answers the webhook signing keys (the webhook key, a secret of its
+// own: never a fleet's secret or the console key): deliveries are signed
+// with the current one, and during a rotation window with the previous one
+// too (signing.Ring.Signers).
 type Keys interface {
 	SigningKeys(ctx context.Context, kid string) (signing.Ring, error)
 }
@@ -89,21 +90,21 @@ const (
 // failure is only recorded.
 func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 	start := d.clock.Now()
-	var key signing.Key
+	var keys []signing.Key
 	total := 0
 	for {
 		due, err := d.store.DueCallbacks(ctx, deliverBatch)
 		if err != nil || len(due) == 0 {
 			return total, err
 		}
-		if key.ID == "" {
+		if keys == nil {
 			ring, err := d.keys.SigningKeys(ctx, "")
 			if err != nil {
 				return total, fmt.Errorf("webhook signing key: %w", err)
 			}
-			key = ring.Current
+			keys = ring.Signers(start)
 		}
-		n, err := d.batch(ctx, key, due)
+		n, err := d.batch(ctx, keys, due)
 		total += n
 		if err != nil || len(due) < deliverBatch || d.clock.Now().Sub(start) >= deliverBudget {
 			return total, err
@@ -112,7 +113,7 @@ func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 }
 
 // batch delivers callbacks concurrently.
-func (d *Deliverer) batch(ctx context.Context, key signing.Key, due []store.Callback) (int, error) {
+func (d *Deliverer) batch(ctx context.Context, keys []signing.Key, due []store.Callback) (int, error) {
 	var (
 		mu        sync.Mutex
 		delivered int
@@ -123,7 +124,7 @@ func (d *Deliverer) batch(ctx context.Context, key signing.Key, due []store.Call
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := d.attempt(ctx, key, c)
+			ok, err := d.attempt(ctx, keys, c)
 			mu.Lock()
 			defer mu.Unlock()
 			if ok {
@@ -139,14 +140,14 @@ func (d *Deliverer) batch(ctx context.Context, key signing.Key, due []store.Call
 }
 
 // attempt delivers one callback and records how it went.
-func (d *Deliverer) attempt(ctx context.Context, key signing.Key, c store.Callback) (bool, error) {
+func (d *Deliverer) attempt(ctx context.Context, keys []signing.Key, c store.Callback) (bool, error) {
 	e := c.Event
 	body, err := json.Marshal(Delivery{ID: e.ID, Type: e.DetailType, Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), Detail: e.Detail})
 	if err != nil {
 		return false, err
 	}
 	clk := d.clock
-	sendErr := send(ctx, d.client, clk, c.URL, key, e.ID, body)
+	sendErr := send(ctx, d.client, clk, c.URL, keys, e.ID, body)
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the attempt does not count
 	}

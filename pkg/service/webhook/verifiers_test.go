@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
@@ -76,6 +77,17 @@ func TestDocumentedVerifiersAcceptOnlyWhatTheyShould(t *testing.T) {
 		return r[len(r)-1]
 	}
 	old, cur := sign("old", webhookKey), sign("new", newKey)
+	// Within a rotation window fleetq signs with both keys.
+	oldKey, _ := signing.NewKey(webhookKey)
+	curKey, _ := signing.NewKey(newKey)
+	e.keys.mu.Lock()
+	e.keys.ring = signing.Ring{Current: curKey, Previous: oldKey, PreviousUntil: e.clk.Now().Add(time.Hour)}
+	e.keys.mu.Unlock()
+	e.finish("both", srv.URL+"/h")
+	if n := e.deliver(); n != 1 {
+		t.Fatalf("both: delivered %d", n)
+	}
+	both := got()[2]
 	at := float64(e.clk.Now().Unix())
 	until := at + 3600
 	type tc struct {
@@ -90,7 +102,7 @@ func TestDocumentedVerifiersAcceptOnlyWhatTheyShould(t *testing.T) {
 	}
 	headers := func(r received, set ...string) map[string]string {
 		h := map[string]string{}
-		for _, k := range []string{webhook.HeaderEventID, webhook.HeaderTimestamp, webhook.HeaderKeyID, webhook.HeaderSignature} {
+		for _, k := range []string{webhook.HeaderEventID, webhook.HeaderTimestamp, webhook.HeaderKeyID, webhook.HeaderSignature, webhook.HeaderSignatures} {
 			h[k] = r.header.Get(k)
 		}
 		for i := 0; i+1 < len(set); i += 2 {
@@ -107,8 +119,13 @@ func TestDocumentedVerifiersAcceptOnlyWhatTheyShould(t *testing.T) {
 		{Name: "other body", Headers: headers(cur), Body: b64(append(bytes.Clone(cur.body), ' ')), Key: newKey, Now: at},
 		{Name: "stale timestamp", Headers: headers(cur), Body: b64(cur.body), Key: newKey, Now: at + 301},
 		{Name: "moved timestamp", Headers: headers(cur, webhook.HeaderTimestamp, "1"), Body: b64(cur.body), Key: newKey, Now: 1},
-		{Name: "current key's id on the old signature", Headers: headers(old, webhook.HeaderKeyID, cur.header.Get(webhook.HeaderKeyID)), Body: b64(old.body), Key: newKey, Previous: webhookKey, Until: until, Now: at},
-		{Name: "no key id", Headers: headers(cur, webhook.HeaderKeyID, ""), Body: b64(cur.body), Key: newKey, Now: at},
+		{Name: "current key's id on the old signature", Headers: headers(old, webhook.HeaderKeyID, cur.header.Get(webhook.HeaderKeyID), webhook.HeaderSignatures, ""), Body: b64(old.body), Key: newKey, Previous: webhookKey, Until: until, Now: at},
+		{Name: "no key id", Headers: headers(cur, webhook.HeaderKeyID, "", webhook.HeaderSignatures, ""), Body: b64(cur.body), Key: newKey, Now: at},
+		{Name: "both keys signed, the new one held", Headers: headers(both), Body: b64(both.body), Key: newKey, Now: at, want: true},
+		{Name: "both keys signed, the old one held", Headers: headers(both), Body: b64(both.body), Key: webhookKey, Now: at, want: true},
+		{Name: "both keys signed, neither held", Headers: headers(both), Body: b64(both.body), Key: "another-key", Now: at},
+		{Name: "current key's id on the old signature in the list", Headers: headers(old, webhook.HeaderSignatures, cur.header.Get(webhook.HeaderKeyID)+":"+old.header.Get(webhook.HeaderSignature)),
+			Body: b64(old.body), Key: newKey, Now: at},
 	}
 	in, _ := json.Marshal(cases)
 	dir, _ := filepath.Abs("../../../clients/python")

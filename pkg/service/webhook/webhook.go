@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,10 +33,16 @@ const (
 	// HeaderSignature is "v1=" and the hex HMAC-SHA256 of
 	// "<timestamp>.<body>" under the webhook key.
 	HeaderSignature = "Fleetq-Signature"
-	// HeaderKeyID names the key that signed: the first 16 hex digits of
-	// the SHA-256 of the key (signing.KeyID), so a receiver holding the
-	// current and the previous key knows which one to check.
+	// HeaderKeyID names the key that made HeaderSignature: the first 16
+	// hex digits of the SHA-256 of the key (signing.KeyID), so a receiver
+	// holding the current and the previous key knows which one to check.
 	HeaderKeyID = "Fleetq-Key-Id"
+	// HeaderSignatures is every signature of the delivery, one per key
+	// that signs it, each "<key id>:v1=<hex>", separated by ", ": during a
+	// rotation window the previous key's (also in HeaderSignature, for
+	// receivers that hold only it, a receiver of the previous release
+	// included) and the current key's.
+	HeaderSignatures = "Fleetq-Signatures"
 )
 
 // Sign is the signature header's value for a body sent at timestamp.
@@ -51,10 +58,11 @@ func Sign(key []byte, timestamp int64, body []byte) string {
 var ErrBadSignature = errors.New("webhook signature does not verify")
 
 // Verify checks a delivery as a receiver does: a timestamp within
-// tolerance of now (against replays), a key id naming a key the receiver
-// holds — the current key, or the previous one until its rotation window
-// ends (keys.PreviousUntil) — and that key's signature over the timestamp
-// and body.
+// tolerance of now (against replays), and a signature over the timestamp
+// and body by a key the receiver holds — the current key, or the previous
+// one until its rotation window ends (keys.PreviousUntil) — found by its
+// key id among the delivery's signatures (HeaderSignatures, and
+// HeaderKeyID with HeaderSignature).
 func Verify(keys signing.Ring, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
 	if err != nil {
@@ -63,14 +71,37 @@ func Verify(keys signing.Ring, h http.Header, body []byte, now time.Time, tolera
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
 		return fmt.Errorf("%w: timestamp %s off by %s", ErrBadSignature, h.Get(HeaderTimestamp), d)
 	}
-	key, ok := keys.Find(h.Get(HeaderKeyID), now)
-	if !ok {
-		return fmt.Errorf("%w: key id %q is neither the current key's nor the previous key's within its window", ErrBadSignature, h.Get(HeaderKeyID))
+	held := false
+	for kid, sig := range signatures(h) {
+		key, ok := keys.Find(kid, now)
+		if !ok {
+			continue
+		}
+		held = true
+		if hmac.Equal([]byte(sig), []byte(Sign(key.Secret, ts, body))) {
+			return nil
+		}
 	}
-	if !hmac.Equal([]byte(h.Get(HeaderSignature)), []byte(Sign(key.Secret, ts, body))) {
-		return ErrBadSignature
+	if !held {
+		return fmt.Errorf("%w: no signature names the current key or the previous key within its window", ErrBadSignature)
 	}
-	return nil
+	return ErrBadSignature
+}
+
+// signatures maps the key ids of a delivery's signatures to them.
+func signatures(h http.Header) map[string]string {
+	out := map[string]string{}
+	for _, part := range strings.Split(h.Get(HeaderSignatures), ",") {
+		if kid, sig, ok := strings.Cut(strings.TrimSpace(part), ":"); ok && kid != "" {
+			out[kid] = sig
+		}
+	}
+	if kid := h.Get(HeaderKeyID); kid != "" {
+		if _, ok := out[kid]; !ok {
+			out[kid] = h.Get(HeaderSignature)
+		}
+	}
+	return out
 }
 
 // Delivery is the body of a delivery.
@@ -81,8 +112,10 @@ type Delivery struct {
 	Detail store.JobEventDetail `json:"detail"`
 }
 
-// send POSTs one signed delivery; a 2xx answer is a delivery.
-func send(ctx context.Context, c *http.Client, clk clock.Clock, target string, key signing.Key, id string, body []byte) error {
+// send POSTs one delivery signed with each of keys (signing.Ring.Signers:
+// the first one's signature is also HeaderSignature); a 2xx answer is a
+// delivery.
+func send(ctx context.Context, c *http.Client, clk clock.Clock, target string, keys []signing.Key, id string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -91,8 +124,13 @@ func send(ctx context.Context, c *http.Client, clk clock.Clock, target string, k
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEventID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderKeyID, key.ID)
-	req.Header.Set(HeaderSignature, Sign(key.Secret, ts, body))
+	all := make([]string, len(keys))
+	for i, k := range keys {
+		all[i] = k.ID + ":" + Sign(k.Secret, ts, body)
+	}
+	req.Header.Set(HeaderKeyID, keys[0].ID)
+	req.Header.Set(HeaderSignature, Sign(keys[0].Secret, ts, body))
+	req.Header.Set(HeaderSignatures, strings.Join(all, ", "))
 	res, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
