@@ -44,7 +44,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve wheel test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
+.PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
 
 # The CLI for this machine, as make build builds it (the same compile): make dev and make serve run it,
 # and so do the README's commands, with no second compile and with fleetq's own exit codes.
@@ -194,6 +194,18 @@ synth: build
 ## deploy: build the functions, then deploy $(STAGE) with the CDK CLI (needs AWS credentials and npx)
 deploy: build
 	npx --yes aws-cdk@2 deploy -c stage=$(STAGE) --require-approval broadening
+
+## busy-test: the tests of BUSY_PKGS (those that wait on loops driven by a fake clock, and the store's),
+## BUSY_COUNT times each, in make test's build configuration, beside BUSY_LOOPS CPU-bound loops at low
+## priority, as on a busy machine; RUN narrows it to the tests it matches (go test -run). The loops end
+## with the run. Not part of make test: see docs/testing.md, "On a busy machine".
+BUSY_PKGS  ?= ./pkg/local/devstack/ ./pkg/service/agent/ ./pkg/service/scaler/ ./pkg/aws/store/
+BUSY_COUNT ?= 20
+BUSY_LOOPS ?= 2
+busy-test:
+	@pids=; for i in $$(seq $(BUSY_LOOPS)); do nice -n 10 sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	trap 'kill $$pids' EXIT INT TERM; \
+	$(GO) test $(RACE) -vet=off -count=$(BUSY_COUNT) -timeout 3h $(if $(RUN),-run '$(RUN)') $(BUSY_PKGS)
 
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:

@@ -130,6 +130,24 @@ func (f *Fake) BlockUntil(ctx context.Context, n int) error {
 	return f.clock().BlockUntilContext(ctx, n)
 }
 
+// Waiting answers how many timers and tickers (including pending After
+// calls) wait on the clock now. A test that has waited for the waits it
+// counted (BlockUntil) checks with it that none more wait: a wait it did
+// not count would have let BlockUntil answer before one it did.
+func (f *Fake) Waiting() int {
+	// clockwork tells only whether at least n wait; with a context already
+	// ended, BlockUntilContext answers that at once (a probe that finds
+	// fewer leaves a waiter of its own behind in clockwork, released once
+	// n wait; it holds no goroutine).
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := 0
+	for f.clock().BlockUntilContext(ended, n+1) == nil {
+		n++
+	}
+	return n
+}
+
 // Every calls f every interval of c's time until ctx ends (the dev stack's
 // background loops; in AWS a schedule drives the same work).
 func Every(ctx context.Context, c Clock, interval time.Duration, f func()) {

@@ -220,3 +220,37 @@ func TestEveryUsesTheClock(t *testing.T) {
 		t.Fatalf("%d calls", n.Load())
 	}
 }
+
+func TestFakeWaitingCountsTimersAndTickers(t *testing.T) {
+	c := clock.NewFake(t0)
+	if n := c.Waiting(); n != 0 {
+		t.Fatalf("%d waiting on a new clock", n)
+	}
+	timer := c.NewTimer(time.Second)
+	after := c.After(2 * time.Second)
+	tk := c.NewTicker(time.Minute)
+	if n := c.Waiting(); n != 3 {
+		t.Fatalf("%d waiting with a timer, an After and a ticker", n)
+	}
+	timer.Stop()
+	if n := c.Waiting(); n != 2 {
+		t.Fatalf("%d waiting after a Stop", n)
+	}
+	c.Advance(2 * time.Second)
+	<-after
+	if n := c.Waiting(); n != 1 {
+		t.Fatalf("%d waiting once After fired (the ticker goes on)", n)
+	}
+	// Asking again, after probes that found fewer, counts the same.
+	if n := c.Waiting(); n != 1 {
+		t.Fatalf("%d waiting, asked again", n)
+	}
+	tk.Stop()
+	if n := c.Waiting(); n != 0 {
+		t.Fatalf("%d waiting after the ticker stopped", n)
+	}
+	timer.Reset(time.Second)
+	if n := c.Waiting(); n != 1 {
+		t.Fatalf("%d waiting after a Reset", n)
+	}
+}

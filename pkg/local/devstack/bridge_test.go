@@ -112,9 +112,9 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	// The bridge's job ends: the next tick stops it back into the pool
 	// while the Spot instance runs on.
 	// The bridge's 60 seconds of sleep, begun a quarter of a boot in, are
-	// over a minute from now, once both agents wait on the clock.
-	testenv.Waiters(t, clk, fleetWaits+2*jobWaits)
-	clk.Advance(time.Minute)
+	// over a minute from now, as long as the Spot instance's lease: the
+	// heartbeats keep both leases while it passes.
+	stepLeased(t, stack, clk, requests, "demo", time.Minute, func() int { return restWaits(stack, "demo") }, "t1:b-1", "t1:b-2")
 	testenv.Eventually(t, "the bridge's job succeeded", requests, func() bool { return jobOf(stack, "t1:b-1").Status == job.Succeeded })
 	r = tickDemo(t, stack)
 	if !slices.ContainsFunc(r.Decision.Victims, func(v scaling.Victim) bool { return v.InstanceID == bridge && v.Why == scaling.WhyBridge }) ||

@@ -140,9 +140,9 @@ func TestSickGPUInstanceIsReplaced(t *testing.T) {
 		j := getJob()
 		return j.Status == job.Leased && j.WorkerID != sick
 	})
-	// Its 60 seconds of sleep, once it waits for them.
-	testenv.Waiters(t, clk, fleetWaits+pollWaits+jobWaits+healthWaits)
-	clk.Advance(time.Minute)
+	// Its 60 seconds of sleep, as long as the lease: its heartbeats keep
+	// the lease while they pass.
+	stepLeased(t, stack, clk, requests, "demo", time.Minute, func() int { return fleetWaits + pollWaits + jobWaits + healthWaits }, id)
 	testenv.Eventually(t, "the job succeeded", requests, func() bool { return getJob().Status == job.Succeeded })
 	if j := getJob(); j.Attempts != 1 || j.Preemptions != 1 {
 		t.Fatalf("the finished job: attempts %d, preemptions %d", j.Attempts, j.Preemptions)

@@ -836,8 +836,10 @@ func (a *Agent) watchMetadata(ctx context.Context) {
 		}
 		if a.leasing.Load() {
 			if rb, err := a.cfg.Metadata.Rebalance(ctx); err == nil && rb {
-				a.log.Warn("rebalance recommendation: no new leases; running jobs go on")
+				// Stopped before it is said: whoever hears it may count
+				// on no poll following.
 				a.leasing.Store(false)
+				a.log.Warn("rebalance recommendation: no new leases; running jobs go on")
 			}
 		}
 		select {

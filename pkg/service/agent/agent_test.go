@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -192,6 +194,15 @@ func (r *running) wait(t *testing.T) error {
 	return err
 }
 
+// loopbackMetadata reads the fake IMDS at url without the SDK's IMDS
+// client's timeouts (250 ms to connect, 500 ms to the answer's headers, 5 s
+// in all), made for the instance's own service: a server in the test's
+// process on a busy machine misses them, and a read the agent's fake clock
+// was stepped for is not tried again until the clock moves on.
+func loopbackMetadata(url string) *agent.Metadata {
+	return agent.NewMetadata(url, func(o *imds.Options) { o.HTTPClient, o.DisableDefaultTimeout = &http.Client{}, true })
+}
+
 // fakeIMDS serves the IMDSv2 token and the metadata paths the agent reads.
 type fakeIMDS struct {
 	mu        sync.Mutex
@@ -288,7 +299,7 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	imds := &fakeIMDS{pending: "2026-11-23T09:50:00Z"}
 	srv := httptest.NewServer(imds)
 	defer srv.Close()
-	md := agent.NewMetadata(srv.URL)
+	md := loopbackMetadata(srv.URL)
 	id, err := md.Identity(e.ctx)
 	if err != nil || id.InstanceID != "i-0spot" || id.AZ != "us-east-1b" || id.PurchaseOption != "spot" || id.ImageID != "ami-0123456789abcdef0" ||
 		!id.LaunchedAt.Equal(time.Date(2026, 11, 23, 9, 50, 0, 0, time.UTC)) {
@@ -337,7 +348,7 @@ func TestRebalanceStopsLeasingOnly(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	e.create("j1", `{"seconds": 30}`)
 	a := e.start("rb", agent.SleepRunner{}, func(c *agent.Config) {
-		c.Metadata, c.SpotPoll, c.Clock = agent.NewMetadata(srv.URL), 500*time.Millisecond, clk
+		c.Metadata, c.SpotPoll, c.Clock = loopbackMetadata(srv.URL), 500*time.Millisecond, clk
 		c.MaxConcurrency = 2
 	})
 	// j1 leased, then an empty poll with a slot still free.
@@ -484,8 +495,14 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 	t.Parallel()
 	e := newStack(t, true)
 	e.create("l1", `{"seconds": 30}`)
-	a := e.start("first", agent.SleepRunner{})
+	// The agent's clock is its own: it stands still while the stack's
+	// runs past the lease, so no heartbeat of the first worker extends
+	// the lease before the second takes the job over.
+	agentClock := clock.NewFake(time.Now())
+	a := e.start("first", agent.SleepRunner{}, func(c *agent.Config) { c.Clock = agentClock })
 	e.waitFor("l1 leased", func() bool { return e.job("l1").Status == job.Leased })
+	// The heartbeat and the job's sleep wait on the agent's clock.
+	testenv.Waiters(t, agentClock, 2)
 	// Time jumps past the lease; another worker takes the job over.
 	e.clock.Advance(time.Minute)
 	other := store.WorkerAuth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
@@ -496,6 +513,7 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 	if err != nil || j.ID != "l1" {
 		t.Fatalf("takeover: %+v, %v", j, err)
 	}
+	agentClock.Advance(time.Second) // the first worker's next heartbeat
 	e.waitFor("the first agent to stop the job", func() bool { return a.a.Running() == 0 })
 	if got := e.job("l1"); got.Status != job.Leased || got.WorkerID != "second" || got.LeaseToken != j.LeaseToken {
 		t.Fatalf("l1 after the loss: %s by %s", got.Status, got.WorkerID)
@@ -538,7 +556,7 @@ func TestNoRegistrationWhilePreparedForAWarmPool(t *testing.T) {
 	e.create("j1", `{"seconds": 0}`)
 	marker := filepath.Join(t.TempDir(), "warm-pool-i-pooled")
 	e.start("pooled", agent.SleepRunner{}, func(c *agent.Config) {
-		c.Metadata, c.Clock, c.ReadyPoll = agent.NewMetadata(srv.URL), clk, time.Second
+		c.Metadata, c.Clock, c.ReadyPoll = loopbackMetadata(srv.URL), clk, time.Second
 		c.PoolMarker = marker
 	})
 	for range 3 {

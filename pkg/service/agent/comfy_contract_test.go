@@ -15,6 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
 
 // comfyServer is a contract fake of ComfyUI's server: its routes and JSON
@@ -311,7 +313,7 @@ func (c *comfyServer) send(p *comfyPrompt, typ string, data map[string]any) {
 		return
 	}
 	msg, _ := json.Marshal(map[string]any{"type": typ, "data": data})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	_ = conn.Write(ctx, websocket.MessageText, msg)
 }

@@ -65,7 +65,7 @@ func comfyJob(id string, input json.RawMessage, out, named string, blobURL strin
 
 func runComfy(t *testing.T, r agent.Runner, j *agent.Job) (json.RawMessage, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	return r.Run(ctx, j)
 }

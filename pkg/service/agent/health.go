@@ -179,8 +179,8 @@ func (a *Agent) giveUp(reason string) {
 	if !first {
 		return
 	}
-	a.log.Error("machine unhealthy; stopping leasing and giving back running jobs", "reason", reason)
 	a.leasing.Store(false)
+	a.log.Error("machine unhealthy; stopping leasing and giving back running jobs", "reason", reason)
 	a.signal(job.Shutdown)
 }
 

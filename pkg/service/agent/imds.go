@@ -19,13 +19,15 @@ type Metadata struct {
 	c *imds.Client
 }
 
-// NewMetadata returns a metadata reader; endpoint "" is EC2's own.
-func NewMetadata(endpoint string) *Metadata {
+// NewMetadata returns a metadata reader; endpoint "" is EC2's own. opts
+// change the client's options after these (a test's stand-in on loopback
+// drops the client's timeouts, made for the instance's own service).
+func NewMetadata(endpoint string, opts ...func(*imds.Options)) *Metadata {
 	return &Metadata{c: imds.New(imds.Options{
 		Endpoint:       endpoint,
 		EnableFallback: aws.FalseTernary,
 		Retryer:        aws.NopRetryer{},
-	})}
+	}, opts...)}
 }
 
 // get reads one path; ok is false when the path does not exist (404).

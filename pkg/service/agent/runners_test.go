@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/lib/clock"
+	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/agent"
 )
 
@@ -56,7 +58,7 @@ func (b *blobs) get(path string) string {
 
 func runExec(t *testing.T, cmd string, j *agent.Job) (json.RawMessage, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	return agent.ExecRunner{Command: cmd}.Run(ctx, j)
 }
@@ -123,12 +125,17 @@ func TestExecRunner(t *testing.T) {
 		}
 		cancel()
 	}()
-	start := time.Now()
-	if _, err := (agent.ExecRunner{Command: "echo up > " + started + "; sleep 30"}).Run(ctx, &agent.Job{Lease: agent.Lease{JobID: "j5"}}); !errors.Is(err, context.Canceled) {
+	// The command would run for an hour: the runner returns only once its
+	// SIGTERM has ended it (the job's clock never reaches the SIGKILL that
+	// would follow; a command that outlived its job fails after Patience).
+	stopped := make(chan error, 1)
+	go func() {
+		j := &agent.Job{Lease: agent.Lease{JobID: "j5"}, Clock: clock.NewFake(time.Now())}
+		_, err := (agent.ExecRunner{Command: "echo up > " + started + "; sleep 3600"}).Run(ctx, j)
+		stopped <- err
+	}()
+	if err := testenv.Receive(t, "the command ended with its job", stopped); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled: %v", err)
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatal("the command outlived its job")
 	}
 }
 
@@ -217,7 +224,7 @@ func TestExecRunnerGetsNoAgentEnvironment(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	j := &agent.Job{Lease: agent.Lease{JobID: "j-env", TenantID: "t1", WorkflowID: "wf", Attempt: 2}}
 	// The command prints its environment, base64 on one line: the result
