@@ -126,17 +126,6 @@ func (s *Store) heldLeases(ctx context.Context, fleet, id string, want int) ([]*
 // RotateWorkerToken replaces a worker's token digest; the leases it holds
 // move to the new token at once (replaceToken).
 func (s *Store) RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error) {
-	err := s.replaceToken(ctx, id, tokenHash, expression.Set(expression.Name(attrTokenHash), expression.Value(tokenHash)),
-		expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked)))))
-	if errors.Is(err, errConditionFailed) {
-		w, gerr := s.GetWorker(ctx, id)
-		if gerr != nil {
-			return worker.Worker{}, gerr
-		}
-		return w, fmt.Errorf("worker %s is %s: %w", id, w.Status, ErrConflict)
-	}
-	if err != nil {
-		return worker.Worker{}, err
-	}
-	return s.GetWorker(ctx, id)
+	return s.workerAfter(ctx, id, s.replaceToken(ctx, id, tokenHash, expression.Set(expression.Name(attrTokenHash), expression.Value(tokenHash)),
+		expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrWorkerStatus).NotEqual(expression.Value(string(worker.Revoked))))))
 }

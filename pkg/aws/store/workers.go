@@ -395,7 +395,12 @@ func (s *Store) setWorker(ctx context.Context, id string, set expression.UpdateB
 	if extra.IsSet() {
 		cond = cond.And(extra)
 	}
-	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: cond})
+	return s.workerAfter(ctx, id, s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: cond}))
+}
+
+// workerAfter answers the worker as a conditional write of it (err) left it:
+// a refused condition is ErrConflict naming the status the worker is in.
+func (s *Store) workerAfter(ctx context.Context, id string, err error) (worker.Worker, error) {
 	if errors.Is(err, errConditionFailed) {
 		w, gerr := s.GetWorker(ctx, id)
 		if gerr != nil {
