@@ -47,8 +47,10 @@ RELEASE_OSES   := linux darwin
 .PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
 
 # The CLI for this machine, as make build builds it (the same compile): make dev and make serve run it,
-# and so do the README's commands, with no second compile and with fleetq's own exit codes.
-FLEETQ_CLI = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
+# and so do the README's commands, with no second compile and with fleetq's own exit codes. It is built
+# in the go command's own configuration (no flag that changes what is compiled; -ldflags only links), so
+# a go run ./cmd/fleetq or go build after it compiles no package again.
+FLEETQ_CLI = $(GO) build -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
 
 ## dev: build bin/fleetq, then the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
