@@ -151,16 +151,16 @@ func (s *consoleStack) call(method, path, auth string, body, out any) int {
 	return res.StatusCode
 }
 
-// waitJob waits until dispatch has created the job (submissions are
-// asynchronous: the event source mapping hands them to dispatch), looking
-// each time dispatch has handled a batch.
+// waitJob waits until dispatch has filed the job (a submission is
+// accepted at once and filed by dispatch, which the event source mapping
+// hands it to), looking each time dispatch has handled a batch.
 func (s *consoleStack) waitJob(id string) job.Job {
 	s.t.Helper()
 	var j job.Job
 	testenv.Eventually(s.t, "job "+id+" to be dispatched", s.stack.Dispatched(), func() bool {
 		var err error
 		j, err = s.stack.Store.GetJob(context.Background(), id)
-		return err == nil
+		return err == nil && j.Status != job.Accepted
 	})
 	return j
 }
