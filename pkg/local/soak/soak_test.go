@@ -165,7 +165,7 @@ type soak struct {
 }
 
 // waitForWork returns when a job may be available to lease: a token of
-// work (a job created, a lease released), or fake time moved on. Fake time
+// work (a job created or filed by dispatch, a lease released), or fake time moved on. Fake time
 // moves with the work: each worker operation moves it a tick. When no
 // worker polls or holds a lease, nothing the soak does will change the
 // fleet's jobs but time: the idle worker that sees it (one at a time)
@@ -461,7 +461,7 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 		stop: make(chan struct{})}
 	ddbProxy, err := faultproxy.Start(ddbURL, faultproxy.Options{Rate: ddbFaults, Delay: 20 * time.Millisecond,
 		Forwarded: func(op string) {
-			if op == "PutItem" { // a job created
+			if op == "PutItem" { // a job created (a submission the API did not accept first)
 				s.signal()
 			}
 		}})
@@ -526,6 +526,22 @@ func TestSoakNothingLostUnderFaults(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = stack.Close() })
 	s.url = stack.URL
+	// Dispatch files what the API accepted (an update of the accepted job,
+	// not a put): each batch it handles is work for as many workers as a
+	// batch holds jobs.
+	dispatched := stack.Dispatched()
+	go func() {
+		for {
+			select {
+			case <-dispatched:
+				for range 10 { // the dev stack's batch size, as the event source mapping's
+					s.signal()
+				}
+			case <-s.stop:
+				return
+			}
+		}
+	}()
 	s.backlog = func() (fleetstate.Backlog, error) { return stack.Store.CountBacklog(context.Background(), fleetSlug) }
 
 	// The scaler's schedule, as its EventBridge rule delivers it, on the
