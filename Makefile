@@ -25,8 +25,8 @@ RACE      := -race
 EMULATORS := github.com/truora/minidyn/... github.com/Admiral-Piett/goaws/... github.com/johannesboyne/gofakes3/...
 TEST_GOFLAGS := -trimpath -gcflags=all=-d=checkptr=0 $(foreach m,$(EMULATORS),-gcflags=$(m)=-race=false)
 # make test runs make test-dynalite, which finds them in GOFLAGS already: filter-out keeps them once.
-lint test test-dynalite: export GOFLAGS := $(strip $(filter-out $(TEST_GOFLAGS),$(GOFLAGS)) $(TEST_GOFLAGS))
-lint test test-dynalite: export CGO_ENABLED := 1
+lint test test-dynalite busy-test: export GOFLAGS := $(strip $(filter-out $(TEST_GOFLAGS),$(GOFLAGS)) $(TEST_GOFLAGS))
+lint test test-dynalite busy-test: export CGO_ENABLED := 1
 # The race detector's runtime sleeps a second before every process it instruments exits
 # (atexit_sleep_ms, 1000 by default): a second per test binary and per binary a test runs. Go
 # reports a race where it happens, and go test fails the test it happened in, so nothing waits for it.
