@@ -8,7 +8,7 @@ GO        ?= go
 # compile of the SDK and of the CDK module, the two largest compiles of the tree. It is set for those
 # targets only (TEST_GOFLAGS below): make build and make release build what ships in their own
 # configuration, static (CGO_ENABLED=0), linux/arm64 for the functions; make dev and make serve build
-# bin/fleetq as make build builds the CLI (FLEETQ_CLI), once, and the README's commands run that binary.
+# bin/fleetq as go run builds it (DEV_CLI), once, and the README's commands run that binary.
 #
 # The race detector also turns on checkptr, which checks every conversion of an unsafe.Pointer as it
 # runs: fleetq has none (no package imports unsafe), so all it checked were the standard library's and
@@ -46,23 +46,26 @@ RELEASE_OSES   := linux darwin
 
 .PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
 
-# The CLI for this machine, as make build builds it (the same compile): make dev and make serve run it,
-# and so do the README's commands, with no second compile and with fleetq's own exit codes. It is built
-# in the go command's own configuration (no flag that changes what is compiled; -ldflags only links), so
-# a go run ./cmd/fleetq or go build after it compiles no package again.
+# The CLI for this machine, built as `go run ./cmd/fleetq` builds it: make dev and make serve run it, and
+# so do the README's commands, with no second compile and with fleetq's own exit codes. go run compiles a
+# main package without debug information, which no go build flag asks for, and records its build flags
+# in the binary (so also in its compile); -exec cp hands the binary go run built to cp instead of running
+# it, so a go run ./cmd/fleetq after make dev finds every package, main included, compiled. The binary says
+# version dev, as go run's do; make build's bin/fleetq is stamped (FLEETQ_CLI).
+DEV_CLI    = mkdir -p bin && $(GO) run -exec cp ./cmd/fleetq bin/fleetq
 FLEETQ_CLI = $(GO) build -ldflags "$(LDFLAGS)" -o bin/fleetq ./cmd/fleetq
 
 ## dev: build bin/fleetq, then the demo on the local stack: a burst of jobs on an empty fleet, scaled 0 → N → 0 (about a minute)
 dev:
 	@echo "build bin/fleetq"
-	@$(FLEETQ_CLI)
+	@$(DEV_CLI)
 	bin/fleetq dev --demo $(ARGS)
 
 ## serve: build bin/fleetq, then the local stack, kept running (embedded AWS APIs, the API, dispatch, scaler,
 ## local fleet; ARGS=--no-local-fleet for workers started by hand); its state is in memory, lost when it stops
 serve:
 	@echo "build bin/fleetq"
-	@$(FLEETQ_CLI)
+	@$(DEV_CLI)
 	bin/fleetq dev $(ARGS)
 
 ## wheel: the Python client's wheel, dist/fleetq-<version>-py3-none-any.whl, built with Python's standard library

@@ -124,7 +124,7 @@ func readmeServeArgs(t *testing.T, readme string) []string {
 		t.Fatalf("README.md should show one indented `make serve ARGS=\"...\"` line that starts the stack its examples use; found %d", len(m))
 	}
 	mk := readTree(t).make.targets["serve"]
-	if !strings.Contains(mk, "-o bin/fleetq ./cmd/fleetq") && !strings.Contains(mk, "$(FLEETQ_CLI)") || !strings.Contains(mk, "bin/fleetq dev $(ARGS)") {
+	if !strings.Contains(mk, "-o bin/fleetq ./cmd/fleetq") && !strings.Contains(mk, "$(DEV_CLI)") || !strings.Contains(mk, "bin/fleetq dev $(ARGS)") {
 		t.Fatalf("the Makefile's serve target should build bin/fleetq and run bin/fleetq dev $(ARGS), as the README's examples assume:\n%s", mk)
 	}
 	return strings.Fields(m[0][1])
