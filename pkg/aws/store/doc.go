@@ -11,10 +11,11 @@
 // follow the aggregates: jobs.go, shards.go (a fleet's partitions spread
 // over its shards, and reading every shard at once), ready.go (the ready
 // queue's shards),
-// lease.go, report.go and deadlines.go (jobs and their leases), with
-// fairlease.go (fair share on the lease path), leasecap.go (tenants' leased
-// caps), tenants.go (tenants' queued caps) and ondemand.go (jobs pinned to
-// On-Demand); workers.go, retoken.go (a worker's token replaced, its leases
+// lease.go (the lease planner's source: its reads, one claim at a time, and
+// the sweeper's steps; the planner in pkg/domain/lease decides), report.go
+// and deadlines.go (jobs and their leases), with fairlease.go (the reads fair
+// share asks for), leasecap.go (tenants' leased caps), tenants.go (tenants'
+// queued caps) and ondemand.go (jobs pinned to On-Demand); workers.go, retoken.go (a worker's token replaced, its leases
 // moved to the new one), preempt.go (draining and ending workers the control
 // plane decided to end, their leases requeued), fleetstate.go,
 // registration.go, bootreports.go (machines that could not start work),

@@ -828,11 +828,11 @@ func (e *releaseEnv) checkActions(m releaseManifest) {
 		t.Fatalf("RetryDead(%s) = %s, %v", relJobDead, j.Status, err)
 	}
 	e.clock.Advance(31 * time.Minute)
-	if n, err := e.st.PromoteDue(ctx, "gpu"); err != nil || n != 1 {
-		t.Fatalf("PromoteDue = %d, %v; want the retry promoted", n, err)
+	if r, err := e.st.Sweep(ctx, "gpu"); err != nil || r.Promoted != 1 {
+		t.Fatalf("Sweep = %+v, %v; want the retry promoted", r, err)
 	}
-	if r, err := e.st.SweepExpiredLeases(ctx, "other"); err != nil || r.Requeued != 1 {
-		t.Fatalf("SweepExpiredLeases(other) = %+v, %v; want %s's expired lease requeued", r, err, relJobOther)
+	if r, err := e.st.Sweep(ctx, "other"); err != nil || r.Leases.Requeued != 1 {
+		t.Fatalf("Sweep(other) = %+v, %v; want %s's expired lease requeued", r, err, relJobOther)
 	}
 	// The outbox the release left is relayed: every pending outcome once.
 	rec := &recorder{}

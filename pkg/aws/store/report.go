@@ -83,7 +83,7 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 		deadline := fromMS(it.RunDeadlineMS)
 		if !deadline.After(now) {
 			// The attempt overran: revoke the lease, fail the attempt.
-			if err := s.expireRun(ctx, it, now); err != nil {
+			if _, _, err := s.expireRun(ctx, it, now); err != nil {
 				return HeartbeatResult{}, err
 			}
 			return HeartbeatResult{}, ErrLeaseLost

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
@@ -28,9 +29,7 @@ type Relay interface {
 
 // Store is what the tick needs of the store.
 type Store interface {
-	PromoteDue(ctx context.Context, fleet string) (int, error)
-	ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error)
-	SweepExpiredLeases(ctx context.Context, fleet string) (store.SweepResult, error)
+	Sweep(ctx context.Context, fleet string) (lease.Swept, error)
 	FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error)
 	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
 	GetWorker(ctx context.Context, id string) (worker.Worker, error)
@@ -102,12 +101,10 @@ func New(cfg *fleetconfig.Config, st Store, clk Clock, log *slog.Logger, c Confi
 
 // FleetReport is what one tick did for one fleet.
 type FleetReport struct {
-	Fleet        string
-	Promoted     int
-	QueueExpired int
-	Swept        store.SweepResult
-	Reconciled   int
-	Removed      int
+	Fleet      string
+	Swept      lease.Swept
+	Reconciled int
+	Removed    int
 	// Decision is the policy's decision; its Reason is the policy's alone.
 	Decision scaling.Decision
 	// Reason is the tick's one-line reason, as recorded with the decision:
@@ -219,18 +216,14 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	return r, nil
 }
 
-// housekeep moves the fleet's jobs along before the snapshot is read:
-// retries whose backoff passed become ready, queued jobs past their
-// deadline end, run-out leases end (the same sweep the poll path runs).
+// housekeep moves the fleet's jobs along before the snapshot is read: the
+// sweeper's steps (lease.Sweeper) on every job due. Retries whose backoff
+// passed become ready, queued jobs past their deadline end, run-out leases
+// end. The tick is their owner: a poll runs two of the same steps on a
+// few jobs only when it found nothing ready.
 func (s *Scaler) housekeep(ctx context.Context, f *fleetconfig.Fleet, r *FleetReport) error {
 	var err error
-	if r.Promoted, err = s.store.PromoteDue(ctx, f.Slug); err != nil {
-		return err
-	}
-	if r.QueueExpired, err = s.store.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
-		return err
-	}
-	r.Swept, err = s.store.SweepExpiredLeases(ctx, f.Slug)
+	r.Swept, err = s.store.Sweep(ctx, f.Slug)
 	return err
 }
 
@@ -499,7 +492,7 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 		return err
 	}
 	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
-		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
+		"terminated", strings.Join(r.Terminated, ","), "promoted", r.Swept.Promoted, "queue_expired", r.Swept.QueueExpired, "swept_requeued", r.Swept.Leases.Requeued, "swept_dead", r.Swept.Leases.Dead)
 	return nil
 }
 

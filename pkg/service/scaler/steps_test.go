@@ -229,7 +229,7 @@ func TestAWorkerHoldingALiveLeaseIsSeen(t *testing.T) {
 	}
 	h.advance(11 * time.Minute) // no heartbeat: the 600 s lease runs out
 	r := h.tick()
-	if r.Swept.Requeued != 1 || r.Removed != 1 || r.Decision.Counts.Busy != 0 {
+	if r.Swept.Leases.Requeued != 1 || r.Removed != 1 || r.Decision.Counts.Busy != 0 {
 		t.Fatalf("after the heartbeats stopped: swept %+v, removed %d, counts %+v; want the lease ended and the worker, unseen since its claim, removed",
 			r.Swept, r.Removed, r.Decision.Counts)
 	}

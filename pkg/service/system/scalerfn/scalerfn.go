@@ -113,7 +113,7 @@ func ScheduleHandler(sc *scaler.Scaler) func(context.Context, events.CloudWatchE
 		out := TickSummary{Fleets: make([]FleetTick, 0, len(reports))}
 		for _, r := range reports {
 			out.Fleets = append(out.Fleets, FleetTick{Fleet: r.Fleet, Desired: r.Desired, Reason: r.Reason,
-				Terminated: r.Terminated, Requeued: r.Swept.Requeued, Dead: r.Swept.Dead})
+				Terminated: r.Terminated, Requeued: r.Swept.Leases.Requeued, Dead: r.Swept.Leases.Dead})
 		}
 		return out, err
 	}
