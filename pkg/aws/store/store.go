@@ -63,11 +63,11 @@ type Options struct {
 
 // Store is fleetq's state in DynamoDB.
 type Store struct {
-	db     DynamoDB
-	table  string
-	cfg    *fleetconfig.Config
-	clock  clock.Clock
-	log    *slog.Logger
+	db    DynamoDB
+	table string
+	cfg   *fleetconfig.Config
+	clock clock.Clock
+	log   *slog.Logger
 	// costMetrics receives the per-tenant cost lines (Options.CostMetrics).
 	costMetrics io.Writer
 
