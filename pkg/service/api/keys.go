@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
@@ -41,7 +42,7 @@ func (s *server) authenticateKey(ctx context.Context, presented string) (caller,
 		return caller{}, malformedKey()
 	}
 	k, err := s.Store.GetAPIKey(ctx, parsed.ID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, fault.ErrNotFound) {
 		return caller{}, unauthenticated("the API key is not valid")
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -135,7 +136,7 @@ func (s *server) removePrincipal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.Store.UnmapPrincipal(r.Context(), p.Key())
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, fault.ErrNotFound) {
 		s.writeError(w, r, notFound("principal %s: not mapped", req.PrincipalARN))
 		return
 	}

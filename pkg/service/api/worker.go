@@ -15,6 +15,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/cost"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
@@ -35,7 +36,7 @@ func decode(data []byte, v any, allowEmpty bool) error {
 // counts in its 429.
 func (s *server) registrationCaller(r *http.Request, what string) (registrationProof, error) {
 	if wait, err := s.Store.TakeRegistrationSlot(r.Context(), sourceAddress(r), s.RegisterLimit); err != nil {
-		if errors.Is(err, store.ErrRateLimited) {
+		if errors.Is(err, fault.ErrRateLimited) {
 			secs := int(math.Ceil(wait.Seconds()))
 			return registrationProof{}, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
 				Message: "too many " + what + " from this address; retry after the Retry-After seconds"}
@@ -272,7 +273,7 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if _, ok := s.Config.Fleet(parsed.Fleet); !ok {
-			s.writeError(w, r, store.ErrUnauthenticated)
+			s.writeError(w, r, fault.ErrUnauthenticated)
 			return
 		}
 		a := store.WorkerAuth{WorkerID: parsed.WorkerID, Fleet: parsed.Fleet, TokenHash: parsed.Hash}
@@ -305,7 +306,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 	a := workerOf(r)
 	f, _ := s.Config.Fleet(a.Fleet)
 	j, err := s.Store.LeaseNext(r.Context(), a, f.Workflows)
-	if errors.Is(err, store.ErrNoJob) {
+	if errors.Is(err, fault.ErrNoJob) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -124,7 +125,7 @@ func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 			t.Fatalf("job %s: %v", id, err)
 		}
 	}
-	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("malformed record made a job: %v", err)
 	}
 }

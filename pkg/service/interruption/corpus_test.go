@@ -12,6 +12,7 @@ import (
 
 	samples "github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -112,7 +113,7 @@ func TestRealEventCorpus(t *testing.T) {
 				}
 				got, err := e.st.GetWorker(e.ctx, a.id)
 				switch {
-				case w.worker == "" && !errors.Is(err, store.ErrNotFound):
+				case w.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", a.id, err)
 				case w.worker != "" && (err != nil || got.Status != w.worker):
 					t.Errorf("%s: %s, %v; want %s", a.id, got.Status, err, w.worker)

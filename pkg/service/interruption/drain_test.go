@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -317,7 +318,7 @@ func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 				}
 				w, err := e.st.GetWorker(e.ctx, agent)
 				switch {
-				case c.worker == "" && !errors.Is(err, store.ErrNotFound):
+				case c.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", agent, err)
 				case c.worker != "" && (err != nil || w.Status != c.worker):
 					t.Errorf("%s: %s, %v; want %s", agent, w.Status, err, c.worker)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -595,7 +596,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, fault.ErrNotFound) {
 		return fail(err)
 	}
 	r.Outcome = OutcomeHeartbeat

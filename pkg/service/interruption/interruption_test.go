@@ -18,6 +18,7 @@ import (
 	samples "github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -215,7 +216,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 	if !s.Removed || s.Requeued != 1 {
 		t.Fatalf("summary %+v", s)
 	}
-	if _, err := e.st.GetWorker(e.ctx, "w1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.st.GetWorker(e.ctx, "w1"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("worker still there: %v", err)
 	}
 	if j := e.job("j1"); j.Status != job.Queued || j.Attempts != 0 {
@@ -499,7 +500,7 @@ func TestRaceWithTheAgentsRequeue(t *testing.T) {
 		if got.Status != job.Queued || got.Preemptions != 1 || got.Attempts != 0 {
 			t.Fatalf("round %d: %s preemptions %d attempts %d (agent: %v)", i, got.Status, got.Preemptions, got.Attempts, agentErr)
 		}
-		if agentErr != nil && !errors.Is(agentErr, store.ErrLeaseLost) {
+		if agentErr != nil && !errors.Is(agentErr, fault.ErrLeaseLost) {
 			t.Fatalf("round %d: agent's requeue: %v", i, agentErr)
 		}
 		// Back to active for the next round (the warning drained it).
