@@ -446,12 +446,6 @@ func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, lim
 	return out, nil
 }
 
-// SweepResult counts what a lease sweep did.
-type SweepResult struct {
-	Requeued int
-	Dead     int
-}
-
 // SweepExpiredLeases ends every run-out lease of a fleet: the attempt is
 // spent, and the job is queued again or, with no attempt left, dead. The
 // poll path runs the same sweep on a few leases before it claims.

@@ -1,6 +1,10 @@
 package store
 
-import "github.com/fleetq/fleetq/pkg/domain/fault"
+import (
+	"github.com/fleetq/fleetq/pkg/domain/fault"
+	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
+)
 
 // The store's records and errors are defined in the domain, where the
 // services that use them find them without importing this adapter; these
@@ -19,4 +23,17 @@ var (
 	ErrContention      = fault.ErrContention
 	ErrItemTooLarge    = fault.ErrItemTooLarge
 	ErrLoginUsed       = fault.ErrLoginUsed
+)
+
+// Workers (pkg/domain/worker).
+type (
+	WorkerAuth   = worker.Auth
+	Registration = worker.Registration
+	Termination  = worker.Termination
+)
+
+// Leases (pkg/domain/job).
+type (
+	HeartbeatResult = job.HeartbeatResult
+	SweepResult     = job.SweepResult
 )

@@ -17,10 +17,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/version"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
@@ -506,8 +506,8 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 	testenv.Waiters(t, agentClock, 2)
 	// Time jumps past the lease; another worker takes the job over.
 	e.clock.Advance(time.Minute)
-	other := store.WorkerAuth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
-	if _, err := e.stack.Store.RegisterWorker(e.ctx, store.Registration{WorkerID: "second", Fleet: "gpu", Stage: "test", MaxConcurrency: 1, TokenHash: "h2"}); err != nil {
+	other := worker.Auth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
+	if _, err := e.stack.Store.RegisterWorker(e.ctx, worker.Registration{WorkerID: "second", Fleet: "gpu", Stage: "test", MaxConcurrency: 1, TokenHash: "h2"}); err != nil {
 		t.Fatal(err)
 	}
 	j, err := e.stack.Store.LeaseNext(e.ctx, other, []string{"render"})

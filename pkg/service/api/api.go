@@ -32,14 +32,14 @@ import (
 // WorkerStore is what the worker routes need of the store.
 type WorkerStore interface {
 	TakeRegistrationSlot(ctx context.Context, source string, limit int) (time.Duration, error)
-	RegisterWorker(ctx context.Context, r store.Registration) (worker.Worker, error)
-	LeaseNext(ctx context.Context, a store.WorkerAuth, workflows []string) (job.Job, error)
-	Heartbeat(ctx context.Context, a store.WorkerAuth, jobID, token string, progress *float64) (store.HeartbeatResult, error)
-	Complete(ctx context.Context, a store.WorkerAuth, jobID, token string, result json.RawMessage) error
-	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error)
-	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
-	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
-	MarkWorkerUnhealthy(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
+	RegisterWorker(ctx context.Context, r worker.Registration) (worker.Worker, error)
+	LeaseNext(ctx context.Context, a worker.Auth, workflows []string) (job.Job, error)
+	Heartbeat(ctx context.Context, a worker.Auth, jobID, token string, progress *float64) (job.HeartbeatResult, error)
+	Complete(ctx context.Context, a worker.Auth, jobID, token string, result json.RawMessage) error
+	Fail(ctx context.Context, a worker.Auth, jobID, token string, e job.Error) (job.Outcome, error)
+	Requeue(ctx context.Context, a worker.Auth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
+	DeregisterWorker(ctx context.Context, a worker.Auth) error
+	MarkWorkerUnhealthy(ctx context.Context, a worker.Auth) (worker.Worker, error)
 	PutBootReport(ctx context.Context, r worker.BootReport) error
 	Authorizer
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	samples "github.com/fleetq/fleetq/events"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -143,7 +142,7 @@ func TestRealEventCorpus(t *testing.T) {
 
 type corpusAgent struct {
 	id, job, token string
-	auth           store.WorkerAuth
+	auth           worker.Auth
 }
 
 type corpusEnv struct {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -24,7 +23,7 @@ import (
 // one clock.
 type drainEnv struct {
 	*env
-	agents map[string]store.WorkerAuth
+	agents map[string]worker.Auth
 	tokens map[string]string // job id -> lease token
 }
 
@@ -43,7 +42,7 @@ func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 20, 0, 0, time.UTC))
 	e := &drainEnv{env: newBaseEnv(t, fmt.Sprintf(drainCfgYAML, drainTimeout), clk, clk, waitingHook),
-		agents: map[string]store.WorkerAuth{}, tokens: map[string]string{}}
+		agents: map[string]worker.Auth{}, tokens: map[string]string{}}
 	for _, id := range []string{instance + "-gpu0", instance + "-gpu1"} {
 		e.agents[id] = e.register(id, instance, 1)
 	}

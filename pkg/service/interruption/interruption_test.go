@@ -51,7 +51,7 @@ type env struct {
 	h    *interruption.Handler
 	asg  *localaws.AutoScaling
 	clk  *clock.Fake
-	auth store.WorkerAuth
+	auth worker.Auth
 	// requests counts the DynamoDB requests of the store's client.
 	requests *atomic.Int64
 }
@@ -94,10 +94,10 @@ func waitingHook(srv *localaws.AutoScaling) {
 }
 
 // register registers worker id of fleet gpu on inst.
-func (e *env) register(id, inst string, maxConcurrency int) store.WorkerAuth {
+func (e *env) register(id, inst string, maxConcurrency int) worker.Auth {
 	e.t.Helper()
-	a := store.WorkerAuth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
-	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: inst,
+	a := worker.Auth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
+	if _, err := e.st.RegisterWorker(e.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: inst,
 		InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: maxConcurrency, TokenHash: a.TokenHash}); err != nil {
 		e.t.Fatal(err)
 	}

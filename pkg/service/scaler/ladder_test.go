@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -64,8 +63,8 @@ func (h *ladderHarness) registerNew() {
 			if _, ok := h.workers[in.ID]; ok {
 				continue
 			}
-			a := store.WorkerAuth{WorkerID: "w-" + in.ID, Fleet: "gpu", TokenHash: "h-" + in.ID}
-			if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: in.ID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+			a := worker.Auth{WorkerID: "w-" + in.ID, Fleet: "gpu", TokenHash: "h-" + in.ID}
+			if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: in.ID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 				h.t.Fatal(err)
 			}
 			h.workers[in.ID] = a
@@ -280,8 +279,8 @@ func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	if len(odInst) != 1 {
 		t.Fatalf("on-demand instances %v", odInst)
 	}
-	od := store.WorkerAuth{WorkerID: "w-" + odInst[0], Fleet: "gpu", TokenHash: "h-" + odInst[0]}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: od.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: odInst[0],
+	od := worker.Auth{WorkerID: "w-" + odInst[0], Fleet: "gpu", TokenHash: "h-" + odInst[0]}
+	if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: od.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: odInst[0],
 		MaxConcurrency: 2, TokenHash: od.TokenHash, PurchaseOption: "on-demand"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
@@ -31,7 +31,7 @@ type Relay interface {
 type Store interface {
 	PromoteDue(ctx context.Context, fleet string) (int, error)
 	ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error)
-	SweepExpiredLeases(ctx context.Context, fleet string) (store.SweepResult, error)
+	SweepExpiredLeases(ctx context.Context, fleet string) (job.SweepResult, error)
 	FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error)
 	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
 	GetWorker(ctx context.Context, id string) (worker.Worker, error)
@@ -106,7 +106,7 @@ type FleetReport struct {
 	Fleet        string
 	Promoted     int
 	QueueExpired int
-	Swept        store.SweepResult
+	Swept        job.SweepResult
 	Reconciled   int
 	Removed      int
 	// Decision is the policy's decision; its Reason is the policy's alone.

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -48,7 +49,7 @@ type harness struct {
 	metrics *bytes.Buffer
 
 	mu      sync.Mutex
-	workers map[string]store.WorkerAuth // by instance id
+	workers map[string]worker.Auth // by instance id
 	// register is false for instances that boot but never register.
 	register bool
 }
@@ -67,7 +68,7 @@ func newHarnessWith(t *testing.T, config string) *harness {
 	client, table := testenv.DynamoDB(t)
 	clk := clock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
-	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]store.WorkerAuth{}, register: true, metrics: &bytes.Buffer{}}
+	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]worker.Auth{}, register: true, metrics: &bytes.Buffer{}}
 	h.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: log})
 	h.fleet = localfleet.New(h.ctx, localfleet.Options{Clock: clk, BootDelay: 3 * time.Minute, Launch: h.launch})
 	h.scfg = scaler.Config{Capacity: h.fleet, Stage: "test", Metrics: h.metrics}
@@ -110,8 +111,8 @@ func (h *harness) launch(ctx context.Context, fleet, instanceID string) localfle
 	if !h.register {
 		return machine{}
 	}
-	a := store.WorkerAuth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
-	if _, err := h.st.RegisterWorker(ctx, store.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
+	a := worker.Auth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
+	if _, err := h.st.RegisterWorker(ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
 		InstanceID: instanceID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 		h.t.Errorf("register %s: %v", instanceID, err)
 	}
@@ -169,7 +170,7 @@ func (h *harness) leaseAll() map[string]leaseRef {
 }
 
 type leaseRef struct {
-	a     store.WorkerAuth
+	a     worker.Auth
 	token string
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -92,8 +93,8 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	})
 	h.tick()
 
-	a := store.WorkerAuth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: "i-b",
+	a := worker.Auth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}
+	if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: "i-b",
 		InstanceType: "g5.xlarge", AZ: "us-east-1b", PurchaseOption: "spot", MaxConcurrency: 1, TokenHash: a.TokenHash}); err != nil {
 		t.Fatal(err)
 	}

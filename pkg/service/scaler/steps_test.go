@@ -69,8 +69,8 @@ func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
 func TestTickRemovesStaleWorkersFromItsSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	a := store.WorkerAuth{WorkerID: "w-gone", Fleet: "gpu", TokenHash: "hash-gone"}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
+	a := worker.Auth{WorkerID: "w-gone", Fleet: "gpu", TokenHash: "hash-gone"}
+	if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
 		InstanceID: "i-gone", MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 		t.Fatal(err)
 	}
