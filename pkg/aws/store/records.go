@@ -1,8 +1,11 @@
 package store
 
 import (
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/submission"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
@@ -36,4 +39,33 @@ type (
 type (
 	HeartbeatResult = job.HeartbeatResult
 	SweepResult     = job.SweepResult
+)
+
+// Tenants' API keys, principals and caps (pkg/domain/tenant).
+type (
+	APIKey               = tenant.APIKey
+	Principal            = tenant.PrincipalMapping
+	PrincipalMappedError = tenant.PrincipalMappedError
+	QuotaError           = tenant.QuotaError
+)
+
+// The states of an API key, and how stale its last use may get.
+const (
+	KeyActive        = tenant.KeyActive
+	KeyRevoked       = tenant.KeyRevoked
+	KeyExpired       = tenant.KeyExpired
+	KeyTouchInterval = tenant.KeyTouchInterval
+)
+
+// Errors of tenants' records (pkg/domain/tenant).
+var (
+	ErrPrincipalMapped = tenant.ErrPrincipalMapped
+	ErrOverQuota       = tenant.ErrOverQuota
+)
+
+// A rejected submission (pkg/domain/submission) and the cost of a group of
+// jobs (pkg/domain/cost), as operators read them.
+type (
+	Rejection = submission.Rejection
+	CostGroup = cost.Group
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
 	"github.com/fleetq/fleetq/pkg/aws/attest"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -65,8 +65,8 @@ type AdminStore interface {
 	RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error)
 	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error)
 	RetryDead(ctx context.Context, id string) (job.Job, error)
-	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
-	CostsSince(ctx context.Context, since time.Time) ([]store.CostGroup, error)
+	ListRejections(ctx context.Context, limit int) ([]submission.Rejection, error)
+	CostsSince(ctx context.Context, since time.Time) ([]cost.Group, error)
 	BootReports(ctx context.Context, fleet string) ([]worker.BootReport, error)
 }
 
