@@ -4,6 +4,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -68,4 +69,21 @@ var (
 type (
 	Rejection = submission.Rejection
 	CostGroup = cost.Group
+)
+
+// Job events and callbacks (pkg/domain/jobevent).
+type (
+	JobEvent       = jobevent.Event
+	JobEventDetail = jobevent.Detail
+	Publisher      = jobevent.Publisher
+	Callback       = jobevent.Callback
+	CallbackResult = jobevent.CallbackResult
+)
+
+// Job lifecycle events (EventBridge detail-types).
+const (
+	EventSucceeded = jobevent.Succeeded
+	EventFailed    = jobevent.Failed
+	EventDead      = jobevent.Dead
+	EventCanceled  = jobevent.Canceled
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
@@ -74,7 +74,7 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 
 type discard struct{}
 
-func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+func (discard) Publish(context.Context, []jobevent.Event) error { return nil }
 
 // The prices the tick records are the ones a Spot job is charged: its
 // instance type in its own zone.

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -103,7 +104,7 @@ fleets:
 
 type discard struct{}
 
-func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+func (discard) Publish(context.Context, []jobevent.Event) error { return nil }
 
 // finish creates a job with a callback URL, cancels it and relays its
 // outcome, which files the callback.
@@ -191,7 +192,7 @@ func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
 	if err := json.Unmarshal(r[0].body, &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.Detail.JobID != "j1" || d.Detail.Status != "canceled" || d.Type != store.EventCanceled || r[0].header.Get(webhook.HeaderEventID) != d.ID {
+	if d.Detail.JobID != "j1" || d.Detail.Status != "canceled" || d.Type != jobevent.Canceled || r[0].header.Get(webhook.HeaderEventID) != d.ID {
 		t.Fatalf("delivery %+v, headers %v", d, r[0].header)
 	}
 	c := e.callback("j1")
