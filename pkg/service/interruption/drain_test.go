@@ -52,10 +52,10 @@ func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 // run leases a new job on the agent.
 func (e *drainEnv) run(agent, id string) {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}
-	j, err := e.st.LeaseNext(e.ctx, e.agents[agent], []string{"render"})
+	j, err := e.sys.Store.LeaseNext(e.ctx, e.agents[agent], []string{"render"})
 	if err != nil || j.ID != id {
 		e.t.Fatalf("lease %s on %s: %s, %v", id, agent, j.ID, err)
 	}
@@ -65,7 +65,7 @@ func (e *drainEnv) run(agent, id string) {
 // finish reports the job done, as its agent does.
 func (e *drainEnv) finish(agent, id string) {
 	e.t.Helper()
-	if err := e.st.Complete(e.ctx, e.agents[agent], id, e.tokens[id], json.RawMessage(`{"ok":true}`)); err != nil {
+	if err := e.sys.Store.Complete(e.ctx, e.agents[agent], id, e.tokens[id], json.RawMessage(`{"ok":true}`)); err != nil {
 		e.t.Fatalf("complete %s: %v", id, err)
 	}
 }
@@ -114,7 +114,7 @@ func TestScaleInLetsRunningJobsFinishWhileTheActionIsHeartbeated(t *testing.T) {
 		t.Fatalf("summary %+v: want both workers drained and the action held for 10m", s)
 	}
 	for _, id := range []string{gpu0, gpu1} {
-		if w, _ := e.st.GetWorker(e.ctx, id); w.Status != worker.Draining {
+		if w, _ := e.sys.Store.GetWorker(e.ctx, id); w.Status != worker.Draining {
 			t.Fatalf("%s is %s, want draining", id, w.Status)
 		}
 	}
@@ -315,7 +315,7 @@ func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 				if j := e.job(id); j.Status != c.job || (c.job == job.Queued && j.Attempts != 0) {
 					t.Errorf("%s: %s attempts %d, want %s", id, j.Status, j.Attempts, c.job)
 				}
-				w, err := e.st.GetWorker(e.ctx, agent)
+				w, err := e.sys.Store.GetWorker(e.ctx, agent)
 				switch {
 				case c.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", agent, err)

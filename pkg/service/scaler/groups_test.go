@@ -28,7 +28,7 @@ func TestTickOnAnAutoScalingGroup(t *testing.T) {
 	for _, id := range []string{"i-a", "i-b", "i-c"} {
 		srv.AddInstance("fleetq-test-gpu", localaws.ASGInstance{ID: id, LifecycleState: "InService", ProtectedFromScaleIn: true})
 		a := worker.Auth{WorkerID: "w-" + id, Fleet: "gpu", TokenHash: "h-" + id}
-		if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: id, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: id, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 			t.Fatal(err)
 		}
 		h.workers[id] = a

@@ -19,7 +19,7 @@ func TestAdvisoryDecisionCountsHandStartedWorkers(t *testing.T) {
 	h.configure(func(c *scaler.Config) { c.Capacity = nil })
 	for _, m := range []string{"laptop", "desk"} {
 		a := worker.Auth{WorkerID: m, Fleet: "gpu", TokenHash: "hash-" + m}
-		if _, err := h.st.RegisterWorker(h.ctx, worker.Registration{WorkerID: m, Fleet: "gpu", Stage: "test",
+		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: m, Fleet: "gpu", Stage: "test",
 			InstanceID: m, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 			t.Fatal(err)
 		}

@@ -40,6 +40,13 @@ type StoreOption func(*store.Options)
 // lines into metrics.
 func CostMetrics(w io.Writer) StoreOption { return func(o *store.Options) { o.CostMetrics = w } }
 
+// LeaseSpread sets the narrowest lease window: how many of the oldest
+// top-priority jobs a poll picks its claim from at random (the store's
+// default is 8). With 1, jobs are leased in priority-then-age order until
+// pollers collide, as tests that follow given jobs through their leases
+// need.
+func LeaseSpread(n int) StoreOption { return func(o *store.Options) { o.LeaseSpread = n } }
+
 // New builds the Env on a DynamoDB client and table. events receives the
 // job lifecycle events; nil publishes none.
 func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events jobevent.Publisher, opts ...StoreOption) (*Env, error) {
