@@ -27,12 +27,17 @@ const (
 	KeyExpired = "expired"
 )
 
-// State is the key's state at now.
+// State is the key's state at now (the zero time is 0 ms, as the
+// store writes it).
 func (k APIKey) State(now time.Time) string {
+	var nowMS int64
+	if !now.IsZero() {
+		nowMS = now.UnixMilli()
+	}
 	switch {
 	case k.RevokedMS != 0:
 		return KeyRevoked
-	case k.ExpiresMS != 0 && !now.IsZero() && now.UnixMilli() >= k.ExpiresMS:
+	case k.ExpiresMS != 0 && nowMS >= k.ExpiresMS:
 		return KeyExpired
 	default:
 		return KeyActive
