@@ -5,9 +5,20 @@
 // anything, because GSI reads are eventually consistent. The key design is
 // written up in docs/data-model.md.
 //
-// The package is the DynamoDB adapter; the records it returns are defined
-// where they mean something: jobs in pkg/domain/job, workers in pkg/domain/worker, fleet
-// state, decisions and interruption counts in pkg/domain/fleetstate. Its files
+// The package is the DynamoDB adapter; the records it takes and returns are
+// defined where they mean something: jobs, heartbeat answers and lease
+// sweeps in pkg/domain/job; workers, their token proofs (Auth),
+// registrations and instance terminations in pkg/domain/worker; API keys,
+// principal mappings and open-jobs caps in pkg/domain/tenant; job events,
+// their publisher and due callbacks in pkg/domain/jobevent; rejected
+// submissions in pkg/domain/submission; cost groups in pkg/domain/cost;
+// fleet state, decisions and interruption counts in pkg/domain/fleetstate;
+// and the sentinel errors (ErrNotFound, ErrLeaseLost, ...) in
+// pkg/domain/fault. records.go keeps the store's older names for them as
+// aliases, for the store's own code. Of the services only the composition
+// root (pkg/service/system) imports this package: it builds the Store and
+// hands it to each service as the small interface the service declares
+// (pkg/layers_test.go holds the rule). Its files
 // follow the aggregates: jobs.go, shards.go (a fleet's partitions spread
 // over its shards, and reading every shard at once), ready.go (the ready
 // queue's shards),
@@ -24,6 +35,6 @@
 // API keys), principals.go (IAM principals mapped to tenants), console.go
 // (operator console sessions); over store.go (the client, writes,
 // transactions and the one query helper), schema.go (every
-// key, prefix and attribute name), errors.go (the sentinel errors) and
-// itemsize.go (the 400 KB item limit).
+// key, prefix and attribute name), records.go (the domain's records and
+// errors by their store names) and itemsize.go (the 400 KB item limit).
 package store

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	samples "github.com/fleetq/fleetq/events"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -110,9 +110,9 @@ func TestRealEventCorpus(t *testing.T) {
 				if j := e.job(a.job); j.Status != w.job || j.Attempts > 1 || (w.job == job.Queued && j.Attempts != 0) {
 					t.Errorf("%s: %s after %d attempts, want %s", a.job, j.Status, j.Attempts, w.job)
 				}
-				got, err := e.st.GetWorker(e.ctx, a.id)
+				got, err := e.sys.Store.GetWorker(e.ctx, a.id)
 				switch {
-				case w.worker == "" && !errors.Is(err, store.ErrNotFound):
+				case w.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", a.id, err)
 				case w.worker != "" && (err != nil || got.Status != w.worker):
 					t.Errorf("%s: %s, %v; want %s", a.id, got.Status, err, w.worker)
@@ -124,7 +124,7 @@ func TestRealEventCorpus(t *testing.T) {
 			// A held action is completed once the jobs are done.
 			if w.held {
 				for _, a := range e.agents {
-					if err := e.st.Complete(e.ctx, a.auth, a.job, a.token, json.RawMessage(`{}`)); err != nil {
+					if err := e.sys.Store.Complete(e.ctx, a.auth, a.job, a.token, json.RawMessage(`{}`)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -142,7 +142,7 @@ func TestRealEventCorpus(t *testing.T) {
 
 type corpusAgent struct {
 	id, job, token string
-	auth           store.WorkerAuth
+	auth           worker.Auth
 }
 
 type corpusEnv struct {
@@ -169,10 +169,10 @@ func newCorpusEnv(t *testing.T, ev events.CloudWatchEvent) *corpusEnv {
 	for i := range 2 {
 		a := corpusAgent{id: fmt.Sprintf("%s-gpu%d", inst, i), job: fmt.Sprintf("j%d", i)}
 		a.auth = e.register(a.id, inst, 1)
-		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		j, err := e.st.LeaseNext(e.ctx, a.auth, []string{"render"})
+		j, err := e.sys.Store.LeaseNext(e.ctx, a.auth, []string{"render"})
 		if err != nil || j.ID != a.job {
 			t.Fatalf("lease: %s, %v", j.ID, err)
 		}

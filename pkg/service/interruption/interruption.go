@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -29,8 +29,8 @@ type Store interface {
 	RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason job.Reason, count *fleetstate.Interruption) (int, error)
 	RemoveWorkers(ctx context.Context, workers []worker.Worker, reason job.Reason) (int, error)
 	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
-	StartTermination(ctx context.Context, t store.Termination) (store.Termination, bool, error)
-	Terminations(ctx context.Context) ([]store.Termination, error)
+	StartTermination(ctx context.Context, t worker.Termination) (worker.Termination, bool, error)
+	Terminations(ctx context.Context) ([]worker.Termination, error)
 	RecordTerminationHeartbeat(ctx context.Context, instanceID string, at time.Time) error
 	EndTermination(ctx context.Context, instanceID string) error
 }
@@ -412,7 +412,7 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 	}
 	deadline := in.at.Add(timeout)
 	if leases > 0 && timeout > 0 && deadline.After(h.clock.Now()) {
-		t, created, err := h.store.StartTermination(ctx, store.Termination{InstanceID: m.Instance, Fleet: fleet,
+		t, created, err := h.store.StartTermination(ctx, worker.Termination{InstanceID: m.Instance, Fleet: fleet,
 			Group: m.Group, Hook: m.Hook, Token: m.Token, StartedAt: in.at, Deadline: deadline, HeartbeatAt: in.at})
 		if err != nil {
 			return err
@@ -533,7 +533,7 @@ func (h *Handler) Sweep(ctx context.Context) ([]TerminationSummary, error) {
 }
 
 // tend moves one held termination on at now (see Sweep).
-func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) TerminationSummary {
+func (h *Handler) tend(ctx context.Context, t worker.Termination, now time.Time) TerminationSummary {
 	r := TerminationSummary{InstanceID: t.InstanceID}
 	fail := func(err error) TerminationSummary {
 		r.Outcome, r.Error = OutcomeFailed, err.Error()
@@ -595,7 +595,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, fault.ErrNotFound) {
 		return fail(err)
 	}
 	r.Outcome = OutcomeHeartbeat

@@ -13,7 +13,7 @@ func (h *harness) submitFor(tenant string, n int) {
 	h.t.Helper()
 	for i := range n {
 		id := fmt.Sprintf("%s-%02d", tenant, i)
-		if _, _, err := h.st.CreateJob(h.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := h.sys.Store.CreateJob(h.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			h.t.Fatal(err)
 		}
 	}
@@ -31,7 +31,7 @@ func TestScalerSizesToWhatTenantCapsAllow(t *testing.T) {
 	if r.Desired != 3 || !strings.Contains(r.Reason, "max_leased") {
 		t.Fatalf("desired %d (%s); want 3 with the caps named", r.Desired, r.Reason)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil || st.LastDecision == nil || st.LastDecision.Inputs["cap_held"] != 48 {
 		t.Fatalf("recorded decision %+v, %v; want cap_held 48", st.LastDecision, err)
 	}

@@ -15,11 +15,11 @@ import (
 // leased on average.
 func withForecast(h *harness, budgetHours float64) {
 	h.t.Helper()
-	h.st.Config().Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
+	h.sys.Store.Config().Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
 	yesterday := t0.Add(-24 * time.Hour)
 	mem := fleetstate.Forecast{Hours: forecast.History{forecast.HourOf(yesterday): {Arrivals: 12, Work: 6, Ticks: 1}}, At: t0.Add(-time.Minute)}
 	d := fleetstate.Decision{At: t0.Add(-time.Minute), Reason: "seed"}
-	if err := h.st.RecordDecision(h.ctx, "gpu", fleetstate.Record{Decision: d, Forecast: &mem}, fleetstate.State{}); err != nil {
+	if err := h.sys.Store.RecordDecision(h.ctx, "gpu", fleetstate.Record{Decision: d, Forecast: &mem}, fleetstate.State{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -39,7 +39,7 @@ func TestForecastRaisesTheFleetAheadOfItsUsualHour(t *testing.T) {
 	h.submit(3, "j")
 	h.advance(30 * time.Second)
 	h.tick()
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestForecastStopsWhenItsBudgetIsSpent(t *testing.T) {
 	if !strings.Contains(r.Decision.Reason, "asks for 4, budget spent") {
 		t.Fatalf("after 3 instance-minutes: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}

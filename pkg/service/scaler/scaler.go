@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
@@ -427,7 +427,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 	for _, v := range victims {
 		if v.WorkerID != "" && p.workers[v.WorkerID].Status != worker.Revoked {
 			if err := s.store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
-				if !errors.Is(err, store.ErrConflict) {
+				if !errors.Is(err, fault.ErrConflict) {
 					return gone, err
 				}
 				r.Kept = append(r.Kept, v.InstanceID)

@@ -27,7 +27,7 @@ func TestConcurrentWakesRaiseOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	c := &countingCapacity{Capacity: h.fleet}
-	w, err := scaler.NewWaker(h.st.Config(), h.st, c, slog.New(slog.DiscardHandler))
+	w, err := scaler.NewWaker(h.sys.Store.Config(), h.sys.Store, c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestWakeRecordsWhyTheFleetWoke(t *testing.T) {
 	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestWarmWindowKeepsCapacityAheadOfDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.st.Config().Fleets[0].Warm = []fleetconfig.WarmWindow{w}
+	h.sys.Store.Config().Fleets[0].Warm = []fleetconfig.WarmWindow{w}
 
 	r := h.tick() // 09:00, no job
 	if r.Desired != 2 || !strings.Contains(r.Decision.Reason, "warm 08:00-10:00: at least 2") {
