@@ -1,9 +1,11 @@
 package fleetstate
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // DecisionHistory is how many decisions a fleet keeps besides the last.
@@ -67,15 +69,33 @@ type Outcomes struct {
 	Runs []time.Duration
 }
 
-// Decision is a scaling decision as recorded for a fleet: a tick's, or a
-// wake on enqueue's. Its attribute names are the stored layout.
+// Decision is a scaling decision as recorded for a fleet: a tick's, or one
+// made on enqueue (a wake, bridges started). The store keeps the reason's
+// line and its code apart, and the inputs as their map (Inputs.Map), the
+// layout every release reads.
 type Decision struct {
-	At        time.Time      `dynamodbav:"at" json:"at"`
-	Desired   int            `dynamodbav:"desired" json:"desired"`
-	Reason    string         `dynamodbav:"reason" json:"reason"`
-	Victims   []string       `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
-	Inputs    map[string]int `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
-	InService int            `dynamodbav:"in_service" json:"in_service"`
+	At      time.Time
+	Desired int
+	// Reason says why, made by the scaling package's constructors.
+	Reason    scaling.Reason
+	Victims   []string
+	Inputs    Inputs
+	InService int
+}
+
+// MarshalJSON writes the decision under the names the store keeps it by:
+// at, desired, reason (its line), reason_code (when known), victims,
+// inputs (their map) and in_service.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		At         time.Time          `json:"at"`
+		Desired    int                `json:"desired"`
+		Reason     string             `json:"reason"`
+		ReasonCode scaling.ReasonCode `json:"reason_code,omitempty"`
+		Victims    []string           `json:"victims,omitempty"`
+		Inputs     map[string]int     `json:"inputs,omitempty"`
+		InService  int                `json:"in_service"`
+	}{d.At, d.Desired, d.Reason.String(), d.Reason.Code(), d.Victims, d.Inputs.Map(), d.InService})
 }
 
 // State is what fleetq keeps per fleet besides its jobs and workers.

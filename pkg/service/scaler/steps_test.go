@@ -11,6 +11,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -98,7 +99,7 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	sc := h.scalerOn(&wakeDuring{Store: h.st, wake: func() {
 		if !woke {
 			woke = true
-			if _, err := h.st.WakeFleet(h.ctx, "gpu", 2, 1); err != nil {
+			if _, err := h.st.WakeFleet(h.ctx, "gpu", 2, 1, scaling.WakeReason(2)); err != nil {
 				t.Error(err)
 			}
 		}
@@ -112,12 +113,12 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	}
 	var reasons []string
 	for _, d := range st.History {
-		reasons = append(reasons, d.Reason)
+		reasons = append(reasons, d.Reason.String())
 	}
 	if len(reasons) < 2 || reasons[1] != "woken by 2 ready jobs" {
 		t.Fatalf("history %q: the wake during the tick is lost", reasons)
 	}
-	if st.LastDecision == nil || st.LastDecision.Reason != reasons[0] || st.LastDecision.Reason == reasons[1] {
+	if st.LastDecision == nil || st.LastDecision.Reason.String() != reasons[0] || st.LastDecision.Reason.String() == reasons[1] {
 		t.Fatalf("last decision %+v, history %q", st.LastDecision, reasons)
 	}
 }
