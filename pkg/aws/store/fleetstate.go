@@ -41,14 +41,14 @@ func (s *Store) CountBacklog(ctx context.Context, fleet string) (fleetstate.Back
 
 // fleetItem is a fleet's state as stored.
 type fleetItem struct {
-	Workers      int              `dynamodbav:"workers"`
-	Desired      int              `dynamodbav:"desired"`
-	InService    int              `dynamodbav:"in_service"`
-	LastActiveMS int64            `dynamodbav:"last_active_ms"`
-	LastDecision *decisionItem    `dynamodbav:"last_decision"`
-	History      []decisionItem   `dynamodbav:"history"`
-	FirstSeen    map[string]int64 `dynamodbav:"first_seen"`
-	WokenMS      int64            `dynamodbav:"woken_ms"`
+	Workers      int                         `dynamodbav:"workers"`
+	Desired      int                         `dynamodbav:"desired"`
+	InService    int                         `dynamodbav:"in_service"`
+	LastActiveMS int64                       `dynamodbav:"last_active_ms"`
+	LastDecision *fleetstate.DecisionRecord  `dynamodbav:"last_decision"`
+	History      []fleetstate.DecisionRecord `dynamodbav:"history"`
+	FirstSeen    map[string]int64            `dynamodbav:"first_seen"`
+	WokenMS      int64                       `dynamodbav:"woken_ms"`
 	// DecisionSeq counts the decisions written (ticks and wakes), so a
 	// wake can write only on the state it read.
 	DecisionSeq int64 `dynamodbav:"decision_seq"`
@@ -248,35 +248,12 @@ func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, 
 	return fmt.Errorf("record bridge start of %s: %w", fleet, ErrContention)
 }
 
-// decisionItem is a decision as stored: the reason's line under reason, as
-// every release wrote it, and its code beside it (reason_code, absent from
-// records written before codes were kept); the inputs as their map of
-// counts (fleetstate.Inputs.Map).
-type decisionItem struct {
-	At         time.Time          `dynamodbav:"at"`
-	Desired    int                `dynamodbav:"desired"`
-	Reason     string             `dynamodbav:"reason"`
-	ReasonCode scaling.ReasonCode `dynamodbav:"reason_code,omitempty"`
-	Victims    []string           `dynamodbav:"victims,omitempty"`
-	Inputs     map[string]int     `dynamodbav:"inputs,omitempty"`
-	InService  int                `dynamodbav:"in_service"`
-}
-
-func toDecisionItem(d fleetstate.Decision) decisionItem {
-	return decisionItem{At: d.At, Desired: d.Desired, Reason: d.Reason.String(), ReasonCode: d.Reason.Code(),
-		Victims: d.Victims, Inputs: d.Inputs.Map(), InService: d.InService}
-}
-
-func (it decisionItem) decision() fleetstate.Decision {
-	return fleetstate.Decision{At: it.At, Desired: it.Desired, Reason: scaling.RecordedReason(it.ReasonCode, it.Reason),
-		Victims: it.Victims, Inputs: fleetstate.InputsFrom(it.Inputs), InService: it.InService}
-}
-
+// lastDecision and history are the fleet's decisions as read.
 func (it fleetItem) lastDecision() *fleetstate.Decision {
 	if it.LastDecision == nil {
 		return nil
 	}
-	d := it.LastDecision.decision()
+	d := it.LastDecision.Decision()
 	return &d
 }
 
@@ -286,7 +263,7 @@ func (it fleetItem) history() []fleetstate.Decision {
 	}
 	out := make([]fleetstate.Decision, len(it.History))
 	for i, d := range it.History {
-		out[i] = d.decision()
+		out[i] = d.Decision()
 	}
 	return out
 }
@@ -308,7 +285,7 @@ func withDecision(last *fleetstate.Decision, hist []fleetstate.Decision, d fleet
 // decision, hist as the history, and one more on the decision sequence that
 // a wake's condition checks. It is the one encoding of decisions.
 func decisionSet(set expression.UpdateBuilder, d fleetstate.Decision, hist []fleetstate.Decision) (expression.UpdateBuilder, error) {
-	dv, err := attributevalue.Marshal(toDecisionItem(d))
+	dv, err := attributevalue.Marshal(d.Record())
 	if err != nil {
 		return set, fmt.Errorf("encode decision: %w", err)
 	}
@@ -316,9 +293,9 @@ func decisionSet(set expression.UpdateBuilder, d fleetstate.Decision, hist []fle
 		Add(expression.Name(attrDecisionSeq), expression.Value(1))
 	// Empty lists and maps are written as NULL (see docs/testing.md).
 	if len(hist) > 0 {
-		items := make([]decisionItem, len(hist))
+		items := make([]fleetstate.DecisionRecord, len(hist))
 		for i, h := range hist {
-			items[i] = toDecisionItem(h)
+			items[i] = h.Record()
 		}
 		hv, err := attributevalue.Marshal(items)
 		if err != nil {

@@ -70,9 +70,8 @@ type Outcomes struct {
 }
 
 // Decision is a scaling decision as recorded for a fleet: a tick's, or one
-// made on enqueue (a wake, bridges started). The store keeps the reason's
-// line and its code apart, and the inputs as their map (Inputs.Map), the
-// layout every release reads.
+// made on enqueue (a wake, bridges started). It is stored as its
+// DecisionRecord.
 type Decision struct {
 	At      time.Time
 	Desired int
@@ -83,20 +82,34 @@ type Decision struct {
 	InService int
 }
 
-// MarshalJSON writes the decision under the names the store keeps it by:
-// at, desired, reason (its line), reason_code (when known), victims,
-// inputs (their map) and in_service.
-func (d Decision) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		At         time.Time          `json:"at"`
-		Desired    int                `json:"desired"`
-		Reason     string             `json:"reason"`
-		ReasonCode scaling.ReasonCode `json:"reason_code,omitempty"`
-		Victims    []string           `json:"victims,omitempty"`
-		Inputs     map[string]int     `json:"inputs,omitempty"`
-		InService  int                `json:"in_service"`
-	}{d.At, d.Desired, d.Reason.String(), d.Reason.Code(), d.Victims, d.Inputs.Map(), d.InService})
+// DecisionRecord is a decision as stored and as JSON, the layout every
+// release reads: the reason's line under reason, as every release wrote
+// it, and its code beside it (reason_code, absent from records written
+// before codes were kept); the inputs as their map of counts (Inputs.Map).
+type DecisionRecord struct {
+	At         time.Time          `dynamodbav:"at" json:"at"`
+	Desired    int                `dynamodbav:"desired" json:"desired"`
+	Reason     string             `dynamodbav:"reason" json:"reason"`
+	ReasonCode scaling.ReasonCode `dynamodbav:"reason_code,omitempty" json:"reason_code,omitempty"`
+	Victims    []string           `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
+	Inputs     map[string]int     `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
+	InService  int                `dynamodbav:"in_service" json:"in_service"`
 }
+
+// Record is the decision in its stored layout.
+func (d Decision) Record() DecisionRecord {
+	return DecisionRecord{At: d.At, Desired: d.Desired, Reason: d.Reason.String(), ReasonCode: d.Reason.Code(),
+		Victims: d.Victims, Inputs: d.Inputs.Map(), InService: d.InService}
+}
+
+// Decision reads a decision any release stored.
+func (r DecisionRecord) Decision() Decision {
+	return Decision{At: r.At, Desired: r.Desired, Reason: scaling.RecordedReason(r.ReasonCode, r.Reason),
+		Victims: r.Victims, Inputs: InputsFrom(r.Inputs), InService: r.InService}
+}
+
+// MarshalJSON writes the decision in its stored layout (DecisionRecord).
+func (d Decision) MarshalJSON() ([]byte, error) { return json.Marshal(d.Record()) }
 
 // State is what fleetq keeps per fleet besides its jobs and workers.
 type State struct {

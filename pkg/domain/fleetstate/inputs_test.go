@@ -78,7 +78,7 @@ func TestUnknownInputsSurviveARewrite(t *testing.T) {
 	}
 }
 
-// A decision as JSON has the store's names: its reason's line and code,
+// A decision as JSON has the store's names (its record's): its reason's line and code,
 // and its inputs' map.
 func TestDecisionJSON(t *testing.T) {
 	t.Parallel()
@@ -92,6 +92,9 @@ func TestDecisionJSON(t *testing.T) {
 		`"inputs":{"desired_after":3,"desired_before":0,"ready":6,"workers":0},"in_service":0}`
 	if string(b) != want {
 		t.Fatalf("json %s\nwant %s", b, want)
+	}
+	if back := d.Record().Decision(); !reflect.DeepEqual(back, d) {
+		t.Fatalf("record read back as %+v, want %+v", back, d)
 	}
 	old := Decision{At: at, Reason: scaling.RecordedReason("", "hold 0: no work")}
 	if b, _ := json.Marshal(old); strings.Contains(string(b), "reason_code") {
