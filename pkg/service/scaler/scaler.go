@@ -489,7 +489,7 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
-	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
+	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason.String(), "reason_code", string(r.Reason.Code()),
 		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
 	return nil
 }
