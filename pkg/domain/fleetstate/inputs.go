@@ -154,92 +154,72 @@ func flag(key string, v *bool) inputField {
 // is, with its fields.
 type inputPart struct {
 	marker string
-	// ptr answers the part's fields, allocating it when alloc is set; nil
-	// when it is absent and alloc is not.
+	// fields answers the part's fields, allocating the part when alloc is
+	// set; nil when it is absent and alloc is not.
 	fields func(alloc bool) []inputField
 }
 
+// part is the part *at() holds (at answers nil when the part has no place
+// yet), with its fields.
+func part[T any](marker string, at func() **T, fields func(*T) []inputField) inputPart {
+	return inputPart{marker: marker, fields: func(alloc bool) []inputField {
+		p := at()
+		if p == nil {
+			return nil
+		}
+		if *p == nil && alloc {
+			*p = new(T)
+		}
+		if *p == nil {
+			return nil
+		}
+		return fields(*p)
+	}}
+}
+
 // parts lists every part of the inputs and its keys: the one layout Map
-// writes and InputsFrom reads.
+// writes and InputsFrom reads. A part nested in another comes after it.
 func (in *Inputs) parts() []inputPart {
 	return []inputPart{
-		{"need", func(alloc bool) []inputField {
-			t := ensure(&in.Tick, alloc)
-			if t == nil {
-				return nil
-			}
-			f := []inputField{count("ready", &t.Ready), count("leased", &t.Leased), count("delayed", &t.Delayed),
+		part("need", func() **TickInputs { return &in.Tick }, func(t *TickInputs) []inputField {
+			capHeld := count("cap_held", &t.CapHeld)
+			capHeld.omitZero = true
+			return []inputField{count("ready", &t.Ready), count("leased", &t.Leased), count("delayed", &t.Delayed),
 				count("need", &t.Need), count("instances", &t.Instances), count("booting", &t.Booting),
 				count("busy", &t.Busy), count("idle", &t.Idle), count("draining", &t.Draining),
-				count("unresponsive", &t.Unresponsive), count("unhealthy", &t.Unhealthy), count("cap_held", &t.CapHeld)}
-			f[len(f)-1].omitZero = true
-			return f
-		}},
-		{"workers", func(alloc bool) []inputField {
-			w := ensure(&in.Wake, alloc)
-			if w == nil {
-				return nil
-			}
+				count("unresponsive", &t.Unresponsive), count("unhealthy", &t.Unhealthy), capHeld}
+		}),
+		part("workers", func() **WakeInputs { return &in.Wake }, func(w *WakeInputs) []inputField {
 			return []inputField{count("ready", &w.Ready), count("workers", &w.Workers)}
-		}},
-		{"free_slots", func(alloc bool) []inputField {
-			b := ensure(&in.Bridge, alloc)
-			if b == nil {
-				return nil
-			}
+		}),
+		part("free_slots", func() **BridgeStartInputs { return &in.Bridge }, func(b *BridgeStartInputs) []inputField {
 			return []inputField{count("ready", &b.Ready), count("idle", &b.Idle), count("free_slots", &b.FreeSlots),
 				count("on_demand_desired", &b.OnDemandDesired)}
-		}},
-		{"desired_before", func(alloc bool) []inputField {
-			c := ensure(&in.Change, alloc)
-			if c == nil {
-				return nil
-			}
+		}),
+		part("desired_before", func() **DesiredChange { return &in.Change }, func(c *DesiredChange) []inputField {
 			return []inputField{count("desired_before", &c.Before), count("desired_after", &c.After)}
-		}},
-		{"on_demand_rung", func(alloc bool) []inputField {
-			l := ensure(&in.Ladder, alloc)
-			if l == nil {
-				return nil
-			}
+		}),
+		part("on_demand_rung", func() **LadderInputs { return &in.Ladder }, func(l *LadderInputs) []inputField {
 			return []inputField{flag("on_demand_rung", &l.OnDemandRung), count("spot_short_seconds", &l.SpotShortSeconds),
 				count("spot_desired", &l.SpotDesired), count("on_demand_desired", &l.OnDemandDesired),
 				count("on_demand_instances", &l.OnDemandInstances), count("drained_on_demand", &l.DrainedOnDemand)}
-		}},
-		{"bridge_start", func(alloc bool) []inputField {
+		}),
+		part("bridge_start", func() **LadderBridgeInputs {
 			if in.Ladder == nil {
 				return nil
 			}
-			b := ensure(&in.Ladder.Bridge, alloc)
-			if b == nil {
-				return nil
-			}
+			return &in.Ladder.Bridge
+		}, func(b *LadderBridgeInputs) []inputField {
 			return []inputField{count("bridge_start", &b.Start), count("bridges", &b.Bridges), count("bridge_leased", &b.Leased)}
-		}},
-		{"spot_zones", func(alloc bool) []inputField {
-			w := ensure(&in.Weighing, alloc)
-			if w == nil {
-				return nil
-			}
+		}),
+		part("spot_zones", func() **WeighInputs { return &in.Weighing }, func(w *WeighInputs) []inputField {
 			return []inputField{count("spot_types_interrupted", &w.TypesInterrupted), count("spot_zones", &w.Zones),
 				count("spot_zones_dropped", &w.ZonesDropped), flag("spot_placed", &w.Placed)}
-		}},
-		{"forecast", func(alloc bool) []inputField {
-			f := ensure(&in.Forecast, alloc)
-			if f == nil {
-				return nil
-			}
+		}),
+		part("forecast", func() **ForecastInputs { return &in.Forecast }, func(f *ForecastInputs) []inputField {
 			return []inputField{count("forecast", &f.Instances), count("forecast_extra", &f.Extra)}
-		}},
+		}),
 	}
-}
-
-// ensure answers *p, first allocating it when it is nil and alloc is set.
-func ensure[T any](p **T, alloc bool) *T {
-	if *p == nil && alloc {
-		*p = new(T)
-	}
-	return *p
 }
 
 // Map is the inputs as records and the API keep them; nil when there are
@@ -284,6 +264,3 @@ func InputsFrom(m map[string]int) Inputs {
 	}
 	return in
 }
-
-// IsZero reports whether there are no inputs.
-func (in Inputs) IsZero() bool { return len(in.Map()) == 0 }
