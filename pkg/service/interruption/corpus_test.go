@@ -56,25 +56,26 @@ func TestRealEventCorpus(t *testing.T) {
 		job      job.Status // each agent's job after it
 		worker   worker.Status
 		held     bool // a terminate lifecycle action held while the jobs run
+		outcome  interruption.Outcome
 	}
-	handled := func(k interruption.Kind, requeued int, js job.Status, ws worker.Status) effect {
-		return effect{kind: k, requeued: requeued, job: js, worker: ws}
+	handled := func(k interruption.Kind, o interruption.Outcome, requeued int, js job.Status, ws worker.Status) effect {
+		return effect{kind: k, outcome: o, requeued: requeued, job: js, worker: ws}
 	}
 	want := map[string]effect{
-		"lambda-go-autoscaling-event-terminate-action.json":      {kind: interruption.KindTerminateAction, job: job.Leased, worker: worker.Draining, held: true},
+		"lambda-go-autoscaling-event-terminate-action.json":      {kind: interruption.KindTerminateAction, outcome: interruption.OutcomeHeld, job: job.Leased, worker: worker.Draining, held: true},
 		"lambda-go-autoscaling-event-lifecycle-action.json":      {err: interruption.ErrUnsupported, job: job.Leased, worker: worker.Active},
-		"nth-spot-itn-event.json":                                handled(interruption.KindSpotWarning, 2, job.Queued, worker.Draining),
-		"nth-rebalance-recommendation-event.json":                handled(interruption.KindRebalance, 0, job.Leased, worker.Active),
-		"nth-ec2-state-change-event.json":                        handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),
-		"nth-asg-lifecycle-event.json":                           {kind: interruption.KindTerminateAction, job: job.Leased, worker: worker.Draining, held: true},
-		"nth-scheduled-change-event.json":                        handled(interruption.KindScheduledChange, 0, job.Leased, worker.Draining),
-		"nth-scheduled-change-dedicated-host.json":               handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
-		"nth-scheduled-change-no-entity.json":                    handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
-		"karpenter-spot-interruption.json":                       handled(interruption.KindSpotWarning, 2, job.Queued, worker.Draining),
-		"karpenter-state-change-stopped.json":                    handled(interruption.KindInstanceEnding, 2, job.Queued, ""),
-		"karpenter-state-change-creating.json":                   handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),
-		"karpenter-scheduled-change.json":                        handled(interruption.KindScheduledChange, 0, job.Leased, worker.Draining),
-		"awsdocs-capacity-reservation-interruption-warning.json": handled(interruption.KindReservationWarning, 2, job.Queued, worker.Draining),
+		"nth-spot-itn-event.json":                                handled(interruption.KindSpotWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
+		"nth-rebalance-recommendation-event.json":                handled(interruption.KindRebalance, interruption.OutcomeCounted, 0, job.Leased, worker.Active),
+		"nth-ec2-state-change-event.json":                        handled(interruption.KindInstanceState, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"nth-asg-lifecycle-event.json":                           {kind: interruption.KindTerminateAction, outcome: interruption.OutcomeHeld, job: job.Leased, worker: worker.Draining, held: true},
+		"nth-scheduled-change-event.json":                        handled(interruption.KindScheduledChange, interruption.OutcomeDraining, 0, job.Leased, worker.Draining),
+		"nth-scheduled-change-dedicated-host.json":               handled(interruption.KindNoInstance, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"nth-scheduled-change-no-entity.json":                    handled(interruption.KindNoInstance, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"karpenter-spot-interruption.json":                       handled(interruption.KindSpotWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
+		"karpenter-state-change-stopped.json":                    handled(interruption.KindInstanceEnding, interruption.OutcomeRemoved, 2, job.Queued, ""),
+		"karpenter-state-change-creating.json":                   handled(interruption.KindInstanceState, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"karpenter-scheduled-change.json":                        handled(interruption.KindScheduledChange, interruption.OutcomeDraining, 0, job.Leased, worker.Draining),
+		"awsdocs-capacity-reservation-interruption-warning.json": handled(interruption.KindReservationWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
 	}
 	names, err := fs.Glob(samples.Corpus, "corpus/*.json")
 	if err != nil || len(names) == 0 {
@@ -103,8 +104,8 @@ func TestRealEventCorpus(t *testing.T) {
 			case w.err == nil && err != nil:
 				t.Fatalf("err = %v", err)
 			}
-			if s.Kind != w.kind || s.Requeued != w.requeued || (s.HeldUntil != "") != w.held || s.Completed {
-				t.Errorf("summary %+v, want kind %q, %d requeued, held %v", s, w.kind, w.requeued, w.held)
+			if s.Kind != w.kind || s.Outcome != w.outcome || s.Requeued != w.requeued || (s.HeldUntil != "") != w.held || s.Completed {
+				t.Errorf("summary %+v, want kind %q, outcome %q, %d requeued, held %v", s, w.kind, w.outcome, w.requeued, w.held)
 			}
 			for _, a := range e.agents {
 				if j := e.job(a.job); j.Status != w.job || j.Attempts > 1 || (w.job == job.Queued && j.Attempts != 0) {

@@ -90,9 +90,9 @@ func (e *drainEnv) sweep(d time.Duration) []interruption.TerminationSummary {
 	return s.Terminations
 }
 
-func outcome(ts []interruption.TerminationSummary) string {
+func outcome(ts []interruption.TerminationSummary) interruption.Outcome {
 	if len(ts) != 1 {
-		return fmt.Sprintf("%d terminations", len(ts))
+		return interruption.Outcome(fmt.Sprintf("%d terminations", len(ts)))
 	}
 	return ts[0].Outcome
 }

@@ -205,9 +205,34 @@ func TestRebalanceIsCountedButDrainsNothing(t *testing.T) {
 	if w, _ := e.sys.Store.GetWorker(e.ctx, "w1"); w.Status != worker.Active {
 		t.Fatalf("worker %s, want active: the group's capacity rebalance replaces it", w.Status)
 	}
+	if s.Outcome != interruption.OutcomeCounted {
+		t.Fatalf("outcome %q, want counted", s.Outcome)
+	}
+	// Delivered again: said to be a duplicate, and counted once.
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDuplicate || s.WorkerID != "w1" {
+		t.Fatalf("redelivered: %+v", s)
+	}
 	counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
-	if err != nil || len(counts) != 1 || counts[0].Kind != fleetstate.InterruptRebalance {
+	if err != nil || len(counts) != 1 || counts[0].Kind != fleetstate.InterruptRebalance || counts[0].Count != 1 {
 		t.Fatalf("counts %+v, %v", counts, err)
+	}
+}
+
+// A scheduled change delivered again drained its workers the first time:
+// the second delivery says it is a duplicate.
+func TestScheduledChangeRedeliveredIsADuplicate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.leased("j1")
+	ev := sample(t, "aws-health-scheduled-change.json")
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDraining || !s.Drained || s.Requeued != 0 {
+		t.Fatalf("first delivery: %+v", s)
+	}
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDuplicate || !strings.Contains(s.Note, "already") {
+		t.Fatalf("redelivered: %+v", s)
+	}
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("job %s, want still running", j.Status)
 	}
 }
 
@@ -217,7 +242,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 	e.leased("j1")
 	ev := sample(t, "ec2-instance-state-change-terminated.json")
 	s := e.handle(ev)
-	if !s.Removed || s.Requeued != 1 {
+	if !s.Removed || s.Requeued != 1 || s.Outcome != interruption.OutcomeRemoved {
 		t.Fatalf("summary %+v", s)
 	}
 	if _, err := e.sys.Store.GetWorker(e.ctx, "w1"); !errors.Is(err, fault.ErrNotFound) {
@@ -227,7 +252,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 		t.Fatalf("job %s attempts %d", j.Status, j.Attempts)
 	}
 	// Again, and a late Spot warning after it (out of order): no-ops.
-	if s := e.handle(ev); s.WorkerID != "" || !strings.Contains(s.Note, "no worker") {
+	if s := e.handle(ev); s.WorkerID != "" || !strings.Contains(s.Note, "no worker") || s.Outcome != interruption.OutcomeNoWorker {
 		t.Fatalf("duplicate: %+v", s)
 	}
 	if s := e.handle(sample(t, "ec2-spot-interruption-warning.json")); s.Requeued != 0 || s.WorkerID != "" {
@@ -236,7 +261,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 	// A running state needs nothing.
 	running := ev
 	running.Detail = json.RawMessage(`{"instance-id":"` + instance + `","state":"running"}`)
-	if s := e.handle(running); s.WorkerID != "" {
+	if s := e.handle(running); s.WorkerID != "" || s.Outcome != interruption.OutcomeIgnored {
 		t.Fatalf("running: %+v", s)
 	}
 }
@@ -246,7 +271,7 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 	e := newEnv(t)
 	e.leased("j1")
 	s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json"))
-	if !s.Drained || s.Requeued != 1 || !s.Completed {
+	if !s.Drained || s.Requeued != 1 || !s.Completed || s.Outcome != interruption.OutcomeCompleted {
 		t.Fatalf("summary %+v", s)
 	}
 	done := e.asg.LifecycleCompletions()
@@ -254,7 +279,8 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 		t.Fatalf("lifecycle completions %+v", done)
 	}
 	// Delivered again: the action is no longer active, which is done too.
-	if s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json")); s.Completed || !strings.Contains(s.Note, "already") {
+	if s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json")); s.Completed || !strings.Contains(s.Note, "already") ||
+		s.Outcome != interruption.OutcomeLapsed {
 		t.Fatalf("duplicate: %+v", s)
 	}
 	// An instance without a worker still has its action completed.
@@ -435,7 +461,7 @@ func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 	e.leased("j1")
 	h := newHandler(t, e.sys.Store, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
 	s, err := h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
-	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") {
+	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") || s.Outcome != interruption.OutcomeRequeued {
 		t.Fatalf("summary %+v, %v", s, err)
 	}
 	if n := len(e.asg.Calls()); n != 0 {

@@ -34,7 +34,7 @@ func TestAdvisoryDecisionCountsHandStartedWorkers(t *testing.T) {
 		t.Fatalf("one worker should hold the one job, got %v", leases)
 	}
 	r := h.tick()
-	if !strings.HasPrefix(r.Reason, "advisory, no capacity attached: ") || !strings.Contains(r.Reason, "have 1 busy, 1 idle, 0 booting") {
+	if !strings.HasPrefix(r.Reason.String(), "advisory, no capacity attached: ") || !strings.Contains(r.Reason.String(), "have 1 busy, 1 idle, 0 booting") {
 		t.Errorf("reason %q: want the advisory decision to count the hand-started workers, 1 busy and 1 idle", r.Reason)
 	}
 	if got := r.Group.InService(); got != 2 {

@@ -111,7 +111,7 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 		if r.Ladder.Rung != scaling.RungSpot || h.srv.Desired(odGroup) != 0 {
 			t.Fatalf("at %s: rung %s, on-demand desired %d before fallback_after", h.clock.Now().Sub(shortAt), r.Ladder.Rung, h.srv.Desired(odGroup))
 		}
-		if !r.Ladder.SpotShortSince.Equal(shortAt) || !strings.Contains(r.Decision.Reason, "Spot short for") {
+		if !r.Ladder.SpotShortSince.Equal(shortAt) || !strings.Contains(r.Decision.Reason.String(), "Spot short for") {
 			t.Fatalf("short since %v (want %v), reason %q", r.Ladder.SpotShortSince, shortAt, r.Decision.Reason)
 		}
 	}
@@ -124,8 +124,8 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec := st.LastDecision
-	if dec == nil || !strings.Contains(dec.Reason, "on-demand rung: Spot short for 5m") || !strings.Contains(dec.Reason, "launch 2 On-Demand") ||
-		dec.Inputs["on_demand_rung"] != 1 || dec.Inputs["spot_short_seconds"] != 300 || dec.Inputs["on_demand_desired"] != 2 {
+	if dec == nil || !strings.Contains(dec.Reason.String(), "on-demand rung: Spot short for 5m") || !strings.Contains(dec.Reason.String(), "launch 2 On-Demand") ||
+		dec.Inputs.Map()["on_demand_rung"] != 1 || dec.Inputs.Map()["spot_short_seconds"] != 300 || dec.Inputs.Map()["on_demand_desired"] != 2 {
 		t.Fatalf("recorded decision %+v", dec)
 	}
 	// The Spot group keeps one launch asked for, so Spot's return is seen.
@@ -167,11 +167,11 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	if r.Ladder.Rung != scaling.RungSpot || !r.Ladder.SpotShortSince.IsZero() {
 		t.Fatalf("spot back: rung %s, short since %v", r.Ladder.Rung, r.Ladder.SpotShortSince)
 	}
-	if !slices.Equal(r.Terminated, []string{od.Instances[0].ID}) || !strings.Contains(r.Decision.Reason, "terminate 1 idle On-Demand (Spot is back)") {
+	if !slices.Equal(r.Terminated, []string{od.Instances[0].ID}) || !strings.Contains(r.Decision.Reason.String(), "terminate 1 idle On-Demand (Spot is back)") {
 		t.Fatalf("terminated %v, reason %q", r.Terminated, r.Decision.Reason)
 	}
 	busy := od.Instances[1].ID
-	if !slices.Equal(r.Ladder.Drained, []string{busy}) || !strings.Contains(r.Decision.Reason, "drain 1 busy On-Demand") {
+	if !slices.Equal(r.Ladder.Drained, []string{busy}) || !strings.Contains(r.Decision.Reason.String(), "drain 1 busy On-Demand") {
 		t.Fatalf("drained %v, reason %q", r.Ladder.Drained, r.Decision.Reason)
 	}
 	if w, err := h.sys.Store.GetWorker(h.ctx, "w-"+busy); err != nil || w.Status != worker.Draining {
@@ -231,8 +231,8 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if h.srv.Desired(odGroup) != 2 || d.Inputs["on_demand_rung"] != 1 ||
-		!strings.Contains(d.Reason, "on-demand rung: oldest job waited 4m (wait SLO 3m), Spot short for 4m0s (fallback after 30m0s), launch 2 On-Demand") {
+	if h.srv.Desired(odGroup) != 2 || d.Inputs.Map()["on_demand_rung"] != 1 ||
+		!strings.Contains(d.Reason.String(), "on-demand rung: oldest job waited 4m (wait SLO 3m), Spot short for 4m0s (fallback after 30m0s), launch 2 On-Demand") {
 		t.Fatalf("on-demand desired %d, decision %q %v", h.srv.Desired(odGroup), d.Reason, d.Inputs)
 	}
 }
@@ -268,7 +268,7 @@ func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	}
 
 	r := h.minute()
-	if h.srv.Desired(odGroup) != 1 || !strings.Contains(r.Decision.Reason, "1 jobs preempted to the cap keep 1 On-Demand") {
+	if h.srv.Desired(odGroup) != 1 || !strings.Contains(r.Decision.Reason.String(), "1 jobs preempted to the cap keep 1 On-Demand") {
 		t.Fatalf("on-demand desired %d, reason %q: want one On-Demand instance for the pinned job", h.srv.Desired(odGroup), r.Decision.Reason)
 	}
 	if _, err := h.sys.Store.LeaseNext(h.ctx, spot, []string{"render"}); err == nil {

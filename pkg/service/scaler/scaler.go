@@ -110,7 +110,7 @@ type FleetReport struct {
 	// Reason is the tick's one-line reason, as recorded with the decision:
 	// the policy's, with what applying it and the rest of the tick added
 	// (reasonParts).
-	Reason string
+	Reason scaling.Reason
 	// Desired is the group's desired capacity the tick left.
 	Desired int
 	// Terminated are the instances terminated; Kept are victims that took
@@ -208,7 +208,7 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			why.weighed = w.Reason
 		}
 	}
-	r.Reason = why.String()
+	r.Reason = why.reason()
 	if err := s.record(ctx, f, snap, p, r); err != nil {
 		return r, err
 	}
@@ -462,21 +462,13 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	rec := fleetstate.Decision{
 		At: snap.now, Desired: r.Desired, Reason: r.Reason, InService: r.InService(),
 		Victims: victimNames(d.Victims),
-		Inputs: map[string]int{
-			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
-			"need": d.Counts.Need, "instances": d.Counts.Instances, "booting": d.Counts.Booting,
-			"busy": d.Counts.Busy, "idle": d.Counts.Idle, "draining": d.Counts.Draining,
-			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
-		},
-	}
-	if p.capHeld > 0 {
-		rec.Inputs["cap_held"] = p.capHeld
+		Inputs:  fleetstate.NewTickInputs(d.Counts, snap.backlog.Delayed, p.capHeld),
 	}
 	if r.Ladder != nil {
-		r.Ladder.addInputs(rec.Inputs)
+		rec.Inputs.Ladder = r.Ladder.inputs()
 	}
 	if r.Weighing != nil {
-		r.Weighing.addInputs(rec.Inputs)
+		rec.Inputs.Weighing = r.Weighing.inputs()
 	}
 	var mem *fleetstate.Forecast
 	if p.forecast != nil {
@@ -485,13 +477,12 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 		m := *p.forecast
 		m.Budget = m.Budget.Spend(snap.now, d.ForecastExtra, p.forecastInterval)
 		mem = &m
-		rec.Inputs["forecast"] = p.input.Forecast.Instances
-		rec.Inputs["forecast_extra"] = d.ForecastExtra
+		rec.Inputs.Forecast = &fleetstate.ForecastInputs{Instances: p.input.Forecast.Instances, Extra: d.ForecastExtra}
 	}
 	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
-	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
+	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason.String(), "reason_code", string(r.Reason.Code()),
 		"terminated", strings.Join(r.Terminated, ","), "promoted", r.Swept.Promoted, "queue_expired", r.Swept.QueueExpired, "swept_requeued", r.Swept.Leases.Requeued, "swept_dead", r.Swept.Leases.Dead)
 	return nil
 }

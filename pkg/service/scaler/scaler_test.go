@@ -146,7 +146,7 @@ func (h *harness) tick() scaler.FleetReport {
 	// What the tick reports is what it recorded, word for word.
 	r := reports[0]
 	st, err := h.sys.Store.GetFleetState(h.ctx, r.Fleet)
-	if err != nil || st.LastDecision == nil || st.LastDecision.Reason != r.Reason || r.Reason == "" {
+	if err != nil || st.LastDecision == nil || st.LastDecision.Reason != r.Reason || r.Reason.String() == "" {
 		h.t.Fatalf("tick reported reason %q, recorded %+v (%v)", r.Reason, st.LastDecision, err)
 	}
 	return r
@@ -209,7 +209,7 @@ func burstFromZero(t *testing.T, h *harness) {
 	}
 	// The tick counts the booting instances: no second launch for the same work.
 	r := h.tick()
-	if r.Desired != 3 || h.fleet.Stats().Launched != 3 || !strings.HasPrefix(r.Decision.Reason, "hold 3") {
+	if r.Desired != 3 || h.fleet.Stats().Launched != 3 || !strings.HasPrefix(r.Decision.Reason.String(), "hold 3") {
 		t.Fatalf("tick while booting: desired %d, launched %d, reason %q", r.Desired, h.fleet.Stats().Launched, r.Decision.Reason)
 	}
 	h.advance(3 * time.Minute)
@@ -230,7 +230,7 @@ func burstFromZero(t *testing.T, h *harness) {
 		}
 	}
 	h.advance(time.Minute)
-	if r := h.tick(); r.Desired != 3 || !strings.Contains(r.Decision.Reason, "idle window") {
+	if r := h.tick(); r.Desired != 3 || !strings.Contains(r.Decision.Reason.String(), "idle window") {
 		t.Fatalf("within the idle window: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.advance(15 * time.Minute)
@@ -244,7 +244,7 @@ func burstFromZero(t *testing.T, h *harness) {
 		t.Fatalf("after scale-in: group %+v, %d workers left", g, len(ws))
 	}
 	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
-	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "shrink 3→0") || len(st.History) < 2 {
+	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason.String(), "shrink 3→0") || len(st.History) < 2 {
 		t.Fatalf("recorded state %+v, %v", st, err)
 	}
 	// From zero again, a new job wakes the fleet at once.
@@ -262,7 +262,7 @@ func TestTickGrowsWithBacklogAndNeverPastMax(t *testing.T) {
 	h := newHarness(t)
 	h.submit(3, "a")
 	r := h.tick()
-	if r.Desired != 2 || !strings.HasPrefix(r.Decision.Reason, "grow 0→2") {
+	if r.Desired != 2 || !strings.HasPrefix(r.Decision.Reason.String(), "grow 0→2") {
 		t.Fatalf("first tick: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.submit(20, "b")
@@ -282,7 +282,7 @@ func TestInstanceThatNeverRegistersIsReplaced(t *testing.T) {
 	h.advance(10 * time.Minute)
 	h.register = true
 	r := h.tick()
-	if len(r.Terminated) != 1 || r.Desired != 1 || !strings.Contains(r.Decision.Reason, "never registered") {
+	if len(r.Terminated) != 1 || r.Desired != 1 || !strings.Contains(r.Decision.Reason.String(), "never registered") {
 		t.Fatalf("unhealthy: terminated %v desired %d (%s)", r.Terminated, r.Desired, r.Decision.Reason)
 	}
 	if s := h.fleet.Stats(); s.Launched != 2 || s.Terminated != 1 {

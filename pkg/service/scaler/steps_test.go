@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -97,7 +98,7 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	sc := h.scalerOn(&wakeDuring{Store: h.sys.Store, wake: func() {
 		if !woke {
 			woke = true
-			if _, err := h.sys.Store.WakeFleet(h.ctx, "gpu", 2, 1); err != nil {
+			if _, err := h.sys.Store.WakeFleet(h.ctx, "gpu", 2, 1, scaling.WakeReason(2)); err != nil {
 				t.Error(err)
 			}
 		}
@@ -111,12 +112,12 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	}
 	var reasons []string
 	for _, d := range st.History {
-		reasons = append(reasons, d.Reason)
+		reasons = append(reasons, d.Reason.String())
 	}
 	if len(reasons) < 2 || reasons[1] != "woken by 2 ready jobs" {
 		t.Fatalf("history %q: the wake during the tick is lost", reasons)
 	}
-	if st.LastDecision == nil || st.LastDecision.Reason != reasons[0] || st.LastDecision.Reason == reasons[1] {
+	if st.LastDecision == nil || st.LastDecision.Reason.String() != reasons[0] || st.LastDecision.Reason.String() == reasons[1] {
 		t.Fatalf("last decision %+v, history %q", st.LastDecision, reasons)
 	}
 }

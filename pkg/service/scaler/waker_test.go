@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
@@ -77,7 +78,7 @@ func TestWakeRecordsWhyTheFleetWoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if d == nil || d.Reason != "woken by 6 ready jobs" || d.Desired != 3 || d.Inputs["ready"] != 6 || d.Inputs["desired_after"] != 3 {
+	if d == nil || d.Reason.String() != "woken by 6 ready jobs" || d.Reason.Code() != scaling.ReasonWake || d.Desired != 3 || d.Inputs.Map()["ready"] != 6 || d.Inputs.Map()["desired_after"] != 3 {
 		t.Fatalf("last decision after a wake: %+v", d)
 	}
 	if len(st.History) != 1 || st.History[0].Reason != d.Reason {

@@ -89,10 +89,10 @@ func TestWeighsDownInterruptedTypesAndZones(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if d == nil || !strings.Contains(d.Reason, want) {
+	if d == nil || !strings.Contains(d.Reason.String(), want) {
 		t.Fatalf("recorded reason %q, want it to contain %q", d.Reason, want)
 	}
-	if d.Inputs["spot_types_interrupted"] != 1 || d.Inputs["spot_zones"] != 2 || d.Inputs["spot_zones_dropped"] != 1 || d.Inputs["spot_placed"] != 1 {
+	if d.Inputs.Map()["spot_types_interrupted"] != 1 || d.Inputs.Map()["spot_zones"] != 2 || d.Inputs.Map()["spot_zones_dropped"] != 1 || d.Inputs.Map()["spot_placed"] != 1 {
 		t.Fatalf("inputs %v", d.Inputs)
 	}
 
