@@ -524,12 +524,7 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 	}
 	out := make([]job.Summary, 0, len(items))
 	for _, it := range items {
-		out = append(out, job.Summary{
-			ID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Status: job.Status(it.Status),
-			Priority: it.Priority, Attempts: it.Attempts, MaxAttempts: it.MaxAttempts, Preemptions: it.Preemptions,
-			WorkerID: it.WorkerID, Reason: job.Reason(it.Reason), ErrorCode: it.ErrorCode,
-			CreatedAt: fromMS(it.CreatedMS), UpdatedAt: fromMS(it.UpdatedMS),
-		})
+		out = append(out, it.summary())
 	}
 	return out, nil
 }

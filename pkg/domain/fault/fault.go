@@ -36,4 +36,7 @@ var (
 	ErrItemTooLarge = errors.New("item over DynamoDB's 400 KB limit")
 	// ErrLoginUsed: an operator console login nonce that was used before.
 	ErrLoginUsed = errors.New("console login already used")
+	// ErrBadCursor: a listing's cursor that the listing did not answer
+	// (altered, or answered for another status).
+	ErrBadCursor = errors.New("bad cursor")
 )

@@ -215,6 +215,7 @@ type Summary struct {
 	ID          string
 	TenantID    string
 	WorkflowID  string
+	Fleet       string
 	Status      Status
 	Priority    int
 	Attempts    int

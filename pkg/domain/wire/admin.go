@@ -136,9 +136,12 @@ type WorkerActionResponse struct {
 	Token string `json:"token,omitempty"`
 }
 
-// JobsResponse is the 200 answer of GET /api/admin/jobs.
+// JobsResponse is the 200 answer of GET /api/admin/jobs and GET /api/jobs.
+// NextCursor, on GET /api/jobs only, is the cursor of the next page;
+// absent after the last.
 type JobsResponse struct {
-	Jobs []JobSummary `json:"jobs"`
+	Jobs       []JobSummary `json:"jobs"`
+	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
 // JobSummary is a job in an operator's list.

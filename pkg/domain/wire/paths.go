@@ -16,6 +16,7 @@ const (
 	PathJob               = "/api/jobs/{job_id}"
 	PathJobCancel         = "/api/jobs/{job_id}/cancel"
 	PathJobLogs           = "/api/jobs/{job_id}/logs"
+	PathJobWait           = "/api/jobs/{job_id}/wait"
 	PathUploads           = "/api/uploads"
 	PathAdminFleets       = "/api/admin/fleets"
 	PathAdminWorkers      = "/api/admin/workers"

@@ -48,6 +48,7 @@ type WorkerStore interface {
 type JobStore interface {
 	GetJob(ctx context.Context, id string) (job.Job, error)
 	GetTenantJob(ctx context.Context, tenant, id string) (job.Job, error)
+	ListTenantJobs(ctx context.Context, tenant string, fleets []string, status job.Status, limit int, cursor string) ([]job.Summary, string, error)
 	Cancel(ctx context.Context, id string) (job.Status, error)
 	AcceptJob(ctx context.Context, n job.Spec, fresh bool) (job.Job, bool, error)
 	WithdrawJob(ctx context.Context, tenant, id string) error

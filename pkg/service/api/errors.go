@@ -52,6 +52,8 @@ func toError(err error) *wire.Error {
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeFleetFull, Message: "the fleet has reached its worker cap; deregister or remove stale workers first"}
 	case errors.Is(err, fault.ErrConflict):
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: conflictMessage(err)}
+	case errors.Is(err, fault.ErrBadCursor):
+		return invalid("query \"cursor\": %v; pass the next_cursor of the previous page, with the same status", err)
 	case errors.Is(err, fault.ErrNotFound):
 		return notFound("%s", notFoundMessage(err))
 	case errors.Is(err, fault.ErrUnauthenticated), errors.Is(err, auth.ErrMalformedToken):

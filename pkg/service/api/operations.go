@@ -127,8 +127,8 @@ func (s *server) listJobs(ctx context.Context, fleet string, status job.Status, 
 			return nil, err
 		}
 		for _, j := range js {
-			out = append(out, wire.JobSummary{JobID: j.ID, TenantID: j.TenantID, WorkflowID: j.WorkflowID, FleetSlug: f.Slug,
-				Status: string(j.Status), Reason: string(j.Reason), ErrorCode: j.ErrorCode, Attempts: j.Attempts, Preemptions: j.Preemptions, UpdatedAt: rfc3339(j.UpdatedAt)})
+			j.Fleet = f.Slug
+			out = append(out, summaryOf(j))
 		}
 	}
 	return out, nil

@@ -62,6 +62,7 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathBootReport, AuthFleetSecret}, (*server).bootReport},
 
 	{Route{http.MethodPost, wire.PathJobs, AuthProducer}, (*server).submit},
+	{Route{http.MethodGet, wire.PathJobs, AuthProducer}, (*server).listOwnJobs},
 	{Route{http.MethodGet, wire.PathJob, AuthProducer}, (*server).getJob},
 	{Route{http.MethodPost, wire.PathJobCancel, AuthProducer}, (*server).cancel},
 	{Route{http.MethodGet, wire.PathJobLogs, AuthProducer}, (*server).jobLogs},
