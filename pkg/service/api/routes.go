@@ -64,6 +64,7 @@ var routes = []struct {
 	{Route{http.MethodPost, wire.PathJobs, AuthProducer}, (*server).submit},
 	{Route{http.MethodGet, wire.PathJobs, AuthProducer}, (*server).listOwnJobs},
 	{Route{http.MethodGet, wire.PathJob, AuthProducer}, (*server).getJob},
+	{Route{http.MethodGet, wire.PathJobWait, AuthProducer}, (*server).waitJob},
 	{Route{http.MethodPost, wire.PathJobCancel, AuthProducer}, (*server).cancel},
 	{Route{http.MethodGet, wire.PathJobLogs, AuthProducer}, (*server).jobLogs},
 	{Route{http.MethodPost, wire.PathUploads, AuthProducer}, (*server).upload},
