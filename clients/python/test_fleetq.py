@@ -206,6 +206,68 @@ class SigV4Test(unittest.TestCase):
         self.assertTrue(seen["date"])
 
 
+def job_json(status):
+    return {"job_id": "t1:j1", "tenant_id": "t1", "workflow_id": "wf", "fleet_slug": "gpu", "status": status,
+            "attempts": 1, "max_attempts": 3, "preemptions": 0, "priority": 0, "result": None, "history": []}
+
+
+class WaitRouteTest(unittest.TestCase):
+    """wait against a local server that answers GET of the job and of its
+    wait route from scripts, recording the paths asked."""
+
+    def serve(self, gets, waits):
+        """``gets`` and ``waits`` are the answers, in order, to the job's GET
+        and to its wait route: a status (a 200 with the job) or an HTTP error
+        status; the last of each repeats."""
+        calls = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                calls.append(self.path)
+                script = waits if "/wait" in self.path else gets
+                n = sum(1 for c in calls if ("/wait" in c) == ("/wait" in self.path)) - 1
+                answer = script[min(n, len(script) - 1)]
+                if isinstance(answer, str):
+                    status, body = 200, job_json(answer)
+                else:
+                    status, body = answer, {"error": {"code": {404: "not_found", 429: "rate_limited"}.get(answer, "internal"),
+                                                      "message": "scripted"}}
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.addCleanup(srv.server_close)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        return fleetq.Client(api=f"http://127.0.0.1:{srv.server_port}", token="t", sleep=lambda s: None, retries=0), calls
+
+    def test_wait_holds_the_wait_route_from_the_status_last_seen(self):
+        client, calls = self.serve(gets=["queued"], waits=["leased", "succeeded"])
+        job = client.wait("t1:j1", timeout=60, interval=0.01)
+        self.assertEqual(job.status, "succeeded")
+        self.assertEqual(calls, ["/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait?status=queued&seconds=25",
+                                 "/api/jobs/t1%3Aj1/wait?status=leased&seconds=25"])
+
+    def test_wait_polls_an_api_without_the_wait_route(self):
+        client, calls = self.serve(gets=["queued", "leased", "succeeded"], waits=[404])
+        job = client.wait("t1:j1", timeout=60, interval=0.01)
+        self.assertEqual(job.status, "succeeded")
+        self.assertEqual([c.split("?")[0] for c in calls],
+                         ["/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait", "/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1"])
+
+    def test_wait_looks_again_after_429_on_the_wait_route(self):
+        client, calls = self.serve(gets=["queued", "succeeded"], waits=[429])
+        self.assertEqual(client.wait("t1:j1", timeout=60, interval=0.01).status, "succeeded")
+        self.assertEqual([c.split("?")[0] for c in calls], ["/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait", "/api/jobs/t1%3Aj1"])
+
+
 class RetryAfterTest(unittest.TestCase):
     """Against a local server answering a scripted sequence; the client's
     sleep is recorded, never slept."""

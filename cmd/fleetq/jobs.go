@@ -114,7 +114,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "wait":
 		timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long (exit 1)")
-		interval := fs.Duration("interval", 2*time.Second, "time between two looks at the job")
+		interval := fs.Duration("interval", 2*time.Second, "time between two looks at the job when the API cannot hold a wait (an API without the wait route)")
 		var code int
 		run = func() error {
 			id, err := oneID(fs)
@@ -308,24 +308,45 @@ func finished(status string) bool {
 	return status == "succeeded" || status == "dead" || status == "canceled"
 }
 
-// wait looks at the job every interval until its status is final. A job
-// submitted through the API is found at once (accepted until dispatch
-// files it); one sent straight to the submission queue is not found until
-// dispatch creates it.
+// wait returns the job once its status is final. It holds a request on
+// the API's wait route (GET /api/jobs/{job_id}/wait) from the status it
+// last saw, up to 25 s at a time, and falls back to looking at the job
+// every interval when the API answers that route 404 (an API from before
+// it) or when less than a second of the timeout is left; after a 429 or
+// 503 of that route (the waits are at their cap) it looks once after
+// interval, then waits again. A job submitted through the API is found at
+// once (accepted until dispatch files it); one sent straight to the
+// submission queue is not found until dispatch creates it.
 func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval time.Duration) (wire.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	deadline, _ := ctx.Deadline()
+	long := true       // the API serves the wait route, until it answers 404
+	throttled := false // the wait route answered 429 or 503: look once, then wait again
+	var j wire.Job
 	for {
-		var j wire.Job
-		err := c.send(ctx, http.MethodGet, jobPath(wire.PathJob, id), nil, &j, false, nil)
+		path, held := jobPath(wire.PathJob, id), false
+		if secs := min(int(time.Until(deadline)/time.Second), wire.MaxWaitSeconds); long && !throttled && j.Status != "" && secs >= 1 {
+			path, held = jobPath(wire.PathJobWait, id)+"?"+url.Values{"status": {j.Status}, "seconds": {fmt.Sprint(secs)}}.Encode(), true
+		}
+		var got wire.Job
+		err := c.send(ctx, http.MethodGet, path, nil, &got, false, nil)
 		var we *wire.Error
+		throttled = held && errors.As(err, &we) && (we.Status == http.StatusTooManyRequests || we.Status == http.StatusServiceUnavailable)
 		switch {
-		case err == nil && finished(j.Status):
-			return j, nil
-		case err == nil, errors.As(err, &we) && we.Code == wire.CodeNotFound:
+		case err == nil && finished(got.Status):
+			return got, nil
+		case err == nil:
+			j = got
+			if held {
+				continue // the wait answered a change, or its end: wait again
+			}
 		case ctx.Err() != nil:
+		case held && errors.As(err, &we) && we.Status == http.StatusNotFound:
+			long = false // the job exists (it was read): the route does not
+			continue
+		case throttled:
+		case errors.As(err, &we) && we.Code == wire.CodeNotFound && !held:
 		default:
 			return wire.Job{}, err
 		}
@@ -335,7 +356,7 @@ func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval 
 				return wire.Job{}, fmt.Errorf("job %s did not finish within %s (last status %q)", id, timeout, j.Status)
 			}
 			return wire.Job{}, ctx.Err()
-		case <-tick.C:
+		case <-time.After(interval):
 		}
 	}
 }

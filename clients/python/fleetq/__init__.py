@@ -48,6 +48,9 @@ STATUSES = ("accepted", "queued", "leased", "succeeded", "dead", "canceled")
 #: The statuses a job never leaves.
 FINAL_STATUSES = frozenset({"succeeded", "dead", "canceled"})
 
+#: The longest the API's wait route holds a request, in seconds.
+MAX_WAIT_SECONDS = 25
+
 
 class APIError(Exception):
     """An error answer of the API: its status, code and message
@@ -190,19 +193,43 @@ class Client:
         return Job.from_json(self._call("GET", "/api/jobs/" + _seg(job_id)))
 
     def wait(self, job_id: str, timeout: float = 600.0, interval: float = 2.0) -> Job:
-        """Looks at the job every ``interval`` seconds until its status is
-        final and returns it; TimeoutError after ``timeout`` seconds. A job
-        is found from the moment its submission is answered (status
-        ``accepted`` until dispatch files it); not_found is waited out only
-        for a job sent straight to the submission queue."""
+        """Returns the job once its status is final; TimeoutError after
+        ``timeout`` seconds. It holds a request on the API's wait route
+        (``GET /api/jobs/{job_id}/wait``) from the status it last saw, up to
+        25 seconds at a time (and 5 less than the client's ``timeout``), and
+        looks at the job every ``interval`` seconds instead when the API
+        answers that route 404 (an API from before it) or when less than a
+        second is left; when the route still answers 429 or 503 after the
+        client's retries (the waits are at their cap) it looks once after
+        ``interval`` and then waits again. A job is found from
+        the moment its submission is answered (status ``accepted`` until
+        dispatch files it); not_found is waited out only for a job sent
+        straight to the submission queue."""
         deadline = time.monotonic() + timeout
+        held = True  # the API serves the wait route, until it answers 404
+        status = ""
+        throttled = False  # the wait route answered 429 or 503: look once, then wait again
         while True:
+            secs = int(min(deadline - time.monotonic(), self.timeout - 5, MAX_WAIT_SECONDS))
+            waiting, throttled = held and status and secs >= 1 and not throttled, False
             try:
+                if waiting:
+                    q = urllib.parse.urlencode({"status": status, "seconds": str(secs)})
+                    job = Job.from_json(self._call("GET", f"/api/jobs/{_seg(job_id)}/wait?{q}"))
+                    if job.finished:
+                        return job
+                    status = job.status
+                    continue
                 job = self.get(job_id)
                 if job.finished:
                     return job
+                status = job.status
             except APIError as e:
-                if e.code != "not_found":
+                if waiting and e.status == 404:
+                    held = False  # the job exists (it was read): the route does not
+                    continue
+                throttled = waiting and e.status in (429, 503)
+                if e.code != "not_found" and not throttled:
                     raise
             left = deadline - time.monotonic()
             if left <= 0:

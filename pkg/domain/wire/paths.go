@@ -44,3 +44,8 @@ const HeaderIdentity = "X-Fleetq-Identity"
 // request and names the stage it is for, so a request signed for one stage
 // is refused by every other.
 const HeaderServerID = "X-Fleetq-Server-Id"
+
+// MaxWaitSeconds is the longest GET /api/jobs/{job_id}/wait holds a
+// request (its query seconds): inside API Gateway's 30-second integration
+// timeout.
+const MaxWaitSeconds = 25

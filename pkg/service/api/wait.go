@@ -11,11 +11,11 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
-// The wait route's bounds: a wait lasts 1 to MaxWaitSeconds (default
-// DefaultWaitSeconds), inside API Gateway's 30 s integration timeout and
-// the API function's 29 s, and reads its job again every WaitReread.
+// The wait route's bounds: a wait lasts 1 to wire.MaxWaitSeconds
+// (default DefaultWaitSeconds), inside API Gateway's 30 s integration
+// timeout and the API function's 29 s, and reads its job again every
+// WaitReread.
 const (
-	MaxWaitSeconds     = 25
 	DefaultWaitSeconds = 20
 	WaitReread         = time.Second
 )
@@ -28,8 +28,8 @@ func (s *server) waitJob(w http.ResponseWriter, r *http.Request) {
 	secs := DefaultWaitSeconds
 	if v := q.Get("seconds"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxWaitSeconds {
-			s.writeError(w, r, invalid("query \"seconds\": must be between 1 and %d", MaxWaitSeconds))
+		if err != nil || n < 1 || n > wire.MaxWaitSeconds {
+			s.writeError(w, r, invalid("query \"seconds\": must be between 1 and %d", wire.MaxWaitSeconds))
 			return
 		}
 		secs = n
