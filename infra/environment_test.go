@@ -200,7 +200,7 @@ func resolveList(v any) ([]string, error) {
 
 // functions are the functions as their mains start them, by name.
 var functions = map[awsenv.Function]system.Function{awsenv.API: apifn.Function, awsenv.Dispatch: dispatchfn.Function,
-	awsenv.Scaler: scalerfn.Function, awsenv.Interruption: interruptionfn.Function}
+	awsenv.Scaler: scalerfn.Function, awsenv.Interruption: interruptionfn.Function, awsenv.Wait: apifn.WaitFunction}
 
 // environmentProblems starts fn exactly as its main does (system.BuildLambda)
 // with vars as its whole environment, and answers what is wrong: the

@@ -2,6 +2,7 @@ package infra
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -73,6 +74,7 @@ func (b *build) acceptFindings(fns functions) {
 		"Dispatch":     "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups has no resource-level permission",
 		"Scaler":       "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage; DescribeAutoScalingGroups, DescribeScalingActivities and ec2:DescribeSpotPriceHistory (the fleets' Spot prices, read about once an hour for the cost of jobs) have no resource-level permission; ec2:RunInstances is conditioned on the stage's Spot launch templates (ec2:LaunchTemplate), with the template's own image only (ec2:IsLaunchTemplateResource), the check Auto Scaling makes when the scaler reorders a Spot group's types; ec2:CreateTags only on the instances and volumes a launch creates (ec2:CreateAction RunInstances) with the stage's tag, which the templates tag at launch",
 		"Interruption": "wildcards only below named resources: the table's indexes (index/*), groups named fleetq-<stage>-* and tagged fleetq:stage",
+		"Wait":         "wildcards only below named resources: the table's indexes (index/*)",
 	}
 	for _, f := range b.cfg.Fleets {
 		policyReasons[camel(f.Slug)+"WorkerRole"] = "wildcards only below named resources: the streams of the fleet's own log group (<group>:*) and groups named fleetq-<stage>-* and tagged fleetq:stage; Session Manager's ssmmessages and ec2messages actions and ssm:UpdateInstanceInformation (no parameter read) have no narrower resource"
@@ -88,7 +90,9 @@ func (b *build) acceptFindings(fns functions) {
 		suppress(f.Role(), nagRule{ID: "AwsSolutions-IAM4", Reason: reasonBasicExecution})
 		suppress(f, nagRule{ID: "Serverless-LambdaTracing", Reason: reasonTracing})
 	}
-	suppress(fns.api, nagRule{ID: "Serverless-LambdaDLQ", Reason: "invoked synchronously by API Gateway: a failure is answered to the caller, there is no event to keep"})
+	for _, f := range []awslambda.Function{fns.api, fns.wait} {
+		suppress(f, nagRule{ID: "Serverless-LambdaDLQ", Reason: "invoked synchronously by API Gateway: a failure is answered to the caller, there is no event to keep"})
+	}
 	suppress(fns.dispatch, nagRule{ID: "Serverless-LambdaDLQ", Reason: "invoked by its SQS event source: a submission that keeps failing is redriven to the submission DLQ, which has an alarm"})
 	eachResource(fns.dispatch, "AWS::Lambda::EventSourceMapping", func(r awscdk.CfnResource) {
 		suppress(r, nagRule{ID: "Serverless-LambdaEventSourceMappingDestination", Reason: "an SQS event source takes no on-failure destination; the queue's redrive policy sends failures to the submission DLQ"})

@@ -59,7 +59,7 @@ func invokeRoutes(t *testing.T, s synthesized, who string) []string {
 func TestProducerAndOperatorPolicies(t *testing.T) {
 	s := synth(t, "prod")
 	producer := invokeRoutes(t, s, "producer routes")
-	want := []string{"GET /api/jobs/*", "GET /api/jobs/*/logs", "POST /api/jobs", "POST /api/jobs/*/cancel", "POST /api/uploads"}
+	want := []string{"GET /api/jobs", "GET /api/jobs/*", "GET /api/jobs/*/logs", "GET /api/jobs/*/wait", "POST /api/jobs", "POST /api/jobs/*/cancel", "POST /api/uploads"}
 	if !slices.Equal(producer, want) {
 		t.Errorf("producer policy routes:\n got %v\nwant %v", producer, want)
 	}

@@ -9,6 +9,7 @@ package infra
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/service/api"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
@@ -141,9 +143,9 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 	}
 	b.grant(fns, table, queue, bus, bucket)
 	b.triggers(fns, queue)
-	api := b.httpAPI(fns.api)
+	api := b.httpAPI(fns.api, fns.wait)
 	b.clientPolicies(api)
-	keyAPI := b.keyAPI(fns.api)
+	keyAPI := b.keyAPI(fns.api, fns.wait)
 
 	subnets := b.s.fleets(b, api)
 	b.grantLaunch(fns)
@@ -409,21 +411,21 @@ func (b *build) bucket() awss3.Bucket {
 	})
 }
 
-// functions are the stage's four Lambda functions.
+// functions are the stage's five Lambda functions.
 type functions struct {
-	api, dispatch, scaler, interruption awslambda.Function
+	api, dispatch, scaler, interruption, wait awslambda.Function
 }
 
 func (f functions) all() []awslambda.Function {
-	return []awslambda.Function{f.api, f.dispatch, f.scaler, f.interruption}
+	return []awslambda.Function{f.api, f.dispatch, f.scaler, f.interruption, f.wait}
 }
 
 func (f functions) byName(fn awsenv.Function) awslambda.Function {
 	return map[awsenv.Function]awslambda.Function{awsenv.API: f.api, awsenv.Dispatch: f.dispatch,
-		awsenv.Scaler: f.scaler, awsenv.Interruption: f.interruption}[fn]
+		awsenv.Scaler: f.scaler, awsenv.Interruption: f.interruption, awsenv.Wait: f.wait}[fn]
 }
 
-// functions builds the four functions and the values of their
+// functions builds the five functions and the values of their
 // environment (set by environment once the fleets exist).
 func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsevents.EventBus, bucket awss3.Bucket) (fns functions, err error) {
 	defer func() {
@@ -471,7 +473,21 @@ func (b *build) functions(table awsdynamodb.Table, queue awssqs.Queue, bus awsev
 		scaler: b.function(awsenv.Scaler, 256, 50),
 		// interruption: one event, a few writes and one Auto Scaling call.
 		interruption: b.function(awsenv.Interruption, 128, 30),
+		// wait: the API's handler for the wait route only, each request
+		// held up to 25 s reading one job a second; 128 MB halves what a
+		// held second costs. Its reserved concurrency (wait_concurrency)
+		// caps the waits at once, so they never take the concurrency the
+		// API function's workers need.
+		wait: b.waitFunction(),
 	}, nil
+}
+
+// waitFunction is the function of the wait route, capped by its reserved
+// concurrency.
+func (b *build) waitFunction() awslambda.Function {
+	fn := b.function(awsenv.Wait, 128, 29)
+	fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(float64(b.cfg.WaitConcurrency)))
+	return fn
 }
 
 // environment sets on each function the variables awsenv.Vars declares for
@@ -806,16 +822,17 @@ func (b *build) interruptionRules(target *[]awsevents.IRuleTarget) {
 // Every other method and path goes to the handler too (no authorizer), so
 // a wrong path or method is answered in the API's error shape; the handler
 // itself refuses operator routes without an IAM identity.
-func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
+func (b *build) httpAPI(fn, wait awslambda.Function) awsapigatewayv2.HttpApi {
 	st := b.st
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), fn, nil)
+	waits := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("WaitIntegration"), wait, nil)
 	httpAPI := awsapigatewayv2.NewHttpApi(st, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		ApiName: b.name("api"), CreateDefaultStage: jsii.Bool(false), DefaultIntegration: integration,
 	})
 	iam := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	for _, r := range api.Routes() {
 		opts := &awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
-			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration}
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: routeIntegration(r, integration, waits)}
 		if IAMRoute(r) {
 			opts.Authorizer = iam
 		}
@@ -855,9 +872,10 @@ func (b *build) httpAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 // API's routes. The handler checks the key on every request; a request here
 // has no IAM identity, so nothing else lets it in. Other paths are API
 // Gateway's own 404.
-func (b *build) keyAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
+func (b *build) keyAPI(fn, wait awslambda.Function) awsapigatewayv2.HttpApi {
 	st := b.st
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("KeyApiIntegration"), fn, nil)
+	waits := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("KeyApiWaitIntegration"), wait, nil)
 	keyAPI := awsapigatewayv2.NewHttpApi(st, jsii.String("KeyApi"), &awsapigatewayv2.HttpApiProps{
 		ApiName: b.name("key-api"), CreateDefaultStage: jsii.Bool(false),
 	})
@@ -866,7 +884,7 @@ func (b *build) keyAPI(fn awslambda.Function) awsapigatewayv2.HttpApi {
 			continue
 		}
 		routes := keyAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{Path: jsii.String(r.Pattern),
-			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: integration})
+			Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)}, Integration: routeIntegration(r, integration, waits)})
 		for _, route := range *routes {
 			suppress(route, nagRule{ID: "AwsSolutions-APIG4", Reason: reasonKeyRoutes})
 		}
@@ -954,4 +972,17 @@ func LoadConfig(stage, file string) (*fleetconfig.Config, []byte, error) {
 		return nil, nil, fmt.Errorf("%s is the config of stage %q, not %q", file, cfg.Stage, stage)
 	}
 	return cfg, raw, nil
+}
+
+// WaitRoute reports whether API Gateway sends a route to the wait function
+// rather than the API function: the producers' wait, held open for seconds.
+func WaitRoute(r api.Route) bool { return r.Method == http.MethodGet && r.Pattern == wire.PathJobWait }
+
+// routeIntegration is the integration of a route: the wait function's for
+// the wait route, the API function's for every other.
+func routeIntegration(r api.Route, fn, wait awsapigatewayv2.HttpRouteIntegration) awsapigatewayv2.HttpRouteIntegration {
+	if WaitRoute(r) {
+		return wait
+	}
+	return fn
 }

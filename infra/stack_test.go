@@ -18,6 +18,7 @@ import (
 	"github.com/fleetq/fleetq/infra"
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/service/api"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
 )
@@ -206,8 +207,14 @@ func TestRoutesAuthorization(t *testing.T) {
 			t.Errorf("the key API serves %s, which is not a producer route", key)
 		}
 	}
-	if len(keyAuth) != 5 {
-		t.Errorf("the key API has %d routes, want the 5 producer routes: %v", len(keyAuth), keyAuth)
+	producer := 0
+	for _, r := range api.Routes() {
+		if infra.ProducerRoute(r) {
+			producer++
+		}
+	}
+	if len(keyAuth) != producer {
+		t.Errorf("the key API has %d routes, want the %d producer routes: %v", len(keyAuth), producer, keyAuth)
 	}
 	if outputs := s.json["Outputs"].(map[string]any); outputs["KeyApiUrl"] == nil {
 		t.Error("no KeyApiUrl output")
@@ -293,8 +300,8 @@ func TestQueueTableBucketRules(t *testing.T) {
 		t.Errorf("interruption rules route %v, want %v", detailTypes, want)
 	}
 	// Alarms: three per fleet, the two dead-letter queues, and each function's errors.
-	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*1+2+4))
-	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*3+2+4))
+	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*1+2+5))
+	prod.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3*3+2+5))
 	dev.tpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 	for _, o := range []string{"ApiUrl", "SubmitQueueUrl", "TableName", "BucketName"} {
 		if _, ok := dev.json["Outputs"].(map[string]any)[o]; !ok {
@@ -407,5 +414,70 @@ func TestBadConfigFailsSynthesisWithItsMessage(t *testing.T) {
 	}
 	if _, _, err := infra.LoadConfig("nope", ""); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown stage: %v", err)
+	}
+}
+
+// The wait route goes, on both APIs, to a function of its own whose
+// reserved concurrency (wait_concurrency) caps the waits held at once;
+// every other route goes to the API function. The wait function may use
+// the table and nothing else.
+func TestWaitRouteHasItsOwnCappedFunction(t *testing.T) {
+	s := synth(t, "dev")
+	// Each integration's function, by the integration's logical id.
+	target := map[string]string{}
+	for id, in := range s.resources("AWS::ApiGatewayV2::Integration") {
+		uri, _ := json.Marshal(in["IntegrationUri"])
+		switch {
+		case strings.Contains(string(uri), `"Wait`):
+			target[id] = "wait"
+		case strings.Contains(string(uri), `"Api`):
+			target[id] = "api"
+		}
+	}
+	waits := 0
+	for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
+		key := r["RouteKey"].(string)
+		ref, _ := json.Marshal(r["Target"])
+		fn := ""
+		for id, f := range target {
+			if strings.Contains(string(ref), `"`+id+`"`) {
+				fn = f
+			}
+		}
+		want := "api"
+		if key == "GET "+wire.PathJobWait {
+			want = "wait"
+			waits++
+		}
+		if fn != want && key != "$default" {
+			t.Errorf("route %s goes to the %q function, want %s (target %s)", key, fn, want, ref)
+		}
+	}
+	if waits != 2 {
+		t.Errorf("the wait route is on %d APIs, want both", waits)
+	}
+	found := false
+	for id, f := range s.resources("AWS::Lambda::Function") {
+		if f["FunctionName"] != "fleetq-dev-wait" {
+			continue
+		}
+		found = true
+		if got, want := f["ReservedConcurrentExecutions"], float64(s.cfg.WaitConcurrency); got != want || want != float64(fleetconfig.DefaultWaitConcurrency) {
+			t.Errorf("%s: reserved concurrency %v, want wait_concurrency %v", id, got, want)
+		}
+	}
+	if !found {
+		t.Fatal("no wait function")
+	}
+	for id, p := range s.resources("AWS::IAM::Policy") {
+		if !strings.HasPrefix(id, "WaitServiceRoleDefaultPolicy") {
+			continue
+		}
+		b, _ := json.Marshal(p["PolicyDocument"])
+		for _, other := range []string{"sqs:", "s3:", "secretsmanager:", "events:", "autoscaling:"} {
+			if strings.Contains(string(b), `"`+other) {
+				t.Errorf("%s: the wait function may use %s* (%s)", id, other, b)
+			}
+		}
 	}
 }

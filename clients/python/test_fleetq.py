@@ -267,6 +267,14 @@ class WaitRouteTest(unittest.TestCase):
         self.assertEqual(client.wait("t1:j1", timeout=60, interval=0.01).status, "succeeded")
         self.assertEqual([c.split("?")[0] for c in calls], ["/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait", "/api/jobs/t1%3Aj1"])
 
+    def test_a_500_of_the_wait_route_is_a_throttle_look_then_wait_again(self):
+        # API Gateway's own answer when the wait function is at its cap.
+        client, calls = self.serve(gets=["queued", "leased"], waits=[500, "succeeded"])
+        self.assertEqual(client.wait("t1:j1", timeout=60, interval=0.01).status, "succeeded")
+        self.assertEqual([c.split("?")[0] for c in calls],
+                         ["/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait", "/api/jobs/t1%3Aj1", "/api/jobs/t1%3Aj1/wait"])
+        self.assertIn("status=leased", calls[-1])
+
 
 class RetryAfterTest(unittest.TestCase):
     """Against a local server answering a scripted sequence; the client's

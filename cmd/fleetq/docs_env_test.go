@@ -43,7 +43,7 @@ func TestDocsDeclareTheFunctionsEnvironment(t *testing.T) {
 	vars := []awsenv.Var{{Name: "FLEETQ_STAGE", By: awsenv.Functions, When: awsenv.Always}, {Name: "FLEETQ_TABLE", By: awsenv.Functions, When: awsenv.Always},
 		{Name: "FLEETQ_SUBNETS", By: []awsenv.Function{awsenv.Scaler}, When: awsenv.Always}}
 	got := envTableProblems(made, vars)
-	for _, want := range []string{"FLEETQ_STAGE is read by api, dispatch, interruption, scaler; the table says api",
+	for _, want := range []string{"FLEETQ_STAGE is read by api, dispatch, interruption, scaler, wait; the table says api",
 		"FLEETQ_TABLE is set always; the table says on a condition", "FLEETQ_NO_SUCH_VARIABLE is in the table", "FLEETQ_SUBNETS is not in the table"} {
 		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("a made-up table: %q, want a problem with %q", got, want)

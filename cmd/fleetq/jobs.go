@@ -313,8 +313,9 @@ func finished(status string) bool {
 // last saw, up to 25 s at a time, and falls back to looking at the job
 // every interval when the API answers that route 404 (an API from before
 // it) or when less than a second of the timeout is left; after a 429 or
-// 503 of that route (the waits are at their cap) it looks once after
-// interval, then waits again. A job submitted through the API is found at
+// a 5xx of that route (the waits are at their cap: API Gateway answers a
+// throttled function with a 500 of its own) it looks once after interval,
+// then waits again. A job submitted through the API is found at
 // once (accepted until dispatch files it); one sent straight to the
 // submission queue is not found until dispatch creates it.
 func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval time.Duration) (wire.Job, error) {
@@ -322,7 +323,7 @@ func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval 
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	long := true       // the API serves the wait route, until it answers 404
-	throttled := false // the wait route answered 429 or 503: look once, then wait again
+	throttled := false // the wait route answered 429 or 5xx: look once, then wait again
 	var j wire.Job
 	for {
 		path, held := jobPath(wire.PathJob, id), false
@@ -332,7 +333,7 @@ func (c *operatorClient) wait(ctx context.Context, id string, timeout, interval 
 		var got wire.Job
 		err := c.send(ctx, http.MethodGet, path, nil, &got, false, nil)
 		var we *wire.Error
-		throttled = held && errors.As(err, &we) && (we.Status == http.StatusTooManyRequests || we.Status == http.StatusServiceUnavailable)
+		throttled = held && errors.As(err, &we) && (we.Status == http.StatusTooManyRequests || we.Status >= 500)
 		switch {
 		case err == nil && finished(got.Status):
 			return got, nil

@@ -199,16 +199,17 @@ class Client:
         25 seconds at a time (and 5 less than the client's ``timeout``), and
         looks at the job every ``interval`` seconds instead when the API
         answers that route 404 (an API from before it) or when less than a
-        second is left; when the route still answers 429 or 503 after the
-        client's retries (the waits are at their cap) it looks once after
-        ``interval`` and then waits again. A job is found from
+        second is left; when the route answers 429 or a 5xx (after the
+        client's retries of 429 and 503: the waits are at their cap, and API
+        Gateway answers a throttled function with a 500 of its own) it looks
+        once after ``interval`` and then waits again. A job is found from
         the moment its submission is answered (status ``accepted`` until
         dispatch files it); not_found is waited out only for a job sent
         straight to the submission queue."""
         deadline = time.monotonic() + timeout
         held = True  # the API serves the wait route, until it answers 404
         status = ""
-        throttled = False  # the wait route answered 429 or 503: look once, then wait again
+        throttled = False  # the wait route answered 429 or 5xx: look once, then wait again
         while True:
             secs = int(min(deadline - time.monotonic(), self.timeout - 5, MAX_WAIT_SECONDS))
             waiting, throttled = held and status and secs >= 1 and not throttled, False
@@ -228,7 +229,7 @@ class Client:
                 if waiting and e.status == 404:
                     held = False  # the job exists (it was read): the route does not
                     continue
-                throttled = waiting and e.status in (429, 503)
+                throttled = waiting and (e.status == 429 or e.status >= 500)
                 if e.code != "not_found" and not throttled:
                     raise
             left = deadline - time.monotonic()

@@ -16,10 +16,15 @@ const (
 	Dispatch     Function = "dispatch"
 	Scaler       Function = "scaler"
 	Interruption Function = "interruption"
+	// Wait serves the API's wait route (GET /api/jobs/{job_id}/wait) with
+	// the API's own handler, so that requests held open for seconds use a
+	// concurrency of their own (fleet config wait_concurrency), never the
+	// API function's, which serves the workers.
+	Wait Function = "wait"
 )
 
 // Functions are every function of a stage, in the order the stack builds them.
-var Functions = []Function{API, Dispatch, Scaler, Interruption}
+var Functions = []Function{API, Dispatch, Scaler, Interruption, Wait}
 
 // When says whether the stack sets a variable for a stage's config. nil
 // (ByHand) means never: the variable is for running a function outside the
@@ -72,22 +77,22 @@ var Vars = []Var{
 	{EnvConfigFile, all, Always},
 	{EnvTable, all, Always},
 	{EnvLogLevel, all, Always},
-	{EnvSubmitQueueURL, []Function{API}, Always},
-	{EnvBucket, []Function{API}, Always},
-	{EnvEventBus, []Function{API, Scaler}, Always},
-	{EnvConsoleKeyARN, []Function{API}, Always},
+	{EnvSubmitQueueURL, []Function{API, Wait}, Always},
+	{EnvBucket, []Function{API, Wait}, Always},
+	{EnvEventBus, []Function{API, Wait, Scaler}, Always},
+	{EnvConsoleKeyARN, []Function{API, Wait}, Always},
 	// The API admits an attested registration into a fleet from the fleet's
 	// own worker role, on an instance of the fleet's groups, and a
 	// registration with a secret only into a fleet that accepts one.
-	{EnvWorkerRoles, []Function{API}, Always},
-	{EnvFleetSecrets, []Function{API}, FleetSecrets},
-	{EnvSTSEndpoint, []Function{API}, ByHand},
+	{EnvWorkerRoles, []Function{API, Wait}, Always},
+	{EnvFleetSecrets, []Function{API, Wait}, FleetSecrets},
+	{EnvSTSEndpoint, []Function{API, Wait}, ByHand},
 	// The scaler delivers job callbacks, signed with the webhook key.
 	{EnvWebhookKeyARN, []Function{Scaler}, Webhooks},
-	{EnvFleetGroups, []Function{API, Dispatch, Scaler}, Always},
+	{EnvFleetGroups, []Function{API, Wait, Dispatch, Scaler}, Always},
 	// Dispatch wakes a fleet's On-Demand group and starts bridges in it; the
 	// scaler climbs to it; the API admits attested workers on its instances.
-	{EnvFleetOnDemandGroups, []Function{API, Dispatch, Scaler}, OnDemandGroups},
+	{EnvFleetOnDemandGroups, []Function{API, Wait, Dispatch, Scaler}, OnDemandGroups},
 	{EnvSubnets, []Function{Scaler}, Always},
 	{EnvDynamoDBEndpoint, all, ByHand},
 	{EnvSQSEndpoint, all, ByHand},

@@ -16,6 +16,13 @@ type Config struct {
 	// RegistrationLimit is the number of worker registrations allowed per source
 	// address per minute.
 	RegistrationLimit int `yaml:"registration_limit"`
+	// WaitConcurrency is the reserved concurrency of the function that
+	// serves producers' waits (GET /api/jobs/{job_id}/wait), its cap: that
+	// many waits at once, each held up to 25 s; past it a wait is refused
+	// and the clients look at the job with GET instead (CDK app only).
+	// Reserved, it is taken from the account's Lambda concurrency, which
+	// must keep 100 unreserved.
+	WaitConcurrency int `yaml:"wait_concurrency"`
 	// Network says where the fleets' instances run (CDK app only).
 	Network Network `yaml:"network"`
 	// AgentURL overrides where instances download the fleetq binary from at
@@ -234,6 +241,7 @@ type Agent struct {
 const (
 	DefaultJobRetention      = 30 * 24 * time.Hour
 	DefaultRegistrationLimit = 10
+	DefaultWaitConcurrency   = 50
 	DefaultSlotsPerInstance  = 1
 	DefaultMaxInstances      = 10
 	DefaultIdleWindow        = 15 * time.Minute

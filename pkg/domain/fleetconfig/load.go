@@ -139,6 +139,9 @@ func (c *Config) applyDefaults() {
 	if c.RegistrationLimit == 0 {
 		c.RegistrationLimit = DefaultRegistrationLimit
 	}
+	if c.WaitConcurrency == 0 {
+		c.WaitConcurrency = DefaultWaitConcurrency
+	}
 	if c.Network.VPCID == "" && c.Network.VPCCIDR == "" {
 		c.Network.VPCCIDR = "10.80.0.0/16"
 	}
@@ -239,6 +242,7 @@ func (c *Config) validate() []Problem {
 		k.add("job_retention", "must be at least 1h, got %s", c.JobRetention)
 	}
 	k.rangeInt("registration_limit", c.RegistrationLimit, 1, 10000)
+	k.rangeInt("wait_concurrency", c.WaitConcurrency, 1, 10000)
 	c.Network.validate(k)
 	for i, z := range c.Network.AvailabilityZones {
 		if c.Region != "" && (!strings.HasPrefix(z, c.Region) || len(z) == len(c.Region)) {

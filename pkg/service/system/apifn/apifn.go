@@ -30,6 +30,12 @@ import (
 // Function is the API function, for system.StartLambda.
 var Function = system.Function{Name: awsenv.API, Handler: func(l *system.Lambda, _ io.Writer) (any, error) { return Handler(l) }}
 
+// WaitFunction is the function API Gateway sends the wait route to
+// (functions/wait): the same handler as Function's, so the route is served
+// by one code path in AWS and in the dev stack; only its concurrency is
+// its own.
+var WaitFunction = system.Function{Name: awsenv.Wait, Handler: Function.Handler}
+
 // Handler returns the API function's handler: the HTTP API behind API
 // Gateway (payload format 2.0), with submissions to FLEETQ_SUBMIT_QUEUE_URL,
 // registrations checked as registration says, IAM operators, and presigned
