@@ -172,34 +172,46 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
 
 
+def serve_json(test, answer):
+    """Starts a local server for the test that answers each GET with
+    ``answer(request)``: (status, JSON body); returns its port."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            status, body = answer(self)
+            raw = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    test.addCleanup(srv.server_close)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    test.addCleanup(srv.shutdown)
+    return srv.server_port
+
+
 class SigV4Test(unittest.TestCase):
     @unittest.skipUnless(__import__("importlib").util.find_spec("botocore"), "botocore is not installed")
     def test_without_a_token_requests_are_signed(self):
         seen = {}
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                seen["authorization"] = self.headers.get("Authorization", "")
-                seen["date"] = self.headers.get("X-Amz-Date", "")
-                body = json.dumps({"jobs": []}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def answer(req):
+            seen["authorization"] = req.headers.get("Authorization", "")
+            seen["date"] = req.headers.get("X-Amz-Date", "")
+            return 200, {"jobs": []}
 
-            def log_message(self, *args):
-                pass
-
-        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.addCleanup(srv.server_close)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.shutdown)
+        port = serve_json(self, answer)
         old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")}
         os.environ.update(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secret",
                           AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
         self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v) for k, v in old.items()])
-        client = fleetq.Client(api=f"http://127.0.0.1:{srv.server_port}", token="", region="eu-west-1")
+        client = fleetq.Client(api=f"http://127.0.0.1:{port}", token="", region="eu-west-1")
         self.assertEqual(client.list(), [])
         self.assertTrue(seen["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"), seen)
         self.assertIn("/eu-west-1/execute-api/aws4_request", seen["authorization"])
@@ -221,32 +233,17 @@ class WaitRouteTest(unittest.TestCase):
         status; the last of each repeats."""
         calls = []
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                calls.append(self.path)
-                script = waits if "/wait" in self.path else gets
-                n = sum(1 for c in calls if ("/wait" in c) == ("/wait" in self.path)) - 1
-                answer = script[min(n, len(script) - 1)]
-                if isinstance(answer, str):
-                    status, body = 200, job_json(answer)
-                else:
-                    status, body = answer, {"error": {"code": {404: "not_found", 429: "rate_limited"}.get(answer, "internal"),
-                                                      "message": "scripted"}}
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        def answer(req):
+            calls.append(req.path)
+            script = waits if "/wait" in req.path else gets
+            n = sum(1 for c in calls if ("/wait" in c) == ("/wait" in req.path)) - 1
+            got = script[min(n, len(script) - 1)]
+            if isinstance(got, str):
+                return 200, job_json(got)
+            return got, {"error": {"code": {404: "not_found", 429: "rate_limited"}.get(got, "internal"), "message": "scripted"}}
 
-            def log_message(self, *args):
-                pass
-
-        srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-        self.addCleanup(srv.server_close)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.shutdown)
-        return fleetq.Client(api=f"http://127.0.0.1:{srv.server_port}", token="t", sleep=lambda s: None, retries=0), calls
+        port = serve_json(self, answer)
+        return fleetq.Client(api=f"http://127.0.0.1:{port}", token="t", sleep=lambda s: None, retries=0), calls
 
     def test_wait_holds_the_wait_route_from_the_status_last_seen(self):
         client, calls = self.serve(gets=["queued"], waits=["leased", "succeeded"])
