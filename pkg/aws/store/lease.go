@@ -72,9 +72,13 @@ type pollSource struct {
 
 func (p pollSource) Shards(fleet string) int { return p.s.shardCount(fleet) }
 
-func (p pollSource) ReadReady(ctx context.Context, fleet string, perShard int) ([]lease.Candidate, bool, error) {
-	items, more, err := p.s.readReady(ctx, fleet, perShard)
-	return candidates(items), more, err
+func (p pollSource) ReadReady(ctx context.Context, fleet string, limits []int) ([][]lease.Candidate, error) {
+	got, err := p.s.readShardHeads(ctx, fleet, limits)
+	out := make([][]lease.Candidate, len(got))
+	for i := range got {
+		out[i] = candidates(got[i])
+	}
+	return out, err
 }
 
 func (p pollSource) ReadOthersAtTop(ctx context.Context, fleet string, priority int, skip string, limit int) ([]lease.Candidate, error) {

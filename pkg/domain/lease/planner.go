@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -57,10 +59,10 @@ type Claim struct {
 type Source interface {
 	// Shards is how many shards the fleet's ready queue is spread over.
 	Shards(fleet string) int
-	// ReadReady reads at most perShard candidates of each shard of the
-	// fleet's ready queue (0: all), in queue order; more reports whether a
-	// shard held more than was read.
-	ReadReady(ctx context.Context, fleet string, perShard int) (cands []Candidate, more bool, err error)
+	// ReadReady reads the head of the fleet's ready queue's shards, at
+	// once: at most limits[i] candidates of shard i (one limit per shard;
+	// 0 skips the shard), each shard's in queue order.
+	ReadReady(ctx context.Context, fleet string, limits []int) ([][]Candidate, error)
 	// ReadOthersAtTop reads up to limit jobs of one priority of tenants
 	// other than skip, in queue order.
 	ReadOthersAtTop(ctx context.Context, fleet string, priority int, skip string, limit int) ([]Candidate, error)
@@ -110,6 +112,9 @@ type Options struct {
 	Now func() time.Time
 	// Shuffle spreads the window (nil: strict order).
 	Shuffle Shuffle
+	// Pick answers a number in [0, n): the shard a contended poll reads
+	// (default: at random).
+	Pick func(n int) int
 }
 
 // MaxWindowLimits is the widest lease window in candidate limits.
@@ -143,6 +148,9 @@ func NewPlanner(o Options) *Planner {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Pick == nil {
+		o.Pick = rand.IntN
+	}
 	return &Planner{o: o}
 }
 
@@ -171,12 +179,19 @@ func (p *Planner) Next(ctx context.Context, src Source, poll Poll) (j job.Job, o
 	for round := 0; round <= p.o.Rereads; round++ {
 		now := p.o.Now()
 		window := min(p.mem.windowOf(p.o.Spread)<<round, p.maxWindow())
-		perShard := ceilDiv(max(p.o.Limit, window), max(1, src.Shards(poll.Fleet)))
-		cands, more, err := src.ReadReady(ctx, poll.Fleet, perShard)
+		shards := max(1, src.Shards(poll.Fleet))
+		one := shards > 1 && window > p.o.Spread
+		cands, more, err := p.read(ctx, src, poll.Fleet, shards, window, one)
 		if err != nil {
 			return job.Job{}, false, err
 		}
 		plan, err := p.plan(ctx, src, poll, cands, more, window, now)
+		if err == nil && one && len(plan.Attempts) == 0 {
+			// Nothing in that shard for this worker: read them all.
+			if cands, more, err = p.read(ctx, src, poll.Fleet, shards, window, false); err == nil {
+				plan, err = p.plan(ctx, src, poll, cands, more, window, now)
+			}
+		}
 		if err != nil {
 			return job.Job{}, false, err
 		}
@@ -209,6 +224,62 @@ func (p *Planner) Next(ctx context.Context, src Source, poll Poll) (j job.Job, o
 		break
 	}
 	return job.Job{}, false, src.Idle(ctx)
+}
+
+// read is one round's read of the ready queue, as many candidates as the
+// window (at least the limit). While claims are not being lost it reads
+// every shard's head at once and merges them: strict queue order. Under
+// contention (one: the window widened past the spread) the candidates an
+// index that lags behind still shows as ready are mostly taken, and every
+// poll reading the same heads collides on them; a poll then reads the
+// whole window from one shard picked at random, where a 1/shards share of
+// the stale entries lie among as many candidates, and only the first job
+// of each other shard, so that a higher priority anywhere is still seen.
+// more reports whether a shard held more than was read.
+func (p *Planner) read(ctx context.Context, src Source, fleet string, shards, window int, one bool) ([]Candidate, bool, error) {
+	n := max(p.o.Limit, window)
+	limits := make([]int, shards)
+	own := -1
+	if one {
+		own = p.o.Pick(shards)
+		for i := range limits {
+			limits[i] = 1
+		}
+		limits[own] = n
+	} else {
+		for i := range limits {
+			limits[i] = ceilDiv(n, shards)
+		}
+	}
+	got, err := src.ReadReady(ctx, fleet, limits)
+	if err != nil {
+		return nil, false, err
+	}
+	var cands []Candidate
+	more := false
+	if one {
+		cands, more = got[own], len(got[own]) >= n
+		top := math.MinInt
+		if len(cands) > 0 {
+			top = cands[0].Priority
+		}
+		for i, g := range got {
+			for _, c := range g {
+				if i != own && c.Priority > top {
+					cands = append(cands, c)
+				}
+			}
+		}
+	} else {
+		for i, g := range got {
+			cands = append(cands, g...)
+			more = more || len(g) >= limits[i]
+		}
+	}
+	if len(got) > 1 {
+		InQueueOrder(cands)
+	}
+	return cands, more, nil
 }
 
 // plan ends the candidates past their queue deadline, reads what the lease

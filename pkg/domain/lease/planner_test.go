@@ -26,10 +26,9 @@ type memSource struct {
 }
 
 func (m *memSource) Shards(string) int { return 1 }
-func (m *memSource) ReadReady(_ context.Context, _ string, perShard int) ([]Candidate, bool, error) {
+func (m *memSource) ReadReady(_ context.Context, _ string, limits []int) ([][]Candidate, error) {
 	m.reads++
-	n := min(len(m.ready), perShard)
-	return slices.Clone(m.ready[:n]), n < len(m.ready), nil
+	return [][]Candidate{slices.Clone(m.ready[:min(len(m.ready), limits[0])])}, nil
 }
 func (m *memSource) ReadOthersAtTop(context.Context, string, int, string, int) ([]Candidate, error) {
 	return nil, nil
@@ -149,4 +148,70 @@ func TestAPlanSetsAsideJobsPastTheirQueueDeadline(t *testing.T) {
 func ExampleResult_String() {
 	fmt.Println(Claimed, TenantFull, Result(0))
 	// Output: claimed tenant full Result(0)
+}
+
+// shardedSource is a ready queue over shards; it records each read's limits.
+type shardedSource struct {
+	memSource
+	shards [][]Candidate
+	limits [][]int
+}
+
+func (m *shardedSource) Shards(string) int { return len(m.shards) }
+func (m *shardedSource) ReadReady(_ context.Context, _ string, limits []int) ([][]Candidate, error) {
+	m.limits = append(m.limits, slices.Clone(limits))
+	out := make([][]Candidate, len(m.shards))
+	for i, sh := range m.shards {
+		out[i] = slices.Clone(sh[:min(len(sh), limits[i])])
+	}
+	return out, nil
+}
+
+// Under contention a poll reads its whole window from one shard and only
+// the first job of the others; a higher priority in another shard is still
+// leased first, and a quiet poll reads every shard's head.
+func TestAContendedPollReadsOneShardAndTheOthersHeads(t *testing.T) {
+	shard := func(prefix string, prio int) []Candidate {
+		out := cands("t", prefix+"1", prefix+"2", prefix+"3")
+		for i := range out {
+			out[i].Priority = prio
+		}
+		return out
+	}
+	src := &shardedSource{shards: [][]Candidate{shard("a", 0), shard("b", 0), shard("c", 7), shard("d", 0)}}
+	p := NewPlanner(Options{Limit: 8, Spread: 1, Now: func() time.Time { return t0 }, Pick: func(int) int { return 1 }})
+	if j, _, _ := p.Next(context.Background(), src, poll); j.ID != "c1" || !slices.Equal(src.limits[0], []int{2, 2, 2, 2}) {
+		t.Fatalf("quiet poll leased %s reading %v; want c1 (priority 7) from every shard's head", j.ID, src.limits[0])
+	}
+	p.mem.widen(1, p.maxWindow()) // claims were lost: the window is 2
+	src.limits = nil
+	src.shards[2] = src.shards[2][1:] // c1 leased
+	if j, _, _ := p.Next(context.Background(), src, poll); j.ID != "c2" || !slices.Equal(src.limits[0], []int{1, 8, 1, 1}) {
+		t.Fatalf("contended poll leased %s reading %v; want c2 (the other shard's higher priority) reading 8 of shard 1 and 1 of the others", j.ID, src.limits[0])
+	}
+	src.limits = nil
+	src.shards[2] = nil
+	src.answer = map[string]Result{}
+	p.mem.widen(1, p.maxWindow())
+	if j, _, _ := p.Next(context.Background(), src, poll); j.ID != "b1" {
+		t.Fatalf("contended poll leased %s reading %v; want b1 from its shard", j.ID, src.limits)
+	}
+	// An empty shard: the others' first jobs are the candidates.
+	src.limits = nil
+	src.shards[1] = nil
+	p.mem.widen(1, p.maxWindow())
+	if j, _, _ := p.Next(context.Background(), src, poll); j.ID != "a1" || len(src.limits) != 1 {
+		t.Fatalf("leased %s reading %v; want a1, the oldest of the other shards' first jobs", j.ID, src.limits)
+	}
+	// A shard with nothing this worker may lease: every shard is read.
+	src.limits = nil
+	src.shards[0] = src.shards[0][1:]
+	src.shards[1] = cands("t", "x1", "x2")
+	for i := range src.shards[1] {
+		src.shards[1][i].WorkflowID = "other"
+	}
+	p.mem.widen(1, p.maxWindow())
+	if j, _, _ := p.Next(context.Background(), src, poll); j.ID != "d1" || len(src.limits) != 2 || src.limits[1][0] != src.limits[1][3] {
+		t.Fatalf("leased %s reading %v; want d1 (the oldest) after one shard's read found nothing to lease and every shard was read", j.ID, src.limits)
+	}
 }

@@ -67,16 +67,13 @@ func (q *waitingJobs) candidate(k int) lease.Candidate {
 
 func (q *waitingJobs) Shards(string) int { return 1 }
 
-func (q *waitingJobs) ReadReady(_ context.Context, _ string, perShard int) ([]lease.Candidate, bool, error) {
-	n := len(q.e.waiting)
-	if perShard > 0 {
-		n = min(n, perShard)
-	}
+func (q *waitingJobs) ReadReady(_ context.Context, _ string, limits []int) ([][]lease.Candidate, error) {
+	n := min(len(q.e.waiting), limits[0])
 	out := make([]lease.Candidate, n)
 	for k := range n {
 		out[k] = q.candidate(k)
 	}
-	return out, n < len(q.e.waiting), nil
+	return [][]lease.Candidate{out}, nil
 }
 
 func (q *waitingJobs) ReadOthersAtTop(_ context.Context, _ string, _ int, skip string, limit int) ([]lease.Candidate, error) {
