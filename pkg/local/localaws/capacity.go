@@ -156,16 +156,22 @@ type partitionSecond struct {
 	second            int64
 }
 
-// writeOrder is how the items of a partition key were written: the
-// highest sort key written so far, and how many writes landed below it.
+// writeOrder is how the items of a partition key were written: the highest
+// sort key written before the latest instant, the highest written at it,
+// and how many writes landed below a sort key written at an earlier
+// instant. Writes at one instant (concurrent requests, a fake clock's
+// step) are not ordered among themselves: items made at the same time
+// sort by whatever follows their time.
 type writeOrder struct {
-	highest       sortValue
-	writes, below int
+	instant         time.Time
+	before, current sortValue
+	started         bool // before holds a value
+	writes, below   int
 }
 
-// splittable reports whether most writes after the first landed below a
-// sort key written before: the key's items are not written in order.
-func (o *writeOrder) splittable() bool { return o != nil && o.writes > 1 && 2*o.below > o.writes-1 }
+// splittable reports whether most writes landed below a sort key written
+// earlier: the key's items are not written in order.
+func (o *writeOrder) splittable() bool { return o != nil && 2*o.below > o.writes }
 
 // sortValue is a sort key's value, ordered as DynamoDB orders it: numbers
 // by value, strings and binaries by their bytes.
@@ -198,9 +204,9 @@ func sortValueOf(v json.RawMessage) sortValue {
 	return sortValue{}
 }
 
-// wrote records that a write placed an item (or index entry) at sort key
-// rng of a partition key.
-func (c *Capacity) wrote(table, index, key string, rng json.RawMessage) {
+// wrote records that a write at time at placed an item (or index entry)
+// at sort key rng of a partition key.
+func (c *Capacity) wrote(at time.Time, table, index, key string, rng json.RawMessage) {
 	if rng == nil {
 		return
 	}
@@ -213,14 +219,20 @@ func (c *Capacity) wrote(table, index, key string, rng json.RawMessage) {
 	id := partitionID{table, index, key}
 	o := c.order[id]
 	if o == nil {
-		c.order[id] = &writeOrder{highest: sv, writes: 1}
+		c.order[id] = &writeOrder{instant: at, current: sv, writes: 1}
 		return
 	}
+	if at.After(o.instant) {
+		if !o.started || o.before.less(o.current) {
+			o.before = o.current
+		}
+		o.instant, o.started, o.current = at, true, sv
+	} else if o.current.less(sv) {
+		o.current = sv
+	}
 	o.writes++
-	if sv.less(o.highest) {
+	if o.started && sv.less(o.before) {
 		o.below++
-	} else {
-		o.highest = sv
 	}
 }
 
@@ -558,12 +570,12 @@ func (c *Capacity) chargeWrite(at time.Time, s *tableSchema, w write) {
 		return
 	}
 	if w.after != nil && s.rng != "" {
-		c.wrote(w.table, "", scalar(w.key[s.hash]), w.key[s.rng])
+		c.wrote(at, w.table, "", scalar(w.key[s.hash]), w.key[s.rng])
 	}
 	for _, ix := range s.indexes {
 		old, cur := s.entry(ix, w.before), s.entry(ix, w.after)
 		if cur != nil && (old == nil || old.key != cur.key || !old.sameAttrs(cur)) {
-			c.wrote(w.table, ix.name, cur.hash, cur.rng)
+			c.wrote(at, w.table, ix.name, cur.hash, cur.rng)
 		}
 		switch {
 		case old == nil && cur == nil:
