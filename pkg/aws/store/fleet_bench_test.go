@@ -36,10 +36,12 @@ import (
 
 // fleetLoad is one fleet's load.
 type fleetLoad struct {
-	// rate is the leases and completions a second: each worker whose
-	// 1-minute job ends completes it and polls for the next at once. New
-	// jobs arrive at the same rate.
-	rate int
+	// rate is the polls a second: each worker whose 1-minute job ends
+	// completes it and polls for the next at once (idle: workers with no
+	// job poll, and nothing completes). New jobs arrive at the same rate
+	// unless noArrivals.
+	rate             int
+	idle, noArrivals bool
 	// burst is how many submissions more arrive within the window's first
 	// second; backlog how many jobs are queued (and in the index) before.
 	burst, backlog int
@@ -58,6 +60,43 @@ type fleetLoad struct {
 // running jobs one at a time, the lag apart (no heartbeats in the window).
 func (l fleetLoad) config() string {
 	return strings.Replace(capacityConfig, "lease_seconds: 600", "lease_seconds: 3600", 1) + fmt.Sprintf("    ready_shards: %d\n", l.shards)
+}
+
+// event is work due at a time of the simulated window.
+type event struct {
+	at time.Duration
+	do func() error
+}
+
+// runSteps runs the events of a window step by step: everything due within
+// a step at once, in goroutines, then the clock moves on by the step.
+func runSteps(b *testing.B, clk *clock.Fake, step, window time.Duration, events []event) {
+	b.Helper()
+	for from := time.Duration(0); from < window; from += step {
+		var due []func() error
+		for _, e := range events {
+			if e.at >= from && e.at < from+step {
+				due = append(due, e.do)
+			}
+		}
+		atOnce(b, len(due), func(i int) error { return due[i]() })
+		clk.Advance(step)
+	}
+}
+
+// atOnce runs do(0) … do(n-1) in goroutines and fails on their errors.
+func atOnce(b *testing.B, n int, do func(i int) error) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = do(i) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // fleetResult is what a fleetLoad measured.
@@ -114,19 +153,7 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 			Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`)})
 		return err
 	}
-	// Every step's work at once.
-	parallel := func(n int, do func(i int) error) {
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for i := range n {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = do(i) }()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	parallel := func(n int, do func(i int) error) { atOnce(b, n, do) }
 
 	// The workers whose jobs end in the window, each leased a minute
 	// before it ends: registered, their jobs created, then leased one by
@@ -139,14 +166,16 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 			InstanceID: "i-" + workers[i].WorkerID, InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 1, TokenHash: workers[i].TokenHash})
 		return err
 	})
-	parallel(finishing, func(int) error { return create(ctx) })
-	clk.Advance(l.lag + time.Second)
 	running := make([]job.Job, finishing)
-	for i, w := range workers { // one by one, each once the index shows the one before leased
-		if running[i], err = setup.LeaseNext(ctx, w, []string{"wf-a"}); err != nil {
-			b.Fatalf("lease running job %d: %v", i, err)
+	if !l.idle {
+		parallel(finishing, func(int) error { return create(ctx) })
+		clk.Advance(l.lag + time.Second)
+		for i, w := range workers { // one by one, each once the index shows the one before leased
+			if running[i], err = setup.LeaseNext(ctx, w, []string{"wf-a"}); err != nil {
+				b.Fatalf("lease running job %d: %v", i, err)
+			}
+			clk.Advance(l.lag)
 		}
-		clk.Advance(l.lag)
 	}
 	parallel(l.backlog, func(int) error { return create(ctx) })
 	// The window starts at a whole second, once the index shows the backlog.
@@ -159,10 +188,6 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 	for i := range stores {
 		stores[i] = newStore()
 	}
-	type event struct {
-		at time.Duration
-		do func() error
-	}
 	var events []event
 	var res fleetResult
 	var polls, leases, empty atomic.Int64
@@ -170,8 +195,10 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 		at := time.Duration(float64(k) / float64(l.rate) * float64(time.Second))
 		w, j, st := workers[k], running[k], stores[k%len(stores)]
 		events = append(events, event{at: at, do: func() error {
-			if err := st.Complete(ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
-				return fmt.Errorf("complete %s: %w", j.ID, err)
+			if !l.idle {
+				if err := st.Complete(ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+					return fmt.Errorf("complete %s: %w", j.ID, err)
+				}
 			}
 			polls.Add(1)
 			_, err := st.LeaseNext(context.WithValue(ctx, pollMarker{}, true), w, []string{"wf-a"})
@@ -187,6 +214,9 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 		}})
 	}
 	arrivals := finishing
+	if l.noArrivals {
+		arrivals = 0
+	}
 	for i := range arrivals {
 		events = append(events, event{at: time.Duration(float64(i) / float64(l.rate) * float64(time.Second)), do: func() error { return create(ctx) }})
 	}
@@ -194,16 +224,7 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 		events = append(events, event{at: time.Duration(float64(i) / float64(l.burst) * float64(time.Second)), do: func() error { return create(ctx) }})
 	}
 	b.StartTimer()
-	for from := time.Duration(0); from < l.window; from += l.step {
-		var due []func() error
-		for _, e := range events {
-			if e.at >= from && e.at < from+l.step {
-				due = append(due, e.do)
-			}
-		}
-		parallel(len(due), func(i int) error { return due[i]() })
-		clk.Advance(l.step)
-	}
+	runSteps(b, clk, l.step, l.window, events)
 	b.StopTimer()
 
 	res.polls, res.leases, res.empty = polls.Load(), leases.Load(), empty.Load()
@@ -259,10 +280,9 @@ func (r fleetResult) report(b *testing.B) {
 // the hottest partition DynamoDB cannot split under 80% of its limit, at
 // most 0.5 lost claims per lease.
 func BenchmarkCapacityFleet(b *testing.B) {
-	for _, lag := range []time.Duration{500 * time.Millisecond, time.Second} {
+	for _, lag := range indexLags {
 		for _, shards := range []int{1, 4} {
-			l := fleetLoad{rate: 170, burst: 1000, backlog: 1000, lag: lag, shards: shards,
-				window: 2 * time.Second, step: 25 * time.Millisecond, instances: 8}
+			l := fleetLoad{rate: 170, burst: 1000, backlog: 1000, lag: lag, shards: shards, window: 2 * time.Second, step: pollStep, instances: 8}
 			b.Run(fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), func(b *testing.B) {
 				for range b.N {
 					b.StopTimer()
@@ -275,14 +295,14 @@ func BenchmarkCapacityFleet(b *testing.B) {
 
 // BenchmarkCapacityFleetLeaseRate is the same fleet without the burst at
 // higher lease rates, each with a backlog of two seconds' leases, the
-// index 500 ms and 1 s behind, four ready shards: the highest rate one
-// fleet sustains is the highest whose hottest partition stays under its
-// limit with at most 0.5 lost claims per lease.
+// index 500 ms and 1 s behind, four ready shards, for one second: the
+// highest rate one fleet sustains is the highest whose hottest partition
+// stays under its limit with at most 0.5 lost claims per lease
+// (BenchmarkCapacityLeaseAndComplete is the same at 1,000 a second).
 func BenchmarkCapacityFleetLeaseRate(b *testing.B) {
-	for _, lag := range []time.Duration{500 * time.Millisecond, time.Second} {
-		for _, rate := range []int{340, 680, 1000} {
-			l := fleetLoad{rate: rate, backlog: 2 * rate, lag: lag, shards: 4,
-				window: time.Second, step: 25 * time.Millisecond, instances: 8}
+	for _, lag := range indexLags {
+		for _, rate := range []int{340, 680} {
+			l := fleetLoad{rate: rate, backlog: 2 * rate, lag: lag, shards: 4, window: time.Second, step: pollStep, instances: 8}
 			b.Run(fmt.Sprintf("lag=%s/rate=%d", lag, rate), func(b *testing.B) {
 				for range b.N {
 					b.StopTimer()
