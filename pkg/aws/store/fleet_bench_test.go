@@ -127,8 +127,8 @@ func countPolls(n *atomic.Int64) func(*dynamodb.Options) {
 	}
 }
 
-// runFleetLoad sets the fleet up (its running jobs leased a minute before,
-// its backlog queued), then runs the window and measures it.
+// runFleetLoad sets the fleet up (its running jobs leased before the
+// window, its backlog queued), then runs the window and measures it.
 func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 	b.Helper()
 	cfg, err := fleetconfig.Parse("fleet.yaml", []byte(l.config()))
@@ -153,14 +153,13 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 			Input: json.RawMessage(`{"frames":120,"scene":"s3://bucket/scenes/a.usd"}`)})
 		return err
 	}
-	parallel := func(n int, do func(i int) error) { atOnce(b, n, do) }
-
-	// The workers whose jobs end in the window, each leased a minute
-	// before it ends: registered, their jobs created, then leased one by
-	// one once the index shows them.
+	// The workers whose jobs end in the window: registered, their jobs
+	// created, then leased before the window one by one, the lag apart,
+	// so that each poll sees the lease before it (the load starts from a
+	// quiet fleet's state, not from a burst of lost claims).
 	finishing := int(float64(l.rate) * l.window.Seconds())
 	workers := make([]store.WorkerAuth, finishing)
-	parallel(finishing, func(i int) error {
+	atOnce(b, finishing, func(i int) error {
 		workers[i] = store.WorkerAuth{WorkerID: fmt.Sprintf("w%05d", (i*7919)%100000), Fleet: "gpu", TokenHash: fmt.Sprintf("hash-%d", i)}
 		_, err := setup.RegisterWorker(ctx, store.Registration{WorkerID: workers[i].WorkerID, Fleet: "gpu", Stage: "test",
 			InstanceID: "i-" + workers[i].WorkerID, InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: 1, TokenHash: workers[i].TokenHash})
@@ -168,7 +167,7 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 	})
 	running := make([]job.Job, finishing)
 	if !l.idle {
-		parallel(finishing, func(int) error { return create(ctx) })
+		atOnce(b, finishing, func(int) error { return create(ctx) })
 		clk.Advance(l.lag + time.Second)
 		for i, w := range workers { // one by one, each once the index shows the one before leased
 			if running[i], err = setup.LeaseNext(ctx, w, []string{"wf-a"}); err != nil {
@@ -177,7 +176,7 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 			clk.Advance(l.lag)
 		}
 	}
-	parallel(l.backlog, func(int) error { return create(ctx) })
+	atOnce(b, l.backlog, func(int) error { return create(ctx) })
 	// The window starts at a whole second, once the index shows the backlog.
 	now := clk.Now().Add(l.lag)
 	clk.Advance(now.Truncate(time.Second).Add(time.Second).Sub(clk.Now()))
