@@ -95,12 +95,7 @@ func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
 	for _, lag := range indexLags {
 		for _, shards := range []int{1, 4} {
 			l := fleetLoad{rate: 1000, backlog: 150, lag: lag, shards: shards, window: time.Second, step: pollStep, instances: 8}
-			b.Run(fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), func(b *testing.B) {
-				for range b.N {
-					b.StopTimer()
-					runFleetLoad(b, l).report(b)
-				}
-			})
+			runFleetBenchmark(b, fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), l)
 		}
 	}
 }
@@ -180,12 +175,7 @@ func benchmarkIdleWorkers(b *testing.B, config string, lag time.Duration) {
 func BenchmarkCapacityLostClaims(b *testing.B) {
 	for _, lag := range indexLags {
 		l := fleetLoad{rate: 200, idle: true, noArrivals: true, backlog: 500, lag: lag, shards: 1, window: time.Second, step: pollStep, instances: 8}
-		b.Run(fmt.Sprintf("lag=%s", lag), func(b *testing.B) {
-			for range b.N {
-				b.StopTimer()
-				runFleetLoad(b, l).report(b)
-			}
-		})
+		runFleetBenchmark(b, fmt.Sprintf("lag=%s", lag), l)
 	}
 }
 

@@ -249,6 +249,16 @@ func runFleetLoad(b *testing.B, l fleetLoad) fleetResult {
 	return res
 }
 
+// runFleetBenchmark runs the load as the named sub-benchmark and reports it.
+func runFleetBenchmark(b *testing.B, name string, l fleetLoad) {
+	b.Run(name, func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			runFleetLoad(b, l).report(b)
+		}
+	})
+}
+
 func (r fleetResult) report(b *testing.B) {
 	b.Helper()
 	leases := float64(max(r.leases, 1))
@@ -282,12 +292,7 @@ func BenchmarkCapacityFleet(b *testing.B) {
 	for _, lag := range indexLags {
 		for _, shards := range []int{1, 4} {
 			l := fleetLoad{rate: 170, burst: 1000, backlog: 1000, lag: lag, shards: shards, window: 2 * time.Second, step: pollStep, instances: 8}
-			b.Run(fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), func(b *testing.B) {
-				for range b.N {
-					b.StopTimer()
-					runFleetLoad(b, l).report(b)
-				}
-			})
+			runFleetBenchmark(b, fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), l)
 		}
 	}
 }
@@ -302,12 +307,7 @@ func BenchmarkCapacityFleetLeaseRate(b *testing.B) {
 	for _, lag := range indexLags {
 		for _, rate := range []int{340, 680} {
 			l := fleetLoad{rate: rate, backlog: 2 * rate, lag: lag, shards: 4, window: time.Second, step: pollStep, instances: 8}
-			b.Run(fmt.Sprintf("lag=%s/rate=%d", lag, rate), func(b *testing.B) {
-				for range b.N {
-					b.StopTimer()
-					runFleetLoad(b, l).report(b)
-				}
-			})
+			runFleetBenchmark(b, fmt.Sprintf("lag=%s/rate=%d", lag, rate), l)
 		}
 	}
 }
