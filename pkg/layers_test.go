@@ -79,6 +79,37 @@ func TestGroupsImportOnlyTheGroupsBelow(t *testing.T) {
 	}
 }
 
+// storeImporters lists the only packages under pkg/service, tests
+// included, that may import the DynamoDB adapter: the composition root,
+// which builds the store and hands it to each service as the small
+// interface the service declares. Services and their tests name the
+// store's records and errors from the domain (docs/architecture.md, "Who
+// depends on whom").
+var storeImporters = []string{"service/system"}
+
+func TestOnlyTheCompositionRootImportsTheStore(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("service", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		for _, spec := range f.Imports {
+			if imp, _ := strconv.Unquote(spec.Path.Value); imp == module+"pkg/aws/store" && !slices.Contains(storeImporters, dir) {
+				t.Errorf("%s imports pkg/aws/store: only %v may; name its records and errors from pkg/domain and take the store as an interface the package declares", path, storeImporters)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deps answers, for each package pattern matches, every package it links
 // (go list's Deps) as make build builds it: for linux/amd64, static, with
 // tags.

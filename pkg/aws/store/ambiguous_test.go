@@ -235,7 +235,7 @@ func TestPollDoesNotAnswerALeaseThatEndedBeforeItsRead(t *testing.T) {
 			return
 		}
 		e.clock.Advance(f.LeaseDuration() + time.Second)
-		if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r.Requeued != 1 {
+		if r, err := e.st.Sweep(e.ctx, "gpu"); err != nil || r.Leases.Requeued != 1 {
 			t.Errorf("sweep = %+v, %v; want the claim's lease requeued", r, err)
 		}
 	}})

@@ -12,46 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// APIKey is a tenant's API key as the store keeps it: never the key, only
-// its SHA-256 (auth.APIKey).
-type APIKey struct {
-	ID     string `dynamodbav:"key_id"`
-	Tenant string `dynamodbav:"tenant_id"`
-	Name   string `dynamodbav:"name,omitempty"`
-	Hash   string `dynamodbav:"key_hash"`
-	// Times in Unix milliseconds; 0 is never.
-	CreatedMS  int64 `dynamodbav:"created_ms"`
-	ExpiresMS  int64 `dynamodbav:"expires_ms"`
-	RevokedMS  int64 `dynamodbav:"revoked_ms"`
-	LastUsedMS int64 `dynamodbav:"last_used_ms"`
-}
-
-// The states of an API key.
-const (
-	KeyActive  = "active"
-	KeyRevoked = "revoked"
-	KeyExpired = "expired"
-)
-
-// State is the key's state at now.
-func (k APIKey) State(now time.Time) string {
-	switch {
-	case k.RevokedMS != 0:
-		return KeyRevoked
-	case k.ExpiresMS != 0 && ms(now) >= k.ExpiresMS:
-		return KeyExpired
-	default:
-		return KeyActive
-	}
-}
-
 // ErrKeyExists is a new key whose id is taken (80 random bits: only by a
 // broken random source).
 var ErrKeyExists = errors.New("an API key with this id exists")
-
-// KeyTouchInterval is how stale a key's last-used time may get: a busy key
-// costs one write per interval, not one per request.
-const KeyTouchInterval = time.Minute
 
 type apiKeyItem struct {
 	PK   string `dynamodbav:"PK"`

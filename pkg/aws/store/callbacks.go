@@ -60,25 +60,6 @@ type callbackItem struct {
 	TTL       int64  `dynamodbav:"ttl"`
 }
 
-// Callback is one outcome due for delivery to a job's callback URL.
-type Callback struct {
-	JobID string
-	URL   string
-	// Event is the outcome, as the event bus receives it.
-	Event JobEvent
-	// Attempts is how many deliveries were tried before this one.
-	Attempts int
-}
-
-// CallbackResult is how one delivery attempt went.
-type CallbackResult struct {
-	// Delivered: the receiver answered 2xx. Otherwise Err says why not,
-	// and NextAt is when to try again; a zero NextAt gives up (failed).
-	Delivered bool
-	Err       string
-	NextAt    time.Time
-}
-
 // MaxCallbackErrorBytes bounds the last error a job's callback records.
 const MaxCallbackErrorBytes = 1024
 

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -209,24 +210,26 @@ func TestSweepRefilesALeaseItsHeartbeatsExtended(t *testing.T) {
 	}
 	m.clock.Advance(200 * time.Second) // 700 s: past the filed 600 s
 	m.nextSecond()
-	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+	if r, err := m.st.Sweep(m.ctx, "gpu"); err != nil || r.Leases != (lease.Expired{}) {
 		t.Fatalf("sweep = %+v, %v; want nothing ended", r, err)
 	}
-	if n := m.requests.Load(); n != 3 {
-		t.Fatalf("the refiling sweep sent %d requests, want 3 (query, read, refile)", n)
+	// The sweep's other two steps query once each (due retries, queue
+	// deadlines) and find nothing.
+	if n := m.requests.Load(); n != 5 {
+		t.Fatalf("the refiling sweep sent %d requests, want 5 (two empty queries, then query, read, refile)", n)
 	}
 	if idx := m.model.ByIndex()[store.IndexByState]; idx.Write != 2 {
 		t.Fatalf("the refile wrote %.0f index units, want 2 (the entry moved)", idx.Write)
 	}
 	m.nextSecond()
-	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+	if r, err := m.st.Sweep(m.ctx, "gpu"); err != nil || r.Leases != (lease.Expired{}) {
 		t.Fatalf("second sweep = %+v, %v", r, err)
 	}
-	if n := m.requests.Load(); n != 1 {
-		t.Fatalf("the sweep after the refile sent %d requests, want 1 (its query finds nothing)", n)
+	if n := m.requests.Load(); n != 3 {
+		t.Fatalf("the sweep after the refile sent %d requests, want 3 (each step's query finds nothing)", n)
 	}
 	m.clock.Advance(400 * time.Second) // past 1,100 s
-	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r.Requeued != 1 {
+	if r, err := m.st.Sweep(m.ctx, "gpu"); err != nil || r.Leases.Requeued != 1 {
 		t.Fatalf("sweep past the heartbeat's expiry = %+v, %v; want the lease ended", r, err)
 	}
 	m.wantStatus(j.ID, job.Queued)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,9 +18,6 @@ import (
 // CONSOLE#OPERATOR#<operator>), which "sign out everywhere" raises: a
 // session signed at a lower epoch is over. The first two expire by TTL; the
 // epoch is kept.
-
-// ErrLoginUsed is a console login nonce that was used before.
-var ErrLoginUsed = errors.New("console login already used")
 
 // UseConsoleLogin marks a login nonce used, once: a second use, by this
 // process or another, answers ErrLoginUsed. expires is when the login stops

@@ -47,16 +47,6 @@ type costItem struct {
 	MicroUSD int64  `dynamodbav:"micro_usd"`
 }
 
-// CostGroup is the cost of the jobs of one tenant, fleet and workflow that
-// finished in a window.
-type CostGroup struct {
-	Tenant, Fleet, Workflow string
-	// Jobs finished; Unpriced of them have no cost (no price known for
-	// their instance, or no worker record).
-	Jobs, Unpriced int
-	USD            float64
-}
-
 // jobCost prices a finished job; ok is false when it cannot be priced. A
 // job that never held a lease costs nothing. A Spot worker's hour costs the
 // fleet's current Spot price of its instance type in its zone

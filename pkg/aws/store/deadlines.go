@@ -26,13 +26,6 @@ func queueDeadlineOpen(now time.Time) expression.ConditionBuilder {
 		name.GreaterThan(expression.Value(ms(now))))
 }
 
-// queueExpired reports, from an index candidate, whether a never-leased job
-// has outwaited its queue timeout.
-func queueExpired(c *jobItem, now time.Time) bool {
-	return c.FirstLeasedMS == 0 && c.QueueTimeoutS > 0 &&
-		c.CreatedMS+int64(c.QueueTimeoutS)*1000 <= ms(now)
-}
-
 // expireQueued moves a never-leased job past its queue deadline to dead. The
 // condition re-checks the base item: a lease that won the race keeps the job.
 func (s *Store) expireQueued(ctx context.Context, c *jobItem, now time.Time) (bool, error) {
@@ -54,47 +47,6 @@ func (s *Store) expireQueued(ctx context.Context, c *jobItem, now time.Time) (bo
 	return true, nil
 }
 
-// dropQueueExpired expires the candidates past their queue deadline and
-// returns the others.
-func (s *Store) dropQueueExpired(ctx context.Context, cands []jobItem, now time.Time) ([]jobItem, error) {
-	out := cands[:0:0]
-	for i := range cands {
-		if !queueExpired(&cands[i], now) {
-			out = append(out, cands[i])
-			continue
-		}
-		if _, err := s.expireQueued(ctx, &cands[i], now); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// ExpireQueueTimeouts expires a fleet's queued jobs that outwaited their
-// queue timeout, so they end on time even when no worker polls. It reads the
-// ready queue only: a job waiting out a retry backoff was leased before.
-func (s *Store) ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error) {
-	now := s.clock.Now()
-	cands, _, err := s.readReady(ctx, fleet, 0)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for i := range cands {
-		if !queueExpired(&cands[i], now) {
-			continue
-		}
-		ok, err := s.expireQueued(ctx, &cands[i], now)
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // runDeadlineAfter is the heartbeat's condition that the extended lease ends
 // within the attempt's run deadline.
 func runDeadlineAfter(exp time.Time) expression.ConditionBuilder {
@@ -105,12 +57,14 @@ func runDeadlineAfter(exp time.Time) expression.ConditionBuilder {
 }
 
 // expireRun revokes a lease whose attempt ran past its run deadline: the
-// attempt fails as retryable (backoff, or dead when none is left).
-func (s *Store) expireRun(ctx context.Context, it *jobItem, now time.Time) error {
+// attempt fails as retryable (backoff, or dead when none is left). It
+// answers the status the job moved to ("" when the worker or another sweep
+// got there first) and the job as written when it may be leased now.
+func (s *Store) expireRun(ctx context.Context, it *jobItem, now time.Time) (job.Status, *jobItem, error) {
 	j := it.toJob()
 	f, err := s.fleet(j.FleetSlug)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	e := job.Error{Code: string(job.ReasonRunTimeout), Message: fmt.Sprintf("attempt %d ran past its timeout of %ds", j.Attempts, it.TimeoutS), Retryable: true}
 	o := job.AfterFailure(j, e, f.Retry, now)
@@ -124,11 +78,11 @@ func (s *Store) expireRun(ctx context.Context, it *jobItem, now time.Time) error
 		And(expression.Name(attrRunDeadlineMS).LessThanEqual(expression.Value(ms(now))))
 	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
-		return nil // the worker reported, or another sweep got there first
+		return "", nil, nil // the worker reported, or another sweep got there first
 	}
 	if err != nil {
-		return fmt.Errorf("end overrun attempt of job %s: %w", j.ID, err)
+		return "", nil, fmt.Errorf("end overrun attempt of job %s: %w", j.ID, err)
 	}
 	s.log.Info("attempt ran past its timeout", "job_id", j.ID, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
-	return nil
+	return o.Status, readyAfter(c, now), nil
 }

@@ -59,7 +59,8 @@ func TestQueueTimeoutExpiresWithoutPolls(t *testing.T) {
 	e.submitWith(job.Spec{ID: "a", WorkflowID: "wf-a", QueueTimeoutSeconds: 30})
 	e.submitWith(job.Spec{ID: "b", WorkflowID: "wf-a", QueueTimeoutSeconds: 300})
 	e.clock.Advance(31 * time.Second)
-	n, err := e.st.ExpireQueueTimeouts(e.ctx, "gpu")
+	r, err := e.st.Sweep(e.ctx, "gpu")
+	n := r.QueueExpired
 	if err != nil || n != 1 {
 		t.Fatalf("expired %d, %v; want exactly the job past its deadline", n, err)
 	}
@@ -78,7 +79,7 @@ func TestQueueTimeoutCountsOnlyUntilTheFirstLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(10 * time.Minute)
-	if n, _ := e.st.ExpireQueueTimeouts(e.ctx, "gpu"); n != 0 {
+	if r, _ := e.st.Sweep(e.ctx, "gpu"); r.QueueExpired != 0 {
 		t.Fatal("a job that was leased once is past its queue timeout's reach")
 	}
 	if got := e.lease(a); got.ID != "j" {
@@ -129,7 +130,7 @@ func TestRunTimeoutOfASilentWorker(t *testing.T) {
 		t.Fatalf("lease until %v, want the run deadline (shorter than the lease time)", l.LeaseExpiresAt)
 	}
 	e.clock.Advance(61 * time.Second)
-	if _, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil {
+	if _, err := e.st.Sweep(e.ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
 	if j := e.status("j"); j.Status != job.Queued || j.Reason != job.ReasonRunTimeout {

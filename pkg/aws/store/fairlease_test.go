@@ -155,3 +155,35 @@ func TestFairShareSeesEndedLeasesAtTheNextCensus(t *testing.T) {
 		t.Fatalf("leases %s after small's two leases ended, want small small big", got)
 	}
 }
+
+// Retries a poll brings back itself are leased by the fair-share rule like
+// any other candidates: big holds two leases and small none, so small's
+// retry goes first though big's is older.
+func TestReclaimedJobsFollowFairShare(t *testing.T) {
+	t.Parallel()
+	e := newFairEnv(t, "  - id: big\n  - id: small\n", 20)
+	e.queue("big", 2)
+	holder := e.register("w1", "gpu", 2)
+	held := []job.Job{e.lease(holder), e.lease(holder)} // big's two, heartbeated through the test
+	e.queue("big", 1)
+	e.queue("small", 1)
+	failer := e.register("w2", "gpu", 2)
+	for range 2 {
+		j := e.lease(failer)
+		if _, err := e.st.Fail(e.ctx, failer, j.ID, j.LeaseToken, job.Error{Message: "try again", Retryable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past both retries' backoff: nothing is ready until a poll brings them
+	// back. big's two leases (120 s) heartbeat on.
+	e.clock.Advance(time.Minute)
+	for _, j := range held {
+		if _, err := e.st.Heartbeat(e.ctx, holder, j.ID, j.LeaseToken, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Minute + time.Second)
+	if j := e.lease(e.register("w3", "gpu", 1)); j.TenantID != "small" {
+		t.Fatalf("the poll that brought back big's and small's retries leased %s's %s, want small's (big holds 2 leases, small none)", j.TenantID, j.ID)
+	}
+}

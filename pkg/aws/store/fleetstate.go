@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // Fleet state: what the scaler reads and writes. The fleet's live backlog in
@@ -41,14 +41,14 @@ func (s *Store) CountBacklog(ctx context.Context, fleet string) (fleetstate.Back
 
 // fleetItem is a fleet's state as stored.
 type fleetItem struct {
-	Workers      int                   `dynamodbav:"workers"`
-	Desired      int                   `dynamodbav:"desired"`
-	InService    int                   `dynamodbav:"in_service"`
-	LastActiveMS int64                 `dynamodbav:"last_active_ms"`
-	LastDecision *fleetstate.Decision  `dynamodbav:"last_decision"`
-	History      []fleetstate.Decision `dynamodbav:"history"`
-	FirstSeen    map[string]int64      `dynamodbav:"first_seen"`
-	WokenMS      int64                 `dynamodbav:"woken_ms"`
+	Workers      int                         `dynamodbav:"workers"`
+	Desired      int                         `dynamodbav:"desired"`
+	InService    int                         `dynamodbav:"in_service"`
+	LastActiveMS int64                       `dynamodbav:"last_active_ms"`
+	LastDecision *fleetstate.DecisionRecord  `dynamodbav:"last_decision"`
+	History      []fleetstate.DecisionRecord `dynamodbav:"history"`
+	FirstSeen    map[string]int64            `dynamodbav:"first_seen"`
+	WokenMS      int64                       `dynamodbav:"woken_ms"`
 	// DecisionSeq counts the decisions written (ticks and wakes), so a
 	// wake can write only on the state it read.
 	DecisionSeq int64 `dynamodbav:"decision_seq"`
@@ -69,8 +69,8 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 	}
 	st := fleetstate.State{
 		Slug: slug, Workers: it.Workers, Desired: it.Desired, InService: it.InService,
-		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.LastDecision,
-		History: it.History, WokenAt: fromMS(it.WokenMS), Seq: it.DecisionSeq,
+		LastActiveAt: fromMS(it.LastActiveMS), LastDecision: it.lastDecision(),
+		History: it.history(), WokenAt: fromMS(it.WokenMS), Seq: it.DecisionSeq,
 	}
 	st.Forecast = fleetstate.Forecast{Budget: it.ForecastBudget, At: fromMS(it.ForecastMS)}
 	if len(it.ForecastHours) > 0 {
@@ -167,13 +167,14 @@ func (s *Store) RecentOutcomes(ctx context.Context, fleet string, since time.Tim
 const decisionAttempts = 5
 
 // WakeFleet raises a fleet's recorded desired capacity from zero to desired
-// for scale-from-zero on enqueue, and records why as the fleet's last
-// decision and at the head of its history ("woken by 6 ready jobs"), all in
-// one conditional write: the fleet must still be at zero and no other
+// for scale-from-zero on enqueue, and records reason as the fleet's last
+// decision and at the head of its history, with the ready jobs that woke it
+// and the workers and desired capacity it had (fleetstate.NewWakeInputs),
+// all in one conditional write: the fleet must still be at zero and no other
 // decision written since the state was read. Only the first of concurrent
 // callers wins; it answers whether this caller did and must therefore raise
 // the group itself. A fleet already above zero is left as it is.
-func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error) {
+func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int, reason scaling.Reason) (bool, error) {
 	if desired <= 0 {
 		return false, nil
 	}
@@ -187,12 +188,12 @@ func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int)
 			return false, nil
 		}
 		now := s.clock.Now()
-		d := fleetstate.Decision{At: now, Desired: desired, Reason: wakeReason(ready), InService: it.InService,
-			Inputs: map[string]int{"ready": ready, "workers": it.Workers, "desired_before": it.Desired, "desired_after": desired}}
+		d := fleetstate.Decision{At: now, Desired: desired, Reason: reason, InService: it.InService,
+			Inputs: fleetstate.NewWakeInputs(ready, it.Workers, it.Desired, desired)}
 		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(desired)).
 			Set(expression.Name(attrWokenMS), expression.Value(ms(now))).
 			Set(expression.Name(attrLastActiveMS), expression.Value(ms(now))),
-			d, withDecision(it.LastDecision, it.History, d))
+			d, withDecision(it.lastDecision(), it.history(), d))
 		if err != nil {
 			return false, fmt.Errorf("wake fleet %s: %w", fleet, err)
 		}
@@ -216,9 +217,10 @@ func (s *Store) WakeFleet(ctx context.Context, fleet string, ready, desired int)
 // the fleet's pool between ticks (scaler.Waker, on enqueue), with why: a
 // decision in the fleet's history whose desired capacity is the one recorded
 // before plus start, as the next tick's decision counts Spot and On-Demand
-// together. It lands only on the state it read, and reads again when a wake
-// or a tick wrote meanwhile.
-func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, reason string, inputs map[string]int) error {
+// together; its inputs are those given with the desired capacity before and
+// after (Inputs.Changed). It lands only on the state it read, and reads
+// again when a wake or a tick wrote meanwhile.
+func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, reason scaling.Reason, inputs fleetstate.Inputs) error {
 	if start <= 0 {
 		return nil
 	}
@@ -228,13 +230,9 @@ func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, 
 		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
 			return err
 		}
-		in := maps.Clone(inputs)
-		if in == nil {
-			in = map[string]int{}
-		}
-		in["desired_before"], in["desired_after"] = it.Desired, it.Desired+start
-		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired + start, Reason: reason, InService: it.InService, Inputs: in}
-		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)), d, withDecision(it.LastDecision, it.History, d))
+		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired + start, Reason: reason, InService: it.InService,
+			Inputs: inputs.Changed(it.Desired, it.Desired+start)}
+		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)), d, withDecision(it.lastDecision(), it.history(), d))
 		if err != nil {
 			return fmt.Errorf("record bridge start of %s: %w", fleet, err)
 		}
@@ -250,17 +248,30 @@ func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, 
 	return fmt.Errorf("record bridge start of %s: %w", fleet, ErrContention)
 }
 
-func wakeReason(ready int) string {
-	if ready == 1 {
-		return "woken by 1 ready job"
+// lastDecision and history are the fleet's decisions as read.
+func (it fleetItem) lastDecision() *fleetstate.Decision {
+	if it.LastDecision == nil {
+		return nil
 	}
-	return fmt.Sprintf("woken by %d ready jobs", ready)
+	d := it.LastDecision.Decision()
+	return &d
+}
+
+func (it fleetItem) history() []fleetstate.Decision {
+	if it.History == nil {
+		return nil
+	}
+	out := make([]fleetstate.Decision, len(it.History))
+	for i, d := range it.History {
+		out[i] = d.Decision()
+	}
+	return out
 }
 
 // withDecision is the history after d: d goes first when it changed
 // anything or said something new, and the history keeps fleetstate.DecisionHistory.
 func withDecision(last *fleetstate.Decision, hist []fleetstate.Decision, d fleetstate.Decision) []fleetstate.Decision {
-	if last != nil && last.Reason == d.Reason && last.Desired == d.Desired && len(d.Victims) == 0 {
+	if last != nil && last.Reason.Says(d.Reason) && last.Desired == d.Desired && len(d.Victims) == 0 {
 		return hist
 	}
 	hist = append([]fleetstate.Decision{d}, hist...)
@@ -274,7 +285,7 @@ func withDecision(last *fleetstate.Decision, hist []fleetstate.Decision, d fleet
 // decision, hist as the history, and one more on the decision sequence that
 // a wake's condition checks. It is the one encoding of decisions.
 func decisionSet(set expression.UpdateBuilder, d fleetstate.Decision, hist []fleetstate.Decision) (expression.UpdateBuilder, error) {
-	dv, err := attributevalue.Marshal(d)
+	dv, err := attributevalue.Marshal(d.Record())
 	if err != nil {
 		return set, fmt.Errorf("encode decision: %w", err)
 	}
@@ -282,7 +293,11 @@ func decisionSet(set expression.UpdateBuilder, d fleetstate.Decision, hist []fle
 		Add(expression.Name(attrDecisionSeq), expression.Value(1))
 	// Empty lists and maps are written as NULL (see docs/testing.md).
 	if len(hist) > 0 {
-		hv, err := attributevalue.Marshal(hist)
+		items := make([]fleetstate.DecisionRecord, len(hist))
+		for i, h := range hist {
+			items[i] = h.Record()
+		}
+		hv, err := attributevalue.Marshal(items)
 		if err != nil {
 			return set, fmt.Errorf("encode decision history: %w", err)
 		}

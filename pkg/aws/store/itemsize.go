@@ -9,11 +9,6 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// ErrItemTooLarge is a write DynamoDB refused because the item would pass
-// its 400 KB limit. Retrying cannot help; the API's size budgets
-// (pkg/domain/submission) keep every accepted job under it.
-var ErrItemTooLarge = errors.New("item over DynamoDB's 400 KB limit")
-
 // tooLarge reports whether a transaction member was canceled for its item's
 // size: DynamoDB gives it the ValidationError reason with "Item size ... has
 // exceeded the maximum allowed size".

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -17,22 +15,14 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
-// leaseRereads is how many times a poll reads the ready queue again after
-// losing a claim to another poller. Each read doubles the window of oldest
-// jobs the claim is picked from at random: with few pollers the order stays
-// close to strict priority-then-age, and the harder pollers collide, the
-// wider they spread. The last read tries every candidate in turn.
-const leaseRereads = 4
-
-// LeaseNext leases one job of the worker's fleet whose workflow it serves:
-// highest priority first, then oldest; when the stage lists tenants, within
-// the top priority the fair-share rule first picks whose job (fairlease.go). The job claim and the worker's check
-// (its token, not draining or revoked, approved, under max_concurrency, and
-// its lease count) are one transaction, so a worker being drained as a
-// scale-in victim can never get a lease in the same instant.
-//
-// Due retries and expired leases found on the way are put back in the ready
-// queue and claimed like any other job. ErrNoJob means nothing to lease now.
+// LeaseNext leases one job of the worker's fleet whose workflow it serves.
+// Which job, in which order and on which terms is the lease planner's
+// (lease.Planner, one per Store: per process): the store reads for it and
+// executes one claim at a time (pollSource). The job claim and the worker's
+// check (its token, not draining or revoked, approved, under
+// max_concurrency, and its lease count) are one transaction, so a worker
+// being drained as a scale-in victim can never get a lease in the same
+// instant. ErrNoJob means nothing to lease now.
 //
 // A poll that took a lease hands it to its worker, or takes it back: after
 // the claim transaction, the job is read consistently (retried), and the
@@ -52,212 +42,108 @@ func (s *Store) LeaseNext(ctx context.Context, a WorkerAuth, workflows []string)
 	if err != nil {
 		return job.Job{}, err
 	}
-	for round := 0; round <= leaseRereads; round++ {
-		now := s.clock.Now()
-		window := min(s.leaseWindow()<<round, s.maxWindow())
-		cands, full, err := s.readReady(ctx, f.Slug, ceilDiv(max(s.limit, window), s.shardCount(f.Slug)))
-		if err != nil {
-			return job.Job{}, err
-		}
-		cands = s.taken.drop(cands, now)
-		if cands, err = s.dropQueueExpired(ctx, cands, now); err != nil {
-			return job.Job{}, err
-		}
-		ready, err := s.leaseOrder(ctx, a, f.Slug, workflows, cands, full, window, now)
-		if err != nil {
-			return job.Job{}, err
-		}
-		// One claim per read: a lost claim says the read is stale, and the
-		// jobs next to the lost one are the likeliest to be gone too, so
-		// read again rather than spend failed transactions on them.
-		j, lost, err := s.claimFirst(ctx, a, ready, f.LeaseDuration(), now, round < leaseRereads)
-		if lost {
-			s.widenLeaseWindow()
-		} else if err == nil {
-			s.narrowLeaseWindow()
-		}
-		if err == nil || !errors.Is(err, ErrNoJob) {
-			return j, err
-		}
-		if lost {
-			continue
-		}
-		// Nothing ready: bring back due retries and expired leases, then try
-		// those, in the lease rule's order like any other candidates (the
-		// list is whole: nothing lies beyond it).
-		back, err := s.reclaimable(ctx, f.Slug, now)
-		if err != nil {
-			return job.Job{}, err
-		}
-		inQueueOrder(back)
-		if back, err = s.leaseOrder(ctx, a, f.Slug, workflows, back, false, window, now); err != nil {
-			return job.Job{}, err
-		}
-		if len(back) > 0 {
-			j, _, err := s.claimFirst(ctx, a, back, f.LeaseDuration(), now, false)
-			if err == nil || !errors.Is(err, ErrNoJob) {
-				return j, err
-			}
-		}
-		break
-	}
-	if err := s.TouchWorker(ctx, a); err != nil {
+	j, ok, err := s.planner.Next(ctx, pollSource{s: s, a: a}, lease.Poll{WorkerID: a.WorkerID, Fleet: f.Slug, Workflows: workflows, LeaseFor: f.LeaseDuration()})
+	switch {
+	case err != nil:
 		return job.Job{}, err
+	case !ok:
+		return job.Job{}, ErrNoJob
 	}
-	return job.Job{}, ErrNoJob
+	return j, nil
 }
 
-// The lease window is how many of the oldest top-priority candidates a poll
-// picks its claim from at random. It adapts to contention as TCP's window
-// does, in reverse: it doubles (up to maxWindow) when a claim is lost to
-// another poller and shrinks by one on each claim won at the first try, so
-// a quiet fleet leases in nearly strict order and a crowded one spreads its
-// pollers over more jobs. A window wider than the candidate limit reads
-// that many: on DynamoDB a claimed job stays in the index until it catches
-// up (about a second), so at a high lease rate the queue's head a poll
-// reads is mostly taken, and only a pick from deeper in the queue finds a
-// free job (docs/data-model.md, "Lost claims under index lag"). It is per
-// Store, i.e. per process or warm Lambda instance; each learns the
-// contention it sees.
-func (s *Store) leaseWindow() int {
-	return max(int(s.window.Load()), s.spread)
-}
-
-// maxWindowLimits is the widest lease window in candidate limits.
-const maxWindowLimits = 4
-
-func (s *Store) maxWindow() int { return maxWindowLimits * s.limit }
-
-func (s *Store) widenLeaseWindow() {
-	w := s.window.Load()
-	s.window.CompareAndSwap(w, int64(min(2*max(int(w), s.spread), s.maxWindow())))
-}
-
-func (s *Store) narrowLeaseWindow() {
-	if w := s.window.Load(); int(w) > s.spread {
-		s.window.CompareAndSwap(w, w-1)
+// newPlanner is the store's lease planner: the store's candidate limit and
+// spread, the stage's tenants (fair share and caps when it lists any).
+func newPlanner(o Options) *lease.Planner {
+	po := lease.Options{Limit: o.CandidateLimit, Spread: o.LeaseSpread, Now: o.Clock.Now, Shuffle: mrand.Shuffle}
+	if o.Config != nil && len(o.Config.Tenants) > 0 {
+		po.Tenants = o.Config.Tenant
 	}
+	return lease.NewPlanner(po)
 }
 
-// leaseOrder puts the candidates read from the ready queue in the order
-// the lease rule (lease.Order) says to try them, having read first what the
-// rule needs: the worker's purchase option when a pinned job is among them
-// (ondemand.go), and with fair share the other tenants' jobs past one
-// tenant's backlog and the tenants' census (fairlease.go).
-func (s *Store) leaseOrder(ctx context.Context, a WorkerAuth, fleet string, workflows []string, items []jobItem, full bool, spread int, now time.Time) ([]jobItem, error) {
-	byID := make(map[string]jobItem, len(items))
-	cands := candidates(items, byID)
-	w, err := s.pollWorker(ctx, a, workflows, cands)
-	if err != nil {
-		return nil, err
-	}
-	t := lease.Tenants{FairShare: s.fairShare()}
-	if t.FairShare {
-		t.Settings = s.cfg.Tenant
-		fs := s.fairFor(fleet)
-		if tenant, priority, one := lease.OneTenantAtTop(lease.Leasable(cands, w)); full && one {
-			// The read may have stopped short of everyone else's jobs.
-			more, err := s.othersAtTop(ctx, fs, fleet, priority, tenant, now)
-			if err != nil {
-				return nil, err
-			}
-			cands = append(cands, candidates(more, byID)...)
-		}
-		if lease.NeedsCensus(lease.Leasable(cands, w), t) {
-			if t.Leased, err = s.leasedByTenant(ctx, fs, fleet, now); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return itemsInOrder(lease.Order(cands, w, t, spread, mrand.Shuffle), byID), nil
+// pollSource is the store as the lease planner sees it, for one polling
+// worker: reads, one claim at a time, the sweeper's reclaim. It decides
+// nothing.
+type pollSource struct {
+	s *Store
+	a WorkerAuth
 }
 
-// pollWorker is the polling worker as the lease rule sees it. Its
-// purchase option is read only when a pinned job is among the candidates.
-func (s *Store) pollWorker(ctx context.Context, a WorkerAuth, workflows []string, cands []lease.Candidate) (lease.Worker, error) {
-	w := lease.Worker{Workflows: workflows}
-	if lease.Pinned(cands) {
-		p, err := s.purchaseOf(ctx, a.WorkerID)
-		if err != nil {
-			return w, err
-		}
-		w.OnDemand = p == cost.OnDemand
+func (p pollSource) Shards(fleet string) int { return p.s.shardCount(fleet) }
+
+func (p pollSource) ReadReady(ctx context.Context, fleet string, limits []int) ([][]lease.Candidate, error) {
+	got, err := p.s.readShardHeads(ctx, fleet, limits)
+	out := make([][]lease.Candidate, len(got))
+	for i := range got {
+		out[i] = candidates(got[i])
 	}
-	return w, nil
+	return out, err
 }
 
-// candidates are the jobs as the lease rule sees them; byID keeps the
-// items to map the rule's order back.
-func candidates(items []jobItem, byID map[string]jobItem) []lease.Candidate {
+func (p pollSource) ReadOthersAtTop(ctx context.Context, fleet string, priority int, skip string, limit int) ([]lease.Candidate, error) {
+	items, err := p.s.othersAtTop(ctx, fleet, priority, skip, limit)
+	return candidates(items), err
+}
+
+func (p pollSource) ReadCensus(ctx context.Context, fleet string) (map[string]int, error) {
+	return p.s.leasedByTenant(ctx, fleet)
+}
+
+func (p pollSource) ReadOnDemand(ctx context.Context, workerID string) (bool, error) {
+	w, err := p.s.GetWorker(ctx, workerID)
+	return w.PurchaseOption == cost.OnDemand, err
+}
+
+func (p pollSource) EndQueueExpired(ctx context.Context, c lease.Candidate, now time.Time) error {
+	_, err := p.s.expireQueued(ctx, itemOf(c), now)
+	return err
+}
+
+func (p pollSource) Claim(ctx context.Context, at lease.Attempt) (lease.Claim, error) {
+	return p.s.claim(ctx, p.a, itemOf(at.Candidate), at.Terms)
+}
+
+func (p pollSource) Reclaim(ctx context.Context, fleet string, limit int, now time.Time) ([]lease.Candidate, error) {
+	return p.s.sweeper().Reclaim(ctx, fleet, limit, now)
+}
+
+func (p pollSource) Idle(ctx context.Context) error { return p.s.TouchWorker(ctx, p.a) }
+
+// candidates are the jobs as the lease planner sees them; each carries its
+// item (Ref) back to the claim.
+func candidates(items []jobItem) []lease.Candidate {
 	out := make([]lease.Candidate, len(items))
-	for i, it := range items {
-		byID[it.JobID] = it
-		out[i] = lease.Candidate{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Priority: it.Priority,
-			Created: fromMS(it.CreatedMS), OnDemandOnly: it.OnDemandOnly}
+	for i := range items {
+		out[i] = candidate(&items[i])
 	}
 	return out
 }
 
-func itemsInOrder(order []lease.Candidate, byID map[string]jobItem) []jobItem {
-	out := make([]jobItem, len(order))
-	for i, c := range order {
-		out[i] = byID[c.JobID]
+func candidate(it *jobItem) lease.Candidate {
+	c := lease.Candidate{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID, Priority: it.Priority,
+		Created: fromMS(it.CreatedMS), OnDemandOnly: it.OnDemandOnly,
+		Entry:      fmt.Sprintf("%d|%d|%d", it.UpdatedMS, it.Attempts, it.Preemptions),
+		RunTimeout: time.Duration(it.TimeoutS) * time.Second, Ref: it}
+	if it.FirstLeasedMS == 0 && it.QueueTimeoutS > 0 {
+		c.QueueDeadline = fromMS(it.CreatedMS + int64(it.QueueTimeoutS)*1000)
 	}
-	return out
+	return c
 }
 
-// claimFirst tries the candidates in order; with stopAtLost, it stops at
-// the first claim lost to another poller. lost reports whether any were
-// taken by another poller first. The jobs of a tenant found at its
-// max_leased cap are passed over (leasecap.go).
-func (s *Store) claimFirst(ctx context.Context, a WorkerAuth, cands []jobItem, leaseFor time.Duration, now time.Time, stopAtLost bool) (job.Job, bool, error) {
-	lost := false
-	var full []string
-	for i := range cands {
-		if slices.Contains(full, cands[i].TenantID) {
-			continue
-		}
-		j, err := s.claim(ctx, a, &cands[i], leaseFor, now)
-		switch {
-		case err == nil:
-			s.fairClaimed(a.Fleet, &cands[i], true)
-			return j, lost, nil
-		case errors.Is(err, errTenantFull):
-			full = append(full, cands[i].TenantID)
-			s.fairFull(a.Fleet, cands[i].TenantID, s.leaseCap(cands[i].TenantID))
-			continue
-		case errors.Is(err, errJobTaken):
-			s.fairClaimed(a.Fleet, &cands[i], false)
-			lost = true
-			if stopAtLost {
-				return job.Job{}, lost, ErrNoJob
-			}
-			continue
-		default:
-			return job.Job{}, lost, err
-		}
-	}
-	return job.Job{}, lost, ErrNoJob
-}
+func itemOf(c lease.Candidate) *jobItem { return c.Ref.(*jobItem) }
 
-var errJobTaken = errors.New("job taken by another poller")
-
-func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor time.Duration, now time.Time) (job.Job, error) {
+// claim writes one claim of the planner's on its terms, as one
+// transaction, and answers what it came to.
+func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, t lease.Terms) (lease.Claim, error) {
 	token := newToken()
-	limit := s.leaseCap(c.TenantID)
-	if limit > 0 {
+	if t.Slot > 0 {
 		token = slotTokenPrefix + token
 	}
-	exp := now.Add(leaseFor)
+	now, exp := t.Now, t.Expires
 	var runDeadline int64
-	if c.TimeoutS > 0 {
-		// A lease never outlives the attempt's run time: heartbeats extend
-		// it up to the deadline and no further (see Heartbeat).
-		d := now.Add(time.Duration(c.TimeoutS) * time.Second)
-		runDeadline = ms(d)
-		if d.Before(exp) {
-			exp = d
-		}
+	if !t.RunDeadline.IsZero() {
+		runDeadline = ms(t.RunDeadline)
 	}
 	entry := job.HistoryEntry{At: now, From: job.Queued, To: job.Leased, Worker: a.WorkerID, Attempt: c.Attempts + 1}
 	set := expression.Set(expression.Name(attrStatus), expression.Value(string(job.Leased))).
@@ -296,8 +182,8 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 			cond: wcond,
 		}},
 	}
-	if limit > 0 {
-		items = append(items, txItem{name: memberLeaseSlot, update: takeLeaseSlot(c.TenantID, limit, now)})
+	if t.Slot > 0 {
+		items = append(items, txItem{name: memberLeaseSlot, update: takeLeaseSlot(c.TenantID, t.Slot, now)})
 	}
 	err := s.transact(ctx, items...)
 	var tf *txFailed
@@ -305,20 +191,19 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 	switch {
 	case err == nil:
 	case errors.As(err, &tf) && tf.only(memberLeaseSlot):
-		return job.Job{}, errTenantFull
+		return lease.Claim{Result: lease.TenantFull}, nil
 	case errors.As(err, &tf) && tf.failed(memberWorker):
 		// The worker may not lease: find out whether its token is bad or it
 		// is just draining, unapproved or full.
 		if _, aerr := s.Authorize(ctx, a); aerr != nil {
-			return job.Job{}, aerr
+			return lease.Claim{Result: lease.WorkerRefused}, aerr
 		}
-		return job.Job{}, ErrNoJob
+		return lease.Claim{Result: lease.WorkerRefused}, nil
+	case errors.As(err, &tf) && tf.failed(memberJob):
+		return lease.Claim{Result: lease.Taken}, nil
 	case errors.As(err, &tf) || errors.Is(err, ErrContention):
-		s.conflicts.Add(1)
-		if tf != nil && tf.failed(memberJob) {
-			s.taken.add(c, now) // not after a conflict of transactions: the job may still be free
-		}
-		return job.Job{}, errJobTaken
+		// A conflict of transactions: the job may still be free.
+		return lease.Claim{Result: lease.Conflict}, nil
 	default:
 		// The SDK gave up, but the claim may have committed before its
 		// answers were lost: the read below tells.
@@ -333,25 +218,23 @@ func (s *Store) claim(ctx context.Context, a WorkerAuth, c *jobItem, leaseFor ti
 	mine := rerr == nil && job.Status(it.Status) == job.Leased && it.LeaseToken == token
 	switch {
 	case mine && ctx.Err() == nil:
-		s.claims.Add(1)
-		return it.toJob(), nil
+		return lease.Claim{Result: lease.Claimed, Job: it.toJob()}, nil
 	case mine:
 		rerr = fmt.Errorf("the poll ended before its answer: %w", ctx.Err())
 	case rerr == nil && unsure != nil:
 		// The claim never committed: nothing changed.
-		return job.Job{}, fmt.Errorf("lease job %s: %w", c.JobID, unsure)
+		return lease.Claim{Result: lease.Ambiguous}, fmt.Errorf("lease job %s: %w", c.JobID, unsure)
 	case rerr == nil:
 		// The lease is already over (it ran out and was swept, or the job
 		// was canceled); whoever ended it gave the worker its count back.
-		s.conflicts.Add(1)
-		return job.Job{}, errJobTaken
+		return lease.Claim{Result: lease.Conflict}, nil
 	}
 	// The lease cannot be handed over: take the claim back, attempt unspent.
 	if uerr := s.undoClaim(settle, a, c, token, now); uerr != nil {
-		return job.Job{}, fmt.Errorf("read leased job %s: %w; undo the claim: %w", c.JobID, rerr, uerr)
+		return lease.Claim{Result: lease.Ambiguous}, fmt.Errorf("read leased job %s: %w; undo the claim: %w", c.JobID, rerr, uerr)
 	}
 	s.log.Warn("lease undone", "job_id", c.JobID, "worker_id", a.WorkerID, "err", rerr)
-	return job.Job{}, fmt.Errorf("read leased job %s (claim undone): %w", c.JobID, rerr)
+	return lease.Claim{Result: lease.Ambiguous}, fmt.Errorf("read leased job %s (claim undone): %w", c.JobID, rerr)
 }
 
 // claimSettleTime bounds reading back and, if need be, undoing a claim.
@@ -391,35 +274,26 @@ func (s *Store) undoClaim(ctx context.Context, a WorkerAuth, c *jobItem, token s
 	return err
 }
 
-// reclaimable promotes due retries and expires run-out leases of a fleet (a
-// few each), returning the jobs now ready to claim.
-func (s *Store) reclaimable(ctx context.Context, fleet string, now time.Time) ([]jobItem, error) {
-	promoted, err := s.promoteDue(ctx, fleet, now, s.limit)
-	if err != nil {
-		return nil, err
-	}
-	ids, _, err := s.expireLeases(ctx, fleet, now, s.limit)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		it, err := s.getJobItem(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		promoted = append(promoted, *it)
-	}
-	return promoted, nil
+// sweeper is the one owner of the housekeeping steps (lease.Sweeper): the
+// scaler's tick runs them all (Sweep), a poll that found nothing ready a
+// few (pollSource.Reclaim).
+func (s *Store) sweeper() lease.Sweeper { return lease.Sweeper{H: housekeeping{s}} }
+
+// Sweep runs every housekeeping step on every job of the fleet that is
+// due: due retries promoted, queued jobs past their deadline ended,
+// run-out leases ended.
+func (s *Store) Sweep(ctx context.Context, fleet string) (lease.Swept, error) {
+	return s.sweeper().Sweep(ctx, fleet, s.clock.Now())
 }
 
-// PromoteDue moves a fleet's retries whose backoff has passed into the ready
-// queue, so they are counted and ordered with the rest. It returns how many moved.
-func (s *Store) PromoteDue(ctx context.Context, fleet string) (int, error) {
-	moved, err := s.promoteDue(ctx, fleet, s.clock.Now(), 0)
-	return len(moved), err
-}
+// housekeeping is the store's side of the sweeper's steps.
+type housekeeping struct{ s *Store }
 
-func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, limit int) ([]jobItem, error) {
+// PromoteDue moves a fleet's retries whose backoff has passed (up to limit;
+// 0: all) into the ready queue, so they are counted and ordered with the
+// rest, and answers them as written.
+func (h housekeeping) PromoteDue(ctx context.Context, fleet string, limit int, now time.Time) ([]lease.Candidate, error) {
+	s := h.s
 	due, err := s.queryIndex(ctx, delayedPartition(fleet), sortTime(now.Add(time.Millisecond)), limit, true)
 	if err != nil {
 		return nil, err
@@ -438,32 +312,42 @@ func (s *Store) promoteDue(ctx context.Context, fleet string, now time.Time, lim
 			continue // promoted, leased or canceled meanwhile
 		}
 		if err != nil {
-			return out, err
+			return candidates(out), err
 		}
 		c.GSI1PK, c.GSI1SK = pk, sk
 		out = append(out, c)
 	}
-	return out, nil
+	return candidates(out), nil
 }
 
-// SweepResult counts what a lease sweep did.
-type SweepResult struct {
-	Requeued int
-	Dead     int
+// ExpireQueueDeadlines expires a fleet's queued jobs that outwaited their
+// queue timeout, so they end on time even when no worker polls. It reads
+// the ready queue only: a job waiting out a retry backoff was leased before.
+func (h housekeeping) ExpireQueueDeadlines(ctx context.Context, fleet string, now time.Time) (int, error) {
+	items, _, err := h.s.readReady(ctx, fleet, 0)
+	if err != nil {
+		return 0, err
+	}
+	_, expired := lease.Skip(candidates(items), now, nil)
+	n := 0
+	for _, c := range expired {
+		ok, err := h.s.expireQueued(ctx, itemOf(c), now)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
-// SweepExpiredLeases ends every run-out lease of a fleet: the attempt is
-// spent, and the job is queued again or, with no attempt left, dead. The
-// poll path runs the same sweep on a few leases before it claims.
-func (s *Store) SweepExpiredLeases(ctx context.Context, fleet string) (SweepResult, error) {
-	_, r, err := s.expireLeases(ctx, fleet, s.clock.Now(), 0)
-	return r, err
-}
-
-// expireLeases ends up to limit (0: every) run-out leases of a fleet, and
+// ExpireLeases ends up to limit (0: every) run-out leases of a fleet, and
 // answers the jobs queued again that may be leased now (not those a run
-// timeout's backoff filed among the delayed retries) and the counts.
-func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, limit int) (requeued []string, r SweepResult, err error) {
+// timeout's backoff filed among the delayed retries), each as its expiry
+// wrote it: a reclaimed job is read once, by the expiry.
+func (h housekeeping) ExpireLeases(ctx context.Context, fleet string, limit int, now time.Time) (ready []lease.Candidate, r lease.Expired, err error) {
+	s := h.s
 	parts := s.shardPartitions(prefixLeased, fleet)
 	perShard := 0
 	if limit > 0 {
@@ -474,53 +358,47 @@ func (s *Store) expireLeases(ctx context.Context, fleet string, now time.Time, l
 		return nil, r, err
 	}
 	for _, c := range expired {
-		to, ready, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
+		to, back, err := s.expireLease(ctx, c.JobID, c.LeaseToken, now)
 		if err != nil {
-			return requeued, r, err
+			return ready, r, err
 		}
 		switch to {
 		case job.Queued:
 			r.Requeued++
-			if ready {
-				requeued = append(requeued, c.JobID)
+			if back != nil {
+				ready = append(ready, candidate(back))
 			}
 		case job.Dead:
 			r.Dead++
 		}
 	}
-	return requeued, r, nil
+	return ready, r, nil
 }
 
 // expireLease ends one lease if it has really run out (read consistently, the
 // index only pointed at it). It answers the status the job moved to, or ""
-// when there was nothing to do, and whether the job may be leased now (a
-// run timeout's backoff may have filed it among the delayed retries).
-func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time) (job.Status, bool, error) {
+// when there was nothing to do, and the job as written when it may be
+// leased now (a run timeout's backoff may have filed it among the delayed
+// retries).
+func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time) (job.Status, *jobItem, error) {
 	it, err := s.getJobItem(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return "", false, nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return "", false, err
+		return "", nil, err
 	}
 	j := it.toJob()
 	if j.LeaseToken != token {
-		return "", false, nil
+		return "", nil, nil
 	}
 	if !job.LeaseExpired(j, now) {
 		// Heartbeats extended it past the expiry the index files it under.
-		return "", false, s.refileLease(ctx, it, now)
+		return "", nil, s.refileLease(ctx, it, now)
 	}
 	if it.RunDeadlineMS > 0 && it.RunDeadlineMS <= ms(now) {
 		// The lease ran out at the run deadline: the attempt overran.
-		if err := s.expireRun(ctx, it, now); err != nil {
-			return "", false, err
-		}
-		cur, err := s.getJobItem(ctx, id)
-		if err != nil {
-			return "", false, err
-		}
-		return job.Status(cur.Status), job.Due(cur.toJob(), now), nil
+		return s.expireRun(ctx, it, now)
 	}
 	o := job.AfterLeaseExpiry(j)
 	c := change{it: it, full: true, to: o.Status, reason: job.ReasonLeaseExpired, attempts: o.Attempts, preemptions: o.Preemptions, worker: j.WorkerID}
@@ -529,15 +407,31 @@ func (s *Store) expireLease(ctx context.Context, id, token string, now time.Time
 		c.reason = o.Reason
 	}
 	cond := leaseHeld(token).And(leaseRunOut(now))
-	err = s.releaseBySystem(ctx, s.jobUpdate(c, cond, now), j.WorkerID, now)
+	u := s.jobUpdate(c, cond, now)
+	err = s.releaseBySystem(ctx, u, j.WorkerID, now)
 	if errors.Is(err, errConditionFailed) {
-		return "", false, nil // heartbeat, completion or another sweep got there first
+		return "", nil, nil // heartbeat, completion or another sweep got there first
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("expire lease of job %s: %w", id, err)
+		return "", nil, fmt.Errorf("expire lease of job %s: %w", id, err)
 	}
 	s.log.Info("lease expired", "job_id", id, "worker_id", j.WorkerID, "fleet", j.FleetSlug, "to", o.Status, "attempts", o.Attempts)
-	return o.Status, o.Status == job.Queued, nil
+	return o.Status, readyAfter(c, now), nil
+}
+
+// readyAfter is the job as a change back to the ready queue wrote it, or
+// nil when the change left it elsewhere (dead, or a retry's backoff).
+func readyAfter(c change, now time.Time) *jobItem {
+	if c.to != job.Queued || c.notBefore.After(now) {
+		return nil
+	}
+	it := *c.it
+	it.Status, it.UpdatedMS, it.LeaseToken, it.WorkerID = string(job.Queued), ms(now), "", ""
+	if !c.keepCounters {
+		it.Attempts, it.Preemptions = c.attempts, c.preemptions
+	}
+	it.OnDemandOnly = it.OnDemandOnly || c.onDemandOnly
+	return &it
 }
 
 // refileLease moves a live lease's index entry to the expiry its last
@@ -561,60 +455,7 @@ func (s *Store) refileLease(ctx context.Context, it *jobItem, now time.Time) err
 }
 
 // LeaseStats counts lease claims and the claims lost to another poller.
-type LeaseStats struct {
-	Claims    int64
-	Conflicts int64
-}
+type LeaseStats = lease.Stats
 
 // LeaseStats returns the claim counters since the store was created.
-func (s *Store) LeaseStats() LeaseStats {
-	return LeaseStats{Claims: s.claims.Load(), Conflicts: s.conflicts.Load()}
-}
-
-// takenJobs remembers, for takenFor, the index entries of the jobs this
-// process lost a claim on: another poller has them, though a lagging index
-// still shows the entry, so this process's polls do not try them again
-// meanwhile. An entry is the job as the index showed it (its last change,
-// attempts and preemptions): a job given back to the queue is a new entry
-// (its claim and its release changed it), leasable again at once.
-type takenJobs struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-// takenKey names a job's index entry.
-func takenKey(it *jobItem) string {
-	return fmt.Sprintf("%s|%d|%d|%d", it.JobID, it.UpdatedMS, it.Attempts, it.Preemptions)
-}
-
-// takenFor outlasts a DynamoDB index's usual lag (about a second).
-const takenFor = 2 * time.Second
-
-func (t *takenJobs) add(it *jobItem, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.at == nil {
-		t.at = map[string]time.Time{}
-	}
-	if len(t.at) >= 1024 {
-		for k, at := range t.at {
-			if now.Sub(at) >= takenFor {
-				delete(t.at, k)
-			}
-		}
-	}
-	t.at[takenKey(it)] = now
-}
-
-// drop removes the jobs remembered as taken from items.
-func (t *takenJobs) drop(items []jobItem, now time.Time) []jobItem {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.at) == 0 {
-		return items
-	}
-	return slices.DeleteFunc(items, func(it jobItem) bool {
-		at, ok := t.at[takenKey(&it)]
-		return ok && now.Sub(at) < takenFor && !now.Before(at)
-	})
-}
+func (s *Store) LeaseStats() LeaseStats { return s.planner.Stats() }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -29,20 +28,9 @@ import (
 // holds the '.'.
 const slotTokenPrefix = "s."
 
-// errTenantFull: the candidate's tenant is at its max_leased cap.
-var errTenantFull = errors.New("tenant is at its leased-jobs cap")
-
 // holdsLeaseSlot reports whether a lease under token holds a slot of its
 // tenant's leased counter.
 func holdsLeaseSlot(token string) bool { return strings.HasPrefix(token, slotTokenPrefix) }
-
-// leaseCap answers a tenant's max_leased (0: none).
-func (s *Store) leaseCap(tenant string) int {
-	if s.cfg == nil || len(s.cfg.Tenants) == 0 {
-		return 0
-	}
-	return s.cfg.Tenant(tenant).MaxLeased
-}
 
 // leaseCaps reports whether any tenant of the stage has a max_leased cap.
 func (s *Store) leaseCaps() bool {
@@ -102,18 +90,4 @@ type leasedCounterItem struct {
 	SK        string `dynamodbav:"SK"`
 	Leased    int    `dynamodbav:"leased"`
 	ChangedMS int64  `dynamodbav:"changed_ms"`
-}
-
-// fairFull notes in the process's census that a tenant is at its cap, so
-// the fair order puts its jobs last until the census is read again.
-func (s *Store) fairFull(fleet, tenant string, limit int) {
-	if !s.fairShare() {
-		return
-	}
-	fs := s.fairFor(fleet)
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.leased != nil && fs.leased[tenant] < limit {
-		fs.leased[tenant] = limit
-	}
 }

@@ -136,9 +136,9 @@ func TestEveryLeaseEndGivesTheSlotBack(t *testing.T) {
 		},
 		"expiry": func(e *env, a store.WorkerAuth, j job.Job) {
 			e.clock.Advance(3 * time.Minute) // past lease_seconds: 120
-			r, err := e.st.SweepExpiredLeases(e.ctx, "gpu")
+			r, err := e.st.Sweep(e.ctx, "gpu")
 			must(t, err)
-			if r.Requeued != 1 {
+			if r.Leases.Requeued != 1 {
 				t.Fatalf("sweep %+v, want one requeued", r)
 			}
 		},

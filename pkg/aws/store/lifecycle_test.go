@@ -9,6 +9,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 )
 
 func TestCreateJobIsIdempotent(t *testing.T) {
@@ -207,7 +208,7 @@ func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
 	// Past the original expiry the lease still holds: a sweep leaves it,
 	// and nobody can take the job.
 	e.clock.Advance(60 * time.Second)
-	if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+	if r, err := e.st.Sweep(e.ctx, "gpu"); err != nil || r.Leases != (lease.Expired{}) {
 		t.Fatalf("sweep past the filed expiry = %+v, %v; want nothing ended", r, err)
 	}
 	other := e.register("w2", "gpu", 1)
@@ -217,7 +218,7 @@ func TestHeartbeatExtendsLeasePastItsFiledExpiry(t *testing.T) {
 	}
 	// Past the heartbeat's expiry it runs out.
 	e.clock.Advance(61 * time.Second)
-	if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r.Requeued != 1 {
+	if r, err := e.st.Sweep(e.ctx, "gpu"); err != nil || r.Leases.Requeued != 1 {
 		t.Fatalf("sweep past the heartbeat's expiry = %+v, %v; want the lease ended", r, err)
 	}
 	e.wantStatus("j", job.Queued)
@@ -385,14 +386,14 @@ func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
 			t.Fatalf("attempt %d leased as %d", attempt, j.Attempts)
 		}
 		e.clock.Advance(121 * time.Second)
-		r, err := e.st.SweepExpiredLeases(e.ctx, "gpu")
+		r, err := e.st.Sweep(e.ctx, "gpu")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if attempt < 3 && (r.Requeued != 1 || r.Dead != 0) {
+		if attempt < 3 && (r.Leases.Requeued != 1 || r.Leases.Dead != 0) {
 			t.Fatalf("sweep %d = %+v", attempt, r)
 		}
-		if attempt == 3 && (r.Dead != 1 || r.Requeued != 0) {
+		if attempt == 3 && (r.Leases.Dead != 1 || r.Leases.Requeued != 0) {
 			t.Fatalf("last sweep = %+v", r)
 		}
 		e.wantLeases("w1", 0)
@@ -402,7 +403,7 @@ func TestSweepExpiredLeasesSpendsAttempts(t *testing.T) {
 		t.Fatalf("dead job = %+v", d)
 	}
 	// A second sweep finds nothing.
-	if r, err := e.st.SweepExpiredLeases(e.ctx, "gpu"); err != nil || r != (store.SweepResult{}) {
+	if r, err := e.st.Sweep(e.ctx, "gpu"); err != nil || r.Leases != (lease.Expired{}) {
 		t.Fatalf("second sweep = %+v, %v", r, err)
 	}
 }

@@ -1,9 +1,6 @@
 package store
 
 import (
-	"context"
-	"sync"
-
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/fleetq/fleetq/pkg/domain/cost"
@@ -17,9 +14,9 @@ import (
 //   - with no pinned candidate (the common case) nothing changes and nothing
 //     more is read;
 //   - with one, the poll needs the worker's purchase option, which is on the
-//     worker item: it is read once per worker per process and remembered
-//     (a worker's purchase option is its instance's and does not change), so
-//     a poll pays one GetItem more at most once per worker;
+//     worker item: the lease planner reads it once per worker per process and
+//     remembers it (a worker's purchase option is its instance's and does not
+//     change), so a poll pays one GetItem more at most once per worker;
 //   - the lease rule (lease.Order) drops the pinned candidates for a worker
 //     not registered as on-demand (Spot, or no purchase option), so it never
 //     tries them, and puts them first within their priority for an
@@ -35,43 +32,4 @@ func onDemandCond(c *jobItem, cond expression.ConditionBuilder) expression.Condi
 		return cond
 	}
 	return cond.And(expression.Name(attrPurchase).Equal(expression.Value(cost.OnDemand)))
-}
-
-// purchaseOf answers a worker's purchase option, read once and remembered.
-func (s *Store) purchaseOf(ctx context.Context, workerID string) (string, error) {
-	if p, ok := s.purchases.get(workerID); ok {
-		return p, nil
-	}
-	w, err := s.GetWorker(ctx, workerID)
-	if err != nil {
-		return "", err
-	}
-	s.purchases.put(workerID, w.PurchaseOption)
-	return w.PurchaseOption, nil
-}
-
-// purchaseCache maps worker IDs to purchase options. It is forgotten whole
-// when it grows past purchaseCacheSize (a warm process that has seen that
-// many workers simply reads them again).
-type purchaseCache struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-const purchaseCacheSize = 10000
-
-func (c *purchaseCache) get(id string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.m[id]
-	return p, ok
-}
-
-func (c *purchaseCache) put(id, p string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= purchaseCacheSize {
-		c.m = make(map[string]string)
-	}
-	c.m[id] = p
 }

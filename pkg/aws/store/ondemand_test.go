@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -208,5 +209,32 @@ func TestPinnedJobsCostOneWorkerReadPerWorker(t *testing.T) {
 	}
 	if n := db.gets.Load() - before; n != second {
 		t.Fatalf("GetItem for a lease with no pinned candidate: %d, want %d (no worker read)", n, second)
+	}
+}
+
+// Leases a poll brings back itself are planned like any other candidates:
+// an On-Demand worker takes the pinned job first, though the plain one
+// came back with it and is older.
+func TestReclaimedPinnedJobsGoFirstToOnDemand(t *testing.T) {
+	t.Parallel()
+	e := newOnDemandEnv(t)
+	spot := e.registerAs("spot-1", "gpu", "spot")
+	e.submit("plain", "wf-a", 0)
+	if got := e.lease(spot); got.ID != "plain" {
+		t.Fatalf("Spot worker leased %q, want plain", got.ID)
+	}
+	e.clock.Advance(time.Second) // plain is older, and its lease runs out first
+	e.submit("pinned", "wf-a", 0)
+	e.preemptToCap("pinned", spot)
+	if got := e.lease(e.registerAs("od-1", "gpu", "on-demand")); got.ID != "pinned" {
+		t.Fatalf("On-Demand worker leased %q, want pinned", got.ID)
+	}
+	// Neither lease heartbeats: both run out, and the next poll brings both back.
+	e.clock.Advance(time.Hour)
+	if got := e.lease(e.registerAs("od-2", "gpu", "on-demand")); got.ID != "pinned" {
+		t.Fatalf("On-Demand worker leased %q of the reclaimed jobs, want the pinned one first", got.ID)
+	}
+	if got := e.lease(e.registerAs("spot-2", "gpu", "spot")); got.ID != "plain" {
+		t.Fatalf("Spot worker leased %q, want plain", got.ID)
 	}
 }

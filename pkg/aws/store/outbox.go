@@ -18,14 +18,6 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/job"
 )
 
-// Job lifecycle events (EventBridge detail-types).
-const (
-	EventSucceeded = "Job Succeeded"
-	EventFailed    = "Job Failed" // a failed attempt that will be retried
-	EventDead      = "Job Dead"
-	EventCanceled  = "Job Canceled"
-)
-
 // The outbox. A transition that must be announced writes an event item in
 // the same transaction as the job's own write: the announcement exists if
 // and only if the transition happened, and a transition happens once (its
@@ -120,41 +112,6 @@ func (s *Store) outboxItem(c change, now time.Time) map[string]types.AttributeVa
 		panic(fmt.Sprintf("encode event item: %v", err))
 	}
 	return av
-}
-
-// JobEvent is one announced transition.
-type JobEvent struct {
-	// ID is stable across redelivery: consumers deduplicate by it.
-	ID         string
-	DetailType string
-	Time       time.Time
-	Detail     JobEventDetail
-}
-
-// JobEventDetail is the event's detail.
-type JobEventDetail struct {
-	EventID        string          `json:"event_id"`
-	JobID          string          `json:"job_id"`
-	TenantID       string          `json:"tenant_id"`
-	WorkflowID     string          `json:"workflow_id"`
-	FleetSlug      string          `json:"fleet_slug"`
-	Status         string          `json:"status"`
-	Reason         job.Reason      `json:"reason,omitempty"`
-	Attempts       int             `json:"attempts"`
-	Preemptions    int             `json:"preemptions"`
-	QueuedSeconds  float64         `json:"queued_seconds"`
-	RunningSeconds float64         `json:"running_seconds"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          *job.Error      `json:"error,omitempty"`
-	// CostUSD is an outcome's cost (docs/scaling.md, "Cost per job"),
-	// absent when the job could not be priced and on a failed attempt.
-	CostUSD *float64 `json:"cost_usd,omitempty"`
-}
-
-// Publisher delivers events (EventBridge in AWS, an in-process bus in dev).
-// It returns an error unless every event was accepted.
-type Publisher interface {
-	Publish(ctx context.Context, events []JobEvent) error
 }
 
 func (e *eventItem) event(j *jobItem) JobEvent {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,52 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Principal is an IAM principal an operator mapped, in the table, to one
-// tenant or to the operators: who acts for whom changes without a deploy.
-// The stage config's tenants[].principals and operators are read first.
-type Principal struct {
-	// Key is tenant.Principal.Key of the ARN: two spellings of one role
-	// are one item.
-	Key string `dynamodbav:"principal_key"`
-	// ARN is the role or user ARN as the operator wrote it.
-	ARN string `dynamodbav:"principal_arn"`
-	// Tenant is the tenant the principal acts for; "" for an operator.
-	Tenant    string `dynamodbav:"tenant_id,omitempty"`
-	Operator  bool   `dynamodbav:"operator,omitempty"`
-	CreatedMS int64  `dynamodbav:"created_ms"`
-	// CreatedBy names the operator who mapped it (an ARN, never a secret).
-	CreatedBy string `dynamodbav:"created_by,omitempty"`
-}
-
-// Same reports whether two mappings say the same thing.
-func (p Principal) Same(o Principal) bool {
-	return p.Key == o.Key && p.Tenant == o.Tenant && p.Operator == o.Operator
-}
-
 type principalItem struct {
 	PK   string `dynamodbav:"PK"`
 	SK   string `dynamodbav:"SK"`
 	Type string `dynamodbav:"type"`
 	Principal
 }
-
-// ErrPrincipalMapped is a principal the table already maps to another
-// tenant (or to the operators): a principal acts for one only.
-var ErrPrincipalMapped = errors.New("the principal is already mapped")
-
-// PrincipalMappedError is ErrPrincipalMapped with the mapping that stands.
-type PrincipalMappedError struct{ Existing Principal }
-
-// Error says what the principal is mapped to.
-func (e *PrincipalMappedError) Error() string {
-	if e.Existing.Operator {
-		return fmt.Sprintf("principal %s already acts as an operator; remove it first", e.Existing.ARN)
-	}
-	return fmt.Sprintf("principal %s already acts for tenant %s; remove it first", e.Existing.ARN, e.Existing.Tenant)
-}
-
-// Unwrap makes errors.Is(err, ErrPrincipalMapped) hold.
-func (e *PrincipalMappedError) Unwrap() error { return ErrPrincipalMapped }
 
 // MapPrincipal stores a principal's mapping. Mapping it again to the same
 // tenant changes nothing; to another, it is a *PrincipalMappedError.

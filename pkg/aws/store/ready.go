@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 )
@@ -59,6 +60,21 @@ func (s *Store) readReady(ctx context.Context, fleet string, perShard int) (item
 		inQueueOrder(items)
 	}
 	return items, full, nil
+}
+
+// readShardHeads reads the heads of a fleet's ready shards at once, one
+// query each: at most limits[i] items of shard i (0: the shard is not
+// read), each shard's in queue order. A fleet whose shard count changed
+// since the limits were made reads the shards it has.
+func (s *Store) readShardHeads(ctx context.Context, fleet string, limits []int) ([][]jobItem, error) {
+	parts := s.readyPartitions(fleet)
+	return eachShard(parts, func(p string) ([]jobItem, error) {
+		i := slices.Index(parts, p)
+		if i >= len(limits) || limits[i] <= 0 {
+			return nil, nil
+		}
+		return s.queryIndex(ctx, p, "", limits[i], true)
+	})
 }
 
 // inQueueOrder sorts items read from several ready shards as one queue:

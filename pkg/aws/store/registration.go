@@ -39,16 +39,6 @@ func (s *Store) TakeRegistrationSlot(ctx context.Context, source string, limit i
 	return 0, err
 }
 
-// Rejection is a submission that can never become a job (malformed, unknown
-// workflow). It is kept for operators instead of being retried forever.
-type Rejection struct {
-	MessageID string    `dynamodbav:"message_id" json:"message_id"`
-	Source    string    `dynamodbav:"source" json:"source"`
-	Reason    string    `dynamodbav:"reason" json:"reason"`
-	Body      string    `dynamodbav:"body" json:"body"`
-	At        time.Time `dynamodbav:"at" json:"at"`
-}
-
 // rejectionRetention is how long rejected submissions are kept.
 const rejectionRetention = 14 * 24 * time.Hour
 

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -352,14 +353,14 @@ func (e *releaseEnv) writeScenario(version string) {
 	e.must(err, "RelayJob done")
 
 	// Fleet state: a wake, a scaling decision, interruptions, Spot prices.
-	woke, err := e.st.WakeFleet(ctx, "other", 1, 1)
+	woke, err := e.st.WakeFleet(ctx, "other", 1, 1, scaling.WakeReason(1))
 	if err != nil || !woke {
 		e.t.Fatalf("WakeFleet = %v, %v", woke, err)
 	}
 	prev, err := e.st.GetFleetState(ctx, "gpu")
 	e.must(err, "GetFleetState gpu")
 	e.must(e.st.RecordDecision(ctx, "gpu", fleetstate.Record{
-		Decision:     fleetstate.Decision{At: e.clock.Now(), Desired: 2, Reason: "4 leased + 3 ready on 2 instances", Inputs: map[string]int{"ready": 3, "leased": 4}, InService: 2},
+		Decision:     fleetstate.Decision{At: e.clock.Now(), Desired: 2, Reason: scaling.RecordedReason("", "4 leased + 3 ready on 2 instances"), Inputs: fleetstate.InputsFrom(map[string]int{"ready": 3, "leased": 4}), InService: 2},
 		LastActiveAt: e.clock.Now(),
 		FirstSeen:    map[string]time.Time{"i-0spot": releaseAt.Add(-3 * time.Minute), "i-0drain": releaseAt.Add(-2 * time.Minute)},
 	}, prev), "RecordDecision")
@@ -828,11 +829,11 @@ func (e *releaseEnv) checkActions(m releaseManifest) {
 		t.Fatalf("RetryDead(%s) = %s, %v", relJobDead, j.Status, err)
 	}
 	e.clock.Advance(31 * time.Minute)
-	if n, err := e.st.PromoteDue(ctx, "gpu"); err != nil || n != 1 {
-		t.Fatalf("PromoteDue = %d, %v; want the retry promoted", n, err)
+	if r, err := e.st.Sweep(ctx, "gpu"); err != nil || r.Promoted != 1 {
+		t.Fatalf("Sweep = %+v, %v; want the retry promoted", r, err)
 	}
-	if r, err := e.st.SweepExpiredLeases(ctx, "other"); err != nil || r.Requeued != 1 {
-		t.Fatalf("SweepExpiredLeases(other) = %+v, %v; want %s's expired lease requeued", r, err, relJobOther)
+	if r, err := e.st.Sweep(ctx, "other"); err != nil || r.Leases.Requeued != 1 {
+		t.Fatalf("Sweep(other) = %+v, %v; want %s's expired lease requeued", r, err, relJobOther)
 	}
 	// The outbox the release left is relayed: every pending outcome once.
 	rec := &recorder{}

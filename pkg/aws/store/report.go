@@ -13,13 +13,6 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
-// HeartbeatResult answers a heartbeat.
-type HeartbeatResult struct {
-	LeaseExpiresAt time.Time
-	// Cancel asks the worker to stop: an operator canceled the job.
-	Cancel bool
-}
-
 // Heartbeat extends a lease. It is one conditional write of the job item,
 // fenced by the lease token, the worker and the digest of the token the
 // worker leased with (attrLeaseAuth): it sets lease_until_ms, which no
@@ -83,7 +76,7 @@ func (s *Store) heartbeat(ctx context.Context, a WorkerAuth, jobID, token string
 		deadline := fromMS(it.RunDeadlineMS)
 		if !deadline.After(now) {
 			// The attempt overran: revoke the lease, fail the attempt.
-			if err := s.expireRun(ctx, it, now); err != nil {
+			if _, _, err := s.expireRun(ctx, it, now); err != nil {
 				return HeartbeatResult{}, err
 			}
 			return HeartbeatResult{}, ErrLeaseLost

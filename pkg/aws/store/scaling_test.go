@@ -16,6 +16,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -31,7 +32,7 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := e.st.WakeFleet(e.ctx, "gpu", 2, 2)
+			ok, err := e.st.WakeFleet(e.ctx, "gpu", 2, 2, scaling.WakeReason(2))
 			if err != nil {
 				t.Error(err)
 			}
@@ -54,17 +55,17 @@ func TestWakeFleetOnceAcrossConcurrentCallers(t *testing.T) {
 		t.Fatalf("state after wake: %+v", st)
 	}
 	// The losers wrote nothing: one decision, once in the history.
-	if len(st.History) != 1 || st.LastDecision == nil || st.LastDecision.Reason != "woken by 2 ready jobs" {
+	if len(st.History) != 1 || st.LastDecision == nil || st.LastDecision.Reason.String() != "woken by 2 ready jobs" {
 		t.Fatalf("decisions after concurrent wakes: last %+v, history %+v", st.LastDecision, st.History)
 	}
 	// Awake: no second wake until the scaler records zero again.
-	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 5, 3); ok {
+	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 5, 3, scaling.WakeReason(5)); ok {
 		t.Fatal("woke an awake fleet")
 	}
-	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "to zero"}}); err != nil {
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: reason("to zero")}}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 1, 1); !ok {
+	if ok, _ := e.st.WakeFleet(e.ctx, "gpu", 1, 1, scaling.WakeReason(1)); !ok {
 		t.Fatal("a fleet recorded at zero must wake again")
 	}
 }
@@ -75,12 +76,12 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for i := range fleetstate.DecisionHistory {
-		d := fleetstate.Decision{At: t0.Add(-time.Duration(fleetstate.DecisionHistory-i) * time.Minute), Desired: 0, Reason: fmt.Sprintf("hold 0 (%d)", i)}
+		d := fleetstate.Decision{At: t0.Add(-time.Duration(fleetstate.DecisionHistory-i) * time.Minute), Desired: 0, Reason: reason(fmt.Sprintf("hold 0 (%d)", i))}
 		if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ok, err := e.st.WakeFleet(e.ctx, "gpu", 6, 3)
+	ok, err := e.st.WakeFleet(e.ctx, "gpu", 6, 3, scaling.WakeReason(6))
 	if err != nil || !ok {
 		t.Fatalf("WakeFleet = %v, %v; want a wake", ok, err)
 	}
@@ -89,14 +90,14 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if d == nil || d.Reason != "woken by 6 ready jobs" || d.Desired != 3 || !d.At.Equal(t0) {
+	if d == nil || d.Reason.String() != "woken by 6 ready jobs" || d.Desired != 3 || !d.At.Equal(t0) {
 		t.Fatalf("last decision after a wake: %+v", d)
 	}
 	want := map[string]int{"ready": 6, "workers": 0, "desired_before": 0, "desired_after": 3}
-	if fmt.Sprint(d.Inputs) != fmt.Sprint(want) {
+	if fmt.Sprint(d.Inputs.Map()) != fmt.Sprint(want) {
 		t.Fatalf("wake inputs %v, want %v", d.Inputs, want)
 	}
-	if len(st.History) != fleetstate.DecisionHistory || st.History[0].Reason != d.Reason || st.History[1].Reason != fmt.Sprintf("hold 0 (%d)", fleetstate.DecisionHistory-1) {
+	if len(st.History) != fleetstate.DecisionHistory || st.History[0].Reason != d.Reason || st.History[1].Reason.String() != fmt.Sprintf("hold 0 (%d)", fleetstate.DecisionHistory-1) {
 		t.Fatalf("history after a wake (%d entries): %+v", len(st.History), st.History)
 	}
 }
@@ -105,12 +106,12 @@ func TestWakeFleetRecordsItsDecision(t *testing.T) {
 func TestWakeFleetAboveZeroWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	rec := fleetstate.Decision{At: t0, Desired: 2, Reason: "grow 0→2"}
+	rec := fleetstate.Decision{At: t0, Desired: 2, Reason: reason("grow 0→2")}
 	if err := e.record("gpu", fleetstate.Record{Decision: rec, LastActiveAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
-	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 4, 2); ok || err != nil {
+	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 4, 2, scaling.WakeReason(4)); ok || err != nil {
 		t.Fatalf("WakeFleet of an awake fleet = %v, %v", ok, err)
 	}
 	st, err := e.st.GetFleetState(e.ctx, "gpu")
@@ -158,7 +159,7 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 			db := &interposer{DynamoDB: client}
 			waker := store.New(db, o)
 			ctx := context.Background()
-			rec := fleetstate.Decision{At: t0, Desired: tc.desired, Reason: "tick"}
+			rec := fleetstate.Decision{At: t0, Desired: tc.desired, Reason: reason("tick")}
 			db.before = func() {
 				prev, err := scaler.GetFleetState(ctx, "gpu")
 				if err != nil {
@@ -168,7 +169,7 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			ok, err := waker.WakeFleet(ctx, "gpu", 3, 2)
+			ok, err := waker.WakeFleet(ctx, "gpu", 3, 2, scaling.WakeReason(3))
 			if err != nil || ok != tc.woken {
 				t.Fatalf("WakeFleet = %v, %v; want %v", ok, err, tc.woken)
 			}
@@ -178,13 +179,13 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 			}
 			var reasons []string
 			for _, d := range st.History {
-				reasons = append(reasons, d.Reason)
+				reasons = append(reasons, d.Reason.String())
 			}
 			want := []string{"tick"}
 			if tc.woken {
 				want = []string{"woken by 3 ready jobs", "tick"}
 			}
-			if fmt.Sprint(reasons) != fmt.Sprint(want) || st.LastDecision == nil || st.LastDecision.Reason != want[0] {
+			if fmt.Sprint(reasons) != fmt.Sprint(want) || st.LastDecision == nil || st.LastDecision.Reason.String() != want[0] {
 				t.Fatalf("history %v, last %+v; want %v", reasons, st.LastDecision, want)
 			}
 		})
@@ -197,17 +198,17 @@ func TestWakeFleetRereadsAfterADecisionLandsFirst(t *testing.T) {
 func TestRecordDecisionKeepsAWakeThatLandedFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: "no work"}}); err != nil {
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 0, Reason: reason("no work")}}); err != nil {
 		t.Fatal(err)
 	}
 	prev, err := e.st.GetFleetState(e.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 2, 1); err != nil || !ok {
+	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 2, 1, scaling.WakeReason(2)); err != nil || !ok {
 		t.Fatalf("wake: %v, %v", ok, err)
 	}
-	tick := fleetstate.Decision{At: t0.Add(time.Second), Desired: 1, Reason: "2 ready + 0 leased need 1 × 2 slots"}
+	tick := fleetstate.Decision{At: t0.Add(time.Second), Desired: 1, Reason: reason("2 ready + 0 leased need 1 × 2 slots")}
 	if err := e.st.RecordDecision(e.ctx, "gpu", fleetstate.Record{Decision: tick, LastActiveAt: tick.At}, prev); err != nil {
 		t.Fatal(err)
 	}
@@ -217,9 +218,9 @@ func TestRecordDecisionKeepsAWakeThatLandedFirst(t *testing.T) {
 	}
 	var reasons []string
 	for _, d := range st.History {
-		reasons = append(reasons, d.Reason)
+		reasons = append(reasons, d.Reason.String())
 	}
-	want := []string{tick.Reason, "woken by 2 ready jobs", "no work"}
+	want := []string{tick.Reason.String(), "woken by 2 ready jobs", "no work"}
 	if fmt.Sprint(reasons) != fmt.Sprint(want) || st.LastDecision == nil || st.LastDecision.Reason != tick.Reason {
 		t.Fatalf("history %q, last %+v; want %q", reasons, st.LastDecision, want)
 	}
@@ -233,13 +234,13 @@ func TestRecordDecisionKeepsABoundedHistoryOfChanges(t *testing.T) {
 	e := newEnv(t)
 	seen := map[string]time.Time{"i-1": t0.Add(-time.Minute)}
 	for i := range fleetstate.DecisionHistory + 5 {
-		d := fleetstate.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: fmt.Sprintf("grow to %d", i)}
+		d := fleetstate.Decision{At: t0.Add(time.Duration(i) * time.Minute), Desired: i, Reason: reason(fmt.Sprintf("grow to %d", i))}
 		if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: d.At, FirstSeen: seen}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The same decision again is not history.
-	last := fleetstate.Decision{At: t0.Add(time.Hour), Desired: fleetstate.DecisionHistory + 4, Reason: fmt.Sprintf("grow to %d", fleetstate.DecisionHistory+4)}
+	last := fleetstate.Decision{At: t0.Add(time.Hour), Desired: fleetstate.DecisionHistory + 4, Reason: reason(fmt.Sprintf("grow to %d", fleetstate.DecisionHistory+4))}
 	if err := e.record("gpu", fleetstate.Record{Decision: last, LastActiveAt: last.At}); err != nil {
 		t.Fatal(err)
 	}
@@ -395,11 +396,11 @@ func TestRecordDecisionKeepsTheForecastsMemory(t *testing.T) {
 	h = h.Observe(t0.Add(-24*time.Hour), 12, 3)
 	h = h.Observe(t0, 2, 1)
 	mem := fleetstate.Forecast{Hours: h, Budget: forecast.Budget{}.Spend(t0, 2, 10*time.Minute), At: t0}
-	d := fleetstate.Decision{At: t0, Desired: 2, Reason: "forecast"}
+	d := fleetstate.Decision{At: t0, Desired: 2, Reason: reason("forecast")}
 	if err := e.record("gpu", fleetstate.Record{Decision: d, LastActiveAt: t0, Forecast: &mem}); err != nil {
 		t.Fatal(err)
 	}
-	d2 := fleetstate.Decision{At: t0.Add(time.Minute), Desired: 3, Reason: "no forecast in this record"}
+	d2 := fleetstate.Decision{At: t0.Add(time.Minute), Desired: 3, Reason: reason("no forecast in this record")}
 	if err := e.record("gpu", fleetstate.Record{Decision: d2, LastActiveAt: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -416,3 +417,7 @@ func TestRecordDecisionKeepsTheForecastsMemory(t *testing.T) {
 		t.Fatalf("expectation from the stored hours: %+v", e)
 	}
 }
+
+// reason is a decision's reason as a record holds it, for decisions the
+// tests write themselves.
+func reason(text string) scaling.Reason { return scaling.RecordedReason("", text) }

@@ -100,7 +100,7 @@ func TestLeasesInEveryLeasedShardAreFoundByEveryReader(t *testing.T) {
 	m.wantLeases(ws[0].WorkerID, 0)
 
 	m.clock.Advance(601 * time.Second)
-	if r, err := m.st.SweepExpiredLeases(m.ctx, "gpu"); err != nil || r.Requeued != 8 {
+	if r, err := m.st.Sweep(m.ctx, "gpu"); err != nil || r.Leases.Requeued != 8 {
 		t.Fatalf("sweep = %+v, %v; want %s's 8 leases requeued", r, err, ws[1].WorkerID)
 	}
 	for _, id := range held[ws[1].WorkerID] {
@@ -314,4 +314,27 @@ func (e *releaseEnv) shardFleets(n int) {
 		cfg.Fleets[i].ReadyShards = n
 	}
 	e.st = store.New(e.client, store.Options{Table: e.table, Config: &cfg, Clock: e.clock, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// A poll that finds nothing ready brings back a run-out lease itself, and
+// reads that job once: the expiry reads it to end the lease and hands the
+// job as it wrote it to the planner, which claims it; the claim's own read
+// is the job under the new lease. With four shards: four empty ready
+// queries, the due retries' query, four leased queries, the expiry's read
+// and write, the claim and its read: 13 requests.
+func TestAPollReadsAJobItReclaimsOnce(t *testing.T) {
+	t.Parallel()
+	m := newModeledEnv(t, shardedCapacityConfig, 0) // lease_seconds: 600
+	m.createJobs(t, "job", 1)
+	ws := m.registerWorkers(t, 2, 1)
+	first := m.lease(ws[0])
+	m.clock.Advance(601 * time.Second)
+	m.nextSecond()
+	again := m.lease(ws[1])
+	if again.ID != first.ID || again.Attempts != 2 {
+		t.Fatalf("the poll leased %s (attempt %d), want %s's second attempt", again.ID, again.Attempts, first.ID)
+	}
+	if n := m.requests.Load(); n != 13 {
+		t.Fatalf("the poll that reclaimed one lease sent %d requests, want 13 (the reclaimed job read once by the expiry, once under its new lease)", n)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
@@ -51,7 +51,7 @@ type Options struct {
 	// LeaseSpread is the narrowest lease window: how many of the oldest
 	// top-priority candidates a poll picks its claim from at random when no
 	// claim is being lost to other pollers (default 8; 1 gives strict
-	// priority-then-age order until pollers collide). See leaseWindow.
+	// priority-then-age order until pollers collide). See lease.Memory.
 	LeaseSpread int
 	// Logger receives structured logs (default: slog.Default()).
 	Logger *slog.Logger
@@ -63,27 +63,18 @@ type Options struct {
 
 // Store is fleetq's state in DynamoDB.
 type Store struct {
-	db     DynamoDB
-	table  string
-	cfg    *fleetconfig.Config
-	clock  clock.Clock
-	limit  int
-	spread int
-	log    *slog.Logger
+	db    DynamoDB
+	table string
+	cfg   *fleetconfig.Config
+	clock clock.Clock
+	log   *slog.Logger
 	// costMetrics receives the per-tenant cost lines (Options.CostMetrics).
 	costMetrics io.Writer
 
-	claims    atomic.Int64
-	conflicts atomic.Int64
-	window    atomic.Int64
-	// taken remembers the jobs this process lost a claim on (lease.go).
-	taken takenJobs
-	// fair holds each fleet's *fairState (fairlease.go).
-	fair sync.Map
+	// planner decides every lease of this process (lease.go).
+	planner *lease.Planner
 	// spot holds each fleet's *spotCache (spotprices.go).
 	spot sync.Map
-	// purchases remembers workers' purchase options (ondemand.go).
-	purchases purchaseCache
 }
 
 // New returns a store over the given table.
@@ -100,7 +91,8 @@ func New(db DynamoDB, o Options) *Store {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Store{db: db, table: o.Table, cfg: o.Config, clock: o.Clock, limit: o.CandidateLimit, spread: o.LeaseSpread, log: o.Logger, costMetrics: o.CostMetrics}
+	return &Store{db: db, table: o.Table, cfg: o.Config, clock: o.Clock, log: o.Logger, costMetrics: o.CostMetrics,
+		planner: newPlanner(o)}
 }
 
 // Config returns the fleet configuration the store applies.

@@ -27,24 +27,6 @@ import (
 // release's reservation) whose job was never filed.
 const reservationRetention = 15 * 24 * time.Hour
 
-// ErrOverQuota: the tenant already has as many open jobs as its cap allows.
-var ErrOverQuota = errors.New("tenant is at its open-jobs cap")
-
-// QuotaError is ErrOverQuota with the tenant, its cap and its count.
-type QuotaError struct {
-	Tenant string
-	Cap    int
-	Open   int
-}
-
-// Error says which tenant is at which cap.
-func (e *QuotaError) Error() string {
-	return fmt.Sprintf("tenant %q has %d open jobs, its cap (max_queued) is %d", e.Tenant, e.Open, e.Cap)
-}
-
-// Unwrap makes errors.Is(err, ErrOverQuota) hold.
-func (e *QuotaError) Unwrap() error { return ErrOverQuota }
-
 type tenantItem struct {
 	PK   string `dynamodbav:"PK"`
 	SK   string `dynamodbav:"SK"`

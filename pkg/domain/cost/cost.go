@@ -88,3 +88,13 @@ func Leased(history []job.HistoryEntry, end time.Time) time.Duration {
 	}
 	return total
 }
+
+// Group is the cost of the jobs of one tenant, fleet and workflow that
+// finished in a window.
+type Group struct {
+	Tenant, Fleet, Workflow string
+	// Jobs finished; Unpriced of them have no cost (no price known for
+	// their instance, or no worker record).
+	Jobs, Unpriced int
+	USD            float64
+}

@@ -1,9 +1,11 @@
 package fleetstate
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // DecisionHistory is how many decisions a fleet keeps besides the last.
@@ -67,16 +69,47 @@ type Outcomes struct {
 	Runs []time.Duration
 }
 
-// Decision is a scaling decision as recorded for a fleet: a tick's, or a
-// wake on enqueue's. Its attribute names are the stored layout.
+// Decision is a scaling decision as recorded for a fleet: a tick's, or one
+// made on enqueue (a wake, bridges started). It is stored as its
+// DecisionRecord.
 type Decision struct {
-	At        time.Time      `dynamodbav:"at" json:"at"`
-	Desired   int            `dynamodbav:"desired" json:"desired"`
-	Reason    string         `dynamodbav:"reason" json:"reason"`
-	Victims   []string       `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
-	Inputs    map[string]int `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
-	InService int            `dynamodbav:"in_service" json:"in_service"`
+	At      time.Time
+	Desired int
+	// Reason says why, made by the scaling package's constructors.
+	Reason    scaling.Reason
+	Victims   []string
+	Inputs    Inputs
+	InService int
 }
+
+// DecisionRecord is a decision as stored and as JSON, the layout every
+// release reads: the reason's line under reason, as every release wrote
+// it, and its code beside it (reason_code, absent from records written
+// before codes were kept); the inputs as their map of counts (Inputs.Map).
+type DecisionRecord struct {
+	At         time.Time          `dynamodbav:"at" json:"at"`
+	Desired    int                `dynamodbav:"desired" json:"desired"`
+	Reason     string             `dynamodbav:"reason" json:"reason"`
+	ReasonCode scaling.ReasonCode `dynamodbav:"reason_code,omitempty" json:"reason_code,omitempty"`
+	Victims    []string           `dynamodbav:"victims,omitempty" json:"victims,omitempty"`
+	Inputs     map[string]int     `dynamodbav:"inputs,omitempty" json:"inputs,omitempty"`
+	InService  int                `dynamodbav:"in_service" json:"in_service"`
+}
+
+// Record is the decision in its stored layout.
+func (d Decision) Record() DecisionRecord {
+	return DecisionRecord{At: d.At, Desired: d.Desired, Reason: d.Reason.String(), ReasonCode: d.Reason.Code(),
+		Victims: d.Victims, Inputs: d.Inputs.Map(), InService: d.InService}
+}
+
+// Decision reads a decision any release stored.
+func (r DecisionRecord) Decision() Decision {
+	return Decision{At: r.At, Desired: r.Desired, Reason: scaling.RecordedReason(r.ReasonCode, r.Reason),
+		Victims: r.Victims, Inputs: InputsFrom(r.Inputs), InService: r.InService}
+}
+
+// MarshalJSON writes the decision in its stored layout (DecisionRecord).
+func (d Decision) MarshalJSON() ([]byte, error) { return json.Marshal(d.Record()) }
 
 // State is what fleetq keeps per fleet besides its jobs and workers.
 type State struct {

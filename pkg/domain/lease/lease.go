@@ -17,6 +17,19 @@ type Candidate struct {
 	// OnDemandOnly: the job reached its preemption cap and only an
 	// On-Demand worker may lease it.
 	OnDemandOnly bool
+	// Entry names this entry of the job in the queue (its last change, as
+	// the index shows it): a job given back to the queue is a new entry.
+	// The planner remembers entries it lost a claim on (Memory).
+	Entry string
+	// RunTimeout bounds each attempt's run (0: none); the lease terms
+	// never outlive it.
+	RunTimeout time.Duration
+	// QueueDeadline is when a never-leased job outwaits its queue timeout
+	// (zero: none); past it the job is ended, not claimed.
+	QueueDeadline time.Time
+	// Ref is the source's own handle on the job, handed back with the
+	// claim (the planner never reads it).
+	Ref any
 }
 
 // Worker is the poller as the rule sees it.

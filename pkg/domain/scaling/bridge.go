@@ -3,7 +3,6 @@ package scaling
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -181,51 +180,43 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 	out.Victims = append(append([]Victim(nil), d.Victims...), victims...)
 	out.Desired = out.SpotDesired + out.BridgeDesired
 
-	var b strings.Builder
-	b.WriteString(d.Reason)
+	r := d.Reason
 	if start > 0 {
-		b.WriteString("; " + BridgeStartReason(start, in.Ready, d.Counts.Idle+min(keep, len(idle)), spotState(s, d)))
+		r = r.With(BridgeStartReason(start, in.Ready, d.Counts.Idle+min(keep, len(idle)), spotState(s, d)).String())
 	}
 	if s.Bridge.Pool > 0 && wanted > start {
-		fmt.Fprintf(&b, "; bridge pool of %d in use (%d more wanted)", s.Bridge.Pool, wanted-start)
+		r = r.With(fmt.Sprintf("bridge pool of %d in use (%d more wanted)", s.Bridge.Pool, wanted-start))
 	}
 	if stoppedIdle > 0 {
-		fmt.Fprintf(&b, "; stop %d idle bridge into the pool (the work needs no bridge)", stoppedIdle)
+		r = r.With(fmt.Sprintf("stop %d idle bridge into the pool (the work needs no bridge)", stoppedIdle))
 	}
 	if stale > 0 {
-		fmt.Fprintf(&b, "; stop %d bridge into the pool (past its %s)", stale, shortDuration(s.Bridge.MaxLife))
+		r = r.With(fmt.Sprintf("stop %d bridge into the pool (past its %s)", stale, shortDuration(s.Bridge.MaxLife)))
 	}
 	if len(drain) > 0 {
-		fmt.Fprintf(&b, "; drain %d busy bridge past its %s (no new job)", len(drain), shortDuration(s.Bridge.MaxLife))
+		r = r.With(fmt.Sprintf("drain %d busy bridge past its %s (no new job)", len(drain), shortDuration(s.Bridge.MaxLife)))
 	}
 	for _, k := range []struct{ why, text string }{
 		{WhyDrained, "drained"}, {WhyUnresponsive, "unresponsive"}, {WhyUnhealthy, "never registered"},
 	} {
 		if n := countWhy(victims, k.why); n > 0 {
-			fmt.Fprintf(&b, "; terminate %d bridge %s", n, k.text)
+			r = r.With(fmt.Sprintf("terminate %d bridge %s", n, k.text))
 		}
 	}
-	out.Reason = b.String()
+	out.Reason = r
 	return out
 }
 
-// BridgeStartReason says why start bridge instances start: the ready jobs,
-// the idle workers that could not take them, and what Spot is doing — the
-// tick's decision and the wake on enqueue say it alike.
-func BridgeStartReason(start, ready, idle int, spot string) string {
-	return fmt.Sprintf("bridge %d: %d ready jobs, %d idle workers, %s", start, ready, idle, spot)
-}
-
-// spotState says what the Spot group is doing for the work a bridge starts
+// spotState is what the Spot group is doing for the work a bridge starts
 // for.
-func spotState(s Settings, d Decision) string {
+func spotState(s Settings, d Decision) SpotState {
 	switch {
 	case d.Launch > 0 || d.Counts.Booting > 0:
-		return "Spot launching"
+		return SpotLaunching
 	case d.Desired >= s.Max:
-		return fmt.Sprintf("Spot at its max %d", s.Max)
+		return SpotAtMax(s.Max)
 	}
-	return "Spot not launching"
+	return SpotNotLaunching
 }
 
 func responsive(s Settings, now time.Time, w Worker) bool {

@@ -112,7 +112,7 @@ func TestDecideBridge(t *testing.T) {
 			if got := strings.Join(d.Drain, ","); got != c.drain {
 				t.Errorf("drain %q, want %q", got, c.drain)
 			}
-			if !strings.Contains(d.Reason, c.reason) || (c.notIn != "" && strings.Contains(d.Reason, c.notIn)) {
+			if !strings.Contains(d.Reason.String(), c.reason) || (c.notIn != "" && strings.Contains(d.Reason.String(), c.notIn)) {
 				t.Errorf("reason %q: want %q in it, %q not", d.Reason, c.reason, c.notIn)
 			}
 		})

@@ -111,10 +111,11 @@ func DecideLadder(in LadderInput) LadderDecision {
 	d.OnDemandDesired += len(reserved) + fromPending + missing
 	d.Launch += missing
 	d.Desired = d.SpotDesired + d.OnDemandDesired
-	d.Reason += fmt.Sprintf("; %d jobs preempted to the cap keep %d On-Demand", pinned, need)
+	part := fmt.Sprintf("%d jobs preempted to the cap keep %d On-Demand", pinned, need)
 	if missing > 0 {
-		d.Reason += fmt.Sprintf(", launch %d On-Demand", missing)
+		part += fmt.Sprintf(", launch %d On-Demand", missing)
 	}
+	d.Reason = d.Reason.With(part)
 	return d
 }
 
@@ -238,28 +239,29 @@ func decideLadder(in LadderInput) LadderDecision {
 		out.Rung = RungOnDemand
 		out.OnDemandDesired = odAfter + d.Launch
 		out.SpotDesired = spotAfter + 1 // the probe: one Spot launch kept asked for
+		part := fmt.Sprintf("on-demand rung: Spot short for %s (fallback after %s)", round(shortFor), in.After)
 		if slo {
-			out.Reason += fmt.Sprintf("; on-demand rung: oldest job waited %s (wait SLO %s), Spot short for %s (fallback after %s)",
+			part = fmt.Sprintf("on-demand rung: oldest job waited %s (wait SLO %s), Spot short for %s (fallback after %s)",
 				shortDuration(round(in.OldestReadyWait)), shortDuration(in.WaitSLO), round(shortFor), in.After)
-		} else {
-			out.Reason += fmt.Sprintf("; on-demand rung: Spot short for %s (fallback after %s)", round(shortFor), in.After)
 		}
 		if d.Launch > 0 {
-			out.Reason += fmt.Sprintf(", launch %d On-Demand", d.Launch)
+			part += fmt.Sprintf(", launch %d On-Demand", d.Launch)
 		}
+		out.Reason = out.Reason.With(part)
 	} else {
 		out.OnDemandDesired, out.SpotDesired = odAfter, spotAfter+d.Launch
 		if !in.SpotShortSince.IsZero() {
-			out.Reason += fmt.Sprintf("; Spot short for %s", round(shortFor))
+			part := fmt.Sprintf("Spot short for %s", round(shortFor))
 			if in.After > 0 {
-				out.Reason += fmt.Sprintf(" (fallback after %s)", in.After)
+				part += fmt.Sprintf(" (fallback after %s)", in.After)
 			}
+			out.Reason = out.Reason.With(part)
 		}
 		if len(retire) > 0 {
-			out.Reason += fmt.Sprintf("; terminate %d idle On-Demand (Spot is back)", len(retire))
+			out.Reason = out.Reason.With(fmt.Sprintf("terminate %d idle On-Demand (Spot is back)", len(retire)))
 		}
 		if len(drain) > 0 {
-			out.Reason += fmt.Sprintf("; drain %d busy On-Demand (Spot is back)", len(drain))
+			out.Reason = out.Reason.With(fmt.Sprintf("drain %d busy On-Demand (Spot is back)", len(drain)))
 		}
 	}
 	out.Desired = out.SpotDesired + out.OnDemandDesired

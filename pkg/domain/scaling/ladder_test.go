@@ -125,7 +125,7 @@ func TestDecideLadder(t *testing.T) {
 			if d.Desired != d.SpotDesired+d.OnDemandDesired {
 				t.Errorf("desired %d is not spot %d + on-demand %d", d.Desired, d.SpotDesired, d.OnDemandDesired)
 			}
-			if !strings.Contains(d.Reason, c.reason) {
+			if !strings.Contains(d.Reason.String(), c.reason) {
 				t.Errorf("reason %q does not contain %q", d.Reason, c.reason)
 			}
 		})

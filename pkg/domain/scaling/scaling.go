@@ -3,7 +3,6 @@ package scaling
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
@@ -170,7 +169,7 @@ type Decision struct {
 	// Launch is how many instances the decision adds.
 	Launch  int
 	Victims []Victim
-	Reason  string
+	Reason  Reason
 	// LastActiveAt carries the idle clock to the next decision.
 	LastActiveAt time.Time
 	Counts       Counts
@@ -334,24 +333,15 @@ func shrinkIdle(idle []Worker, excess int, now time.Time, grace time.Duration, e
 	return victims
 }
 
-func reason(in Input, d Decision, why string, shrunk, kept int) string {
+func reason(in Input, d Decision, why string, shrunk, kept int) Reason {
 	c := d.Counts
-	from := max(in.Desired, len(in.Instances))
-	var b strings.Builder
-	switch {
-	case d.Desired > from:
-		fmt.Fprintf(&b, "grow %d→%d: %s", from, d.Desired, why)
-	case d.Desired < from:
-		fmt.Fprintf(&b, "shrink %d→%d: %s", from, d.Desired, why)
-	default:
-		fmt.Fprintf(&b, "hold %d: %s", d.Desired, why)
-	}
-	fmt.Fprintf(&b, "; have %d busy, %d idle, %d booting", c.Busy, c.Idle, c.Booting)
+	r := decided(max(in.Desired, len(in.Instances)), d.Desired, why).
+		With(fmt.Sprintf("have %d busy, %d idle, %d booting", c.Busy, c.Idle, c.Booting))
 	if shrunk > 0 {
-		fmt.Fprintf(&b, "; terminate %d idle past %s", shrunk, in.Settings.ScaleInGrace)
+		r = r.With(fmt.Sprintf("terminate %d idle past %s", shrunk, in.Settings.ScaleInGrace))
 	}
 	if kept > 0 {
-		fmt.Fprintf(&b, "; keep %d idle within the %s grace", kept, in.Settings.ScaleInGrace)
+		r = r.With(fmt.Sprintf("keep %d idle within the %s grace", kept, in.Settings.ScaleInGrace))
 	}
 	for _, k := range []struct {
 		why, text string
@@ -361,13 +351,13 @@ func reason(in Input, d Decision, why string, shrunk, kept int) string {
 		{WhyUnhealthy, fmt.Sprintf("never registered in %s", in.Settings.BootTimeout)},
 	} {
 		if n := countWhy(d.Victims, k.why); n > 0 {
-			fmt.Fprintf(&b, "; terminate %d %s", n, k.text)
+			r = r.With(fmt.Sprintf("terminate %d %s", n, k.text))
 		}
 	}
 	if d.Launch > 0 {
-		fmt.Fprintf(&b, "; launch %d", d.Launch)
+		r = r.With(fmt.Sprintf("launch %d", d.Launch))
 	}
-	return b.String()
+	return r
 }
 
 func countWhy(vs []Victim, why string) int {

@@ -229,7 +229,7 @@ func runDecideCases(t *testing.T, cases []decideCase) {
 			if d.Desired != c.desired || d.Launch != c.launch || victimIDs(d) != c.victims {
 				t.Errorf("desired %d launch %d victims %q, want %d %d %q (reason %q)", d.Desired, d.Launch, victimIDs(d), c.desired, c.launch, c.victims, d.Reason)
 			}
-			if !strings.Contains(d.Reason, c.reason) {
+			if !strings.Contains(d.Reason.String(), c.reason) {
 				t.Errorf("reason %q does not contain %q", d.Reason, c.reason)
 			}
 		})

@@ -80,6 +80,10 @@ type Decision struct {
 	At      *string `json:"at"`
 	Desired int     `json:"desired"`
 	Reason  string  `json:"reason"`
+	// ReasonCode is the reason's kind: grow, shrink or hold (a tick),
+	// wake or bridge (on enqueue); omitted for a decision recorded before
+	// codes were kept.
+	ReasonCode string `json:"reason_code,omitempty"`
 	// Victims are the instances terminated, each with why.
 	Victims []string `json:"victims,omitempty"`
 	// InService and Inputs are what the decision saw (instances in service;

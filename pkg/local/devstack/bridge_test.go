@@ -53,8 +53,8 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.History) < 2 || st.History[0].Reason != "bridge 1: 1 ready jobs, 0 idle workers, Spot launching" ||
-		st.History[0].Desired != 2 || st.History[0].Inputs["on_demand_desired"] != 1 || !strings.HasPrefix(st.History[1].Reason, "woken by 1 ready job") {
+	if len(st.History) < 2 || st.History[0].Reason.String() != "bridge 1: 1 ready jobs, 0 idle workers, Spot launching" || st.History[0].Reason.Code() != scaling.ReasonBridge ||
+		st.History[0].Desired != 2 || st.History[0].Inputs.Map()["on_demand_desired"] != 1 || !strings.HasPrefix(st.History[1].Reason.String(), "woken by 1 ready job") {
 		t.Fatalf("decisions after the wake: %+v", st.History)
 	}
 	clk.Advance(bootDelay / 4)
@@ -118,7 +118,7 @@ func TestDevStackBridgesAColdStartFromAStoppedPool(t *testing.T) {
 	testenv.Eventually(t, "the bridge's job succeeded", requests, func() bool { return jobOf(stack, "t1:b-1").Status == job.Succeeded })
 	r = tickDemo(t, stack)
 	if !slices.ContainsFunc(r.Decision.Victims, func(v scaling.Victim) bool { return v.InstanceID == bridge && v.Why == scaling.WhyBridge }) ||
-		!strings.Contains(r.Decision.Reason, "stop 1 idle bridge into the pool") {
+		!strings.Contains(r.Decision.Reason.String(), "stop 1 idle bridge into the pool") {
 		t.Fatalf("victims %v; %s: want the idle bridge stopped into the pool", r.Decision.Victims, r.Decision.Reason)
 	}
 	if got := stack.Fleet.Pooled("demo"); !slices.Equal(got, []string{bridge}) {

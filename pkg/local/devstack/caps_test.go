@@ -45,7 +45,7 @@ func TestMaxLeasedHoldsOnTheLiveStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := reports[0]; r.Desired != 1 || !strings.Contains(r.Reason, "max_leased") {
+	if r := reports[0]; r.Desired != 1 || !strings.Contains(r.Reason.String(), "max_leased") {
 		t.Fatalf("tick: desired %d (%s); want 1, limited by the cap", r.Desired, r.Reason)
 	}
 	// Several idle workers: three instances, six slots.

@@ -50,7 +50,7 @@ func TestDemoScalesFromZeroAndBack(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	st, err := stack.Store.GetFleetState(context.Background(), "demo")
-	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "shrink") && !strings.HasPrefix(st.LastDecision.Reason, "hold 0") {
+	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason.String(), "shrink") && !strings.HasPrefix(st.LastDecision.Reason.String(), "hold 0") {
 		t.Fatalf("last decision %+v, %v", st.LastDecision, err)
 	}
 }

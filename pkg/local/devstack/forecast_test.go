@@ -10,6 +10,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -31,7 +32,7 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 	fleet := cfg.Fleets[0].Slug
 	mem := fleetstate.Forecast{At: at.Add(-time.Minute),
 		Hours: forecast.History{forecast.HourOf(at.Add(-24 * time.Hour)): {Arrivals: 6, Work: 2, Ticks: 1}}}
-	seed := fleetstate.Record{Decision: fleetstate.Decision{At: at.Add(-time.Minute), Reason: "seed"}, Forecast: &mem}
+	seed := fleetstate.Record{Decision: fleetstate.Decision{At: at.Add(-time.Minute), Reason: scaling.RecordedReason("", "seed")}, Forecast: &mem}
 	if err := stack.Store.RecordDecision(ctx, fleet, seed, fleetstate.State{}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestForecastWarmsTheLiveFleetAheadOfItsUsualHour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := reports[0]; r.Desired != 2 || !strings.Contains(r.Decision.Reason, "forecast: 6.0 jobs/h and 2.0 concurrent expected (1 days) → 2") {
+	if r := reports[0]; r.Desired != 2 || !strings.Contains(r.Decision.Reason.String(), "forecast: 6.0 jobs/h and 2.0 concurrent expected (1 days) → 2") {
 		t.Fatalf("tick with no job: desired %d (%s); want 2 from the forecast", r.Desired, r.Decision.Reason)
 	}
 	clk.Advance(2 * time.Minute)

@@ -77,7 +77,7 @@ func TestDevStackFallsBackToOnDemandWhileSpotIsShort(t *testing.T) {
 		clk.Advance(time.Minute)
 		r = tickDemo(t, stack)
 	}
-	if r.Ladder == nil || r.Ladder.Rung != scaling.RungOnDemand || !strings.Contains(r.Decision.Reason, "on-demand rung") {
+	if r.Ladder == nil || r.Ladder.Rung != scaling.RungOnDemand || !strings.Contains(r.Decision.Reason.String(), "on-demand rung") {
 		t.Fatalf("ladder %+v, reason %q: want the On-Demand rung", r.Ladder, r.Decision.Reason)
 	}
 	if d := clk.Now().Sub(shortAt); d < 5*time.Minute {
@@ -182,7 +182,7 @@ func TestDevStackRunsAJobPreemptedToTheCapOnOnDemandOnly(t *testing.T) {
 	}
 
 	r := tickDemo(t, stack)
-	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 1 || !strings.Contains(r.Decision.Reason, "1 jobs preempted to the cap keep 1 On-Demand") {
+	if od, _ := stack.Fleet.DescribeOnDemand(ctx, "demo"); od.Desired != 1 || !strings.Contains(r.Decision.Reason.String(), "1 jobs preempted to the cap keep 1 On-Demand") {
 		t.Fatalf("On-Demand desired %d, reason %q", od.Desired, r.Decision.Reason)
 	}
 	clk.Advance(bootDelay)

@@ -17,9 +17,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/version"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
@@ -323,7 +324,7 @@ func TestSpotNoticeRequeuesAndAnotherAgentFinishes(t *testing.T) {
 	if j.Status != job.Queued || j.Preemptions != 1 || j.Attempts != 0 || j.Reason != job.SpotInterruption.Reason() {
 		t.Fatalf("after the notice: %s preemptions %d attempts %d reason %s", j.Status, j.Preemptions, j.Attempts, j.Reason)
 	}
-	if _, err := e.stack.Store.GetWorker(e.ctx, "spot"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.stack.Store.GetWorker(e.ctx, "spot"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("the interrupted worker is still registered: %v", err)
 	}
 	if imds.v1.Load() != 0 {
@@ -453,7 +454,7 @@ func TestDrain(t *testing.T) {
 	if j := e.job("long"); j.Status != job.Queued || j.Reason != job.Shutdown.Reason() || j.Attempts != 0 {
 		t.Fatalf("long: %s %s attempts %d", j.Status, j.Reason, j.Attempts)
 	}
-	if _, err := e.stack.Store.GetWorker(e.ctx, "d1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.stack.Store.GetWorker(e.ctx, "d1"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("worker not deregistered: %v", err)
 	}
 	if _, err := e.stack.Store.Cancel(e.ctx, "long"); err != nil {
@@ -505,8 +506,8 @@ func TestLeaseLostStopsTheJob(t *testing.T) {
 	testenv.Waiters(t, agentClock, 2)
 	// Time jumps past the lease; another worker takes the job over.
 	e.clock.Advance(time.Minute)
-	other := store.WorkerAuth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
-	if _, err := e.stack.Store.RegisterWorker(e.ctx, store.Registration{WorkerID: "second", Fleet: "gpu", Stage: "test", MaxConcurrency: 1, TokenHash: "h2"}); err != nil {
+	other := worker.Auth{WorkerID: "second", Fleet: "gpu", TokenHash: "h2"}
+	if _, err := e.stack.Store.RegisterWorker(e.ctx, worker.Registration{WorkerID: "second", Fleet: "gpu", Stage: "test", MaxConcurrency: 1, TokenHash: "h2"}); err != nil {
 		t.Fatal(err)
 	}
 	j, err := e.stack.Store.LeaseNext(e.ctx, other, []string{"render"})

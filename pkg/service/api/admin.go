@@ -44,7 +44,7 @@ func (s *server) fleets(w http.ResponseWriter, r *http.Request) {
 }
 
 func viewDecision(d fleetstate.Decision) wire.Decision {
-	return wire.Decision{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason, Victims: d.Victims, InService: d.InService, Inputs: d.Inputs}
+	return wire.Decision{At: rfc3339(d.At), Desired: d.Desired, Reason: d.Reason.String(), ReasonCode: string(d.Reason.Code()), Victims: d.Victims, InService: d.InService, Inputs: d.Inputs.Map()}
 }
 
 func viewWorker(wk worker.Worker) wire.Worker {

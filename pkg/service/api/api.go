@@ -18,7 +18,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
 	"github.com/fleetq/fleetq/pkg/aws/attest"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -32,14 +32,14 @@ import (
 // WorkerStore is what the worker routes need of the store.
 type WorkerStore interface {
 	TakeRegistrationSlot(ctx context.Context, source string, limit int) (time.Duration, error)
-	RegisterWorker(ctx context.Context, r store.Registration) (worker.Worker, error)
-	LeaseNext(ctx context.Context, a store.WorkerAuth, workflows []string) (job.Job, error)
-	Heartbeat(ctx context.Context, a store.WorkerAuth, jobID, token string, progress *float64) (store.HeartbeatResult, error)
-	Complete(ctx context.Context, a store.WorkerAuth, jobID, token string, result json.RawMessage) error
-	Fail(ctx context.Context, a store.WorkerAuth, jobID, token string, e job.Error) (job.Outcome, error)
-	Requeue(ctx context.Context, a store.WorkerAuth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
-	DeregisterWorker(ctx context.Context, a store.WorkerAuth) error
-	MarkWorkerUnhealthy(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
+	RegisterWorker(ctx context.Context, r worker.Registration) (worker.Worker, error)
+	LeaseNext(ctx context.Context, a worker.Auth, workflows []string) (job.Job, error)
+	Heartbeat(ctx context.Context, a worker.Auth, jobID, token string, progress *float64) (job.HeartbeatResult, error)
+	Complete(ctx context.Context, a worker.Auth, jobID, token string, result json.RawMessage) error
+	Fail(ctx context.Context, a worker.Auth, jobID, token string, e job.Error) (job.Outcome, error)
+	Requeue(ctx context.Context, a worker.Auth, jobID, token string, reason job.PreemptReason) (job.Outcome, error)
+	DeregisterWorker(ctx context.Context, a worker.Auth) error
+	MarkWorkerUnhealthy(ctx context.Context, a worker.Auth) (worker.Worker, error)
 	PutBootReport(ctx context.Context, r worker.BootReport) error
 	Authorizer
 }
@@ -65,8 +65,8 @@ type AdminStore interface {
 	RotateWorkerToken(ctx context.Context, id, tokenHash string) (worker.Worker, error)
 	ListJobs(ctx context.Context, fleet string, status job.Status, limit int) ([]job.Summary, error)
 	RetryDead(ctx context.Context, id string) (job.Job, error)
-	ListRejections(ctx context.Context, limit int) ([]store.Rejection, error)
-	CostsSince(ctx context.Context, since time.Time) ([]store.CostGroup, error)
+	ListRejections(ctx context.Context, limit int) ([]submission.Rejection, error)
+	CostsSince(ctx context.Context, since time.Time) ([]cost.Group, error)
 	BootReports(ctx context.Context, fleet string) ([]worker.BootReport, error)
 }
 

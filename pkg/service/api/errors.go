@@ -9,7 +9,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/strictjson"
@@ -44,17 +44,17 @@ func toError(err error) *wire.Error {
 		return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: se.Msg}
 	case errors.As(err, &se):
 		return invalid("%s", se.Msg)
-	case errors.Is(err, store.ErrItemTooLarge):
+	case errors.Is(err, fault.ErrItemTooLarge):
 		return &wire.Error{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeInvalidArgument, Message: "the job's record would exceed DynamoDB's 400 KB item limit; store large data as objects"}
-	case errors.Is(err, store.ErrLeaseLost):
+	case errors.Is(err, fault.ErrLeaseLost):
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeLeaseLost, Message: "the lease token is not the job's current lease; stop working on this job"}
-	case errors.Is(err, store.ErrFleetFull):
+	case errors.Is(err, fault.ErrFleetFull):
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeFleetFull, Message: "the fleet has reached its worker cap; deregister or remove stale workers first"}
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, fault.ErrConflict):
 		return &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Message: conflictMessage(err)}
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, fault.ErrNotFound):
 		return notFound("%s", notFoundMessage(err))
-	case errors.Is(err, store.ErrUnauthenticated), errors.Is(err, auth.ErrMalformedToken):
+	case errors.Is(err, fault.ErrUnauthenticated), errors.Is(err, auth.ErrMalformedToken):
 		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "the worker token is missing, malformed or replaced; register again"}
 	case errors.Is(err, auth.ErrOperatorUnauthenticated):
 		return &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthenticated, Message: "this route needs the operator credential"}
@@ -65,9 +65,9 @@ func toError(err error) *wire.Error {
 	case errors.Is(err, attest.ErrUnavailable):
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, RetryAfter: awsenv.TransientRetryAfter,
 			Message: "attested registration: STS or Auto Scaling could not be asked; retry after the Retry-After seconds"}
-	case errors.Is(err, store.ErrRevoked):
+	case errors.Is(err, fault.ErrRevoked):
 		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodePermissionDenied, Message: "this worker was revoked by an operator"}
-	case errors.Is(err, store.ErrContention):
+	case errors.Is(err, fault.ErrContention):
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request raced another and changed nothing; retry it"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable, Message: "the request timed out; it is safe to retry"}

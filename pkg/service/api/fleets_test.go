@@ -34,7 +34,8 @@ func TestScheduledTickDecisionShowsInAdminFleets(t *testing.T) {
 	last := gpu["last_decision"].(map[string]any)
 	// Three jobs need three single-slot instances (dispatch's wake may have
 	// asked for some of them already).
-	if gpu["desired"].(float64) != 3 || last["desired"].(float64) != 3 || !strings.Contains(last["reason"].(string), "3 ready + 0 leased need 3") {
+	if gpu["desired"].(float64) != 3 || last["desired"].(float64) != 3 || !strings.Contains(last["reason"].(string), "3 ready + 0 leased need 3") ||
+		last["reason_code"] != "grow" && last["reason_code"] != "hold" {
 		t.Fatalf("gpu fleet after the tick: %v", gpu)
 	}
 	// Newest first: the tick's decision, then the wake's that left zero.
@@ -60,7 +61,7 @@ func TestWakeOnEnqueueShowsInAdminFleets(t *testing.T) {
 	h.want(fl, 200, "")
 	gpu := fl.body["fleets"].([]any)[0].(map[string]any)
 	last, ok := gpu["last_decision"].(map[string]any)
-	if !ok || last["reason"] != "woken by 1 ready job" || last["desired"].(float64) != 1 || gpu["desired"].(float64) != 1 {
+	if !ok || last["reason"] != "woken by 1 ready job" || last["reason_code"] != "wake" || last["desired"].(float64) != 1 || gpu["desired"].(float64) != 1 {
 		t.Fatalf("gpu fleet after a wake: %v", gpu)
 	}
 	if in, _ := last["inputs"].(map[string]any); in["ready"] != 1.0 || in["desired_after"] != 1.0 {

@@ -8,17 +8,17 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 )
 
 // KeyStore is what API keys need of the store.
 type KeyStore interface {
-	CreateAPIKey(ctx context.Context, k store.APIKey) error
-	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
-	ListAPIKeys(ctx context.Context, tenant string) ([]store.APIKey, error)
-	RevokeAPIKey(ctx context.Context, id string) (store.APIKey, error)
+	CreateAPIKey(ctx context.Context, k tenant.APIKey) error
+	GetAPIKey(ctx context.Context, id string) (tenant.APIKey, error)
+	ListAPIKeys(ctx context.Context, tenant string) ([]tenant.APIKey, error)
+	RevokeAPIKey(ctx context.Context, id string) (tenant.APIKey, error)
 	TouchAPIKey(ctx context.Context, id string, now time.Time) (bool, error)
 }
 
@@ -41,7 +41,7 @@ func (s *server) authenticateKey(ctx context.Context, presented string) (caller,
 		return caller{}, malformedKey()
 	}
 	k, err := s.Store.GetAPIKey(ctx, parsed.ID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, fault.ErrNotFound) {
 		return caller{}, unauthenticated("the API key is not valid")
 	}
 	if err != nil {
@@ -53,12 +53,12 @@ func (s *server) authenticateKey(ctx context.Context, presented string) (caller,
 	name := auth.APIKeyPrefix + k.ID
 	now := s.Clock.Now()
 	switch k.State(now) {
-	case store.KeyRevoked:
+	case tenant.KeyRevoked:
 		return caller{}, unauthenticated("the API key " + name + " was revoked; ask an operator for a new one")
-	case store.KeyExpired:
+	case tenant.KeyExpired:
 		return caller{}, unauthenticated("the API key " + name + " has expired; ask an operator for a new one")
 	}
-	if now.Sub(time.UnixMilli(k.LastUsedMS)) >= store.KeyTouchInterval {
+	if now.Sub(time.UnixMilli(k.LastUsedMS)) >= tenant.KeyTouchInterval {
 		if _, err := s.Store.TouchAPIKey(ctx, k.ID, now); err != nil {
 			s.log.WarnContext(ctx, "record API key use", "key", name, "error", err.Error())
 		}
@@ -66,7 +66,7 @@ func (s *server) authenticateKey(ctx context.Context, presented string) (caller,
 	return caller{tenant: k.Tenant, who: name}, nil
 }
 
-func viewKey(k store.APIKey, now time.Time) wire.APIKey {
+func viewKey(k tenant.APIKey, now time.Time) wire.APIKey {
 	at := func(msec int64) *string {
 		if msec == 0 {
 			return nil
@@ -93,24 +93,24 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // newKey mints and stores a key; the console's form calls it too.
-func (s *server) newKey(ctx context.Context, operator string, req wire.CreateKeyRequest) (string, store.APIKey, error) {
+func (s *server) newKey(ctx context.Context, operator string, req wire.CreateKeyRequest) (string, tenant.APIKey, error) {
 	if err := tenant.CheckID("tenant_id", req.TenantID); err != nil {
-		return "", store.APIKey{}, invalid("%v", err)
+		return "", tenant.APIKey{}, invalid("%v", err)
 	}
 	if len(req.Name) > maxKeyName {
-		return "", store.APIKey{}, invalid("field \"name\": at most %d characters", maxKeyName)
+		return "", tenant.APIKey{}, invalid("field \"name\": at most %d characters", maxKeyName)
 	}
 	if req.ExpiresInSeconds < 0 || time.Duration(req.ExpiresInSeconds)*time.Second > maxKeyLifetime {
-		return "", store.APIKey{}, invalid("field \"expires_in_seconds\": must be between 0 (never) and %d", int64(maxKeyLifetime/time.Second))
+		return "", tenant.APIKey{}, invalid("field \"expires_in_seconds\": must be between 0 (never) and %d", int64(maxKeyLifetime/time.Second))
 	}
 	now := s.Clock.Now()
 	key, parsed := auth.NewAPIKey()
-	k := store.APIKey{ID: parsed.ID, Tenant: req.TenantID, Name: req.Name, Hash: parsed.Hash, CreatedMS: now.UnixMilli()}
+	k := tenant.APIKey{ID: parsed.ID, Tenant: req.TenantID, Name: req.Name, Hash: parsed.Hash, CreatedMS: now.UnixMilli()}
 	if req.ExpiresInSeconds > 0 {
 		k.ExpiresMS = now.Add(time.Duration(req.ExpiresInSeconds) * time.Second).UnixMilli()
 	}
 	if err := s.Store.CreateAPIKey(ctx, k); err != nil {
-		return "", store.APIKey{}, err
+		return "", tenant.APIKey{}, err
 	}
 	s.log.InfoContext(ctx, "API key created", "key", auth.APIKeyPrefix+k.ID, "tenant_id", k.Tenant, "operator", operator)
 	return key, k, nil
@@ -166,13 +166,13 @@ func (s *server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, wire.KeyResponse{APIKey: viewKey(k, s.Clock.Now())})
 }
 
-func (s *server) revokeKeyID(ctx context.Context, operator, id string) (store.APIKey, error) {
+func (s *server) revokeKeyID(ctx context.Context, operator, id string) (tenant.APIKey, error) {
 	if !auth.ValidAPIKeyID(id) {
-		return store.APIKey{}, notFound("API key %q: not found", id)
+		return tenant.APIKey{}, notFound("API key %q: not found", id)
 	}
 	k, err := s.Store.RevokeAPIKey(ctx, id)
 	if err != nil {
-		return store.APIKey{}, err
+		return tenant.APIKey{}, err
 	}
 	s.log.InfoContext(ctx, "API key revoked", "key", auth.APIKeyPrefix+k.ID, "tenant_id", k.Tenant, "operator", operator)
 	return k, nil

@@ -16,13 +16,13 @@ import (
 	samples "github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/sqsqueue"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/api"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 // TestLambdaAdapterServesSampleEvents sends the API Gateway (payload v2)
@@ -48,7 +48,11 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := api.New(cfg, store.New(db, store.Options{Table: table, Config: cfg}),
+	sys, err := system.New(cfg, db, table, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(cfg, sys.Store,
 		sqsqueue.Queue{Client: sqsClient, URL: aws.ToString(q.QueueUrl)}, consoleKeys, auth.IAMOperator{},
 		clock.Real{}, slog.New(slog.DiscardHandler),
 		api.Config{FleetSecrets: auth.StaticFleetSecrets{"demo": {"sample-fleet-secret"}}})
@@ -84,7 +88,7 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 	if status != 201 || !strings.HasPrefix(body["token"].(string), "fqw1.") {
 		t.Fatalf("register: %d %v", status, body)
 	}
-	w, err := store.New(db, store.Options{Table: table, Config: cfg}).GetWorker(ctx, "i-0abc1234def567890")
+	w, err := sys.Store.GetWorker(ctx, "i-0abc1234def567890")
 	if err != nil || w.SourceIP != "203.0.113.7" {
 		t.Fatalf("registered worker %+v, %v: want the request context's source IP", w, err)
 	}
@@ -107,7 +111,7 @@ func TestLambdaAdapterServesSampleEvents(t *testing.T) {
 }
 
 func TestNewRequiresEveryDependency(t *testing.T) {
-	cfg, st, q, op, log := fleetconfig.Default(), &store.Store{}, sqsqueue.Queue{}, auth.IAMOperator{}, slog.New(slog.DiscardHandler)
+	cfg, st, q, op, log := fleetconfig.Default(), struct{ api.Store }{}, sqsqueue.Queue{}, auth.IAMOperator{}, slog.New(slog.DiscardHandler)
 	keys, err := signing.NewStatic("console-key")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -18,10 +18,10 @@ import (
 // IAM principal acts for, kept beside the API keys so it changes without
 // a deploy.
 type PrincipalStore interface {
-	MapPrincipal(ctx context.Context, p store.Principal) (store.Principal, error)
-	GetPrincipal(ctx context.Context, key string) (store.Principal, bool, error)
-	ListPrincipals(ctx context.Context) ([]store.Principal, error)
-	UnmapPrincipal(ctx context.Context, key string) (store.Principal, error)
+	MapPrincipal(ctx context.Context, p tenant.PrincipalMapping) (tenant.PrincipalMapping, error)
+	GetPrincipal(ctx context.Context, key string) (tenant.PrincipalMapping, bool, error)
+	ListPrincipals(ctx context.Context) ([]tenant.PrincipalMapping, error)
+	UnmapPrincipal(ctx context.Context, key string) (tenant.PrincipalMapping, error)
 }
 
 // callerFor says who an IAM caller is on the producer routes: the stage
@@ -75,9 +75,9 @@ func (s *server) mapPrincipal(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, conflict("principal %s is the credential of this request: as a tenant's it would lose the operator routes; map another principal", req.PrincipalARN))
 		return
 	}
-	m, err := s.Store.MapPrincipal(r.Context(), store.Principal{Key: p.Key(), ARN: req.PrincipalARN, Tenant: req.TenantID,
+	m, err := s.Store.MapPrincipal(r.Context(), tenant.PrincipalMapping{Key: p.Key(), ARN: req.PrincipalARN, Tenant: req.TenantID,
 		Operator: req.Operator, CreatedMS: s.Clock.Now().UnixMilli(), CreatedBy: operatorOf(r)})
-	var mapped *store.PrincipalMappedError
+	var mapped *tenant.PrincipalMappedError
 	if errors.As(err, &mapped) {
 		s.writeError(w, r, conflict("%v", err))
 		return
@@ -135,7 +135,7 @@ func (s *server) removePrincipal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.Store.UnmapPrincipal(r.Context(), p.Key())
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, fault.ErrNotFound) {
 		s.writeError(w, r, notFound("principal %s: not mapped", req.PrincipalARN))
 		return
 	}
@@ -170,7 +170,7 @@ func (s *server) isCaller(r *http.Request, p tenant.Principal) bool {
 	return err == nil && c.Key() == p.Key()
 }
 
-func viewPrincipal(m store.Principal) wire.PrincipalMapping {
+func viewPrincipal(m tenant.PrincipalMapping) wire.PrincipalMapping {
 	return wire.PrincipalMapping{PrincipalARN: m.ARN, TenantID: m.Tenant, Operator: m.Operator, Source: "table",
 		CreatedAt: rfc3339(time.UnixMilli(m.CreatedMS))}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/assets"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
 	"github.com/fleetq/fleetq/pkg/domain/tenant"
@@ -79,7 +78,7 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j, accepted, err := s.Store.AcceptJob(r.Context(), sub.Spec(), fresh)
-	var qe *store.QuotaError
+	var qe *tenant.QuotaError
 	if errors.As(err, &qe) {
 		s.log.InfoContext(r.Context(), "submission over tenant cap", "job_id", sub.JobID, "tenant_id", sub.TenantID, "max_queued", qe.Cap, "open", qe.Open)
 		err = &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, RetryAfter: quotaRetryAfter,

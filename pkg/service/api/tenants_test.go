@@ -12,8 +12,8 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/tenant"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
 
@@ -310,7 +310,7 @@ func TestAPIKeysAreShownOnceStoredHashedAndRefusedOnceRevokedOrExpired(t *testin
 	// Expired: a key whose expiry has passed is refused.
 	expired, parsed := auth.NewAPIKey()
 	past := time.Now().Add(-time.Minute).UnixMilli()
-	if err := h.stack.Store.CreateAPIKey(context.Background(), store.APIKey{ID: parsed.ID, Tenant: "acme", Hash: parsed.Hash, CreatedMS: past - 1000, ExpiresMS: past}); err != nil {
+	if err := h.stack.Store.CreateAPIKey(context.Background(), tenant.APIKey{ID: parsed.ID, Tenant: "acme", Hash: parsed.Hash, CreatedMS: past - 1000, ExpiresMS: past}); err != nil {
 		t.Fatal(err)
 	}
 	r = h.do("GET", "/api/jobs/nothing", expired, nil)

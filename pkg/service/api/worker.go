@@ -13,8 +13,8 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/aws/auth"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/cost"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
@@ -35,7 +35,7 @@ func decode(data []byte, v any, allowEmpty bool) error {
 // counts in its 429.
 func (s *server) registrationCaller(r *http.Request, what string) (registrationProof, error) {
 	if wait, err := s.Store.TakeRegistrationSlot(r.Context(), sourceAddress(r), s.RegisterLimit); err != nil {
-		if errors.Is(err, store.ErrRateLimited) {
+		if errors.Is(err, fault.ErrRateLimited) {
 			secs := int(math.Ceil(wait.Seconds()))
 			return registrationProof{}, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
 				Message: "too many " + what + " from this address; retry after the Retry-After seconds"}
@@ -84,7 +84,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	token, parsed := auth.NewWorkerToken(f.Slug, req.WorkerID)
 	caps, _ := strictjson.RequireObject("capabilities", req.Capabilities)
-	wk, err := s.Store.RegisterWorker(ctx, store.Registration{
+	wk, err := s.Store.RegisterWorker(ctx, worker.Registration{
 		WorkerID: req.WorkerID, Fleet: f.Slug, Stage: req.Stage,
 		InstanceID: req.InstanceID, InstanceType: req.InstanceType, AZ: req.AvailabilityZone, PurchaseOption: req.PurchaseOption,
 		Capabilities: caps, Providers: req.Providers, MaxConcurrency: *req.MaxConcurrency,
@@ -95,7 +95,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.checked.remember(store.WorkerAuth{WorkerID: wk.ID, Fleet: f.Slug, TokenHash: parsed.Hash})
+	s.checked.remember(worker.Auth{WorkerID: wk.ID, Fleet: f.Slug, TokenHash: parsed.Hash})
 	s.log.InfoContext(ctx, "worker registered", "worker_id", wk.ID, "fleet", f.Slug, "instance_id", wk.InstanceID, "approved", wk.Approved,
 		"agent_version", req.AgentVersion, "attested", attested)
 	if req.AgentVersion != version.Get() {
@@ -272,10 +272,10 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if _, ok := s.Config.Fleet(parsed.Fleet); !ok {
-			s.writeError(w, r, store.ErrUnauthenticated)
+			s.writeError(w, r, fault.ErrUnauthenticated)
 			return
 		}
-		a := store.WorkerAuth{WorkerID: parsed.WorkerID, Fleet: parsed.Fleet, TokenHash: parsed.Hash}
+		a := worker.Auth{WorkerID: parsed.WorkerID, Fleet: parsed.Fleet, TokenHash: parsed.Hash}
 		if err := s.authorizeWorker(r.Context(), a); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -288,8 +288,8 @@ func (s *server) worker(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func workerOf(r *http.Request) store.WorkerAuth {
-	return r.Context().Value(workerCtxKey{}).(store.WorkerAuth)
+func workerOf(r *http.Request) worker.Auth {
+	return r.Context().Value(workerCtxKey{}).(worker.Auth)
 }
 
 func (s *server) poll(w http.ResponseWriter, r *http.Request) {
@@ -305,7 +305,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request) {
 	a := workerOf(r)
 	f, _ := s.Config.Fleet(a.Fleet)
 	j, err := s.Store.LeaseNext(r.Context(), a, f.Workflows)
-	if errors.Is(err, store.ErrNoJob) {
+	if errors.Is(err, fault.ErrNoJob) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

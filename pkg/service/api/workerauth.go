@@ -5,14 +5,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
 // Authorizer checks a worker token's digest against the stored one.
 type Authorizer interface {
-	Authorize(ctx context.Context, a store.WorkerAuth) (worker.Worker, error)
+	Authorize(ctx context.Context, a worker.Auth) (worker.Worker, error)
 }
 
 // Worker tokens this API process has checked recently are remembered so a
@@ -46,7 +45,7 @@ func newCheckedTokens(c clock.Clock) *checkedTokens {
 }
 
 // known says whether a's token passed the store's check within the TTL.
-func (c *checkedTokens) known(a store.WorkerAuth) bool {
+func (c *checkedTokens) known(a worker.Auth) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.byID[a.WorkerID]
@@ -54,7 +53,7 @@ func (c *checkedTokens) known(a store.WorkerAuth) bool {
 }
 
 // remember records that a's token passed the store's check now.
-func (c *checkedTokens) remember(a store.WorkerAuth) {
+func (c *checkedTokens) remember(a worker.Auth) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.byID[a.WorkerID]; !ok && len(c.byID) >= maxCheckedTokens {
@@ -77,7 +76,7 @@ func (c *checkedTokens) forget(workerID string) {
 // authorizeWorker checks a worker's token before its request body is read:
 // a made-up token for a known fleet costs one read of the worker item, and
 // never the reading and decoding of its body.
-func (s *server) authorizeWorker(ctx context.Context, a store.WorkerAuth) error {
+func (s *server) authorizeWorker(ctx context.Context, a worker.Auth) error {
 	if s.checked.known(a) {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -53,7 +53,7 @@ type Keys interface {
 // API process (*store.Store in AWS and the dev stack).
 type Sessions interface {
 	// UseConsoleLogin marks a login used; a second use answers
-	// store.ErrLoginUsed.
+	// fault.ErrLoginUsed.
 	UseConsoleLogin(ctx context.Context, nonce string, expires time.Time) error
 	EndConsoleSession(ctx context.Context, id string, expires time.Time) error
 	ConsoleSessionEnded(ctx context.Context, id string) (bool, error)
@@ -266,7 +266,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = c.sessions.UseConsoleLogin(ctx, lc.Nonce, time.Unix(lc.Expires, 0))
-	if errors.Is(err, store.ErrLoginUsed) {
+	if errors.Is(err, fault.ErrLoginUsed) {
 		c.log.WarnContext(ctx, "console login used again", "operator", lc.Operator)
 		c.unauthenticated(w, "This console link was used already: each works once. Run fleetq console again for a new one.")
 		return

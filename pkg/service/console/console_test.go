@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/console"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 // recordingOps answers the pages with fixed rows and records the actions;
@@ -75,7 +75,7 @@ type env struct {
 	t     *testing.T
 	ops   *recordingOps
 	clk   *clock.Fake
-	st    *store.Store
+	st    console.Sessions
 	c     *console.Console
 	srv   *httptest.Server
 	http  *http.Client
@@ -89,7 +89,11 @@ func newEnv(t *testing.T, key string) *env {
 	t.Helper()
 	client, table := testenv.DynamoDB(t)
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	return newProcess(t, store.New(client, store.Options{Table: table, Config: fleetconfig.Default(), Clock: clk}), clk, keyRing(t, key))
+	sys, err := system.New(fleetconfig.Default(), client, table, clk, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newProcess(t, sys.Store, clk, keyRing(t, key))
 }
 
 func keyRing(t *testing.T, key string) signing.Static {
@@ -102,7 +106,7 @@ func keyRing(t *testing.T, key string) signing.Static {
 }
 
 // newProcess is another API process's console on the same store and clock.
-func newProcess(t *testing.T, st *store.Store, clk *clock.Fake, keys console.Keys) *env {
+func newProcess(t *testing.T, st console.Sessions, clk *clock.Fake, keys console.Keys) *env {
 	t.Helper()
 	e := &env{t: t, ops: &recordingOps{}, clk: clk, st: st}
 	c, err := console.New(e.ops, keys, st, e.clk, slog.New(slog.DiscardHandler), console.Config{})
@@ -344,7 +348,7 @@ func TestFleetsPageShowsTheBootTimeline(t *testing.T) {
 }
 
 func TestNewRequiresEveryDependency(t *testing.T) {
-	ops, keys, st, log := &recordingOps{}, keyRing(t, "console-key"), &store.Store{}, slog.New(slog.DiscardHandler)
+	ops, keys, st, log := &recordingOps{}, keyRing(t, "console-key"), struct{ console.Sessions }{}, slog.New(slog.DiscardHandler)
 	for name, f := range map[string]func() (*console.Console, error){
 		"ops": func() (*console.Console, error) {
 			return console.New(nil, keys, st, clock.Real{}, log, console.Config{})

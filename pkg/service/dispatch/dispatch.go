@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/submission"
@@ -17,7 +16,7 @@ import (
 // Store is what dispatch needs of the store.
 type Store interface {
 	CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, error)
-	RecordRejection(ctx context.Context, r store.Rejection) error
+	RecordRejection(ctx context.Context, r submission.Rejection) error
 }
 
 // Waker raises a fleet's capacity when work arrives for it (wake on enqueue):
@@ -106,7 +105,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, rec events.SQSMe
 	var invalid *submission.Error
 	if errors.As(err, &invalid) {
 		log.WarnContext(ctx, "submission rejected", "message_id", rec.MessageId, "reason", invalid.Msg)
-		return "", "", h.store.RecordRejection(ctx, store.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
+		return "", "", h.store.RecordRejection(ctx, submission.Rejection{MessageID: rec.MessageId, Source: "sqs", Reason: invalid.Msg, Body: rec.Body})
 	}
 	if err != nil {
 		return "", "", err

@@ -11,19 +11,27 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/dispatch"
+	"github.com/fleetq/fleetq/pkg/service/system"
 
 	samples "github.com/fleetq/fleetq/events"
 )
 
-func newStore(t *testing.T) *store.Store {
+// newEnv is what the dispatch function's composition root builds, on a
+// fresh table.
+func newEnv(t *testing.T, cfg *fleetconfig.Config) *system.Env {
+	t.Helper()
 	client, table := testenv.DynamoDB(t)
-	return store.New(client, store.Options{Table: table, Config: fleetconfig.Default(), Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	env, err := system.New(cfg, client, table, clock.Real{}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }
 
 func msg(id, body string) events.SQSMessage { return events.SQSMessage{MessageId: id, Body: body} }
@@ -37,7 +45,7 @@ func (w *recordingWaker) Wake(_ context.Context, fleet string, _ int) error {
 
 func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
+	st := newEnv(t, fleetconfig.Default()).Store
 	data, err := samples.FS.ReadFile("sqs-submission-batch.json")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +85,7 @@ func TestSampleBatchCreatesGoodAndRecordsBad(t *testing.T) {
 
 func TestMissingJobIDUsesMessageID(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
+	st := newEnv(t, fleetconfig.Default()).Store
 	h := newHandler(t, fleetconfig.Default(), st, dispatch.Config{})
 	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m-77", `{"tenant_id":"t","workflow_id":"demo-exec"}`)}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -91,7 +99,7 @@ func TestMissingJobIDUsesMessageID(t *testing.T) {
 // flakyStore fails the creation of chosen jobs, as a throttled or unreachable
 // table would.
 type flakyStore struct {
-	*store.Store
+	dispatch.Store
 	failFor map[string]bool
 }
 
@@ -104,7 +112,7 @@ func (f *flakyStore) CreateJob(ctx context.Context, n job.Spec) (job.Job, bool, 
 
 func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
+	st := newEnv(t, fleetconfig.Default()).Store
 	h := newHandler(t, fleetconfig.Default(), &flakyStore{Store: st, failFor: map[string]bool{"t:b": true}}, dispatch.Config{})
 	ev := events.SQSEvent{Records: []events.SQSMessage{
 		msg("m1", `{"job_id":"a","tenant_id":"t","workflow_id":"demo-sleep"}`),
@@ -124,7 +132,7 @@ func TestTransientFailureRedeliversOnlyThatRecord(t *testing.T) {
 			t.Fatalf("job %s: %v", id, err)
 		}
 	}
-	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetJob(context.Background(), "d"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("malformed record made a job: %v", err)
 	}
 }
@@ -142,8 +150,7 @@ func TestWakeCountsACappedTenantUpToItsCap(t *testing.T) {
 	t.Parallel()
 	cfg := fleetconfig.Default()
 	cfg.Tenants = append(cfg.Tenants, fleetconfig.Tenant{ID: "capped", MaxLeased: 2})
-	client, table := testenv.DynamoDB(t)
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	st := newEnv(t, cfg).Store
 	var ev events.SQSEvent
 	for i := range 13 {
 		tenant := "capped"
@@ -176,7 +183,7 @@ func newHandler(t *testing.T, cfg *fleetconfig.Config, st dispatch.Store, c disp
 
 func TestNewRequiresConfigStoreAndLogger(t *testing.T) {
 	t.Parallel()
-	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
+	st, log := struct{ dispatch.Store }{}, slog.New(slog.DiscardHandler)
 	for name, err := range map[string]error{
 		"config": func() error { _, err := dispatch.New(nil, st, log, dispatch.Config{}); return err }(),
 		"store":  func() error { _, err := dispatch.New(fleetconfig.Default(), nil, log, dispatch.Config{}); return err }(),

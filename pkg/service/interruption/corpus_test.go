@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	samples "github.com/fleetq/fleetq/events"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -56,25 +56,26 @@ func TestRealEventCorpus(t *testing.T) {
 		job      job.Status // each agent's job after it
 		worker   worker.Status
 		held     bool // a terminate lifecycle action held while the jobs run
+		outcome  interruption.Outcome
 	}
-	handled := func(k interruption.Kind, requeued int, js job.Status, ws worker.Status) effect {
-		return effect{kind: k, requeued: requeued, job: js, worker: ws}
+	handled := func(k interruption.Kind, o interruption.Outcome, requeued int, js job.Status, ws worker.Status) effect {
+		return effect{kind: k, outcome: o, requeued: requeued, job: js, worker: ws}
 	}
 	want := map[string]effect{
-		"lambda-go-autoscaling-event-terminate-action.json":      {kind: interruption.KindTerminateAction, job: job.Leased, worker: worker.Draining, held: true},
+		"lambda-go-autoscaling-event-terminate-action.json":      {kind: interruption.KindTerminateAction, outcome: interruption.OutcomeHeld, job: job.Leased, worker: worker.Draining, held: true},
 		"lambda-go-autoscaling-event-lifecycle-action.json":      {err: interruption.ErrUnsupported, job: job.Leased, worker: worker.Active},
-		"nth-spot-itn-event.json":                                handled(interruption.KindSpotWarning, 2, job.Queued, worker.Draining),
-		"nth-rebalance-recommendation-event.json":                handled(interruption.KindRebalance, 0, job.Leased, worker.Active),
-		"nth-ec2-state-change-event.json":                        handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),
-		"nth-asg-lifecycle-event.json":                           {kind: interruption.KindTerminateAction, job: job.Leased, worker: worker.Draining, held: true},
-		"nth-scheduled-change-event.json":                        handled(interruption.KindScheduledChange, 0, job.Leased, worker.Draining),
-		"nth-scheduled-change-dedicated-host.json":               handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
-		"nth-scheduled-change-no-entity.json":                    handled(interruption.KindNoInstance, 0, job.Leased, worker.Active),
-		"karpenter-spot-interruption.json":                       handled(interruption.KindSpotWarning, 2, job.Queued, worker.Draining),
-		"karpenter-state-change-stopped.json":                    handled(interruption.KindInstanceEnding, 2, job.Queued, ""),
-		"karpenter-state-change-creating.json":                   handled(interruption.KindInstanceState, 0, job.Leased, worker.Active),
-		"karpenter-scheduled-change.json":                        handled(interruption.KindScheduledChange, 0, job.Leased, worker.Draining),
-		"awsdocs-capacity-reservation-interruption-warning.json": handled(interruption.KindReservationWarning, 2, job.Queued, worker.Draining),
+		"nth-spot-itn-event.json":                                handled(interruption.KindSpotWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
+		"nth-rebalance-recommendation-event.json":                handled(interruption.KindRebalance, interruption.OutcomeCounted, 0, job.Leased, worker.Active),
+		"nth-ec2-state-change-event.json":                        handled(interruption.KindInstanceState, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"nth-asg-lifecycle-event.json":                           {kind: interruption.KindTerminateAction, outcome: interruption.OutcomeHeld, job: job.Leased, worker: worker.Draining, held: true},
+		"nth-scheduled-change-event.json":                        handled(interruption.KindScheduledChange, interruption.OutcomeDraining, 0, job.Leased, worker.Draining),
+		"nth-scheduled-change-dedicated-host.json":               handled(interruption.KindNoInstance, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"nth-scheduled-change-no-entity.json":                    handled(interruption.KindNoInstance, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"karpenter-spot-interruption.json":                       handled(interruption.KindSpotWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
+		"karpenter-state-change-stopped.json":                    handled(interruption.KindInstanceEnding, interruption.OutcomeRemoved, 2, job.Queued, ""),
+		"karpenter-state-change-creating.json":                   handled(interruption.KindInstanceState, interruption.OutcomeIgnored, 0, job.Leased, worker.Active),
+		"karpenter-scheduled-change.json":                        handled(interruption.KindScheduledChange, interruption.OutcomeDraining, 0, job.Leased, worker.Draining),
+		"awsdocs-capacity-reservation-interruption-warning.json": handled(interruption.KindReservationWarning, interruption.OutcomeRequeued, 2, job.Queued, worker.Draining),
 	}
 	names, err := fs.Glob(samples.Corpus, "corpus/*.json")
 	if err != nil || len(names) == 0 {
@@ -103,16 +104,16 @@ func TestRealEventCorpus(t *testing.T) {
 			case w.err == nil && err != nil:
 				t.Fatalf("err = %v", err)
 			}
-			if s.Kind != w.kind || s.Requeued != w.requeued || (s.HeldUntil != "") != w.held || s.Completed {
-				t.Errorf("summary %+v, want kind %q, %d requeued, held %v", s, w.kind, w.requeued, w.held)
+			if s.Kind != w.kind || s.Outcome != w.outcome || s.Requeued != w.requeued || (s.HeldUntil != "") != w.held || s.Completed {
+				t.Errorf("summary %+v, want kind %q, outcome %q, %d requeued, held %v", s, w.kind, w.outcome, w.requeued, w.held)
 			}
 			for _, a := range e.agents {
 				if j := e.job(a.job); j.Status != w.job || j.Attempts > 1 || (w.job == job.Queued && j.Attempts != 0) {
 					t.Errorf("%s: %s after %d attempts, want %s", a.job, j.Status, j.Attempts, w.job)
 				}
-				got, err := e.st.GetWorker(e.ctx, a.id)
+				got, err := e.sys.Store.GetWorker(e.ctx, a.id)
 				switch {
-				case w.worker == "" && !errors.Is(err, store.ErrNotFound):
+				case w.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", a.id, err)
 				case w.worker != "" && (err != nil || got.Status != w.worker):
 					t.Errorf("%s: %s, %v; want %s", a.id, got.Status, err, w.worker)
@@ -124,7 +125,7 @@ func TestRealEventCorpus(t *testing.T) {
 			// A held action is completed once the jobs are done.
 			if w.held {
 				for _, a := range e.agents {
-					if err := e.st.Complete(e.ctx, a.auth, a.job, a.token, json.RawMessage(`{}`)); err != nil {
+					if err := e.sys.Store.Complete(e.ctx, a.auth, a.job, a.token, json.RawMessage(`{}`)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -142,7 +143,7 @@ func TestRealEventCorpus(t *testing.T) {
 
 type corpusAgent struct {
 	id, job, token string
-	auth           store.WorkerAuth
+	auth           worker.Auth
 }
 
 type corpusEnv struct {
@@ -169,10 +170,10 @@ func newCorpusEnv(t *testing.T, ev events.CloudWatchEvent) *corpusEnv {
 	for i := range 2 {
 		a := corpusAgent{id: fmt.Sprintf("%s-gpu%d", inst, i), job: fmt.Sprintf("j%d", i)}
 		a.auth = e.register(a.id, inst, 1)
-		if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: a.job, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		j, err := e.st.LeaseNext(e.ctx, a.auth, []string{"render"})
+		j, err := e.sys.Store.LeaseNext(e.ctx, a.auth, []string{"render"})
 		if err != nil || j.ID != a.job {
 			t.Fatalf("lease: %s, %v", j.ID, err)
 		}

@@ -29,10 +29,10 @@ func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
 				a := e.register(fmt.Sprintf("w%d", i), instance, 2)
 				for j := range k {
 					id := fmt.Sprintf("j%d-%d", i, j)
-					if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+					if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 						t.Fatal(err)
 					}
-					if l, err := e.st.LeaseNext(e.ctx, a, []string{"render"}); err != nil || l.ID != id {
+					if l, err := e.sys.Store.LeaseNext(e.ctx, a, []string{"render"}); err != nil || l.ID != id {
 						t.Fatalf("lease %s: %+v, %v", id, l, err)
 					}
 					jobs = append(jobs, id)
@@ -55,11 +55,11 @@ func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
 				}
 			}
 			for i := range leases {
-				if w, err := e.st.GetWorker(e.ctx, fmt.Sprintf("w%d", i)); err != nil || w.Status != worker.Draining || w.Leases != 0 {
+				if w, err := e.sys.Store.GetWorker(e.ctx, fmt.Sprintf("w%d", i)); err != nil || w.Status != worker.Draining || w.Leases != 0 {
 					t.Fatalf("worker %d: %+v, %v", i, w, err)
 				}
 			}
-			counts, err := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
+			counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
 			if err != nil || len(counts) != 1 || counts[0].Count != 1 || counts[0].Kind != fleetstate.InterruptSpot {
 				t.Fatalf("interruption counts %+v, %v", counts, err)
 			}
@@ -67,7 +67,7 @@ func TestSpotWarningCostsAtMostOnePlusTwoNPlusLRequests(t *testing.T) {
 			if s := e.handle(ev); s.Requeued != 0 {
 				t.Fatalf("redelivery requeued %d", s.Requeued)
 			}
-			if counts, _ := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour)); len(counts) != 1 || counts[0].Count != 1 {
+			if counts, _ := e.sys.Store.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour)); len(counts) != 1 || counts[0].Count != 1 {
 				t.Fatalf("redelivery counted again: %+v", counts)
 			}
 		})
@@ -82,15 +82,15 @@ func TestPreemptionAtTheCapIsDecidedOnTheWholeJob(t *testing.T) {
 	e := newBaseEnv(t, cfgYAML+"    preemption_cap: 1\n", clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
 		clock.NewFake(time.Date(2026, 11, 22, 12, 34, 0, 0, time.UTC)), waitingHook)
 	a := e.register("w1", instance, 1)
-	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: "capped", TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: "capped", TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		l, err := e.st.LeaseNext(e.ctx, a, []string{"render"})
+		l, err := e.sys.Store.LeaseNext(e.ctx, a, []string{"render"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.RequeueWorkerLeases(e.ctx, "w1", job.SpotInterruption.Reason()); err != nil {
+		if _, err := e.sys.Store.RequeueWorkerLeases(e.ctx, "w1", job.SpotInterruption.Reason()); err != nil {
 			t.Fatal(err)
 		}
 		if j := e.job(l.ID); j.Preemptions == 1 && j.Status != job.Queued {
@@ -101,7 +101,7 @@ func TestPreemptionAtTheCapIsDecidedOnTheWholeJob(t *testing.T) {
 	if j.Status != job.Dead || j.Preemptions != 2 || j.Error == nil || j.Error.Code != string(job.ReasonPreemptionCap) {
 		t.Fatalf("past the cap: %s preemptions %d error %+v", j.Status, j.Preemptions, j.Error)
 	}
-	if w, err := e.st.GetWorker(e.ctx, "w1"); err != nil || w.Leases != 0 {
+	if w, err := e.sys.Store.GetWorker(e.ctx, "w1"); err != nil || w.Leases != 0 {
 		t.Fatalf("worker %+v, %v", w, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
@@ -23,7 +23,7 @@ import (
 // one clock.
 type drainEnv struct {
 	*env
-	agents map[string]store.WorkerAuth
+	agents map[string]worker.Auth
 	tokens map[string]string // job id -> lease token
 }
 
@@ -42,7 +42,7 @@ func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 20, 0, 0, time.UTC))
 	e := &drainEnv{env: newBaseEnv(t, fmt.Sprintf(drainCfgYAML, drainTimeout), clk, clk, waitingHook),
-		agents: map[string]store.WorkerAuth{}, tokens: map[string]string{}}
+		agents: map[string]worker.Auth{}, tokens: map[string]string{}}
 	for _, id := range []string{instance + "-gpu0", instance + "-gpu1"} {
 		e.agents[id] = e.register(id, instance, 1)
 	}
@@ -52,10 +52,10 @@ func newDrainEnv(t *testing.T, drainTimeout string) *drainEnv {
 // run leases a new job on the agent.
 func (e *drainEnv) run(agent, id string) {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}
-	j, err := e.st.LeaseNext(e.ctx, e.agents[agent], []string{"render"})
+	j, err := e.sys.Store.LeaseNext(e.ctx, e.agents[agent], []string{"render"})
 	if err != nil || j.ID != id {
 		e.t.Fatalf("lease %s on %s: %s, %v", id, agent, j.ID, err)
 	}
@@ -65,7 +65,7 @@ func (e *drainEnv) run(agent, id string) {
 // finish reports the job done, as its agent does.
 func (e *drainEnv) finish(agent, id string) {
 	e.t.Helper()
-	if err := e.st.Complete(e.ctx, e.agents[agent], id, e.tokens[id], json.RawMessage(`{"ok":true}`)); err != nil {
+	if err := e.sys.Store.Complete(e.ctx, e.agents[agent], id, e.tokens[id], json.RawMessage(`{"ok":true}`)); err != nil {
 		e.t.Fatalf("complete %s: %v", id, err)
 	}
 }
@@ -90,9 +90,9 @@ func (e *drainEnv) sweep(d time.Duration) []interruption.TerminationSummary {
 	return s.Terminations
 }
 
-func outcome(ts []interruption.TerminationSummary) string {
+func outcome(ts []interruption.TerminationSummary) interruption.Outcome {
 	if len(ts) != 1 {
-		return fmt.Sprintf("%d terminations", len(ts))
+		return interruption.Outcome(fmt.Sprintf("%d terminations", len(ts)))
 	}
 	return ts[0].Outcome
 }
@@ -114,7 +114,7 @@ func TestScaleInLetsRunningJobsFinishWhileTheActionIsHeartbeated(t *testing.T) {
 		t.Fatalf("summary %+v: want both workers drained and the action held for 10m", s)
 	}
 	for _, id := range []string{gpu0, gpu1} {
-		if w, _ := e.st.GetWorker(e.ctx, id); w.Status != worker.Draining {
+		if w, _ := e.sys.Store.GetWorker(e.ctx, id); w.Status != worker.Draining {
 			t.Fatalf("%s is %s, want draining", id, w.Status)
 		}
 	}
@@ -315,9 +315,9 @@ func TestEveryEventHandlesEveryAgentOfTheInstance(t *testing.T) {
 				if j := e.job(id); j.Status != c.job || (c.job == job.Queued && j.Attempts != 0) {
 					t.Errorf("%s: %s attempts %d, want %s", id, j.Status, j.Attempts, c.job)
 				}
-				w, err := e.st.GetWorker(e.ctx, agent)
+				w, err := e.sys.Store.GetWorker(e.ctx, agent)
 				switch {
-				case c.worker == "" && !errors.Is(err, store.ErrNotFound):
+				case c.worker == "" && !errors.Is(err, fault.ErrNotFound):
 					t.Errorf("%s not removed: %v", agent, err)
 				case c.worker != "" && (err != nil || w.Status != c.worker):
 					t.Errorf("%s: %s, %v; want %s", agent, w.Status, err, c.worker)

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -29,8 +29,8 @@ type Store interface {
 	RequeueLeasesOf(ctx context.Context, workers []worker.Worker, reason job.Reason, count *fleetstate.Interruption) (int, error)
 	RemoveWorkers(ctx context.Context, workers []worker.Worker, reason job.Reason) (int, error)
 	RecordInterruption(ctx context.Context, in fleetstate.Interruption) (bool, error)
-	StartTermination(ctx context.Context, t store.Termination) (store.Termination, bool, error)
-	Terminations(ctx context.Context) ([]store.Termination, error)
+	StartTermination(ctx context.Context, t worker.Termination) (worker.Termination, bool, error)
+	Terminations(ctx context.Context) ([]worker.Termination, error)
 	RecordTerminationHeartbeat(ctx context.Context, instanceID string, at time.Time) error
 	EndTermination(ctx context.Context, instanceID string) error
 }
@@ -129,7 +129,10 @@ type Summary struct {
 	HeldUntil string `json:"held_until,omitempty"`
 	// Terminations is what a sweep did to each held termination.
 	Terminations []TerminationSummary `json:"terminations,omitempty"`
-	Note         string               `json:"note,omitempty"`
+	// Outcome is what the handler did with the event, and Note says it
+	// for a reader (both set by did).
+	Outcome Outcome `json:"outcome,omitempty"`
+	Note    string  `json:"note,omitempty"`
 }
 
 // Handle handles one EventBridge event: it parses the detail into its
@@ -227,14 +230,14 @@ func (c counting) of(in input, w worker.Worker) *fleetstate.Interruption {
 	return &fleetstate.Interruption{EventID: in.id, Fleet: w.Fleet, Kind: c.kind, InstanceType: w.InstanceType, AZ: w.AZ, At: in.at}
 }
 
-// record counts the event on w's instance, when c says so.
-func (c counting) record(ctx context.Context, h *Handler, in input, w worker.Worker) error {
-	if n := c.of(in, w); n != nil {
-		if _, err := h.store.RecordInterruption(ctx, *n); err != nil {
-			return err
-		}
+// record counts the event on w's instance, when c says so. It answers
+// false for an event counted before (a redelivery).
+func (c counting) record(ctx context.Context, h *Handler, in input, w worker.Worker) (bool, error) {
+	n := c.of(in, w)
+	if n == nil {
+		return true, nil
 	}
-	return nil
+	return h.store.RecordInterruption(ctx, *n)
 }
 
 // drainScheduled drains every worker of every instance an AWS Health
@@ -253,15 +256,21 @@ func drainScheduled(ctx context.Context, h *Handler, in input, s *Summary) error
 		all = append(all, ws...)
 	}
 	if len(all) == 0 {
-		s.Note = "no worker runs on these instances"
+		s.did(OutcomeNoWorker, "no worker runs on these instances")
 		return nil
 	}
 	summarize(all, s)
 	s.Drained = true
-	if err := counted(fleetstate.InterruptScheduled).record(ctx, h, in, all[0]); err != nil {
+	first, err := counted(fleetstate.InterruptScheduled).record(ctx, h, in, all[0])
+	if err != nil {
 		return err
 	}
-	s.Note = fmt.Sprintf("%s at %s: drained ahead of it", m.EventTypeCode, m.StartTime)
+	if !first {
+		// Counted after the drain: the first delivery drained them all.
+		s.did(OutcomeDuplicate, fmt.Sprintf("%s at %s: drained ahead of it already", m.EventTypeCode, m.StartTime))
+		return nil
+	}
+	s.did(OutcomeDraining, fmt.Sprintf("%s at %s: drained ahead of it", m.EventTypeCode, m.StartTime))
 	in.log.Info("scheduled change: instances drained", "code", m.EventTypeCode, "start", m.StartTime,
 		"instances", m.Instances, "workers", s.Workers)
 	return nil
@@ -273,7 +282,7 @@ func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Su
 	if m, ok := in.msg.(TestNotification); ok {
 		group = m.Group
 	}
-	s.Note = "test notification of group " + group + ": nothing to do"
+	s.did(OutcomeIgnored, "test notification of group "+group+": nothing to do")
 	in.log.Info("test notification", "group", group)
 	return nil
 }
@@ -282,7 +291,7 @@ func testNotificationNeedsNothing(_ context.Context, _ *Handler, in input, s *Su
 // instance, once.
 func noInstanceNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) error {
 	m, _ := in.msg.(ScheduledChangeWithoutInstance)
-	s.Note = "scheduled change " + m.EventTypeCode + " names no instance: nothing to drain"
+	s.did(OutcomeIgnored, "scheduled change "+m.EventTypeCode+" names no instance: nothing to drain")
 	in.log.Info("scheduled change names no instance: nothing to drain", "code", m.EventTypeCode, "entities", m.Entities)
 	return nil
 }
@@ -309,7 +318,7 @@ func found(in input, s *Summary, ws []worker.Worker) bool {
 // nobody notes an instance without workers: the action has nothing to do.
 func nobody(in input, s *Summary) {
 	in.log.Info("no worker on the instance; nothing to do")
-	s.Note = "no worker runs on this instance"
+	s.did(OutcomeNoWorker, "no worker runs on this instance")
 }
 
 // logHandled logs what an action did to the instance's workers.
@@ -331,6 +340,7 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 		if s.Requeued, err = h.store.RequeueLeasesOf(ctx, ws, reason.Reason(), c.of(in, ws[0])); err != nil {
 			return err
 		}
+		s.did(OutcomeRequeued, "")
 		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
@@ -344,9 +354,15 @@ func countOnly(kind fleetstate.InterruptionKind) action {
 		if err != nil || !found(in, s, ws) {
 			return err
 		}
-		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
+		first, err := counted(kind).record(ctx, h, in, ws[0])
+		if err != nil {
 			return err
 		}
+		if !first {
+			s.did(OutcomeDuplicate, "counted already")
+			return nil
+		}
+		s.did(OutcomeCounted, "")
 		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
@@ -364,9 +380,10 @@ func removeWorkers(kind fleetstate.InterruptionKind) action {
 			return err
 		}
 		s.Removed = true
-		if err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
+		if _, err := counted(kind).record(ctx, h, in, ws[0]); err != nil {
 			return err
 		}
+		s.did(OutcomeRemoved, "")
 		logHandled(in, s, ws[0].Fleet)
 		return nil
 	}
@@ -378,7 +395,7 @@ func stateNeedsNothing(_ context.Context, _ *Handler, in input, s *Summary) erro
 	if m, ok := in.msg.(InstanceStateChange); ok {
 		state = m.State
 	}
-	s.Note = "state " + state + " needs nothing"
+	s.did(OutcomeIgnored, "state "+state+" needs nothing")
 	return nil
 }
 
@@ -412,15 +429,15 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 	}
 	deadline := in.at.Add(timeout)
 	if leases > 0 && timeout > 0 && deadline.After(h.clock.Now()) {
-		t, created, err := h.store.StartTermination(ctx, store.Termination{InstanceID: m.Instance, Fleet: fleet,
+		t, created, err := h.store.StartTermination(ctx, worker.Termination{InstanceID: m.Instance, Fleet: fleet,
 			Group: m.Group, Hook: m.Hook, Token: m.Token, StartedAt: in.at, Deadline: deadline, HeartbeatAt: in.at})
 		if err != nil {
 			return err
 		}
 		s.HeldUntil = t.Deadline.UTC().Format(time.RFC3339)
-		s.Note = fmt.Sprintf("held: %d running jobs may finish until the drain deadline", leases)
+		note := fmt.Sprintf("held: %d running jobs may finish until the drain deadline", leases)
 		if !created {
-			s.Note = "held already: " + s.Note
+			note = "held already: " + note
 		}
 		in.log.Info("terminate lifecycle action held while the instance drains", "workers", s.Workers,
 			"leases", leases, "deadline", s.HeldUntil)
@@ -431,6 +448,14 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		}
 		s.Requeued += ts.Requeued
 		s.Completed = (ts.Outcome == OutcomeDrained || ts.Outcome == OutcomeDeadline) && ts.Note == ""
+		switch {
+		case s.Completed:
+			s.did(OutcomeCompleted, note)
+		case ts.Outcome == OutcomeLapsed:
+			s.did(OutcomeLapsed, note)
+		default:
+			s.did(OutcomeHeld, note)
+		}
 		return nil
 	}
 	n, err := h.store.RequeueLeasesOf(ctx, ws, job.Shutdown.Reason(), nil)
@@ -438,11 +463,21 @@ func holdTermination(ctx context.Context, h *Handler, in input, s *Summary) erro
 		return err
 	}
 	s.Requeued += n
-	note, err := h.complete(ctx, m.Group, m.Hook, m.Instance, m.Token)
+	note, lapsed, err := h.complete(ctx, m.Group, m.Hook, m.Instance, m.Token)
 	if err != nil {
 		return err
 	}
-	s.Completed, s.Note = note == "", note
+	s.Completed = note == ""
+	switch {
+	case s.Completed:
+		s.did(OutcomeCompleted, note)
+	case lapsed:
+		s.did(OutcomeLapsed, note)
+	default:
+		// No group here to complete it: the leases were requeued, the
+		// action times out on its own.
+		s.did(OutcomeRequeued, note)
+	}
 	return nil
 }
 
@@ -462,47 +497,28 @@ func (h *Handler) drainTimeout(fleet string) time.Duration {
 
 // complete completes a lifecycle action with CONTINUE. An action no longer
 // waiting (a duplicate delivery: completed already, or timed out) is done
-// too; note says so ("" when this call completed it).
-func (h *Handler) complete(ctx context.Context, group, hook, instance, token string) (note string, err error) {
+// too, and lapsed; note says why ("" when this call completed it).
+func (h *Handler) complete(ctx context.Context, group, hook, instance, token string) (note string, lapsed bool, err error) {
 	err = h.lifecycle.CompleteLifecycle(ctx, group, hook, instance, token)
 	switch {
 	case errors.Is(err, errNoAutoScaling):
-		return "no Auto Scaling group here: the lifecycle action times out on its own", nil
+		return "no Auto Scaling group here: the lifecycle action times out on its own", false, nil
 	case errors.Is(err, asg.ErrNoActiveLifecycleAction):
-		return "lifecycle action already completed", nil
+		return "lifecycle action already completed", true, nil
 	case err != nil:
-		return "", fmt.Errorf("complete lifecycle action of %s: %w", instance, err)
+		return "", false, fmt.Errorf("complete lifecycle action of %s: %w", instance, err)
 	}
-	return "", nil
+	return "", false, nil
 }
-
-// Outcomes of a held termination in a sweep.
-const (
-	// OutcomeDrained: no job runs any more; the action was completed.
-	OutcomeDrained = "drained"
-	// OutcomeDeadline: the drain deadline passed; the jobs still running
-	// were requeued (no attempt spent) and the action completed.
-	OutcomeDeadline = "deadline"
-	// OutcomeLapsed: the group no longer waits on the action (its timeout
-	// passed, or someone completed it); the jobs still running were
-	// requeued, since the instance is going.
-	OutcomeLapsed = "lapsed"
-	// OutcomeHeartbeat: jobs still run; the action was heartbeated.
-	OutcomeHeartbeat = "heartbeat"
-	// OutcomeWaiting: jobs still run; no heartbeat was due.
-	OutcomeWaiting = "waiting"
-	// OutcomeFailed: a call failed; the next sweep tries again.
-	OutcomeFailed = "failed"
-)
 
 // TerminationSummary is what a sweep did to one held termination.
 type TerminationSummary struct {
-	InstanceID string `json:"instance_id"`
-	Leases     int    `json:"leases"`
-	Outcome    string `json:"outcome"`
-	Requeued   int    `json:"requeued,omitempty"`
-	Note       string `json:"note,omitempty"`
-	Error      string `json:"error,omitempty"`
+	InstanceID string  `json:"instance_id"`
+	Leases     int     `json:"leases"`
+	Outcome    Outcome `json:"outcome"`
+	Requeued   int     `json:"requeued,omitempty"`
+	Note       string  `json:"note,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // Sweep tends every held termination, as the schedule's tick (once a
@@ -533,7 +549,7 @@ func (h *Handler) Sweep(ctx context.Context) ([]TerminationSummary, error) {
 }
 
 // tend moves one held termination on at now (see Sweep).
-func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) TerminationSummary {
+func (h *Handler) tend(ctx context.Context, t worker.Termination, now time.Time) TerminationSummary {
 	r := TerminationSummary{InstanceID: t.InstanceID}
 	fail := func(err error) TerminationSummary {
 		r.Outcome, r.Error = OutcomeFailed, err.Error()
@@ -553,8 +569,8 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 		return err
 	}
 	// finish completes the action and forgets the termination.
-	finish := func(outcome string) TerminationSummary {
-		note, err := h.complete(ctx, t.Group, t.Hook, t.InstanceID, t.Token)
+	finish := func(outcome Outcome) TerminationSummary {
+		note, _, err := h.complete(ctx, t.Group, t.Hook, t.InstanceID, t.Token)
 		if err != nil {
 			return fail(err)
 		}
@@ -595,7 +611,7 @@ func (h *Handler) tend(ctx context.Context, t store.Termination, now time.Time) 
 	if err != nil {
 		return fail(err)
 	}
-	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := h.store.RecordTerminationHeartbeat(ctx, t.InstanceID, now); err != nil && !errors.Is(err, fault.ErrNotFound) {
 		return fail(err)
 	}
 	r.Outcome = OutcomeHeartbeat

@@ -17,7 +17,7 @@ import (
 
 	samples "github.com/fleetq/fleetq/events"
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -26,6 +26,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/interruption"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 // The samples name this instance and lifecycle action.
@@ -46,11 +47,11 @@ fleets:
 type env struct {
 	t    *testing.T
 	ctx  context.Context
-	st   *store.Store
+	sys  *system.Env
 	h    *interruption.Handler
 	asg  *localaws.AutoScaling
 	clk  *clock.Fake
-	auth store.WorkerAuth
+	auth worker.Auth
 	// requests counts the DynamoDB requests of the store's client.
 	requests *atomic.Int64
 }
@@ -63,8 +64,9 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// newBaseEnv is a store on cfgText's fleets (on storeClk), the fake Auto
-// Scaling API set up by groups, and the handler on them (on clk).
+// newBaseEnv is the composition root's store on cfgText's fleets (on
+// storeClk), the fake Auto Scaling API set up by groups, and the handler on
+// them (on clk).
 func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups func(*localaws.AutoScaling)) *env {
 	t.Helper()
 	cfg, err := fleetconfig.Parse("test.yaml", []byte(cfgText))
@@ -73,7 +75,10 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	}
 	requests := new(atomic.Int64)
 	client, table := testenv.DynamoDB(t, testenv.Counter(requests))
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: storeClk, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
+	sys, err := system.New(cfg, client, table, storeClk, slog.New(slog.DiscardHandler), nil, system.LeaseSpread(1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +86,8 @@ func newBaseEnv(t *testing.T, cfgText string, storeClk, clk *clock.Fake, groups 
 	t.Cleanup(func() { _ = srv.Close() })
 	groups(srv)
 	ad := asg.New(autoscaling.NewFromConfig(localaws.Config(srv.URL), asg.WithoutSDKRetries), asg.Options{Retries: -1})
-	return &env{t: t, ctx: context.Background(), st: st, asg: srv, clk: clk, requests: requests,
-		h: newHandler(t, st, ad, clk, slog.New(slog.DiscardHandler))}
+	return &env{t: t, ctx: context.Background(), sys: sys, asg: srv, clk: clk, requests: requests,
+		h: newHandler(t, sys.Store, ad, clk, slog.New(slog.DiscardHandler))}
 }
 
 // waitingHook is the stage's group with the instance waiting on its
@@ -93,10 +98,10 @@ func waitingHook(srv *localaws.AutoScaling) {
 }
 
 // register registers worker id of fleet gpu on inst.
-func (e *env) register(id, inst string, maxConcurrency int) store.WorkerAuth {
+func (e *env) register(id, inst string, maxConcurrency int) worker.Auth {
 	e.t.Helper()
-	a := store.WorkerAuth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
-	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: inst,
+	a := worker.Auth{WorkerID: id, Fleet: "gpu", TokenHash: "h-" + id}
+	if _, err := e.sys.Store.RegisterWorker(e.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", InstanceID: inst,
 		InstanceType: "g5.xlarge", AZ: "us-east-1a", MaxConcurrency: maxConcurrency, TokenHash: a.TokenHash}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -106,10 +111,10 @@ func (e *env) register(id, inst string, maxConcurrency int) store.WorkerAuth {
 // leased submits and leases a job on the instance's worker.
 func (e *env) leased(id string) job.Job {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}
-	j, err := e.st.LeaseNext(e.ctx, e.auth, []string{"render"})
+	j, err := e.sys.Store.LeaseNext(e.ctx, e.auth, []string{"render"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -140,7 +145,7 @@ func (e *env) handle(ev events.CloudWatchEvent) interruption.Summary {
 
 func (e *env) job(id string) job.Job {
 	e.t.Helper()
-	j, err := e.st.GetJob(e.ctx, id)
+	j, err := e.sys.Store.GetJob(e.ctx, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -160,7 +165,7 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 	if j.Status != job.Queued || j.Attempts != 0 || j.Preemptions != 1 {
 		t.Fatalf("job after the warning: %s attempts %d preemptions %d", j.Status, j.Attempts, j.Preemptions)
 	}
-	w, _ := e.st.GetWorker(e.ctx, "w1")
+	w, _ := e.sys.Store.GetWorker(e.ctx, "w1")
 	if w.Status != worker.Draining || w.Leases != 0 {
 		t.Fatalf("worker %+v", w)
 	}
@@ -171,16 +176,16 @@ func TestSpotWarningRequeuesWithoutAnAttemptOnce(t *testing.T) {
 	if j := e.job("j1"); j.Preemptions != 1 {
 		t.Fatalf("duplicate counted another preemption: %d", j.Preemptions)
 	}
-	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
+	counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
 	if err != nil || len(counts) != 1 || counts[0].Count != 1 || counts[0].Kind != fleetstate.InterruptSpot ||
 		counts[0].InstanceType != "g5.xlarge" || counts[0].AZ != "us-east-1a" {
 		t.Fatalf("interruption counts %+v, %v", counts, err)
 	}
-	if n, _ := e.st.SpotInterruptions(e.ctx, "gpu", ev.Time.Add(-time.Minute)); n != 1 {
+	if n, _ := e.sys.Store.SpotInterruptions(e.ctx, "gpu", ev.Time.Add(-time.Minute)); n != 1 {
 		t.Fatalf("spot interruptions %d", n)
 	}
 	// A drained worker leases nothing.
-	if _, err := e.st.LeaseNext(e.ctx, e.auth, []string{"render"}); err == nil {
+	if _, err := e.sys.Store.LeaseNext(e.ctx, e.auth, []string{"render"}); err == nil {
 		t.Fatal("a drained worker leased a job")
 	}
 }
@@ -197,12 +202,37 @@ func TestRebalanceIsCountedButDrainsNothing(t *testing.T) {
 	if j := e.job("j1"); j.Status != job.Leased {
 		t.Fatalf("job %s, want still leased", j.Status)
 	}
-	if w, _ := e.st.GetWorker(e.ctx, "w1"); w.Status != worker.Active {
+	if w, _ := e.sys.Store.GetWorker(e.ctx, "w1"); w.Status != worker.Active {
 		t.Fatalf("worker %s, want active: the group's capacity rebalance replaces it", w.Status)
 	}
-	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
-	if err != nil || len(counts) != 1 || counts[0].Kind != fleetstate.InterruptRebalance {
+	if s.Outcome != interruption.OutcomeCounted {
+		t.Fatalf("outcome %q, want counted", s.Outcome)
+	}
+	// Delivered again: said to be a duplicate, and counted once.
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDuplicate || s.WorkerID != "w1" {
+		t.Fatalf("redelivered: %+v", s)
+	}
+	counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", ev.Time.Add(-time.Hour))
+	if err != nil || len(counts) != 1 || counts[0].Kind != fleetstate.InterruptRebalance || counts[0].Count != 1 {
 		t.Fatalf("counts %+v, %v", counts, err)
+	}
+}
+
+// A scheduled change delivered again drained its workers the first time:
+// the second delivery says it is a duplicate.
+func TestScheduledChangeRedeliveredIsADuplicate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.leased("j1")
+	ev := sample(t, "aws-health-scheduled-change.json")
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDraining || !s.Drained || s.Requeued != 0 {
+		t.Fatalf("first delivery: %+v", s)
+	}
+	if s := e.handle(ev); s.Outcome != interruption.OutcomeDuplicate || !strings.Contains(s.Note, "already") {
+		t.Fatalf("redelivered: %+v", s)
+	}
+	if j := e.job("j1"); j.Status != job.Leased {
+		t.Fatalf("job %s, want still running", j.Status)
 	}
 }
 
@@ -212,17 +242,17 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 	e.leased("j1")
 	ev := sample(t, "ec2-instance-state-change-terminated.json")
 	s := e.handle(ev)
-	if !s.Removed || s.Requeued != 1 {
+	if !s.Removed || s.Requeued != 1 || s.Outcome != interruption.OutcomeRemoved {
 		t.Fatalf("summary %+v", s)
 	}
-	if _, err := e.st.GetWorker(e.ctx, "w1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.sys.Store.GetWorker(e.ctx, "w1"); !errors.Is(err, fault.ErrNotFound) {
 		t.Fatalf("worker still there: %v", err)
 	}
 	if j := e.job("j1"); j.Status != job.Queued || j.Attempts != 0 {
 		t.Fatalf("job %s attempts %d", j.Status, j.Attempts)
 	}
 	// Again, and a late Spot warning after it (out of order): no-ops.
-	if s := e.handle(ev); s.WorkerID != "" || !strings.Contains(s.Note, "no worker") {
+	if s := e.handle(ev); s.WorkerID != "" || !strings.Contains(s.Note, "no worker") || s.Outcome != interruption.OutcomeNoWorker {
 		t.Fatalf("duplicate: %+v", s)
 	}
 	if s := e.handle(sample(t, "ec2-spot-interruption-warning.json")); s.Requeued != 0 || s.WorkerID != "" {
@@ -231,7 +261,7 @@ func TestTerminatedRemovesTheWorker(t *testing.T) {
 	// A running state needs nothing.
 	running := ev
 	running.Detail = json.RawMessage(`{"instance-id":"` + instance + `","state":"running"}`)
-	if s := e.handle(running); s.WorkerID != "" {
+	if s := e.handle(running); s.WorkerID != "" || s.Outcome != interruption.OutcomeIgnored {
 		t.Fatalf("running: %+v", s)
 	}
 }
@@ -241,7 +271,7 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 	e := newEnv(t)
 	e.leased("j1")
 	s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json"))
-	if !s.Drained || s.Requeued != 1 || !s.Completed {
+	if !s.Drained || s.Requeued != 1 || !s.Completed || s.Outcome != interruption.OutcomeCompleted {
 		t.Fatalf("summary %+v", s)
 	}
 	done := e.asg.LifecycleCompletions()
@@ -249,7 +279,8 @@ func TestTerminateLifecycleActionCompletesAfterRequeue(t *testing.T) {
 		t.Fatalf("lifecycle completions %+v", done)
 	}
 	// Delivered again: the action is no longer active, which is done too.
-	if s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json")); s.Completed || !strings.Contains(s.Note, "already") {
+	if s := e.handle(sample(t, "asg-instance-terminate-lifecycle-action.json")); s.Completed || !strings.Contains(s.Note, "already") ||
+		s.Outcome != interruption.OutcomeLapsed {
 		t.Fatalf("duplicate: %+v", s)
 	}
 	// An instance without a worker still has its action completed.
@@ -275,11 +306,11 @@ type state struct {
 
 func (e *env) state(jobID string) state {
 	e.t.Helper()
-	w, err := e.st.GetWorker(e.ctx, "w1")
+	w, err := e.sys.Store.GetWorker(e.ctx, "w1")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", time.Time{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -363,7 +394,7 @@ func TestHealthEventWithoutAnInstanceIsLoggedAndAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs strings.Builder
-		h := newHandler(t, e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.NewJSONHandler(&logs, nil)))
+		h := newHandler(t, e.sys.Store, interruption.NoAutoScaling, e.clk, slog.New(slog.NewJSONHandler(&logs, nil)))
 		s, err := h.Handle(e.ctx, ev)
 		if err != nil || s.Kind != interruption.KindNoInstance || s.Drained || s.Requeued != 0 || s.Note == "" {
 			t.Errorf("%s: summary %+v, err %v; want %s handled without an error", name, s, err, interruption.KindNoInstance)
@@ -386,7 +417,7 @@ func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
 	if s := e.handle(ev); !s.Drained {
 		t.Fatalf("summary %+v", s)
 	}
-	counts, err := e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	counts, err := e.sys.Store.InterruptionCounts(e.ctx, "gpu", time.Time{})
 	if err != nil || len(counts) != 1 || counts[0].Minute != "20261122T1234" {
 		t.Fatalf("counts %+v, %v: want one in the clock's minute 20261122T1234", counts, err)
 	}
@@ -394,7 +425,7 @@ func TestEventWithoutTimeIsDatedByTheClock(t *testing.T) {
 	e.clk.Advance(time.Hour)
 	ev = sample(t, "ec2-rebalance-recommendation.json")
 	e.handle(ev)
-	counts, _ = e.st.InterruptionCounts(e.ctx, "gpu", time.Time{})
+	counts, _ = e.sys.Store.InterruptionCounts(e.ctx, "gpu", time.Time{})
 	minutes := map[string]bool{}
 	for _, c := range counts {
 		minutes[c.Minute] = true
@@ -428,9 +459,9 @@ func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.leased("j1")
-	h := newHandler(t, e.st, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
+	h := newHandler(t, e.sys.Store, interruption.NoAutoScaling, e.clk, slog.New(slog.DiscardHandler))
 	s, err := h.Handle(e.ctx, sample(t, "asg-instance-terminate-lifecycle-action.json"))
-	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") {
+	if err != nil || !s.Drained || s.Requeued != 1 || s.Completed || !strings.Contains(s.Note, "times out on its own") || s.Outcome != interruption.OutcomeRequeued {
 		t.Fatalf("summary %+v, %v", s, err)
 	}
 	if n := len(e.asg.Calls()); n != 0 {
@@ -440,7 +471,7 @@ func TestNoAutoScalingLeavesTheActionToTimeOut(t *testing.T) {
 
 func TestNewRequiresEveryDependency(t *testing.T) {
 	t.Parallel()
-	st, log := &store.Store{}, slog.New(slog.DiscardHandler)
+	st, log := struct{ interruption.Store }{}, slog.New(slog.DiscardHandler)
 	for name, f := range map[string]func() (*interruption.Handler, error){
 		"store": func() (*interruption.Handler, error) {
 			return interruption.New(nil, interruption.NoAutoScaling, clock.Real{}, log, interruption.Config{})
@@ -491,7 +522,7 @@ func TestRaceWithTheAgentsRequeue(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, agentErr = e.st.Requeue(e.ctx, e.auth, id, j.LeaseToken, job.SpotInterruption)
+			_, agentErr = e.sys.Store.Requeue(e.ctx, e.auth, id, j.LeaseToken, job.SpotInterruption)
 		}()
 		go func() { defer wg.Done(); _, _ = e.h.Handle(e.ctx, ev) }()
 		wg.Wait()
@@ -499,15 +530,15 @@ func TestRaceWithTheAgentsRequeue(t *testing.T) {
 		if got.Status != job.Queued || got.Preemptions != 1 || got.Attempts != 0 {
 			t.Fatalf("round %d: %s preemptions %d attempts %d (agent: %v)", i, got.Status, got.Preemptions, got.Attempts, agentErr)
 		}
-		if agentErr != nil && !errors.Is(agentErr, store.ErrLeaseLost) {
+		if agentErr != nil && !errors.Is(agentErr, fault.ErrLeaseLost) {
 			t.Fatalf("round %d: agent's requeue: %v", i, agentErr)
 		}
 		// Back to active for the next round (the warning drained it).
-		if _, err := e.st.RemoveWorker(e.ctx, "w1", job.ReasonWorkerGone); err != nil {
+		if _, err := e.sys.Store.RemoveWorker(e.ctx, "w1", job.ReasonWorkerGone); err != nil {
 			t.Fatal(err)
 		}
 		e.auth = e.register("w1", instance, 2)
-		if _, err := e.st.Cancel(e.ctx, id); err != nil {
+		if _, err := e.sys.Store.Cancel(e.ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

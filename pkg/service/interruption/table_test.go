@@ -102,3 +102,34 @@ func TestDocsTableIsTheHandledEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsOutcomesAreTheHandlers keeps docs/scaling.md's table of outcomes
+// equal to the handler's, both ways and in order.
+func TestDocsOutcomesAreTheHandlers(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../../docs/scaling.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rows of the table under the section "### What the handler did".
+	var documented []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "#"):
+			in = line == "### What the handler did"
+		case in && strings.HasPrefix(line, "| `"):
+			documented = append(documented, line)
+		}
+	}
+	var want []string
+	for _, o := range interruption.Outcomes() {
+		if interruption.Means(o) == "" {
+			t.Errorf("outcome %q means nothing", o)
+		}
+		want = append(want, "| `"+string(o)+"` | "+interruption.Means(o)+" |")
+	}
+	if !slices.Equal(documented, want) {
+		t.Errorf("docs/scaling.md's outcomes:\n%s\nwant:\n%s", strings.Join(documented, "\n"), strings.Join(want, "\n"))
+	}
+}

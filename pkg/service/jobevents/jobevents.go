@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
@@ -38,7 +38,7 @@ const maxEntries = 10
 // not accept fails the whole publish: the outbox keeps every event and sends
 // them again, with the same ids, so accepted ones may arrive twice but none
 // is lost.
-func (p EventBridge) Publish(ctx context.Context, events []store.JobEvent) error {
+func (p EventBridge) Publish(ctx context.Context, events []jobevent.Event) error {
 	for start := 0; start < len(events); start += maxEntries {
 		batch := events[start:min(start+maxEntries, len(events))]
 		in := &eventbridge.PutEventsInput{}
@@ -71,10 +71,10 @@ func (p EventBridge) Publish(ctx context.Context, events []store.JobEvent) error
 // Event is an event as a bus delivers it (the EventBridge envelope fields a
 // consumer reads).
 type Event struct {
-	Source     string               `json:"source"`
-	DetailType string               `json:"detail-type"`
-	Time       string               `json:"time"`
-	Detail     store.JobEventDetail `json:"detail"`
+	Source     string          `json:"source"`
+	DetailType string          `json:"detail-type"`
+	Time       string          `json:"time"`
+	Detail     jobevent.Detail `json:"detail"`
 }
 
 // Bus is an in-process event bus that keeps the last Keep events.
@@ -86,7 +86,7 @@ type Bus struct {
 }
 
 // Publish records the events.
-func (b *Bus) Publish(_ context.Context, events []store.JobEvent) error {
+func (b *Bus) Publish(_ context.Context, events []jobevent.Event) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range events {
@@ -114,14 +114,14 @@ func (b *Bus) Recent(n int) []Event {
 
 // Outbox is the part of the store the relay uses.
 type Outbox interface {
-	RelayJob(ctx context.Context, p store.Publisher, jobID string) (int, error)
-	RelayOutbox(ctx context.Context, p store.Publisher, limit int) (int, error)
+	RelayJob(ctx context.Context, p jobevent.Publisher, jobID string) (int, error)
+	RelayOutbox(ctx context.Context, p jobevent.Publisher, limit int) (int, error)
 }
 
 // Relay moves events from the store's outbox to a publisher.
 type Relay struct {
 	outbox    Outbox
-	publisher store.Publisher
+	publisher jobevent.Publisher
 	clock     clock.Clock
 	log       *slog.Logger
 	callbacks Deliverer
@@ -137,7 +137,7 @@ type Config struct {
 }
 
 // NewRelay returns the relay of outbox's events to publisher. clk paces Run.
-func NewRelay(outbox Outbox, publisher store.Publisher, clk clock.Clock, log *slog.Logger, c Config) (*Relay, error) {
+func NewRelay(outbox Outbox, publisher jobevent.Publisher, clk clock.Clock, log *slog.Logger, c Config) (*Relay, error) {
 	switch {
 	case outbox == nil:
 		return nil, errors.New("jobevents.NewRelay: no outbox")

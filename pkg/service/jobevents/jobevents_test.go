@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
@@ -61,12 +61,12 @@ func (f *fakeEventBridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-func events(n int, typ string) []store.JobEvent {
-	var out []store.JobEvent
+func events(n int, typ string) []jobevent.Event {
+	var out []jobevent.Event
 	for i := range n {
 		id := fmt.Sprintf("job-%d@1", i)
-		out = append(out, store.JobEvent{ID: id, DetailType: typ, Time: time.Date(2026, 11, 1, 10, 0, i, 0, time.UTC),
-			Detail: store.JobEventDetail{EventID: id, JobID: fmt.Sprintf("job-%d", i), TenantID: "acme", Status: "succeeded", Result: json.RawMessage(`{"ok":true}`)}})
+		out = append(out, jobevent.Event{ID: id, DetailType: typ, Time: time.Date(2026, 11, 1, 10, 0, i, 0, time.UTC),
+			Detail: jobevent.Detail{EventID: id, JobID: fmt.Sprintf("job-%d", i), TenantID: "acme", Status: "succeeded", Result: json.RawMessage(`{"ok":true}`)}})
 	}
 	return out
 }
@@ -88,7 +88,7 @@ func TestEventBridgePublishesInBatchesOfTen(t *testing.T) {
 	if e["Source"] != Source || e["EventBusName"] != "fleetq-dev" || e["DetailType"] != "Job Succeeded" {
 		t.Fatalf("entry %v", e)
 	}
-	var d store.JobEventDetail
+	var d jobevent.Detail
 	if err := json.Unmarshal([]byte(e["Detail"].(string)), &d); err != nil || d.EventID != "job-0@1" || string(d.Result) != `{"ok":true}` {
 		t.Fatalf("detail %v: %+v", err, d)
 	}
@@ -125,8 +125,10 @@ func TestBusKeepsTheNewest(t *testing.T) {
 // drainCounter is an outbox that is always empty and tells each drain.
 type drainCounter struct{ drains chan struct{} }
 
-func (d drainCounter) RelayJob(context.Context, store.Publisher, string) (int, error) { return 0, nil }
-func (d drainCounter) RelayOutbox(context.Context, store.Publisher, int) (int, error) {
+func (d drainCounter) RelayJob(context.Context, jobevent.Publisher, string) (int, error) {
+	return 0, nil
+}
+func (d drainCounter) RelayOutbox(context.Context, jobevent.Publisher, int) (int, error) {
 	d.drains <- struct{}{}
 	return 0, nil
 }

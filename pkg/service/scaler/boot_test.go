@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
@@ -19,7 +18,7 @@ func TestTickPublishesBootPhases(t *testing.T) {
 	h := newHarness(t)
 	register := func(id string, boot worker.Boot) {
 		t.Helper()
-		if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
+		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
 			TokenHash: "hash-" + id, Boot: boot}); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func useBridge(f *fleetconfig.Fleet, snap snapshot) bool {
 // bridges stopped back into the pool and other victims terminated (each
 // claimed idle first, as apply does), busy bridges past their life
 // drained, then each group's desired capacity set.
-func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
+func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (scaling.Reason, error) {
 	lad := snap.ladder
 	bridges := p.addOnDemand(snap)
 	d := scaling.DecideBridge(scaling.BridgeInput{Input: p.input, Bridges: bridges,
@@ -45,17 +45,17 @@ func (s *Scaler) tickBridge(ctx context.Context, f *fleetconfig.Fleet, snap snap
 
 	gone, err := s.retire(ctx, f, *p, d.Victims, r)
 	if err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	goneSpot, goneOD := countByGroup(gone, bridges)
 	keptSpot, keptOD := countByGroup(r.Kept, bridges)
 	if rep.Drained, err = s.drainInstances(ctx, snap, d.Drain, "bridge"); err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
 	rep.OnDemandDesired = d.BridgeDesired + keptOD
 	if err := s.setGroups(ctx, f, rep, snap.group.Desired-goneSpot, lad.onDemand.Desired-goneOD); err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	r.Desired = rep.SpotDesired + rep.OnDemandDesired
 	return d.Reason, nil

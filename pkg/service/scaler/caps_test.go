@@ -13,7 +13,7 @@ func (h *harness) submitFor(tenant string, n int) {
 	h.t.Helper()
 	for i := range n {
 		id := fmt.Sprintf("%s-%02d", tenant, i)
-		if _, _, err := h.st.CreateJob(h.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := h.sys.Store.CreateJob(h.ctx, job.Spec{ID: id, TenantID: tenant, WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			h.t.Fatal(err)
 		}
 	}
@@ -28,11 +28,11 @@ func TestScalerSizesToWhatTenantCapsAllow(t *testing.T) {
 	h.submitFor("capped", 50)
 	h.submitFor("free", 4)
 	r := h.tick()
-	if r.Desired != 3 || !strings.Contains(r.Reason, "max_leased") {
+	if r.Desired != 3 || !strings.Contains(r.Reason.String(), "max_leased") {
 		t.Fatalf("desired %d (%s); want 3 with the caps named", r.Desired, r.Reason)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
-	if err != nil || st.LastDecision == nil || st.LastDecision.Inputs["cap_held"] != 48 {
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
+	if err != nil || st.LastDecision == nil || st.LastDecision.Inputs.Map()["cap_held"] != 48 {
 		t.Fatalf("recorded decision %+v, %v; want cap_held 48", st.LastDecision, err)
 	}
 }
@@ -43,7 +43,7 @@ func TestScalerSizesToTheWholeBacklogWithoutCaps(t *testing.T) {
 	h := newHarnessWith(t, cfgYAML+"tenants:\n  - id: capped\n  - id: free\n")
 	h.submitFor("capped", 50)
 	h.submitFor("free", 4)
-	if r := h.tick(); r.Desired != 5 || strings.Contains(r.Reason, "max_leased") {
+	if r := h.tick(); r.Desired != 5 || strings.Contains(r.Reason.String(), "max_leased") {
 		t.Fatalf("desired %d (%s); want the max of 5", r.Desired, r.Reason)
 	}
 }

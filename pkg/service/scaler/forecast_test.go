@@ -8,6 +8,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/forecast"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // withForecast turns the forecast on with a budget and seeds the fleet's
@@ -15,11 +16,11 @@ import (
 // leased on average.
 func withForecast(h *harness, budgetHours float64) {
 	h.t.Helper()
-	h.st.Config().Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
+	h.sys.Store.Config().Fleets[0].Forecast = fleetconfig.Forecast{Enabled: true, BudgetGPUHoursPerDay: budgetHours, LookbackDays: 7}
 	yesterday := t0.Add(-24 * time.Hour)
 	mem := fleetstate.Forecast{Hours: forecast.History{forecast.HourOf(yesterday): {Arrivals: 12, Work: 6, Ticks: 1}}, At: t0.Add(-time.Minute)}
-	d := fleetstate.Decision{At: t0.Add(-time.Minute), Reason: "seed"}
-	if err := h.st.RecordDecision(h.ctx, "gpu", fleetstate.Record{Decision: d, Forecast: &mem}, fleetstate.State{}); err != nil {
+	d := fleetstate.Decision{At: t0.Add(-time.Minute), Reason: scaling.RecordedReason("", "seed")}
+	if err := h.sys.Store.RecordDecision(h.ctx, "gpu", fleetstate.Record{Decision: d, Forecast: &mem}, fleetstate.State{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -32,14 +33,14 @@ func TestForecastRaisesTheFleetAheadOfItsUsualHour(t *testing.T) {
 	h := newHarness(t)
 	withForecast(h, 10)
 	r := h.tick()
-	if r.Desired != 4 || !strings.Contains(r.Decision.Reason, "forecast: 12.0 jobs/h and 6.0 concurrent expected (1 days) → 4") {
+	if r.Desired != 4 || !strings.Contains(r.Decision.Reason.String(), "forecast: 12.0 jobs/h and 6.0 concurrent expected (1 days) → 4") {
 		t.Fatalf("desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.advance(30 * time.Second)
 	h.submit(3, "j")
 	h.advance(30 * time.Second)
 	h.tick()
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,17 +62,17 @@ func TestForecastStopsWhenItsBudgetIsSpent(t *testing.T) {
 	h := newHarness(t)
 	withForecast(h, 0.05) // 3 instance-minutes
 	var r = h.tick()
-	if r.Desired != 1 || !strings.Contains(r.Decision.Reason, "(budget caps 4)") {
+	if r.Desired != 1 || !strings.Contains(r.Decision.Reason.String(), "(budget caps 4)") {
 		t.Fatalf("first tick: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	for range 3 {
 		h.advance(time.Minute)
 		r = h.tick()
 	}
-	if !strings.Contains(r.Decision.Reason, "asks for 4, budget spent") {
+	if !strings.Contains(r.Decision.Reason.String(), "asks for 4, budget spent") {
 		t.Fatalf("after 3 instance-minutes: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}

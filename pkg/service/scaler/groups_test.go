@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -27,8 +27,8 @@ func TestTickOnAnAutoScalingGroup(t *testing.T) {
 	srv.PutGroup(localaws.ASGGroup{Name: "fleetq-test-gpu", Min: 0, Max: 5, Desired: 3})
 	for _, id := range []string{"i-a", "i-b", "i-c"} {
 		srv.AddInstance("fleetq-test-gpu", localaws.ASGInstance{ID: id, LifecycleState: "InService", ProtectedFromScaleIn: true})
-		a := store.WorkerAuth{WorkerID: "w-" + id, Fleet: "gpu", TokenHash: "h-" + id}
-		if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: id, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+		a := worker.Auth{WorkerID: "w-" + id, Fleet: "gpu", TokenHash: "h-" + id}
+		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: id, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 			t.Fatal(err)
 		}
 		h.workers[id] = a

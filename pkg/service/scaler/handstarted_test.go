@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
@@ -18,8 +18,8 @@ func TestAdvisoryDecisionCountsHandStartedWorkers(t *testing.T) {
 	h := newHarness(t)
 	h.configure(func(c *scaler.Config) { c.Capacity = nil })
 	for _, m := range []string{"laptop", "desk"} {
-		a := store.WorkerAuth{WorkerID: m, Fleet: "gpu", TokenHash: "hash-" + m}
-		if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: m, Fleet: "gpu", Stage: "test",
+		a := worker.Auth{WorkerID: m, Fleet: "gpu", TokenHash: "hash-" + m}
+		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: m, Fleet: "gpu", Stage: "test",
 			InstanceID: m, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestAdvisoryDecisionCountsHandStartedWorkers(t *testing.T) {
 		t.Fatalf("one worker should hold the one job, got %v", leases)
 	}
 	r := h.tick()
-	if !strings.HasPrefix(r.Reason, "advisory, no capacity attached: ") || !strings.Contains(r.Reason, "have 1 busy, 1 idle, 0 booting") {
+	if !strings.HasPrefix(r.Reason.String(), "advisory, no capacity attached: ") || !strings.Contains(r.Reason.String(), "have 1 busy, 1 idle, 0 booting") {
 		t.Errorf("reason %q: want the advisory decision to count the hand-started workers, 1 busy and 1 idle", r.Reason)
 	}
 	if got := r.Group.InService(); got != 2 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
@@ -52,18 +53,15 @@ type LadderReport struct {
 	bridge   bool
 }
 
-func (l *LadderReport) addInputs(in map[string]int) {
-	in["on_demand_rung"] = 0
-	if l.Rung == scaling.RungOnDemand {
-		in["on_demand_rung"] = 1
-	}
-	in["spot_short_seconds"] = int(l.shortFor / time.Second)
-	in["spot_desired"], in["on_demand_desired"] = l.SpotDesired, l.OnDemandDesired
-	in["on_demand_instances"] = len(l.OnDemand.Instances)
-	in["drained_on_demand"] = len(l.Drained)
+// inputs are the rung's part of the decision's inputs.
+func (l *LadderReport) inputs() *fleetstate.LadderInputs {
+	in := &fleetstate.LadderInputs{OnDemandRung: l.Rung == scaling.RungOnDemand,
+		SpotShortSeconds: int(l.shortFor / time.Second), SpotDesired: l.SpotDesired, OnDemandDesired: l.OnDemandDesired,
+		OnDemandInstances: len(l.OnDemand.Instances), DrainedOnDemand: len(l.Drained)}
 	if l.bridge {
-		in["bridge_start"], in["bridges"], in["bridge_leased"] = l.BridgeStart, l.Bridges, l.BridgeLeased
+		in.Bridge = &fleetstate.LadderBridgeInputs{Start: l.BridgeStart, Bridges: l.Bridges, Leased: l.BridgeLeased}
 	}
+	return in
 }
 
 // ladderSnapshot is the On-Demand side of a fleet's snapshot.
@@ -99,7 +97,7 @@ func (s *Scaler) readLadder(ctx context.Context, f *fleetconfig.Fleet, spot Grou
 // applies the decision: victims retired as apply does (each from its own
 // group), busy On-Demand workers drained once Spot is back, then each
 // group's desired capacity set.
-func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (string, error) {
+func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snapshot, p *decisionPlan, r *FleetReport) (scaling.Reason, error) {
 	lad := snap.ladder
 	onDemand := p.addOnDemand(snap)
 	in := scaling.LadderInput{
@@ -119,17 +117,17 @@ func (s *Scaler) tickLadder(ctx context.Context, f *fleetconfig.Fleet, snap snap
 
 	gone, err := s.retire(ctx, f, *p, d.Victims, r)
 	if err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	goneSpot, goneOD := countByGroup(gone, onDemand)
 	keptSpot, keptOD := countByGroup(r.Kept, onDemand)
 	if rep.Drained, err = s.drainInstances(ctx, snap, d.Drain, "On-Demand"); err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	rep.SpotDesired = min(d.SpotDesired+keptSpot, f.MaxInstances)
 	rep.OnDemandDesired = min(d.OnDemandDesired+keptOD, f.MaxInstances)
 	if err := s.setGroups(ctx, f, rep, snap.group.Desired-goneSpot, lad.onDemand.Desired-goneOD); err != nil {
-		return "", err
+		return scaling.Reason{}, err
 	}
 	r.Desired = rep.SpotDesired + rep.OnDemandDesired
 	return d.Reason, nil

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -35,7 +34,7 @@ type ladderHarness struct {
 func newLadderHarness(t *testing.T, fallbackAfter time.Duration) *ladderHarness {
 	t.Helper()
 	h := newHarness(t)
-	h.st.Config().Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(fallbackAfter)
+	h.sys.Store.Config().Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(fallbackAfter)
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +63,8 @@ func (h *ladderHarness) registerNew() {
 			if _, ok := h.workers[in.ID]; ok {
 				continue
 			}
-			a := store.WorkerAuth{WorkerID: "w-" + in.ID, Fleet: "gpu", TokenHash: "h-" + in.ID}
-			if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: in.ID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
+			a := worker.Auth{WorkerID: "w-" + in.ID, Fleet: "gpu", TokenHash: "h-" + in.ID}
+			if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: in.ID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 				h.t.Fatal(err)
 			}
 			h.workers[in.ID] = a
@@ -78,7 +77,7 @@ func (h *ladderHarness) registerNew() {
 func (h *ladderHarness) minute() scaler.FleetReport {
 	h.clock.Advance(time.Minute)
 	for _, a := range h.workers {
-		_ = h.st.TouchWorker(h.ctx, a) // a terminated instance's worker is gone
+		_ = h.sys.Store.TouchWorker(h.ctx, a) // a terminated instance's worker is gone
 	}
 	h.srv.Fill(spotGroup)
 	h.srv.Fill(odGroup)
@@ -112,7 +111,7 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 		if r.Ladder.Rung != scaling.RungSpot || h.srv.Desired(odGroup) != 0 {
 			t.Fatalf("at %s: rung %s, on-demand desired %d before fallback_after", h.clock.Now().Sub(shortAt), r.Ladder.Rung, h.srv.Desired(odGroup))
 		}
-		if !r.Ladder.SpotShortSince.Equal(shortAt) || !strings.Contains(r.Decision.Reason, "Spot short for") {
+		if !r.Ladder.SpotShortSince.Equal(shortAt) || !strings.Contains(r.Decision.Reason.String(), "Spot short for") {
 			t.Fatalf("short since %v (want %v), reason %q", r.Ladder.SpotShortSince, shortAt, r.Decision.Reason)
 		}
 	}
@@ -120,13 +119,13 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	if r.Ladder.Rung != scaling.RungOnDemand || h.srv.Desired(odGroup) != 2 {
 		t.Fatalf("after fallback_after: rung %s, on-demand desired %d, reason %q", r.Ladder.Rung, h.srv.Desired(odGroup), r.Decision.Reason)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dec := st.LastDecision
-	if dec == nil || !strings.Contains(dec.Reason, "on-demand rung: Spot short for 5m") || !strings.Contains(dec.Reason, "launch 2 On-Demand") ||
-		dec.Inputs["on_demand_rung"] != 1 || dec.Inputs["spot_short_seconds"] != 300 || dec.Inputs["on_demand_desired"] != 2 {
+	if dec == nil || !strings.Contains(dec.Reason.String(), "on-demand rung: Spot short for 5m") || !strings.Contains(dec.Reason.String(), "launch 2 On-Demand") ||
+		dec.Inputs.Map()["on_demand_rung"] != 1 || dec.Inputs.Map()["spot_short_seconds"] != 300 || dec.Inputs.Map()["on_demand_desired"] != 2 {
 		t.Fatalf("recorded decision %+v", dec)
 	}
 	// The Spot group keeps one launch asked for, so Spot's return is seen.
@@ -146,7 +145,7 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	idle := "w-" + od.Instances[0].ID
 	for id, l := range leases {
 		if l.a.WorkerID == idle {
-			if err := h.st.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
+			if err := h.sys.Store.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
 				t.Fatal(err)
 			}
 			delete(leases, id)
@@ -157,7 +156,7 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	if r.Ladder.Rung != scaling.RungOnDemand || len(r.Terminated) != 0 {
 		t.Fatalf("still short: rung %s, terminated %v", r.Ladder.Rung, r.Terminated)
 	}
-	if st, err := h.st.GetFleetState(h.ctx, "gpu"); err != nil || st.LastDecision.InService != 2 {
+	if st, err := h.sys.Store.GetFleetState(h.ctx, "gpu"); err != nil || st.LastDecision.InService != 2 {
 		t.Fatalf("recorded in service %+v, %v: want both On-Demand instances", st.LastDecision, err)
 	}
 
@@ -168,14 +167,14 @@ func TestLadderFallsBackToOnDemandAndReturnsToSpot(t *testing.T) {
 	if r.Ladder.Rung != scaling.RungSpot || !r.Ladder.SpotShortSince.IsZero() {
 		t.Fatalf("spot back: rung %s, short since %v", r.Ladder.Rung, r.Ladder.SpotShortSince)
 	}
-	if !slices.Equal(r.Terminated, []string{od.Instances[0].ID}) || !strings.Contains(r.Decision.Reason, "terminate 1 idle On-Demand (Spot is back)") {
+	if !slices.Equal(r.Terminated, []string{od.Instances[0].ID}) || !strings.Contains(r.Decision.Reason.String(), "terminate 1 idle On-Demand (Spot is back)") {
 		t.Fatalf("terminated %v, reason %q", r.Terminated, r.Decision.Reason)
 	}
 	busy := od.Instances[1].ID
-	if !slices.Equal(r.Ladder.Drained, []string{busy}) || !strings.Contains(r.Decision.Reason, "drain 1 busy On-Demand") {
+	if !slices.Equal(r.Ladder.Drained, []string{busy}) || !strings.Contains(r.Decision.Reason.String(), "drain 1 busy On-Demand") {
 		t.Fatalf("drained %v, reason %q", r.Ladder.Drained, r.Decision.Reason)
 	}
-	if w, err := h.st.GetWorker(h.ctx, "w-"+busy); err != nil || w.Status != worker.Draining {
+	if w, err := h.sys.Store.GetWorker(h.ctx, "w-"+busy); err != nil || w.Status != worker.Draining {
 		t.Fatalf("busy On-Demand worker %+v, %v", w, err)
 	}
 	if g, _ := h.srv.Group(odGroup); !slices.Equal(ids(g), []string{busy}) || g.Desired != 1 {
@@ -218,7 +217,7 @@ func TestLadderOffKeepsOneGroup(t *testing.T) {
 func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 	t.Parallel()
 	h := newLadderHarness(t, 30*time.Minute)
-	h.st.Config().Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
+	h.sys.Store.Config().Fleets[0].OnDemand.WaitSLO = fleetconfig.Duration(3 * time.Minute)
 	h.submit(4, "a")
 	h.tick()
 	for m := 1; m <= 3; m++ {
@@ -227,13 +226,13 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 		}
 	}
 	h.minute()
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if h.srv.Desired(odGroup) != 2 || d.Inputs["on_demand_rung"] != 1 ||
-		!strings.Contains(d.Reason, "on-demand rung: oldest job waited 4m (wait SLO 3m), Spot short for 4m0s (fallback after 30m0s), launch 2 On-Demand") {
+	if h.srv.Desired(odGroup) != 2 || d.Inputs.Map()["on_demand_rung"] != 1 ||
+		!strings.Contains(d.Reason.String(), "on-demand rung: oldest job waited 4m (wait SLO 3m), Spot short for 4m0s (fallback after 30m0s), launch 2 On-Demand") {
 		t.Fatalf("on-demand desired %d, decision %q %v", h.srv.Desired(odGroup), d.Reason, d.Inputs)
 	}
 }
@@ -245,7 +244,7 @@ func TestLadderWaitSLOMovesToOnDemandBeforeFallbackAfter(t *testing.T) {
 func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	t.Parallel()
 	h := newLadderHarness(t, 10*time.Minute)
-	h.st.Config().Fleets[0].PreemptionCap = 1
+	h.sys.Store.Config().Fleets[0].PreemptionCap = 1
 	h.srv.SetCapacity(spotGroup, true)
 	h.submit(1, "p")
 	h.tick()
@@ -253,26 +252,26 @@ func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	h.registerNew()
 	spot := h.workers[ids(mustGroup(t, h.srv, spotGroup))[0]]
 	for range 2 { // the second preemption is past the cap
-		if j, err := h.st.LeaseNext(h.ctx, spot, []string{"render"}); err != nil || j.ID != "pa" {
+		if j, err := h.sys.Store.LeaseNext(h.ctx, spot, []string{"render"}); err != nil || j.ID != "pa" {
 			t.Fatalf("spot lease: %q, %v", j.ID, err)
 		}
-		if n, err := h.st.RequeueWorkerLeases(h.ctx, spot.WorkerID, job.SpotInterruption.Reason()); err != nil || n != 1 {
+		if n, err := h.sys.Store.RequeueWorkerLeases(h.ctx, spot.WorkerID, job.SpotInterruption.Reason()); err != nil || n != 1 {
 			t.Fatalf("requeue: %d, %v", n, err)
 		}
 	}
-	if j, err := h.st.GetJob(h.ctx, "pa"); err != nil || !j.OnDemandOnly {
+	if j, err := h.sys.Store.GetJob(h.ctx, "pa"); err != nil || !j.OnDemandOnly {
 		t.Fatalf("job after the cap: %+v, %v; want on_demand_only", j, err)
 	}
-	snap, err := h.st.FleetSnapshot(h.ctx, "gpu")
+	snap, err := h.sys.Store.FleetSnapshot(h.ctx, "gpu")
 	if err != nil || snap.Ready != 1 || snap.OnDemandOnlyReady != 1 || snap.OnDemandOnlyLeased != 0 {
 		t.Fatalf("snapshot %+v, %v: want the pinned job counted ready", snap, err)
 	}
 
 	r := h.minute()
-	if h.srv.Desired(odGroup) != 1 || !strings.Contains(r.Decision.Reason, "1 jobs preempted to the cap keep 1 On-Demand") {
+	if h.srv.Desired(odGroup) != 1 || !strings.Contains(r.Decision.Reason.String(), "1 jobs preempted to the cap keep 1 On-Demand") {
 		t.Fatalf("on-demand desired %d, reason %q: want one On-Demand instance for the pinned job", h.srv.Desired(odGroup), r.Decision.Reason)
 	}
-	if _, err := h.st.LeaseNext(h.ctx, spot, []string{"render"}); err == nil {
+	if _, err := h.sys.Store.LeaseNext(h.ctx, spot, []string{"render"}); err == nil {
 		t.Fatal("a Spot worker leased the pinned job")
 	}
 	h.minute()
@@ -280,13 +279,13 @@ func TestJobsPreemptedToTheCapGetOnDemandCapacity(t *testing.T) {
 	if len(odInst) != 1 {
 		t.Fatalf("on-demand instances %v", odInst)
 	}
-	od := store.WorkerAuth{WorkerID: "w-" + odInst[0], Fleet: "gpu", TokenHash: "h-" + odInst[0]}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: od.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: odInst[0],
+	od := worker.Auth{WorkerID: "w-" + odInst[0], Fleet: "gpu", TokenHash: "h-" + odInst[0]}
+	if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: od.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: odInst[0],
 		MaxConcurrency: 2, TokenHash: od.TokenHash, PurchaseOption: "on-demand"}); err != nil {
 		t.Fatal(err)
 	}
 	h.workers[odInst[0]] = od
-	j, err := h.st.LeaseNext(h.ctx, od, []string{"render"})
+	j, err := h.sys.Store.LeaseNext(h.ctx, od, []string{"render"})
 	if err != nil || j.ID != "pa" {
 		t.Fatalf("On-Demand lease: %q, %v", j.ID, err)
 	}

@@ -41,7 +41,7 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 		Leased:            snap.Leased,
 		DesiredCapacity:   r.Desired,
 		InService:         r.InService(),
-		LeaseExpiredCount: r.Swept.Requeued + r.Swept.Dead,
+		LeaseExpiredCount: r.Swept.Leases.Requeued + r.Swept.Leases.Dead,
 	}
 	m.BacklogPerInstance = float64(m.QueueDepth) / float64(max(1, m.InService))
 	unresponsive := 3 * f.HeartbeatInterval()

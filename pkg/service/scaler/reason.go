@@ -2,17 +2,18 @@ package scaler
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // reasonParts are what a tick's one-line reason is made of: the policy's
 // reason and what applying it and the rest of the tick added. The reason is
-// built from them once (String), and that one string is both recorded with
+// built from them once (reason), and that one reason is both recorded with
 // the decision and reported by the tick (FleetReport.Reason).
 type reasonParts struct {
 	// policy is the scaling policy's reason (scaling.Decision.Reason, or the
 	// ladder's or the bridge's).
-	policy string
+	policy scaling.Reason
 	// advisory: no capacity is attached, so nothing was applied.
 	advisory bool
 	// kept counts victims that took work or could not be terminated.
@@ -24,21 +25,19 @@ type reasonParts struct {
 	capHeld, ready int
 }
 
-// String is the reason as recorded and reported.
-func (p reasonParts) String() string {
-	var b strings.Builder
+// reason is the tick's reason as recorded and reported: the policy's code,
+// its line with the tick's parts.
+func (p reasonParts) reason() scaling.Reason {
+	r := p.policy
 	if p.advisory {
-		b.WriteString("advisory, no capacity attached: ")
+		r = r.Advisory()
 	}
-	b.WriteString(p.policy)
 	if p.kept > 0 {
-		fmt.Fprintf(&b, "; %d victim(s) kept: took work or could not be terminated", p.kept)
+		r = r.With(fmt.Sprintf("%d victim(s) kept: took work or could not be terminated", p.kept))
 	}
-	if p.weighed != "" {
-		b.WriteString("; " + p.weighed)
-	}
+	r = r.With(p.weighed)
 	if p.capHeld > 0 {
-		fmt.Fprintf(&b, "; tenant caps (max_leased) limit demand: %d of %d ready jobs cannot run now", p.capHeld, p.ready)
+		r = r.With(fmt.Sprintf("tenant caps (max_leased) limit demand: %d of %d ready jobs cannot run now", p.capHeld, p.ready))
 	}
-	return b.String()
+	return r
 }

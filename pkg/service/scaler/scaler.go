@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+	"github.com/fleetq/fleetq/pkg/domain/fault"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
@@ -28,9 +29,7 @@ type Relay interface {
 
 // Store is what the tick needs of the store.
 type Store interface {
-	PromoteDue(ctx context.Context, fleet string) (int, error)
-	ExpireQueueTimeouts(ctx context.Context, fleet string) (int, error)
-	SweepExpiredLeases(ctx context.Context, fleet string) (store.SweepResult, error)
+	Sweep(ctx context.Context, fleet string) (lease.Swept, error)
 	FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error)
 	ListWorkers(ctx context.Context, fleet string) ([]worker.Worker, error)
 	GetWorker(ctx context.Context, id string) (worker.Worker, error)
@@ -102,18 +101,16 @@ func New(cfg *fleetconfig.Config, st Store, clk Clock, log *slog.Logger, c Confi
 
 // FleetReport is what one tick did for one fleet.
 type FleetReport struct {
-	Fleet        string
-	Promoted     int
-	QueueExpired int
-	Swept        store.SweepResult
-	Reconciled   int
-	Removed      int
+	Fleet      string
+	Swept      lease.Swept
+	Reconciled int
+	Removed    int
 	// Decision is the policy's decision; its Reason is the policy's alone.
 	Decision scaling.Decision
 	// Reason is the tick's one-line reason, as recorded with the decision:
 	// the policy's, with what applying it and the rest of the tick added
 	// (reasonParts).
-	Reason string
+	Reason scaling.Reason
 	// Desired is the group's desired capacity the tick left.
 	Desired int
 	// Terminated are the instances terminated; Kept are victims that took
@@ -211,7 +208,7 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 			why.weighed = w.Reason
 		}
 	}
-	r.Reason = why.String()
+	r.Reason = why.reason()
 	if err := s.record(ctx, f, snap, p, r); err != nil {
 		return r, err
 	}
@@ -219,18 +216,14 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	return r, nil
 }
 
-// housekeep moves the fleet's jobs along before the snapshot is read:
-// retries whose backoff passed become ready, queued jobs past their
-// deadline end, run-out leases end (the same sweep the poll path runs).
+// housekeep moves the fleet's jobs along before the snapshot is read: the
+// sweeper's steps (lease.Sweeper) on every job due. Retries whose backoff
+// passed become ready, queued jobs past their deadline end, run-out leases
+// end. The tick is their owner: a poll runs two of the same steps on a
+// few jobs only when it found nothing ready.
 func (s *Scaler) housekeep(ctx context.Context, f *fleetconfig.Fleet, r *FleetReport) error {
 	var err error
-	if r.Promoted, err = s.store.PromoteDue(ctx, f.Slug); err != nil {
-		return err
-	}
-	if r.QueueExpired, err = s.store.ExpireQueueTimeouts(ctx, f.Slug); err != nil {
-		return err
-	}
-	r.Swept, err = s.store.SweepExpiredLeases(ctx, f.Slug)
+	r.Swept, err = s.store.Sweep(ctx, f.Slug)
 	return err
 }
 
@@ -434,7 +427,7 @@ func (s *Scaler) retire(ctx context.Context, f *fleetconfig.Fleet, p decisionPla
 	for _, v := range victims {
 		if v.WorkerID != "" && p.workers[v.WorkerID].Status != worker.Revoked {
 			if err := s.store.DrainIdleWorker(ctx, v.WorkerID); err != nil {
-				if !errors.Is(err, store.ErrConflict) {
+				if !errors.Is(err, fault.ErrConflict) {
 					return gone, err
 				}
 				r.Kept = append(r.Kept, v.InstanceID)
@@ -469,21 +462,13 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 	rec := fleetstate.Decision{
 		At: snap.now, Desired: r.Desired, Reason: r.Reason, InService: r.InService(),
 		Victims: victimNames(d.Victims),
-		Inputs: map[string]int{
-			"ready": d.Counts.Ready, "leased": d.Counts.Leased, "delayed": snap.backlog.Delayed,
-			"need": d.Counts.Need, "instances": d.Counts.Instances, "booting": d.Counts.Booting,
-			"busy": d.Counts.Busy, "idle": d.Counts.Idle, "draining": d.Counts.Draining,
-			"unresponsive": d.Counts.Unresponsive, "unhealthy": d.Counts.Unhealthy,
-		},
-	}
-	if p.capHeld > 0 {
-		rec.Inputs["cap_held"] = p.capHeld
+		Inputs:  fleetstate.NewTickInputs(d.Counts, snap.backlog.Delayed, p.capHeld),
 	}
 	if r.Ladder != nil {
-		r.Ladder.addInputs(rec.Inputs)
+		rec.Inputs.Ladder = r.Ladder.inputs()
 	}
 	if r.Weighing != nil {
-		r.Weighing.addInputs(rec.Inputs)
+		rec.Inputs.Weighing = r.Weighing.inputs()
 	}
 	var mem *fleetstate.Forecast
 	if p.forecast != nil {
@@ -492,14 +477,13 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 		m := *p.forecast
 		m.Budget = m.Budget.Spend(snap.now, d.ForecastExtra, p.forecastInterval)
 		mem = &m
-		rec.Inputs["forecast"] = p.input.Forecast.Instances
-		rec.Inputs["forecast_extra"] = d.ForecastExtra
+		rec.Inputs.Forecast = &fleetstate.ForecastInputs{Instances: p.input.Forecast.Instances, Extra: d.ForecastExtra}
 	}
 	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
 		return err
 	}
-	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason,
-		"terminated", strings.Join(r.Terminated, ","), "swept_requeued", r.Swept.Requeued, "swept_dead", r.Swept.Dead)
+	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason.String(), "reason_code", string(r.Reason.Code()),
+		"terminated", strings.Join(r.Terminated, ","), "promoted", r.Swept.Promoted, "queue_expired", r.Swept.QueueExpired, "swept_requeued", r.Swept.Leases.Requeued, "swept_dead", r.Swept.Leases.Dead)
 	return nil
 }
 

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localfleet"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
 
 var t0 = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
@@ -40,7 +41,7 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	clock   *clock.Fake
-	st      *store.Store
+	sys     *system.Env
 	fleet   *localfleet.Fleet
 	sc      *scaler.Scaler
 	scfg    scaler.Config
@@ -48,7 +49,7 @@ type harness struct {
 	metrics *bytes.Buffer
 
 	mu      sync.Mutex
-	workers map[string]store.WorkerAuth // by instance id
+	workers map[string]worker.Auth // by instance id
 	// register is false for instances that boot but never register.
 	register bool
 }
@@ -67,13 +68,15 @@ func newHarnessWith(t *testing.T, config string) *harness {
 	client, table := testenv.DynamoDB(t)
 	clk := clock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
-	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]store.WorkerAuth{}, register: true, metrics: &bytes.Buffer{}}
-	h.st = store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, LeaseSpread: 1, Logger: log})
+	h := &harness{t: t, ctx: context.Background(), clock: clk, workers: map[string]worker.Auth{}, register: true, metrics: &bytes.Buffer{}}
+	if h.sys, err = system.New(cfg, client, table, clk, log, nil, system.LeaseSpread(1)); err != nil {
+		t.Fatal(err)
+	}
 	h.fleet = localfleet.New(h.ctx, localfleet.Options{Clock: clk, BootDelay: 3 * time.Minute, Launch: h.launch})
 	h.scfg = scaler.Config{Capacity: h.fleet, Stage: "test", Metrics: h.metrics}
-	h.sc = h.scalerOn(h.st)
+	h.sc = h.scalerOn(h.sys.Store)
 
-	if h.waker, err = scaler.NewWaker(h.st.Config(), h.st, h.fleet, log); err != nil {
+	if h.waker, err = scaler.NewWaker(h.sys.Store.Config(), h.sys.Store, h.fleet, log); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -83,13 +86,13 @@ func newHarnessWith(t *testing.T, config string) *harness {
 func (h *harness) configure(change func(*scaler.Config)) {
 	h.t.Helper()
 	change(&h.scfg)
-	h.sc = h.scalerOn(h.st)
+	h.sc = h.scalerOn(h.sys.Store)
 }
 
 // scalerOn builds a scaler with the harness's settings on st.
 func (h *harness) scalerOn(st scaler.Store) *scaler.Scaler {
 	h.t.Helper()
-	sc, err := scaler.New(h.st.Config(), st, h.clock, slog.New(slog.DiscardHandler), h.scfg)
+	sc, err := scaler.New(h.sys.Store.Config(), st, h.clock, slog.New(slog.DiscardHandler), h.scfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -110,8 +113,8 @@ func (h *harness) launch(ctx context.Context, fleet, instanceID string) localfle
 	if !h.register {
 		return machine{}
 	}
-	a := store.WorkerAuth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
-	if _, err := h.st.RegisterWorker(ctx, store.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
+	a := worker.Auth{WorkerID: "w-" + instanceID, Fleet: fleet, TokenHash: "hash-" + instanceID}
+	if _, err := h.sys.Store.RegisterWorker(ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: fleet, Stage: "test",
 		InstanceID: instanceID, MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 		h.t.Errorf("register %s: %v", instanceID, err)
 	}
@@ -123,7 +126,7 @@ func (h *harness) submit(n int, prefix string) {
 	h.t.Helper()
 	for i := range n {
 		id := prefix + string(rune('a'+i))
-		if _, _, err := h.st.CreateJob(h.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, _, err := h.sys.Store.CreateJob(h.ctx, job.Spec{ID: id, TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`)}); err != nil {
 			h.t.Fatal(err)
 		}
 	}
@@ -142,8 +145,8 @@ func (h *harness) tick() scaler.FleetReport {
 	}
 	// What the tick reports is what it recorded, word for word.
 	r := reports[0]
-	st, err := h.st.GetFleetState(h.ctx, r.Fleet)
-	if err != nil || st.LastDecision == nil || st.LastDecision.Reason != r.Reason || r.Reason == "" {
+	st, err := h.sys.Store.GetFleetState(h.ctx, r.Fleet)
+	if err != nil || st.LastDecision == nil || st.LastDecision.Reason != r.Reason || r.Reason.String() == "" {
 		h.t.Fatalf("tick reported reason %q, recorded %+v (%v)", r.Reason, st.LastDecision, err)
 	}
 	return r
@@ -158,7 +161,7 @@ func (h *harness) leaseAll() map[string]leaseRef {
 	defer h.mu.Unlock()
 	for _, a := range h.workers {
 		for range 2 {
-			j, err := h.st.LeaseNext(h.ctx, a, []string{"render"})
+			j, err := h.sys.Store.LeaseNext(h.ctx, a, []string{"render"})
 			if err != nil {
 				break
 			}
@@ -169,14 +172,14 @@ func (h *harness) leaseAll() map[string]leaseRef {
 }
 
 type leaseRef struct {
-	a     store.WorkerAuth
+	a     worker.Auth
 	token string
 }
 
 func (h *harness) heartbeat(leases map[string]leaseRef) {
 	h.t.Helper()
 	for id, l := range leases {
-		if _, err := h.st.Heartbeat(h.ctx, l.a, id, l.token, nil); err != nil {
+		if _, err := h.sys.Store.Heartbeat(h.ctx, l.a, id, l.token, nil); err != nil {
 			h.t.Fatalf("heartbeat %s: %v", id, err)
 		}
 	}
@@ -206,7 +209,7 @@ func burstFromZero(t *testing.T, h *harness) {
 	}
 	// The tick counts the booting instances: no second launch for the same work.
 	r := h.tick()
-	if r.Desired != 3 || h.fleet.Stats().Launched != 3 || !strings.HasPrefix(r.Decision.Reason, "hold 3") {
+	if r.Desired != 3 || h.fleet.Stats().Launched != 3 || !strings.HasPrefix(r.Decision.Reason.String(), "hold 3") {
 		t.Fatalf("tick while booting: desired %d, launched %d, reason %q", r.Desired, h.fleet.Stats().Launched, r.Decision.Reason)
 	}
 	h.advance(3 * time.Minute)
@@ -222,12 +225,12 @@ func burstFromZero(t *testing.T, h *harness) {
 		}
 	}
 	for id, l := range leases {
-		if err := h.st.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
+		if err := h.sys.Store.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h.advance(time.Minute)
-	if r := h.tick(); r.Desired != 3 || !strings.Contains(r.Decision.Reason, "idle window") {
+	if r := h.tick(); r.Desired != 3 || !strings.Contains(r.Decision.Reason.String(), "idle window") {
 		t.Fatalf("within the idle window: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.advance(15 * time.Minute)
@@ -236,12 +239,12 @@ func burstFromZero(t *testing.T, h *harness) {
 		t.Fatalf("after the idle window: desired %d, terminated %v (%s)", r.Desired, r.Terminated, r.Decision.Reason)
 	}
 	g, _ = h.fleet.Describe(h.ctx, "gpu")
-	ws, _ := h.st.ListWorkers(h.ctx, "gpu")
+	ws, _ := h.sys.Store.ListWorkers(h.ctx, "gpu")
 	if g.Desired != 0 || len(g.Instances) != 0 || len(ws) != 0 {
 		t.Fatalf("after scale-in: group %+v, %d workers left", g, len(ws))
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
-	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "shrink 3→0") || len(st.History) < 2 {
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
+	if err != nil || st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason.String(), "shrink 3→0") || len(st.History) < 2 {
 		t.Fatalf("recorded state %+v, %v", st, err)
 	}
 	// From zero again, a new job wakes the fleet at once.
@@ -259,7 +262,7 @@ func TestTickGrowsWithBacklogAndNeverPastMax(t *testing.T) {
 	h := newHarness(t)
 	h.submit(3, "a")
 	r := h.tick()
-	if r.Desired != 2 || !strings.HasPrefix(r.Decision.Reason, "grow 0→2") {
+	if r.Desired != 2 || !strings.HasPrefix(r.Decision.Reason.String(), "grow 0→2") {
 		t.Fatalf("first tick: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.submit(20, "b")
@@ -279,7 +282,7 @@ func TestInstanceThatNeverRegistersIsReplaced(t *testing.T) {
 	h.advance(10 * time.Minute)
 	h.register = true
 	r := h.tick()
-	if len(r.Terminated) != 1 || r.Desired != 1 || !strings.Contains(r.Decision.Reason, "never registered") {
+	if len(r.Terminated) != 1 || r.Desired != 1 || !strings.Contains(r.Decision.Reason.String(), "never registered") {
 		t.Fatalf("unhealthy: terminated %v desired %d (%s)", r.Terminated, r.Desired, r.Decision.Reason)
 	}
 	if s := h.fleet.Stats(); s.Launched != 2 || s.Terminated != 1 {

@@ -10,7 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -27,13 +28,13 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.52, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g6.xlarge", Zone: "us-east-1a", USD: 0.9, At: t0.Add(-time.Hour)}) // not the fleet's
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.st)
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.sys.Store)
 	})
 
 	want := func(when string, prices map[string]float64, readAt time.Time) {
 		t.Helper()
 		h.clock.Advance(time.Minute) // past the store's one-minute copy
-		got, err := h.st.SpotPrices(h.ctx, "gpu")
+		got, err := h.sys.Store.SpotPrices(h.ctx, "gpu")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func TestTickRecordsEachZonesSpotPriceHourly(t *testing.T) {
 
 type discard struct{}
 
-func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+func (discard) Publish(context.Context, []jobevent.Event) error { return nil }
 
 // The prices the tick records are the ones a Spot job is charged: its
 // instance type in its own zone.
@@ -88,28 +89,28 @@ func TestASpotJobPaysTheZonePriceTheTickRead(t *testing.T) {
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1a", USD: 0.8, At: t0.Add(-time.Hour)})
 	acct.PutSpotPrice(localaws.SpotPrice{InstanceType: "g5.xlarge", Zone: "us-east-1b", USD: 0.3, At: t0.Add(-time.Hour)})
 	h.configure(func(c *scaler.Config) {
-		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.st)
+		c.SpotPrices = spotPricer(t, spotprice.Reader{EC2: ec2.NewFromConfig(localaws.Config(acct.URL))}, h.sys.Store)
 	})
 	h.tick()
 
-	a := store.WorkerAuth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: "i-b",
+	a := worker.Auth{WorkerID: "w-b", Fleet: "gpu", TokenHash: "hash-b"}
+	if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test", InstanceID: "i-b",
 		InstanceType: "g5.xlarge", AZ: "us-east-1b", PurchaseOption: "spot", MaxConcurrency: 1, TokenHash: a.TokenHash}); err != nil {
 		t.Fatal(err)
 	}
 	h.submit(1, "z")
-	j, err := h.st.LeaseNext(h.ctx, a, []string{"render"})
+	j, err := h.sys.Store.LeaseNext(h.ctx, a, []string{"render"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.clock.Advance(2 * time.Hour)
-	if err := h.st.Complete(h.ctx, a, j.ID, j.LeaseToken, json.RawMessage(`{}`)); err != nil {
+	if err := h.sys.Store.Complete(h.ctx, a, j.ID, j.LeaseToken, json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.st.RelayJob(h.ctx, discard{}, j.ID); err != nil {
+	if _, err := h.sys.Store.RelayJob(h.ctx, discard{}, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := h.st.GetJob(h.ctx, j.ID)
+	got, err := h.sys.Store.GetJob(h.ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +135,14 @@ func TestNewSpotPricerNamesWhatIsMissing(t *testing.T) {
 	h := newHarness(t)
 	source := spotprice.Reader{}
 	for want, build := range map[string]func() (*scaler.SpotPricer, error){
-		"no Spot price source": func() (*scaler.SpotPricer, error) { return scaler.NewSpotPricer(nil, h.st, scaler.SpotPricerConfig{}) },
+		"no Spot price source": func() (*scaler.SpotPricer, error) {
+			return scaler.NewSpotPricer(nil, h.sys.Store, scaler.SpotPricerConfig{})
+		},
 		"no store": func() (*scaler.SpotPricer, error) {
 			return scaler.NewSpotPricer(source, nil, scaler.SpotPricerConfig{})
 		},
 		"negative": func() (*scaler.SpotPricer, error) {
-			return scaler.NewSpotPricer(source, h.st, scaler.SpotPricerConfig{Every: -time.Minute})
+			return scaler.NewSpotPricer(source, h.sys.Store, scaler.SpotPricerConfig{Every: -time.Minute})
 		},
 	} {
 		if p, err := build(); err == nil || p != nil || !strings.Contains(err.Error(), want) {

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
 // countingStore counts the tick's reads of a fleet.
 type countingStore struct {
-	*store.Store
+	scaler.Store
 	mu    sync.Mutex
 	calls map[string]int
 }
@@ -52,7 +52,7 @@ func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
 	h.tick()
 	h.advance(4 * time.Minute) // booted and registered
 	h.leaseAll()
-	counted := &countingStore{Store: h.st, calls: map[string]int{}}
+	counted := &countingStore{Store: h.sys.Store, calls: map[string]int{}}
 	sc := h.scalerOn(counted)
 	if _, err := sc.Tick(h.ctx); err != nil {
 		t.Fatal(err)
@@ -69,8 +69,8 @@ func TestTickReadsOneSnapshotPerFleet(t *testing.T) {
 func TestTickRemovesStaleWorkersFromItsSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	a := store.WorkerAuth{WorkerID: "w-gone", Fleet: "gpu", TokenHash: "hash-gone"}
-	if _, err := h.st.RegisterWorker(h.ctx, store.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
+	a := worker.Auth{WorkerID: "w-gone", Fleet: "gpu", TokenHash: "hash-gone"}
+	if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: a.WorkerID, Fleet: "gpu", Stage: "test",
 		InstanceID: "i-gone", MaxConcurrency: 2, TokenHash: a.TokenHash}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestTickRemovesStaleWorkersFromItsSnapshot(t *testing.T) {
 	if r.Removed != 1 {
 		t.Fatalf("removed %d stale workers, want 1", r.Removed)
 	}
-	if ws, err := h.st.ListWorkers(h.ctx, "gpu"); err != nil || len(ws) != 0 {
+	if ws, err := h.sys.Store.ListWorkers(h.ctx, "gpu"); err != nil || len(ws) != 0 {
 		t.Fatalf("workers after the tick: %v, %v", ws, err)
 	}
 	if r.Decision.Counts.Idle != 0 || r.Decision.Counts.Draining != 0 {
@@ -95,10 +95,10 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	h.tick() // "no work" recorded
 	h.submit(2, "j")
 	woke := false
-	sc := h.scalerOn(&wakeDuring{Store: h.st, wake: func() {
+	sc := h.scalerOn(&wakeDuring{Store: h.sys.Store, wake: func() {
 		if !woke {
 			woke = true
-			if _, err := h.st.WakeFleet(h.ctx, "gpu", 2, 1); err != nil {
+			if _, err := h.sys.Store.WakeFleet(h.ctx, "gpu", 2, 1, scaling.WakeReason(2)); err != nil {
 				t.Error(err)
 			}
 		}
@@ -106,25 +106,25 @@ func TestTickKeepsAWakeThatLandsDuringIt(t *testing.T) {
 	if _, err := sc.Tick(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var reasons []string
 	for _, d := range st.History {
-		reasons = append(reasons, d.Reason)
+		reasons = append(reasons, d.Reason.String())
 	}
 	if len(reasons) < 2 || reasons[1] != "woken by 2 ready jobs" {
 		t.Fatalf("history %q: the wake during the tick is lost", reasons)
 	}
-	if st.LastDecision == nil || st.LastDecision.Reason != reasons[0] || st.LastDecision.Reason == reasons[1] {
+	if st.LastDecision == nil || st.LastDecision.Reason.String() != reasons[0] || st.LastDecision.Reason.String() == reasons[1] {
 		t.Fatalf("last decision %+v, history %q", st.LastDecision, reasons)
 	}
 }
 
 // wakeDuring runs wake just before the tick records its decision.
 type wakeDuring struct {
-	*store.Store
+	scaler.Store
 	wake func()
 }
 
@@ -143,18 +143,18 @@ func TestApplyKeepsAVictimThatTookWork(t *testing.T) {
 	h.advance(4 * time.Minute)
 	leases := h.leaseAll()
 	for id, l := range leases {
-		if err := h.st.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
+		if err := h.sys.Store.Complete(h.ctx, l.a, id, l.token, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h.advance(16 * time.Minute) // past the idle window and the grace
 	h.submit(1, "late")
-	sc := h.scalerOn(&leaseBeforeDrain{Store: h.st, lease: func(id string) {
+	sc := h.scalerOn(&leaseBeforeDrain{Store: h.sys.Store, lease: func(id string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, a := range h.workers {
 			if a.WorkerID == id {
-				if _, err := h.st.LeaseNext(h.ctx, a, []string{"render"}); err != nil {
+				if _, err := h.sys.Store.LeaseNext(h.ctx, a, []string{"render"}); err != nil {
 					t.Errorf("lease by the victim: %v", err)
 				}
 			}
@@ -188,7 +188,7 @@ func TestApplyKeepsAVictimThatTookWork(t *testing.T) {
 
 // leaseBeforeDrain has the victim lease a job just before the tick drains it.
 type leaseBeforeDrain struct {
-	*store.Store
+	scaler.Store
 	lease func(workerID string)
 }
 
@@ -210,7 +210,7 @@ func TestAWorkerHoldingALiveLeaseIsSeen(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	long := job.Spec{ID: "long", TenantID: "t", WorkflowID: "render", Input: json.RawMessage(`{}`), TimeoutSeconds: 4 * 3600}
-	if _, _, err := h.st.CreateJob(h.ctx, long); err != nil {
+	if _, _, err := h.sys.Store.CreateJob(h.ctx, long); err != nil {
 		t.Fatal(err)
 	}
 	h.tick()
@@ -229,7 +229,7 @@ func TestAWorkerHoldingALiveLeaseIsSeen(t *testing.T) {
 	}
 	h.advance(11 * time.Minute) // no heartbeat: the 600 s lease runs out
 	r := h.tick()
-	if r.Swept.Requeued != 1 || r.Removed != 1 || r.Decision.Counts.Busy != 0 {
+	if r.Swept.Leases.Requeued != 1 || r.Removed != 1 || r.Decision.Counts.Busy != 0 {
 		t.Fatalf("after the heartbeats stopped: swept %+v, removed %d, counts %+v; want the lease ended and the worker, unseen since its claim, removed",
 			r.Swept, r.Removed, r.Decision.Counts)
 	}

@@ -41,7 +41,7 @@ func TestUnhealthyWorkersInstanceIsReplaced(t *testing.T) {
 			}
 		}
 		h.mu.Unlock()
-		if _, err := h.st.MarkWorkerUnhealthy(h.ctx, l.a); err != nil {
+		if _, err := h.sys.Store.MarkWorkerUnhealthy(h.ctx, l.a); err != nil {
 			t.Fatal(err)
 		}
 	}

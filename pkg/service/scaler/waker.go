@@ -64,8 +64,8 @@ type BridgeReader interface {
 // records why, once across concurrent callers (store.WakeFleet), and
 // records the bridges a wake starts (store.RecordBridgeStart).
 type FleetWaker interface {
-	WakeFleet(ctx context.Context, fleet string, ready, desired int) (bool, error)
-	RecordBridgeStart(ctx context.Context, fleet string, start int, reason string, inputs map[string]int) error
+	WakeFleet(ctx context.Context, fleet string, ready, desired int, reason scaling.Reason) (bool, error)
+	RecordBridgeStart(ctx context.Context, fleet string, start int, reason scaling.Reason, inputs fleetstate.Inputs) error
 }
 
 // Wake raises the fleet to the capacity jobs new jobs need when its recorded
@@ -76,7 +76,7 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}
 	want := scaling.Need(scaling.SettingsOf(f), jobs)
-	won, err := w.store.WakeFleet(ctx, fleet, jobs, want)
+	won, err := w.store.WakeFleet(ctx, fleet, jobs, want, scaling.WakeReason(jobs))
 	if err != nil {
 		return err
 	}
@@ -139,13 +139,13 @@ func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bo
 	if err := l.SetOnDemandDesired(ctx, f.Slug, live+start); err != nil {
 		return fmt.Errorf("bridge %s: %w", f.Slug, err)
 	}
-	spot := "Spot raised by the next tick"
+	spot := scaling.SpotNextTick
 	if woken {
-		spot = "Spot launching"
+		spot = scaling.SpotLaunching
 	}
 	reason := scaling.BridgeStartReason(start, backlog.Ready, idle, spot)
-	w.log.Info("bridge started on enqueue", "fleet", f.Slug, "on_demand_desired", live+start, "reason", reason)
-	inputs := map[string]int{"ready": backlog.Ready, "idle": idle, "free_slots": free, "on_demand_desired": live + start}
+	w.log.Info("bridge started on enqueue", "fleet", f.Slug, "on_demand_desired", live+start, "reason", reason.String())
+	inputs := fleetstate.NewBridgeStartInputs(backlog.Ready, idle, free, live+start)
 	if err := w.store.RecordBridgeStart(ctx, f.Slug, start, reason, inputs); err != nil {
 		return fmt.Errorf("bridge %s: the group was raised, recording why failed: %w", f.Slug, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
@@ -27,7 +28,7 @@ func TestConcurrentWakesRaiseOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	c := &countingCapacity{Capacity: h.fleet}
-	w, err := scaler.NewWaker(h.st.Config(), h.st, c, slog.New(slog.DiscardHandler))
+	w, err := scaler.NewWaker(h.sys.Store.Config(), h.sys.Store, c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +73,12 @@ func TestWakeRecordsWhyTheFleetWoke(t *testing.T) {
 	if err := h.waker.Wake(h.ctx, "gpu", 6); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if d == nil || d.Reason != "woken by 6 ready jobs" || d.Desired != 3 || d.Inputs["ready"] != 6 || d.Inputs["desired_after"] != 3 {
+	if d == nil || d.Reason.String() != "woken by 6 ready jobs" || d.Reason.Code() != scaling.ReasonWake || d.Desired != 3 || d.Inputs.Map()["ready"] != 6 || d.Inputs.Map()["desired_after"] != 3 {
 		t.Fatalf("last decision after a wake: %+v", d)
 	}
 	if len(st.History) != 1 || st.History[0].Reason != d.Reason {

@@ -17,10 +17,10 @@ func TestWarmWindowKeepsCapacityAheadOfDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.st.Config().Fleets[0].Warm = []fleetconfig.WarmWindow{w}
+	h.sys.Store.Config().Fleets[0].Warm = []fleetconfig.WarmWindow{w}
 
 	r := h.tick() // 09:00, no job
-	if r.Desired != 2 || !strings.Contains(r.Decision.Reason, "warm 08:00-10:00: at least 2") {
+	if r.Desired != 2 || !strings.Contains(r.Decision.Reason.String(), "warm 08:00-10:00: at least 2") {
 		t.Fatalf("in the window: desired %d (%s)", r.Desired, r.Decision.Reason)
 	}
 	h.advance(5 * time.Minute)
@@ -29,7 +29,7 @@ func TestWarmWindowKeepsCapacityAheadOfDemand(t *testing.T) {
 	}
 	h.advance(time.Hour) // 10:05: the window has closed
 	r = h.tick()
-	if r.Desired != 0 || len(r.Terminated) != 2 || !strings.Contains(r.Decision.Reason, "shrink 2→0") {
+	if r.Desired != 0 || len(r.Terminated) != 2 || !strings.Contains(r.Decision.Reason.String(), "shrink 2→0") {
 		t.Fatalf("after the window: desired %d, terminated %v (%s)", r.Desired, r.Terminated, r.Decision.Reason)
 	}
 }

@@ -35,20 +35,15 @@ type WeighReport struct {
 	dropped int
 }
 
-func (w *WeighReport) addInputs(in map[string]int) {
+// inputs are the weighing's part of the decision's inputs.
+func (w *WeighReport) inputs() *fleetstate.WeighInputs {
 	n := 0
 	for _, c := range w.Interrupted {
 		if c > 0 {
 			n++
 		}
 	}
-	in["spot_types_interrupted"] = n
-	in["spot_zones"] = len(w.Zones)
-	in["spot_zones_dropped"] = w.dropped
-	in["spot_placed"] = 0
-	if w.Placed {
-		in["spot_placed"] = 1
-	}
+	return &fleetstate.WeighInputs{TypesInterrupted: n, Zones: len(w.Zones), ZonesDropped: w.dropped, Placed: w.Placed}
 }
 
 // weigh reads the Spot interruptions of the fleet's window, decides with

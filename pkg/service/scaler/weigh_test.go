@@ -29,7 +29,7 @@ var weighSubnets = []scaler.Subnet{{ID: "subnet-a", Zone: "us-east-1a"}, {ID: "s
 func newWeighHarness(t *testing.T) *weighHarness {
 	t.Helper()
 	h := newHarness(t)
-	h.st.Config().Fleets[0].InstanceTypes = []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
+	h.sys.Store.Config().Fleets[0].InstanceTypes = []string{"g5.xlarge", "g5.2xlarge", "g6.xlarge"}
 	srv, err := localaws.StartAutoScaling("")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func newWeighHarness(t *testing.T) *weighHarness {
 	h.configure(func(c *scaler.Config) {
 		c.Capacity = scaler.Groups{Adapter: ad, Names: map[string]string{"gpu": spotGroup}, Subnets: weighSubnets}
 	})
-	h.configure(func(c *scaler.Config) { c.InterruptionCounts = h.st.InterruptionCounts })
+	h.configure(func(c *scaler.Config) { c.InterruptionCounts = h.sys.Store.InterruptionCounts })
 	return &weighHarness{harness: h, srv: srv}
 }
 
@@ -51,7 +51,7 @@ func (h *weighHarness) interrupt(n int, kind fleetstate.InterruptionKind, instan
 	for range n {
 		id := fmt.Sprintf("evt-%d", h.clock.Now().UnixNano())
 		h.clock.Advance(time.Second)
-		if _, err := h.st.RecordInterruption(h.ctx, fleetstate.Interruption{EventID: id, Fleet: "gpu", Kind: kind,
+		if _, err := h.sys.Store.RecordInterruption(h.ctx, fleetstate.Interruption{EventID: id, Fleet: "gpu", Kind: kind,
 			InstanceType: instanceType, AZ: zone, At: h.clock.Now()}); err != nil {
 			h.t.Fatal(err)
 		}
@@ -84,15 +84,15 @@ func TestWeighsDownInterruptedTypesAndZones(t *testing.T) {
 		t.Fatalf("after interruptions: types %s, subnets %s, weighing %+v", types, subnets, r.Weighing)
 	}
 	want := "spot types: g5.xlarge last (4 interruptions in 1h); spot zones: without us-east-1b (3) (3 or more interruptions in 1h)"
-	st, err := h.st.GetFleetState(h.ctx, "gpu")
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := st.LastDecision
-	if d == nil || !strings.Contains(d.Reason, want) {
+	if d == nil || !strings.Contains(d.Reason.String(), want) {
 		t.Fatalf("recorded reason %q, want it to contain %q", d.Reason, want)
 	}
-	if d.Inputs["spot_types_interrupted"] != 1 || d.Inputs["spot_zones"] != 2 || d.Inputs["spot_zones_dropped"] != 1 || d.Inputs["spot_placed"] != 1 {
+	if d.Inputs.Map()["spot_types_interrupted"] != 1 || d.Inputs.Map()["spot_zones"] != 2 || d.Inputs.Map()["spot_zones_dropped"] != 1 || d.Inputs.Map()["spot_placed"] != 1 {
 		t.Fatalf("inputs %v", d.Inputs)
 	}
 

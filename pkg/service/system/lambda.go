@@ -15,8 +15,8 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/lib/logging"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
@@ -70,7 +70,7 @@ func LoadLambda(ctx context.Context, fn awsenv.Function, getenv Getenv, logOut i
 	}
 	l.Table = table
 	log = log.With("stage", cfg.Stage)
-	var events store.Publisher
+	var events jobevent.Publisher
 	// Only the API and the scaler publish: the other functions leave their
 	// jobs' events in the outbox, which the scaler's tick relays.
 	if awsenv.Reads(fn, awsenv.EnvEventBus) {

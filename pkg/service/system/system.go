@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/service/jobevents"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
@@ -27,7 +28,7 @@ type Env struct {
 	// events stay in the outbox.
 	Relay *jobevents.Relay
 	// events is where Relay publishes.
-	events store.Publisher
+	events jobevent.Publisher
 }
 
 // StoreOption tunes the Env's store beyond its table, config, clock and
@@ -39,9 +40,16 @@ type StoreOption func(*store.Options)
 // lines into metrics.
 func CostMetrics(w io.Writer) StoreOption { return func(o *store.Options) { o.CostMetrics = w } }
 
+// LeaseSpread sets the narrowest lease window: how many of the oldest
+// top-priority jobs a poll picks its claim from at random (the store's
+// default is 8). With 1, jobs are leased in priority-then-age order until
+// pollers collide, as tests that follow given jobs through their leases
+// need.
+func LeaseSpread(n int) StoreOption { return func(o *store.Options) { o.LeaseSpread = n } }
+
 // New builds the Env on a DynamoDB client and table. events receives the
 // job lifecycle events; nil publishes none.
-func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events store.Publisher, opts ...StoreOption) (*Env, error) {
+func New(cfg *fleetconfig.Config, db *dynamodb.Client, table string, clk clock.Clock, log *slog.Logger, events jobevent.Publisher, opts ...StoreOption) (*Env, error) {
 	o := store.Options{Table: table, Config: cfg, Clock: clk, Logger: log}
 	for _, opt := range opts {
 		opt(&o)

@@ -112,7 +112,7 @@ func scenario(t *testing.T, w wiring) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason, "woken by") {
+	if st.LastDecision == nil || !strings.HasPrefix(st.LastDecision.Reason.String(), "woken by") {
 		t.Fatalf("last decision after the wake: %+v", st.LastDecision)
 	}
 
@@ -151,7 +151,7 @@ func scenario(t *testing.T, w wiring) {
 	// Each fleet's reason in the answer is the one its decision recorded.
 	for _, f := range ticked.Fleets {
 		st, err := w.store.GetFleetState(ctx, f.Fleet)
-		if err != nil || st.LastDecision == nil || st.LastDecision.Reason != f.Reason {
+		if err != nil || st.LastDecision == nil || st.LastDecision.Reason.String() != f.Reason {
 			t.Fatalf("tick answered %s's reason %q, recorded %+v (%v)", f.Fleet, f.Reason, st.LastDecision, err)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
@@ -22,7 +22,7 @@ func TestEnableWebhooksGivesTheRelayADelivererOnlyWithAllowedHosts(t *testing.T)
 	env := func(hosts []string, withRelay bool) *system.Env {
 		cfg := fleetconfig.Default()
 		cfg.Webhooks.AllowedHosts = hosts
-		var events store.Publisher
+		var events jobevent.Publisher
 		if withRelay {
 			events = &jobevents.Bus{}
 		}

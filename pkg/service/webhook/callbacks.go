@@ -10,16 +10,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
 
 // CallbackStore is the part of the store the deliverer uses.
 type CallbackStore interface {
-	DueCallbacks(ctx context.Context, limit int) ([]store.Callback, error)
-	RecordCallback(ctx context.Context, c store.Callback, r store.CallbackResult) error
+	DueCallbacks(ctx context.Context, limit int) ([]jobevent.Callback, error)
+	RecordCallback(ctx context.Context, c jobevent.Callback, r jobevent.CallbackResult) error
 }
 
 // Keys answers the webhook signing keys (the webhook key, a secret of its
@@ -113,7 +113,7 @@ func (d *Deliverer) Deliver(ctx context.Context) (int, error) {
 }
 
 // batch delivers callbacks concurrently.
-func (d *Deliverer) batch(ctx context.Context, keys []signing.Key, due []store.Callback) (int, error) {
+func (d *Deliverer) batch(ctx context.Context, keys []signing.Key, due []jobevent.Callback) (int, error) {
 	var (
 		mu        sync.Mutex
 		delivered int
@@ -140,7 +140,7 @@ func (d *Deliverer) batch(ctx context.Context, keys []signing.Key, due []store.C
 }
 
 // attempt delivers one callback and records how it went.
-func (d *Deliverer) attempt(ctx context.Context, keys []signing.Key, c store.Callback) (bool, error) {
+func (d *Deliverer) attempt(ctx context.Context, keys []signing.Key, c jobevent.Callback) (bool, error) {
 	e := c.Event
 	body, err := json.Marshal(Delivery{ID: e.ID, Type: e.DetailType, Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), Detail: e.Detail})
 	if err != nil {
@@ -151,7 +151,7 @@ func (d *Deliverer) attempt(ctx context.Context, keys []signing.Key, c store.Cal
 	if ctx.Err() != nil {
 		return false, ctx.Err() // stopping: the attempt does not count
 	}
-	var r store.CallbackResult
+	var r jobevent.CallbackResult
 	n := c.Attempts + 1
 	switch {
 	case sendErr == nil:

@@ -18,12 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
+	"github.com/fleetq/fleetq/pkg/service/system"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
@@ -61,13 +62,13 @@ func receiverKeys(t *testing.T) signing.Ring {
 	return signing.Ring(ring)
 }
 
-// hookEnv is a store on the embedded DynamoDB, a fake clock and a
-// deliverer of the store's callbacks.
+// hookEnv is the composition root's Env on the embedded DynamoDB, a fake
+// clock and a deliverer of its store's callbacks.
 type hookEnv struct {
 	t    *testing.T
 	ctx  context.Context
 	clk  *clock.Fake
-	st   *store.Store
+	sys  *system.Env
 	d    *webhook.Deliverer
 	keys *keySource
 }
@@ -91,31 +92,34 @@ fleets:
 	client, table := testenv.DynamoDB(t)
 	clk := clock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
-	st := store.New(client, store.Options{Table: table, Config: cfg, Clock: clk, Logger: log})
-	keys := &keySource{}
-	keys.use(webhookKey)
-	d, err := webhook.NewDeliverer(cfg.Webhooks, st, keys, guard, clk, log)
+	sys, err := system.New(cfg, client, table, clk, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hookEnv{t: t, ctx: context.Background(), clk: clk, st: st, keys: keys, d: d}
+	keys := &keySource{}
+	keys.use(webhookKey)
+	d, err := webhook.NewDeliverer(cfg.Webhooks, sys.Store, keys, guard, clk, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &hookEnv{t: t, ctx: context.Background(), clk: clk, sys: sys, keys: keys, d: d}
 }
 
 type discard struct{}
 
-func (discard) Publish(context.Context, []store.JobEvent) error { return nil }
+func (discard) Publish(context.Context, []jobevent.Event) error { return nil }
 
 // finish creates a job with a callback URL, cancels it and relays its
 // outcome, which files the callback.
 func (e *hookEnv) finish(id, callback string) {
 	e.t.Helper()
-	if _, _, err := e.st.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t1", WorkflowID: "wf", Input: json.RawMessage(`{}`), CallbackURL: callback}); err != nil {
+	if _, _, err := e.sys.Store.CreateJob(e.ctx, job.Spec{ID: id, TenantID: "t1", WorkflowID: "wf", Input: json.RawMessage(`{}`), CallbackURL: callback}); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.st.Cancel(e.ctx, id); err != nil {
+	if _, err := e.sys.Store.Cancel(e.ctx, id); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.st.RelayJob(e.ctx, discard{}, id); err != nil {
+	if _, err := e.sys.Store.RelayJob(e.ctx, discard{}, id); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -131,7 +135,7 @@ func (e *hookEnv) deliver() int {
 
 func (e *hookEnv) callback(id string) job.Callback {
 	e.t.Helper()
-	j, err := e.st.GetJob(e.ctx, id)
+	j, err := e.sys.Store.GetJob(e.ctx, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -191,7 +195,7 @@ func TestCallbackIsDeliveredSignedAndRecorded(t *testing.T) {
 	if err := json.Unmarshal(r[0].body, &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.Detail.JobID != "j1" || d.Detail.Status != "canceled" || d.Type != store.EventCanceled || r[0].header.Get(webhook.HeaderEventID) != d.ID {
+	if d.Detail.JobID != "j1" || d.Detail.Status != "canceled" || d.Type != jobevent.Canceled || r[0].header.Get(webhook.HeaderEventID) != d.ID {
 		t.Fatalf("delivery %+v, headers %v", d, r[0].header)
 	}
 	c := e.callback("j1")

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/jobevent"
 	"github.com/fleetq/fleetq/pkg/domain/signing"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
@@ -106,10 +106,10 @@ func signatures(h http.Header) map[string]string {
 
 // Delivery is the body of a delivery.
 type Delivery struct {
-	ID     string               `json:"id"`
-	Type   string               `json:"type"`
-	Time   string               `json:"time"`
-	Detail store.JobEventDetail `json:"detail"`
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	Time   string          `json:"time"`
+	Detail jobevent.Detail `json:"detail"`
 }
 
 // send POSTs one delivery signed with each of keys (signing.Ring.Signers:

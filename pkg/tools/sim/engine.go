@@ -3,11 +3,9 @@ package sim
 import (
 	"container/heap"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -287,6 +285,8 @@ type engine struct {
 	byTenant map[string][]time.Duration
 	ttfl     []time.Duration
 	timeline []Sample
+	// planner leases jobs to polling instances (leasing.go).
+	planner *lease.Planner
 }
 
 // Run simulates the workload under one policy.
@@ -297,6 +297,7 @@ func Run(w Workload, p Policy, o Options) Result {
 		insts: map[int]*instance{}, byTenant: map[string][]time.Duration{}, idleStart: -1, desired: o.MinInstances, spotShortSince: -1,
 		spot: newSpotPlacement(o),
 	}
+	e.planner = e.newPlanner()
 	if sw, ok := p.(spotWeigher); ok && !o.NoWeigh {
 		e.weighs = sw.weighsSpot()
 	}
@@ -466,38 +467,6 @@ func (e *engine) runnable() int {
 		}
 	}
 	return fairshare.Demand(ts)
-}
-
-// nextFor is the index in the queue of the job a poll of the instance
-// leases, by the store's lease rule (lease.Order): the queue's order, jobs
-// pinned to On-Demand only on On-Demand instances, and with fair share the
-// tenants' picks; a tenant at its max_leased is passed over, as the store's
-// claim passes it over. -1 if none.
-func (e *engine) nextFor(in *instance) int {
-	cands := make([]lease.Candidate, len(e.waiting))
-	workflows := map[string]bool{}
-	for k, j := range e.waiting {
-		cands[k] = lease.Candidate{JobID: strconv.Itoa(k), TenantID: j.spec.Tenant, WorkflowID: j.spec.Workflow,
-			Created: epoch.Add(j.spec.Arrival), OnDemandOnly: j.pinned}
-		workflows[j.spec.Workflow] = true
-	}
-	// The simulated fleet serves every workflow of its workload.
-	w := lease.Worker{Workflows: slices.Collect(maps.Keys(workflows)), OnDemand: in.onDemand}
-	t := lease.Tenants{FairShare: e.opt.FairShare, Settings: func(id string) fleetconfig.Tenant {
-		return fleetconfig.Tenant{ID: id, MaxLeased: e.opt.TenantMaxLeased}
-	}}
-	capped := t.FairShare && e.opt.TenantMaxLeased > 0
-	if capped || lease.NeedsCensus(lease.Leasable(cands, w), t) {
-		t.Leased = e.leasedByTenant()
-	}
-	for _, c := range lease.Order(cands, w, t, 1, nil) {
-		if capped && t.Leased[c.TenantID] >= e.opt.TenantMaxLeased {
-			continue
-		}
-		k, _ := strconv.Atoi(c.JobID)
-		return k
-	}
-	return -1
 }
 
 // leasedByTenant is the census of the jobs running per tenant.

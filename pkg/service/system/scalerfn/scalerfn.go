@@ -112,8 +112,8 @@ func ScheduleHandler(sc *scaler.Scaler) func(context.Context, events.CloudWatchE
 		reports, err := sc.Tick(ctx)
 		out := TickSummary{Fleets: make([]FleetTick, 0, len(reports))}
 		for _, r := range reports {
-			out.Fleets = append(out.Fleets, FleetTick{Fleet: r.Fleet, Desired: r.Desired, Reason: r.Reason,
-				Terminated: r.Terminated, Requeued: r.Swept.Requeued, Dead: r.Swept.Dead})
+			out.Fleets = append(out.Fleets, FleetTick{Fleet: r.Fleet, Desired: r.Desired, Reason: r.Reason.String(),
+				Terminated: r.Terminated, Requeued: r.Swept.Leases.Requeued, Dead: r.Swept.Leases.Dead})
 		}
 		return out, err
 	}
