@@ -44,7 +44,7 @@ LDFLAGS   := -s -w -X github.com/fleetq/fleetq/pkg/lib/version.Version=$(VERSION
 AGENT_ARCHES   := amd64 arm64
 RELEASE_OSES   := linux darwin
 
-.PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench lint synth deploy release release-fixtures clean
+.PHONY: dev serve wheel test busy-test test-dynalite nag-deps dynalite-deps browser-deps shellcheck-deps build build-arm64 build-amd64 bench bench-capacity lint synth deploy release release-fixtures clean
 
 # The CLI for this machine, built as `go run ./cmd/fleetq` builds it: make dev and make serve run it, and
 # so do the README's commands, with no second compile and with fleetq's own exit codes. go run compiles a
@@ -215,6 +215,13 @@ busy-test:
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## bench-capacity: the store's benchmarks under DynamoDB's capacity model, each once (docs/benchmarks.md,
+## "A fleet of 10,000 workers on a lagging index"); CAPACITY narrows them (go test -bench), e.g.
+## make bench-capacity CAPACITY='CapacityFleet$'
+CAPACITY ?= BenchmarkCapacity
+bench-capacity:
+	$(GO) test -run '^$$' -bench '$(CAPACITY)' -benchtime 1x -timeout 3h ./pkg/aws/store/
 
 ## lint: go vet (in the tests' build configuration, so make test reuses its compile) and gofmt
 lint:

@@ -73,75 +73,31 @@ func reportHottest(b *testing.B, m *modeledEnv, scale float64) {
 		where, hot.Key, hot.Units.Write*scale, hot.Units.Read*scale)
 }
 
+// indexLags are the index lags every load benchmark runs with: a global
+// secondary index's entries follow the table's writes "in a fraction of a
+// second" normally, longer under load, and a claim the index does not show
+// yet is one more poller's lost claim.
+var indexLags = []time.Duration{500 * time.Millisecond, time.Second}
+
+// pollStep is how long a poll's read and claim take in the simulated load
+// benchmarks (a few DynamoDB round trips): polls within it read the same
+// index state.
+const pollStep = 25 * time.Millisecond
+
 // BenchmarkCapacityLeaseAndComplete is one fleet at 1,000 leases and 1,000
 // completions a second (and the 1,000 creations a second that feed them),
-// with a backlog of 150 queued jobs, run at a tenth of the rate: goal,
-// the hottest partition under 80% of its limit. It runs with the fleet's
-// partitions in one shard (the default) and in four (ready_shards: 4).
+// with 150 queued, for one second at the full rate, the polls of each
+// 25 ms at once through 8 API processes, with the index 500 ms and 1 s
+// behind the table, the fleet's partitions in one shard and in four
+// (ready_shards: 4): goal, the hottest partition DynamoDB cannot split under
+// 80% of its limit (runFleetLoad, fleet_bench_test.go).
 func BenchmarkCapacityLeaseAndComplete(b *testing.B) {
-	for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
-		b.Run(c.name, func(b *testing.B) { benchmarkLeaseAndComplete(b, c.config) })
-	}
-}
-
-func benchmarkLeaseAndComplete(b *testing.B, config string) {
-	const rate, scale = 1000, 10
-	for range b.N {
-		b.StopTimer()
-		m := newModeledEnv(b, config, 0)
-		m.createJobs(b, "backlog", 150)
-		workers := m.registerWorkers(b, 10, fleetconfig.MaxSlots)
-		m.nextSecond()
-		b.StartTimer()
-		n := rate / scale
-		step := time.Second / time.Duration(n)
-		for i := range n {
-			if _, _, err := m.st.CreateJob(m.ctx, job.Spec{ID: fmt.Sprintf("new-%05d", i), TenantID: "t", WorkflowID: "wf-a", Input: json.RawMessage(`{"frames":120}`)}); err != nil {
-				b.Fatal(err)
-			}
-			w := workers[i%len(workers)]
-			j, err := m.st.LeaseNext(m.ctx, w, []string{"wf-a"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.st.Complete(m.ctx, w, j.ID, j.LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
-				b.Fatal(err)
-			}
-			m.clock.Advance(step)
-		}
-		b.StopTimer()
-		reportHottest(b, m, scale)
-		reportFamilies(b, m, scale)
-		t := m.model.Total()
-		b.ReportMetric(t.Write/float64(n), "write-units/job")
-		b.ReportMetric(t.Read/float64(n), "read-units/job")
-	}
-}
-
-// reportFamilies reports, for each of a fleet's by-state partition
-// families (its ready, leased, succeeded and workers shards) and the
-// stage's outbox shards (table partitions), the hottest of its partition
-// keys scaled by scale, as a percentage of its limit: the breakdown behind
-// the hottest partition; and the hottest of the fleet's own (all but the
-// outbox).
-func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
-	fleet := 0.0
-	for _, f := range []struct{ index, prefix, unit string }{
-		{store.IndexByState, "Q#", "ready"}, {store.IndexByState, "L#", "leased"}, {store.IndexByState, "S#", "succeeded"},
-		{store.IndexByState, "W#", "workers"}, {"", "OUTBOX#", "outbox"},
-	} {
-		share := 0.0
-		for _, l := range m.model.Loads() {
-			if l.Index == f.index && strings.HasPrefix(l.Key, f.prefix) {
-				share = max(share, l.Share())
-			}
-		}
-		b.ReportMetric(100*share*scale, "hottest-"+f.unit+"-%")
-		if f.unit != "outbox" {
-			fleet = max(fleet, share)
+	for _, lag := range indexLags {
+		for _, shards := range []int{1, 4} {
+			l := fleetLoad{rate: 1000, backlog: 150, lag: lag, shards: shards, window: time.Second, step: pollStep, instances: 8}
+			runFleetBenchmark(b, fmt.Sprintf("lag=%s/ready_shards=%d", lag, shards), l)
 		}
 	}
-	b.ReportMetric(100*fleet*scale, "hottest-fleet-partition-%")
 }
 
 // BenchmarkCapacityIdleWorkers is 10,000 connected idle workers of one
@@ -151,20 +107,25 @@ func reportFamilies(b *testing.B, m *modeledEnv, scale float64) {
 // scaled by 100): goal, the hottest partition-second under 80% of its
 // limit. A sample this small makes the busiest second noisy (a few writes
 // more or less are tens of percent); index-write-units/empty-poll is exact.
-// It runs with the fleet's partitions in one shard and in four.
+// It runs with the fleet's partitions in one shard and in four, the index
+// 500 ms and 1 s behind, the polls of each 25 ms at once through 8 API
+// processes (an empty poll claims nothing, so neither changes what it
+// costs; the sample's 20 polls a second rarely meet within a step).
 func BenchmarkCapacityIdleWorkers(b *testing.B) {
-	for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
-		b.Run(c.name, func(b *testing.B) { benchmarkIdleWorkers(b, c.config) })
+	for _, lag := range indexLags {
+		for _, c := range []struct{ name, config string }{{"ready_shards=1", capacityConfig}, {"ready_shards=4", shardedCapacityConfig}} {
+			b.Run(fmt.Sprintf("lag=%s/%s", lag, c.name), func(b *testing.B) { benchmarkIdleWorkers(b, c.config, lag) })
+		}
 	}
 }
 
-func benchmarkIdleWorkers(b *testing.B, config string) {
+func benchmarkIdleWorkers(b *testing.B, config string, lag time.Duration) {
 	const workers, interval, sample, window = 10000, fleetconfig.DefaultPollSeconds * time.Second, 100, 30 * time.Second
 	scale := float64(workers) / float64(sample)
 	polls := 0
 	for range b.N {
 		b.StopTimer()
-		m := newModeledEnv(b, config, 0)
+		m := newModeledEnv(b, config, lag)
 		var auths []store.WorkerAuth
 		for i := range sample { // registered, so last seen, over one heartbeat interval
 			auths = append(auths, m.registerWorker(b, i, 1))
@@ -174,19 +135,27 @@ func benchmarkIdleWorkers(b *testing.B, config string) {
 		b.StartTimer()
 		// Polls come in an order unrelated to when each worker was last
 		// seen, as the phases of independent workers are.
+		// The polls of each step run at once, through 8 API processes.
 		order := make([]store.WorkerAuth, sample)
 		for i, a := range auths {
 			order[i*37%sample] = a
 		}
-		for elapsed := time.Duration(0); elapsed < window; elapsed += interval {
-			for _, a := range order {
-				if _, err := m.st.LeaseNext(m.ctx, a, []string{"wf-a"}); !errors.Is(err, store.ErrNoJob) {
-					b.Fatalf("an idle poll = %v, want ErrNoJob", err)
-				}
-				polls++
-				m.clock.Advance(interval / sample)
-			}
+		stores := make([]*store.Store, 8)
+		for i := range stores {
+			stores[i] = m.newStore()
 		}
+		var events []event
+		for k := range int(window / interval * sample) {
+			a, st := order[k%sample], stores[k%len(stores)]
+			events = append(events, event{at: time.Duration(k) * interval / sample, do: func() error {
+				if _, err := st.LeaseNext(m.ctx, a, []string{"wf-a"}); !errors.Is(err, store.ErrNoJob) {
+					return fmt.Errorf("an idle poll = %v, want ErrNoJob", err)
+				}
+				return nil
+			}})
+		}
+		polls += len(events)
+		runSteps(b, m.clock, pollStep, window, events)
 		b.StopTimer()
 		reportHottest(b, m, scale)
 		t := m.model.Total()
@@ -198,42 +167,16 @@ func benchmarkIdleWorkers(b *testing.B, config string) {
 }
 
 // BenchmarkCapacityLostClaims is a burst of 200 polls a second, from 200
-// workers through 8 warm API instances (each its own Store), on a backlog of
-// 500 jobs, with index queries 500 ms behind the table, as a DynamoDB index
-// can be: a claimed job stays among the candidates until the index catches
-// up. Goal: at most 0.5 lost claims per lease.
+// idle workers, the polls of each 25 ms at once through 8 warm API
+// instances (each its own Store), on a backlog of 500 jobs, with index
+// queries 500 ms and 1 s behind the table, as a DynamoDB index can be: a
+// claimed job stays among the candidates until the index catches up. Goal:
+// at most 0.5 lost claims per lease.
 func BenchmarkCapacityLostClaims(b *testing.B) {
-	const polls, backlog, instances = 200, 500, 8
-	var lost, leases, requests int64
-	for range b.N {
-		b.StopTimer()
-		m := newModeledEnv(b, capacityConfig, 500*time.Millisecond)
-		m.createJobs(b, "job", backlog)
-		auths := m.registerWorkers(b, polls, 1)
-		stores := make([]*store.Store, instances)
-		for i := range stores {
-			stores[i] = m.newStore()
-		}
-		m.nextSecond() // the index has caught up with the backlog
-		b.StartTimer()
-		for i, a := range auths {
-			_, err := stores[i%instances].LeaseNext(m.ctx, a, []string{"wf-a"})
-			if err != nil && !errors.Is(err, store.ErrNoJob) {
-				b.Fatal(err)
-			}
-			m.clock.Advance(time.Second / polls)
-		}
-		b.StopTimer()
-		for _, s := range stores {
-			st := s.LeaseStats()
-			lost += st.Conflicts
-			leases += st.Claims
-		}
-		requests += m.requests.Load()
+	for _, lag := range indexLags {
+		l := fleetLoad{rate: 200, idle: true, noArrivals: true, backlog: 500, lag: lag, shards: 1, window: time.Second, step: pollStep, instances: 8}
+		runFleetBenchmark(b, fmt.Sprintf("lag=%s", lag), l)
 	}
-	b.ReportMetric(float64(lost)/float64(max(leases, 1)), "lost-claims/lease")
-	b.ReportMetric(float64(leases)/float64(b.N*polls), "leases/poll")
-	b.ReportMetric(float64(requests)/float64(max(leases, 1)), "requests/lease")
 }
 
 // BenchmarkCapacityHeartbeat is a leased job's heartbeats, 30 s apart: goal,

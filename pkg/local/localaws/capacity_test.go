@@ -160,9 +160,9 @@ func TestCapacityModelChargesAsDynamoDBBills(t *testing.T) {
 func TestCapacityModelFailsAPartitionPastItsLimit(t *testing.T) {
 	ctx := context.Background()
 	db, table, model, clk := modeled(t, 0)
-	put := func(i int) {
+	put := func(i int) { // index sort keys in the order of time, which split for heat cannot help
 		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
-			"PK": str(fmt.Sprintf("item-%d", i)), "G": str("hot"), "GS": str(fmt.Sprint(i))}})
+			"PK": str(fmt.Sprintf("item-%d", i)), "G": str("hot"), "GS": str(fmt.Sprintf("%06d", i))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,6 +192,161 @@ func TestCapacityModelFailsAPartitionPastItsLimit(t *testing.T) {
 	err := model.Err()
 	if err == nil || !strings.Contains(err.Error(), `by-g key "hot"`) {
 		t.Fatalf("1,001 writes to one index key in a second: Err() = %v, want the hot index key named", err)
+	}
+}
+
+// Split for heat (Developer Guide, "DynamoDB burst and adaptive
+// capacity"): a partition key whose items are written out of their sort
+// keys' order can be spread over more partitions, one written in order
+// cannot. 1,200 index writes to each of two keys in one second, one
+// after the other (writes at one instant have no order): the key
+// written in time order is past its limit, the one written in random order
+// is reported as one DynamoDB can split, and is no error.
+func TestCapacityModelLetsDynamoDBSplitKeysWrittenOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	db, table, model, clk := modeled(t, 0)
+	const n = 1200
+	for i := range n {
+		clk.Advance(time.Second / (n + 1)) // each write at its own time, all in one second
+		for _, w := range []struct {
+			g  string
+			gs int
+		}{{"ordered", i}, {"shuffled", i * 7919 % n}} {
+			_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+				"PK": str(fmt.Sprintf("%s-%d", w.g, i)), "G": str(w.g), "GS": str(fmt.Sprintf("%06d", w.gs))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err := model.Err()
+	if err == nil || !strings.Contains(err.Error(), `by-g key "ordered"`) {
+		t.Fatalf("Err() = %v, want the key written in order named", err)
+	}
+	if strings.Contains(err.Error(), `"shuffled"`) {
+		t.Fatalf("Err() = %v, names the key written out of order, which DynamoDB can split", err)
+	}
+	found := false
+	for _, l := range model.Loads() {
+		if l.Key == "shuffled" {
+			found = true
+			if !l.Splittable || l.Units.Write != n {
+				t.Fatalf("the shuffled key's load = %v, want %d write units, splittable", l, n)
+			}
+		}
+		if l.Key == "ordered" && l.Splittable {
+			t.Fatalf("the key written in order is reported splittable: %v", l)
+		}
+	}
+	if !found {
+		t.Fatal("the shuffled key has no load")
+	}
+	if h := model.Hottest(); h.Key != "ordered" {
+		t.Fatalf("Hottest() = %v, want the key written in order", h)
+	}
+}
+
+// padTo answers a value for attribute P that makes an index entry of the
+// other attributes' size fixed bytes (names and values of strings) total
+// bytes.
+func padTo(total, fixed int) string { return strings.Repeat("p", total-fixed-len("P")) }
+
+// The index read examples of the Developer Guide ("DynamoDB read and write
+// operations", "Using Global Secondary Indexes in DynamoDB": a Query reads
+// the sum of the sizes of the entries it returns, their projected
+// attributes, rounded up to 4 KB once per query, half when eventually
+// consistent as index reads are). The 100 bytes DynamoDB adds to each index
+// entry are storage, not read size.
+func TestCapacityModelReadsIndexEntriesAsDynamoDBBills(t *testing.T) {
+	ctx := context.Background()
+	db, table, model, _ := modeled(t, 0)
+	put := func(pkv, g string, size int) {
+		t.Helper()
+		// PK, G and GS (each a 1- or 2-byte name and its value) and P.
+		fixed := len("PK") + len(pkv) + len("G") + len(g) + len("GS") + len("1")
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+			"PK": str(pkv), "G": str(g), "GS": str("1"), "P": str(padTo(size, fixed)), "other": str(strings.Repeat("o", 5000))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(what, g string, entries int, want float64) {
+		t.Helper()
+		before := model.Total()
+		if n := queryG(t, db, table, g); n != entries {
+			t.Fatalf("%s: the query found %d entries, want %d", what, n, entries)
+		}
+		if got := model.Total().Sub(before); got != (localaws.Units{Read: want}) {
+			t.Errorf("%s: charged %+v, want %.1f read units", what, got, want)
+		}
+	}
+	// An entry of 4,000 bytes (its item is over 9 KB, not projected) reads
+	// one 4 KB step: half a unit.
+	put("one", "four-thousand", 4000)
+	read("an index entry of 4,000 bytes", "four-thousand", 1, 0.5)
+	// The guide's Query example: 10 items of 40.8 KB in all read 44 KB,
+	// 11 units, 5.5 eventually consistent (not ten 8 KB steps).
+	for i := range 10 {
+		put(fmt.Sprintf("q%d", i), "ten", 4178)
+	}
+	read("10 entries of 40.8 KB in all", "ten", 10, 5.5)
+}
+
+// The guide's rule for a write refused by its condition ("DynamoDB read and
+// write operations"): it consumes write units for the larger of the item as
+// it is and the item the write would have made, doubled in a transaction.
+// A 500-byte item that a refused write would have made 1.5 KB costs 2
+// units, 4 in a transaction.
+func TestCapacityModelChargesARefusedWriteItsLargerItem(t *testing.T) {
+	ctx := context.Background()
+	db, table, model, _ := modeled(t, 0)
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+		"PK": str("a"), "small": str(strings.Repeat("s", 500))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := str(strings.Repeat("b", 1500))
+	never := aws.String("attribute_not_exists(PK)")
+	for _, c := range []struct {
+		what  string
+		write func() error
+		want  float64
+	}{
+		{"a refused put of a 1.5 KB item", func() error {
+			_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, ConditionExpression: never,
+				Item: map[string]types.AttributeValue{"PK": str("a"), "big": big}})
+			return err
+		}, 2},
+		{"a refused update growing it past 1 KB", func() error {
+			_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: pk("a"), ConditionExpression: never,
+				UpdateExpression: aws.String("SET #b = :b"), ExpressionAttributeNames: map[string]string{"#b": "big"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":b": big}})
+			return err
+		}, 2},
+		{"the same update canceled in a transaction", func() error {
+			_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+				TableName: &table, Key: pk("a"), ConditionExpression: never,
+				UpdateExpression: aws.String("SET big = :b"), ExpressionAttributeValues: map[string]types.AttributeValue{":b": big}}}}})
+			return err
+		}, 4},
+		{"a refused delete: the item as it is", func() error {
+			_, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: pk("a"), ConditionExpression: never})
+			return err
+		}, 1},
+	} {
+		before := model.Total()
+		if err := c.write(); err == nil {
+			t.Fatalf("%s went through", c.what)
+		}
+		if got := model.Total().Sub(before); got != (localaws.Units{Write: c.want}) {
+			t.Errorf("%s: charged %+v, want %.0f write units", c.what, got, c.want)
+		}
+	}
+	if n := model.Refused(); n != 4 {
+		t.Errorf("Refused() = %d, want 4", n)
+	}
+	if it := get(t, db, table, "a"); it["big"] != nil {
+		t.Fatalf("a refused write changed the item: %v", it)
 	}
 }
 

@@ -194,6 +194,7 @@ type guard struct {
 	schemaMu sync.Mutex
 	schemas  map[string]*tableSchema
 	mirrors  map[string]*mirror
+	copies   map[string]bool   // the tables copyOf made
 	created  map[string][]byte // CreateTable requests by table
 }
 
@@ -258,6 +259,16 @@ type member struct {
 	update bool // its size is only known after the write
 	check  bool // a ConditionCheck: it writes nothing
 	put    map[string]json.RawMessage
+	// expr is an update's expression and its names and values, to find
+	// the item a refused update would have made.
+	expr *updateExpr
+}
+
+// updateExpr is an UpdateItem's (or a transaction's Update's) expression.
+type updateExpr struct {
+	UpdateExpression          string
+	ExpressionAttributeNames  map[string]string
+	ExpressionAttributeValues map[string]json.RawMessage
 }
 
 // members lists the items a write touches, in the order of the request.
@@ -276,11 +287,16 @@ func (l *guard) members(r *http.Request, op string, body []byte) ([]member, bool
 		var in struct {
 			TableName string
 			Key       map[string]json.RawMessage
+			updateExpr
 		}
 		if json.Unmarshal(body, &in) != nil {
 			return nil, false
 		}
-		return []member{{table: in.TableName, key: in.Key, update: op == "UpdateItem"}}, true
+		m := member{table: in.TableName, key: in.Key, update: op == "UpdateItem"}
+		if m.update {
+			m.expr = &in.updateExpr
+		}
+		return []member{m}, true
 	case "TransactWriteItems":
 		var in struct {
 			TransactItems []struct {
@@ -288,7 +304,12 @@ func (l *guard) members(r *http.Request, op string, body []byte) ([]member, bool
 					TableName string
 					Item      map[string]json.RawMessage
 				}
-				Update, Delete, ConditionCheck *struct {
+				Update *struct {
+					TableName string
+					Key       map[string]json.RawMessage
+					updateExpr
+				}
+				Delete, ConditionCheck *struct {
 					TableName string
 					Key       map[string]json.RawMessage
 				}
@@ -303,7 +324,7 @@ func (l *guard) members(r *http.Request, op string, body []byte) ([]member, bool
 			case it.Put != nil:
 				ms[i] = member{table: it.Put.TableName, key: l.keyOf(r, it.Put.TableName, it.Put.Item), put: it.Put.Item}
 			case it.Update != nil:
-				ms[i] = member{table: it.Update.TableName, key: it.Update.Key, update: true}
+				ms[i] = member{table: it.Update.TableName, key: it.Update.Key, update: true, expr: &it.Update.updateExpr}
 			case it.Delete != nil:
 				ms[i] = member{table: it.Delete.TableName, key: it.Delete.Key}
 			case it.ConditionCheck != nil:
@@ -405,9 +426,10 @@ func (l *guard) write(w http.ResponseWriter, r *http.Request, op string) {
 	now := l.clock()
 	if rec.Code != http.StatusOK {
 		if l.model != nil && refusedByCondition(rec.Body.Bytes()) {
+			l.model.countRefused()
 			for i, m := range members {
 				if s := l.schema(r, m.table); s != nil && m.key != nil {
-					l.model.chargeRefused(now, s, write{table: m.table, key: m.key, before: before[i], tx: tx})
+					l.model.chargeRefused(now, s, write{table: m.table, key: m.key, before: before[i], after: l.attempted(r, m, before[i]), tx: tx})
 				}
 			}
 		}
@@ -463,6 +485,46 @@ func (l *guard) write(w http.ResponseWriter, r *http.Request, op string) {
 		}
 	}
 	copyResponse(w, rec)
+}
+
+// attempted answers the item a refused write would have made of the item
+// before: a put's item, nothing for a delete, the item as it is for a
+// ConditionCheck, and for an update the update applied to a copy of the
+// item in the table's scratch copy (without its condition).
+func (l *guard) attempted(r *http.Request, m member, before map[string]json.RawMessage) map[string]json.RawMessage {
+	switch {
+	case m.put != nil:
+		return m.put
+	case m.check:
+		return before
+	case m.expr == nil:
+		return nil
+	}
+	scratch := l.copyOf(r, m.table, ".attempt")
+	l.restore(r, scratch, m.key, before)
+	in := map[string]any{"TableName": scratch, "Key": m.key, "UpdateExpression": m.expr.UpdateExpression, "ReturnValues": "ALL_NEW"}
+	used := placeholder.FindAllString(m.expr.UpdateExpression, -1)
+	names, values := map[string]string{}, map[string]json.RawMessage{}
+	for k, v := range m.expr.ExpressionAttributeNames {
+		if slices.Contains(used, k) {
+			names[k] = v
+		}
+	}
+	for k, v := range m.expr.ExpressionAttributeValues {
+		if slices.Contains(used, k) {
+			values[k] = v
+		}
+	}
+	if len(names) > 0 {
+		in["ExpressionAttributeNames"] = names
+	}
+	if len(values) > 0 {
+		in["ExpressionAttributeValues"] = values
+	}
+	var out struct{ Attributes map[string]json.RawMessage }
+	l.call(r, "UpdateItem", in, &out)
+	l.call(r, "DeleteItem", map[string]any{"TableName": scratch, "Key": m.key}, nil)
+	return out.Attributes
 }
 
 // refusedByCondition reports whether an error answer is a write refused by
@@ -717,12 +779,18 @@ func (l *guard) schemaOf(r *http.Request, body []byte, in any) *tableSchema {
 func (l *guard) forget(r *http.Request, table string) {
 	l.schemaMu.Lock()
 	delete(l.schemas, table)
-	m := l.mirrors[table]
 	delete(l.mirrors, table)
 	delete(l.created, table)
+	var copies []string
+	for _, suffix := range []string{".lagged", ".attempt"} {
+		if l.copies[table+suffix] {
+			copies = append(copies, table+suffix)
+			delete(l.copies, table+suffix)
+		}
+	}
 	l.schemaMu.Unlock()
-	if m != nil {
-		l.call(r, "DeleteTable", map[string]any{"TableName": m.name}, nil)
+	for _, name := range copies {
+		l.call(r, "DeleteTable", map[string]any{"TableName": name}, nil)
 	}
 }
 
@@ -823,15 +891,7 @@ func (l *guard) mirrorOf(r *http.Request, table string) *mirror {
 	if ok {
 		return m
 	}
-	m = &mirror{name: table + ".lagged"}
-	l.schemaMu.Lock()
-	create := l.created[table]
-	l.schemaMu.Unlock()
-	var in map[string]any
-	if json.Unmarshal(create, &in) == nil {
-		in["TableName"] = m.name
-		l.call(r, "CreateTable", in, nil)
-	}
+	m = &mirror{name: l.copyOf(r, table, ".lagged")}
 	l.schemaMu.Lock()
 	defer l.schemaMu.Unlock()
 	if l.mirrors == nil {
@@ -842,6 +902,31 @@ func (l *guard) mirrorOf(r *http.Request, table string) *mirror {
 	}
 	l.mirrors[table] = m
 	return m
+}
+
+// copyOf answers the name of an empty table alike to table (its name and
+// suffix), made on first use from the table's CreateTable request.
+func (l *guard) copyOf(r *http.Request, table, suffix string) string {
+	name := table + suffix
+	l.schemaMu.Lock()
+	done := l.copies[name]
+	create := l.created[table]
+	l.schemaMu.Unlock()
+	if done {
+		return name
+	}
+	var in map[string]any
+	if json.Unmarshal(create, &in) == nil {
+		in["TableName"] = name
+		l.call(r, "CreateTable", in, nil)
+	}
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	if l.copies == nil {
+		l.copies = map[string]bool{}
+	}
+	l.copies[name] = true
+	return name
 }
 
 // catchUp applies to the mirror the writes at least IndexLag old (m.mu held).
