@@ -45,8 +45,8 @@ func (m *Memory) narrow(spread int) {
 }
 
 // takenEntries remembers, for takenFor, the queue entries this process
-// claimed or lost a claim on: a poller has them, though a lagging index
-// still shows the entry, so this process's polls do not try them again
+// lost a claim on: another poller has them, though a lagging index still
+// shows the entry, so this process's polls do not try them again
 // meanwhile. A job given back to the queue is a new entry (Candidate.Entry),
 // leasable again at once.
 type takenEntries struct {

@@ -366,9 +366,6 @@ func (p *Planner) claimFirst(ctx context.Context, src Source, poll Poll, attempt
 		case Claimed:
 			p.claims.Add(1)
 			fm.claimed(a.Candidate, true)
-			// A lagging index shows the job as ready a while yet: the
-			// process's other polls leave it alone meanwhile.
-			p.mem.taken.add(a.Candidate, a.Terms.Now)
 			r.job, r.won = c.Job, true
 			return r, nil
 		case TenantFull:
