@@ -96,7 +96,7 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 // anyway (on_demand_only is in the index projection): no request more.
 func (s *Store) FleetSnapshot(ctx context.Context, fleet string) (fleetstate.Snapshot, error) {
 	snap := fleetstate.Snapshot{LeasesByWorker: map[string]int{}}
-	ready, _, err := s.readReady(ctx, fleet, 0)
+	ready, err := s.readReady(ctx, fleet, 0)
 	if err != nil {
 		return snap, err
 	}

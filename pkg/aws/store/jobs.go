@@ -505,7 +505,7 @@ func (s *Store) ListJobs(ctx context.Context, fleet string, status job.Status, l
 	var err error
 	// Each shard's first `limit` hold the partition's first `limit`.
 	if status == job.Queued {
-		items, _, err = s.readReady(ctx, fleet, limit)
+		items, err = s.readReady(ctx, fleet, limit)
 	} else {
 		items, err = s.readShards(ctx, parts, "", "", limit, forward)
 	}

@@ -324,7 +324,7 @@ func (h housekeeping) PromoteDue(ctx context.Context, fleet string, limit int, n
 // queue timeout, so they end on time even when no worker polls. It reads
 // the ready queue only: a job waiting out a retry backoff was leased before.
 func (h housekeeping) ExpireQueueDeadlines(ctx context.Context, fleet string, now time.Time) (int, error) {
-	items, _, err := h.s.readReady(ctx, fleet, 0)
+	items, err := h.s.readReady(ctx, fleet, 0)
 	if err != nil {
 		return 0, err
 	}

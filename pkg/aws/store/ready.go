@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 )
@@ -40,26 +39,12 @@ func (s *Store) inReadyQueue(fleet string) expression.ConditionBuilder {
 }
 
 // readReady reads the head of every shard of a fleet's ready queue, at
-// most perShard items of each (0: all), and merges them in queue order:
-// highest priority, then oldest. The first perShard items of the merge
-// are exactly the queue's first perShard (each of them is among the first
-// perShard of its own shard); past them the merge may leave out a few
-// that a shard held beyond its limit. full reports whether any shard had
-// more than was read. The shards are read at once, one query each.
-func (s *Store) readReady(ctx context.Context, fleet string, perShard int) (items []jobItem, full bool, err error) {
-	parts := s.readyPartitions(fleet)
-	got, err := eachShard(parts, func(p string) ([]jobItem, error) { return s.queryIndex(ctx, p, "", perShard, true) })
-	if err != nil {
-		return nil, false, err
-	}
-	for _, g := range got {
-		items = append(items, g...)
-		full = full || (perShard > 0 && len(g) >= perShard)
-	}
-	if len(got) > 1 {
-		inQueueOrder(items)
-	}
-	return items, full, nil
+// most perShard items of each (0: all), at once, and merges them in queue
+// order: highest priority, then oldest (readShards). The first perShard
+// items of the merge are exactly the queue's first perShard; past them the
+// merge may leave out a few that a shard held beyond its limit.
+func (s *Store) readReady(ctx context.Context, fleet string, perShard int) ([]jobItem, error) {
+	return s.readShards(ctx, s.readyPartitions(fleet), "", "", perShard, true)
 }
 
 // readShardHeads reads the heads of a fleet's ready shards at once, one
@@ -68,12 +53,15 @@ func (s *Store) readReady(ctx context.Context, fleet string, perShard int) (item
 // since the limits were made reads the shards it has.
 func (s *Store) readShardHeads(ctx context.Context, fleet string, limits []int) ([][]jobItem, error) {
 	parts := s.readyPartitions(fleet)
-	return eachShard(parts, func(p string) ([]jobItem, error) {
-		i := slices.Index(parts, p)
+	shards := make([]int, len(parts))
+	for i := range shards {
+		shards[i] = i
+	}
+	return eachShard(shards, func(i int) ([]jobItem, error) {
 		if i >= len(limits) || limits[i] <= 0 {
 			return nil, nil
 		}
-		return s.queryIndex(ctx, p, "", limits[i], true)
+		return s.queryIndex(ctx, parts[i], "", limits[i], true)
 	})
 }
 

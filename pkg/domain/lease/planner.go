@@ -324,7 +324,8 @@ func (p *Planner) plan(ctx context.Context, src Source, poll Poll, cands []Candi
 			in.Tenants.Leased = leased
 		}
 	}
-	in.Candidates = live
+	// live is skipped already: the plan orders it and sets its terms.
+	in.Candidates, in.Taken = live, nil
 	return MakePlan(in), nil
 }
 
