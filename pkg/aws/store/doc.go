@@ -31,6 +31,7 @@
 // moved to the new one), preempt.go (draining and ending workers the control
 // plane decided to end, their leases requeued), fleetstate.go,
 // registration.go, bootreports.go (machines that could not start work),
+// pool.go (the stopped Spot pool's instances and their conditional moves),
 // interruptions.go, outbox.go, callbacks.go (outcomes due at callback URLs),
 // costs.go and spotprices.go (the price of each job), apikeys.go (tenants'
 // API keys), principals.go (IAM principals mapped to tenants), console.go

@@ -1,0 +1,161 @@
+package store_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/aws/store"
+)
+
+func (e *env) addPool(fleet, id, typ, zone, state string) {
+	e.t.Helper()
+	if err := e.st.AddPoolInstance(e.ctx, fleet, store.PoolInstance{ID: id, InstanceType: typ, Zone: zone, State: state}); err != nil {
+		e.t.Fatalf("AddPoolInstance(%s): %v", id, err)
+	}
+}
+
+func (e *env) poolState(fleet, id string) store.PoolInstance {
+	e.t.Helper()
+	p, found, err := e.st.PoolInstanceOf(e.ctx, fleet, id)
+	if err != nil || !found {
+		e.t.Fatalf("PoolInstanceOf(%s) = found %v, %v", id, found, err)
+	}
+	return p
+}
+
+// A pool instance's life: prepared, stopped, started for two jobs,
+// running, stopped back; each move written only from the states it may
+// come from, and the fleet's pool read with one Query.
+func TestPoolInstanceLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.addPool("gpu", "i-a", "g5.xlarge", "us-east-1a", "")
+	if err := e.st.AddPoolInstance(e.ctx, "gpu", store.PoolInstance{ID: "i-a", InstanceType: "g6.xlarge", Zone: "us-east-1b"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("adding i-a twice: %v, want ErrConflict", err)
+	}
+	if p := e.poolState("gpu", "i-a"); p.State != store.PoolPreparing || p.InstanceType != "g5.xlarge" || !p.Created.Equal(t0) || !p.Since.Equal(t0) {
+		t.Fatalf("new pool instance: %+v", p)
+	}
+	move := func(to string, startFor int) error {
+		e.clock.Advance(time.Minute)
+		return e.st.MovePoolInstance(e.ctx, "gpu", "i-a", to, e.clock.Now(), startFor)
+	}
+	// Not stopped yet: neither started nor stopped.
+	for _, to := range []string{store.PoolStarting, store.PoolStopping, store.PoolRunning} {
+		if err := move(to, 1); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("preparing → %s: %v, want ErrConflict", to, err)
+		}
+	}
+	for _, step := range []struct {
+		to       string
+		startFor int
+		want     int
+	}{{store.PoolStopped, 0, 0}, {store.PoolStarting, 2, 2}, {store.PoolRunning, 0, 2}, {store.PoolStopping, 0, 0}, {store.PoolStopped, 0, 0}} {
+		if err := move(step.to, step.startFor); err != nil {
+			t.Fatalf("→ %s: %v", step.to, err)
+		}
+		if p := e.poolState("gpu", "i-a"); p.State != step.to || !p.Since.Equal(e.clock.Now()) || p.StartFor != step.want {
+			t.Fatalf("after → %s: %+v, want start_for %d", step.to, p, step.want)
+		}
+	}
+	if err := move(store.PoolStopping, 0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stopping a stopped instance: %v, want ErrConflict", err)
+	}
+	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-none", store.PoolStarting, e.clock.Now(), 1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("starting an instance not recorded: %v, want ErrConflict", err)
+	}
+	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", store.PoolGone, e.clock.Now(), 0); err == nil {
+		t.Fatal("a move to gone: want an error (EndPoolInstance ends one)")
+	}
+
+	e.addPool("gpu", "i-b", "g6.xlarge", "us-east-1b", store.PoolStopped)
+	e.addPool("other", "i-c", "g5.xlarge", "us-east-1a", store.PoolStopped)
+	until := e.clock.Now().Add(15 * time.Minute)
+	if err := e.st.AvoidPoolPair(e.ctx, "gpu", "g6.xlarge", "us-east-1b", until); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.AvoidPoolPair(e.ctx, "gpu", "g5.xlarge", "us-east-1c", e.clock.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.st.ReadPool(e.ctx, "gpu")
+	if err != nil || len(p.Instances) != 2 || p.Instances[0].ID != "i-a" || p.Instances[1].ID != "i-b" || p.Instances[1].State != store.PoolStopped {
+		t.Fatalf("ReadPool(gpu) = %+v, %v; want i-a and i-b", p, err)
+	}
+	if len(p.Avoided) != 1 || !p.Avoided[[2]string{"g6.xlarge", "us-east-1b"}].Equal(until) {
+		t.Fatalf("avoided pairs %v; want g6.xlarge/us-east-1b until %s only (the other has lapsed)", p.Avoided, until)
+	}
+	if fleet, got, found, err := e.st.FindPoolInstance(e.ctx, "i-c"); err != nil || !found || fleet != "other" || got.ID != "i-c" {
+		t.Fatalf("FindPoolInstance(i-c) = %s %+v %v %v", fleet, got, found, err)
+	}
+	if _, _, found, err := e.st.FindPoolInstance(e.ctx, "i-none"); err != nil || found {
+		t.Fatalf("FindPoolInstance(i-none) = %v %v", found, err)
+	}
+	// Ended only when it cannot run a job.
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a"); err != nil {
+		t.Fatalf("ending twice: %v", err)
+	}
+	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-b", store.PoolStarting, e.clock.Now(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-b"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ending a starting instance: %v, want ErrConflict", err)
+	}
+}
+
+// Two wakes that both chose the same stopped instance: exactly one
+// claims its start.
+func TestPoolStartIsClaimedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.addPool("gpu", "i-a", "g5.xlarge", "us-east-1a", store.PoolStopped)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.st.MovePoolInstance(e.ctx, "gpu", "i-a", store.PoolStarting, e.clock.Now(), i+1)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+			if p := e.poolState("gpu", "i-a"); p.StartFor != i+1 {
+				t.Fatalf("the winner's start_for: %+v, want %d", p, i+1)
+			}
+		case !errors.Is(err, store.ErrConflict):
+			t.Fatal(err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d claims won, want 1", won)
+	}
+}
+
+// EC2 stopped a running pool instance on interruption: it is marked
+// interrupted, no start claims it, and only EC2 bringing it back makes it
+// run again.
+func TestPoolInterruptedIsNeverClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.addPool("gpu", "i-a", "g5.xlarge", "us-east-1a", store.PoolRunning)
+	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", store.PoolInterrupted, e.clock.Now(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{store.PoolStarting, store.PoolStopping} {
+		if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", to, e.clock.Now(), 1); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("interrupted → %s: %v, want ErrConflict", to, err)
+		}
+	}
+	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", store.PoolRunning, e.clock.Now(), 0); err != nil {
+		t.Fatalf("brought back by EC2: %v", err)
+	}
+}
