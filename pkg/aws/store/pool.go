@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // The stopped Spot pool (docs/data-model.md, "The Spot pool's items").
@@ -23,20 +25,20 @@ import (
 // (poolFrom), so two wakes never start the same stopped instance and an
 // instance is never stopped unless it runs.
 
-// Pool instance states, as stored.
+// Pool instance states, by their domain names.
 const (
-	PoolPreparing   = "preparing"
-	PoolStopped     = "stopped"
-	PoolStarting    = "starting"
-	PoolRunning     = "running"
-	PoolStopping    = "stopping"
-	PoolInterrupted = "interrupted"
-	PoolGone        = "gone"
+	PoolPreparing   = scaling.PoolPreparing
+	PoolStopped     = scaling.PoolStopped
+	PoolStarting    = scaling.PoolStarting
+	PoolRunning     = scaling.PoolRunning
+	PoolStopping    = scaling.PoolStopping
+	PoolInterrupted = scaling.PoolInterrupted
+	PoolGone        = scaling.PoolGone
 )
 
 // poolFrom is, for each state, the states an instance may move to it from:
 // the condition of the move.
-var poolFrom = map[string][]string{
+var poolFrom = map[scaling.PoolState][]scaling.PoolState{
 	// A start claims a stopped instance: one claim wins.
 	PoolStarting: {PoolStopped},
 	// Started (its agent runs), or brought back by EC2 after an
@@ -53,7 +55,7 @@ var poolFrom = map[string][]string{
 
 // poolEndFrom are the states a pool instance may be ended (deleted) in:
 // never one that may run a job.
-var poolEndFrom = []string{PoolPreparing, PoolStopped, PoolInterrupted}
+var poolEndFrom = []scaling.PoolState{PoolPreparing, PoolStopped, PoolInterrupted}
 
 const (
 	prefixPool      = "POOL#"
@@ -75,24 +77,11 @@ func poolAvoidKey(fleet, instanceType, zone string) (string, string) {
 	return prefixFleet + fleet, prefixPoolAvoid + instanceType + "#" + zone
 }
 
-// PoolInstance is a pool instance's record.
-type PoolInstance struct {
-	ID           string
-	InstanceType string
-	Zone         string
-	State        string
-	// Since is when it entered State; Created when it was launched.
-	Since, Created time.Time
-	// StartFor is how many ready jobs its current start was for (0 when it
-	// is not starting or running for a start).
-	StartFor int
-}
-
 // Pool is a fleet's pool as the store holds it: its instances by id, and
-// the pairs (instance type/zone) avoided after a failed start, until when.
+// the pairs avoided after a failed start, until when.
 type Pool struct {
-	Instances []PoolInstance
-	Avoided   map[[2]string]time.Time
+	Instances []scaling.PoolInstance
+	Avoided   scaling.Avoided
 }
 
 type poolItem struct {
@@ -116,16 +105,16 @@ const (
 	typePoolAvoid    = "pool_avoid"
 )
 
-func (it poolItem) instance() PoolInstance {
-	return PoolInstance{ID: it.InstanceID, InstanceType: it.InstanceType, Zone: it.AZ, State: it.State,
+func (it poolItem) instance() scaling.PoolInstance {
+	return scaling.PoolInstance{ID: it.InstanceID, Pair: scaling.Pair{InstanceType: it.InstanceType, Zone: it.AZ}, State: scaling.PoolState(it.State),
 		Since: fromMS(it.SinceMS), Created: fromMS(it.CreatedMS), StartFor: it.StartFor}
 }
 
 // AddPoolInstance records a pool instance just launched, in state
 // preparing (or the state p names). An instance already recorded is
 // ErrConflict and stays as it is.
-func (s *Store) AddPoolInstance(ctx context.Context, fleet string, p PoolInstance) error {
-	if fleet == "" || p.ID == "" || p.InstanceType == "" || p.Zone == "" {
+func (s *Store) AddPoolInstance(ctx context.Context, fleet string, p scaling.PoolInstance) error {
+	if fleet == "" || p.ID == "" || p.Pair.InstanceType == "" || p.Pair.Zone == "" {
 		return errors.New("add pool instance: fleet, instance id, type and zone are required")
 	}
 	if p.State == "" {
@@ -139,7 +128,7 @@ func (s *Store) AddPoolInstance(ctx context.Context, fleet string, p PoolInstanc
 	}
 	pk, sk := poolKey(fleet, p.ID)
 	av, err := attributevalue.MarshalMap(poolItem{PK: pk, SK: sk, Type: typePoolInstance, Fleet: fleet, InstanceID: p.ID,
-		InstanceType: p.InstanceType, AZ: p.Zone, State: p.State, SinceMS: ms(p.Since), CreatedMS: ms(p.Created), StartFor: p.StartFor})
+		InstanceType: p.Pair.InstanceType, AZ: p.Pair.Zone, State: string(p.State), SinceMS: ms(p.Since), CreatedMS: ms(p.Created), StartFor: p.StartFor})
 	if err != nil {
 		return fmt.Errorf("encode pool instance: %w", err)
 	}
@@ -165,7 +154,7 @@ func (s *Store) AddPoolInstance(ctx context.Context, fleet string, p PoolInstanc
 // a move to starting and cleared by any other. A move the condition
 // refuses (or of an instance not recorded) is ErrConflict and writes
 // nothing.
-func (s *Store) MovePoolInstance(ctx context.Context, fleet, instanceID, to string, at time.Time, startFor int) error {
+func (s *Store) MovePoolInstance(ctx context.Context, fleet, instanceID string, to scaling.PoolState, at time.Time, startFor int) error {
 	from, ok := poolFrom[to]
 	if !ok {
 		return fmt.Errorf("move pool instance %s to %q: no such move", instanceID, to)
@@ -177,7 +166,7 @@ func (s *Store) MovePoolInstance(ctx context.Context, fleet, instanceID, to stri
 		// A started instance keeps what its start was for.
 		startFor = -1
 	}
-	set := expression.Set(expression.Name(attrPoolState), expression.Value(to)).
+	set := expression.Set(expression.Name(attrPoolState), expression.Value(string(to))).
 		Set(expression.Name(attrSinceMS), expression.Value(ms(at)))
 	if startFor >= 0 {
 		set = set.Set(expression.Name(attrStartFor), expression.Value(startFor))
@@ -186,7 +175,7 @@ func (s *Store) MovePoolInstance(ctx context.Context, fleet, instanceID, to stri
 	err := s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: stateIn(from)})
 	if errors.Is(err, errConditionFailed) {
 		return fmt.Errorf("pool instance %s of fleet %s may not become %s (it is not %s): %w",
-			instanceID, fleet, to, strings.Join(from, " or "), ErrConflict)
+			instanceID, fleet, to, joinStates(from), ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("move pool instance %s of fleet %s to %s: %w", instanceID, fleet, to, err)
@@ -195,12 +184,20 @@ func (s *Store) MovePoolInstance(ctx context.Context, fleet, instanceID, to stri
 }
 
 // stateIn is the condition that a pool item's state is one of states.
-func stateIn(states []string) expression.ConditionBuilder {
+func stateIn(states []scaling.PoolState) expression.ConditionBuilder {
 	ops := make([]expression.OperandBuilder, 0, len(states)-1)
 	for _, st := range states[1:] {
-		ops = append(ops, expression.Value(st))
+		ops = append(ops, expression.Value(string(st)))
 	}
-	return expression.Name(attrPoolState).In(expression.Value(states[0]), ops...)
+	return expression.Name(attrPoolState).In(expression.Value(string(states[0])), ops...)
+}
+
+func joinStates(states []scaling.PoolState) string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return strings.Join(out, " or ")
 }
 
 // EndPoolInstance forgets a pool instance whose Spot request was canceled
@@ -227,15 +224,15 @@ func (s *Store) EndPoolInstance(ctx context.Context, fleet, instanceID string) e
 // AvoidPoolPair records that the fleet's pair (instance type, zone) is not
 // to be started until `until` (a start failed there for capacity). The
 // item lapses by TTL a day after.
-func (s *Store) AvoidPoolPair(ctx context.Context, fleet, instanceType, zone string, until time.Time) error {
-	pk, sk := poolAvoidKey(fleet, instanceType, zone)
-	av, err := attributevalue.MarshalMap(poolItem{PK: pk, SK: sk, Type: typePoolAvoid, Fleet: fleet, InstanceType: instanceType, AZ: zone,
+func (s *Store) AvoidPoolPair(ctx context.Context, fleet string, p scaling.Pair, until time.Time) error {
+	pk, sk := poolAvoidKey(fleet, p.InstanceType, p.Zone)
+	av, err := attributevalue.MarshalMap(poolItem{PK: pk, SK: sk, Type: typePoolAvoid, Fleet: fleet, InstanceType: p.InstanceType, AZ: p.Zone,
 		UntilMS: ms(until), TTL: until.Add(24 * time.Hour).Unix()})
 	if err != nil {
 		return fmt.Errorf("encode avoided pair: %w", err)
 	}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
-		return fmt.Errorf("avoid pool pair %s/%s of fleet %s: %w", instanceType, zone, fleet, err)
+		return fmt.Errorf("avoid pool pair %s of fleet %s: %w", p, fleet, err)
 	}
 	return nil
 }
@@ -251,42 +248,45 @@ func (s *Store) ReadPool(ctx context.Context, fleet string) (Pool, error) {
 		return Pool{}, err
 	}
 	now := s.clock.Now()
-	p := Pool{Avoided: map[[2]string]time.Time{}}
+	p := Pool{Avoided: scaling.Avoided{}}
 	for _, it := range items {
 		switch {
 		case strings.HasPrefix(it.SK, prefixPool):
 			p.Instances = append(p.Instances, it.instance())
 		case strings.HasPrefix(it.SK, prefixPoolAvoid):
 			if until := fromMS(it.UntilMS); until.After(now) {
-				p.Avoided[[2]string{it.InstanceType, it.AZ}] = until
+				p.Avoided[scaling.Pair{InstanceType: it.InstanceType, Zone: it.AZ}] = until
 			}
 		}
 	}
-	slices.SortFunc(p.Instances, func(a, b PoolInstance) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(p.Instances, func(a, b scaling.PoolInstance) int { return strings.Compare(a.ID, b.ID) })
 	return p, nil
 }
 
 // PoolInstanceOf reads one pool instance of a fleet (strongly consistent);
 // found is false when the fleet has no such pool instance.
-func (s *Store) PoolInstanceOf(ctx context.Context, fleet, instanceID string) (PoolInstance, bool, error) {
+func (s *Store) PoolInstanceOf(ctx context.Context, fleet, instanceID string) (scaling.PoolInstance, bool, error) {
 	pk, sk := poolKey(fleet, instanceID)
 	var it poolItem
 	found, err := s.getItem(ctx, pk, sk, &it)
 	if err != nil || !found {
-		return PoolInstance{}, false, err
+		return scaling.PoolInstance{}, false, err
 	}
 	return it.instance(), true, nil
 }
 
 // FindPoolInstance finds which fleet's pool an instance is in, reading
-// each fleet of the config that has a pool (one GetItem each); found is
+// each fleet of the config that has a spot_pool (one GetItem each); found is
 // false when it is in none.
-func (s *Store) FindPoolInstance(ctx context.Context, instanceID string) (string, PoolInstance, bool, error) {
+func (s *Store) FindPoolInstance(ctx context.Context, instanceID string) (string, scaling.PoolInstance, bool, error) {
 	for _, f := range s.cfg.Fleets {
+		if !f.SpotPool.Enabled() {
+			continue
+		}
 		p, found, err := s.PoolInstanceOf(ctx, f.Slug, instanceID)
 		if err != nil || found {
 			return f.Slug, p, found, err
 		}
 	}
-	return "", PoolInstance{}, false, nil
+	return "", scaling.PoolInstance{}, false, nil
 }

@@ -7,16 +7,38 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
-func (e *env) addPool(fleet, id, typ, zone, state string) {
+// poolConfig is testConfig with a Spot pool for fleet other.
+const poolConfig = testConfig + `    max_instances: 4
+    spot_pool:
+      size: 3
+      pairs:
+        - {instance_type: g5.xlarge, zone: us-east-1a}
+        - {instance_type: g5.xlarge, zone: us-east-1b}
+        - {instance_type: g5.xlarge, zone: us-east-1c}
+`
+
+func newPoolEnv(t *testing.T) *env {
+	t.Helper()
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(poolConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvWith(t, cfg)
+}
+
+func (e *env) addPool(fleet, id, typ, zone string, state scaling.PoolState) {
 	e.t.Helper()
-	if err := e.st.AddPoolInstance(e.ctx, fleet, store.PoolInstance{ID: id, InstanceType: typ, Zone: zone, State: state}); err != nil {
+	p := scaling.PoolInstance{ID: id, Pair: scaling.Pair{InstanceType: typ, Zone: zone}, State: state}
+	if err := e.st.AddPoolInstance(e.ctx, fleet, p); err != nil {
 		e.t.Fatalf("AddPoolInstance(%s): %v", id, err)
 	}
 }
 
-func (e *env) poolState(fleet, id string) store.PoolInstance {
+func (e *env) poolState(fleet, id string) scaling.PoolInstance {
 	e.t.Helper()
 	p, found, err := e.st.PoolInstanceOf(e.ctx, fleet, id)
 	if err != nil || !found {
@@ -30,26 +52,27 @@ func (e *env) poolState(fleet, id string) store.PoolInstance {
 // come from, and the fleet's pool read with one Query.
 func TestPoolInstanceLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newPoolEnv(t)
 	e.addPool("gpu", "i-a", "g5.xlarge", "us-east-1a", "")
-	if err := e.st.AddPoolInstance(e.ctx, "gpu", store.PoolInstance{ID: "i-a", InstanceType: "g6.xlarge", Zone: "us-east-1b"}); !errors.Is(err, store.ErrConflict) {
+	again := scaling.PoolInstance{ID: "i-a", Pair: scaling.Pair{InstanceType: "g6.xlarge", Zone: "us-east-1b"}}
+	if err := e.st.AddPoolInstance(e.ctx, "gpu", again); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("adding i-a twice: %v, want ErrConflict", err)
 	}
-	if p := e.poolState("gpu", "i-a"); p.State != store.PoolPreparing || p.InstanceType != "g5.xlarge" || !p.Created.Equal(t0) || !p.Since.Equal(t0) {
+	if p := e.poolState("gpu", "i-a"); p.State != store.PoolPreparing || p.Pair.InstanceType != "g5.xlarge" || !p.Created.Equal(t0) || !p.Since.Equal(t0) {
 		t.Fatalf("new pool instance: %+v", p)
 	}
-	move := func(to string, startFor int) error {
+	move := func(to scaling.PoolState, startFor int) error {
 		e.clock.Advance(time.Minute)
 		return e.st.MovePoolInstance(e.ctx, "gpu", "i-a", to, e.clock.Now(), startFor)
 	}
 	// Not stopped yet: neither started nor stopped.
-	for _, to := range []string{store.PoolStarting, store.PoolStopping, store.PoolRunning} {
+	for _, to := range []scaling.PoolState{store.PoolStarting, store.PoolStopping, store.PoolRunning} {
 		if err := move(to, 1); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("preparing → %s: %v, want ErrConflict", to, err)
 		}
 	}
 	for _, step := range []struct {
-		to       string
+		to       scaling.PoolState
 		startFor int
 		want     int
 	}{{store.PoolStopped, 0, 0}, {store.PoolStarting, 2, 2}, {store.PoolRunning, 0, 2}, {store.PoolStopping, 0, 0}, {store.PoolStopped, 0, 0}} {
@@ -73,17 +96,18 @@ func TestPoolInstanceLifecycle(t *testing.T) {
 	e.addPool("gpu", "i-b", "g6.xlarge", "us-east-1b", store.PoolStopped)
 	e.addPool("other", "i-c", "g5.xlarge", "us-east-1a", store.PoolStopped)
 	until := e.clock.Now().Add(15 * time.Minute)
-	if err := e.st.AvoidPoolPair(e.ctx, "gpu", "g6.xlarge", "us-east-1b", until); err != nil {
+	g6b := scaling.Pair{InstanceType: "g6.xlarge", Zone: "us-east-1b"}
+	if err := e.st.AvoidPoolPair(e.ctx, "gpu", g6b, until); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.AvoidPoolPair(e.ctx, "gpu", "g5.xlarge", "us-east-1c", e.clock.Now().Add(-time.Second)); err != nil {
+	if err := e.st.AvoidPoolPair(e.ctx, "gpu", scaling.Pair{InstanceType: "g5.xlarge", Zone: "us-east-1c"}, e.clock.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.st.ReadPool(e.ctx, "gpu")
 	if err != nil || len(p.Instances) != 2 || p.Instances[0].ID != "i-a" || p.Instances[1].ID != "i-b" || p.Instances[1].State != store.PoolStopped {
 		t.Fatalf("ReadPool(gpu) = %+v, %v; want i-a and i-b", p, err)
 	}
-	if len(p.Avoided) != 1 || !p.Avoided[[2]string{"g6.xlarge", "us-east-1b"}].Equal(until) {
+	if len(p.Avoided) != 1 || !p.Avoided[g6b].Equal(until) {
 		t.Fatalf("avoided pairs %v; want g6.xlarge/us-east-1b until %s only (the other has lapsed)", p.Avoided, until)
 	}
 	if fleet, got, found, err := e.st.FindPoolInstance(e.ctx, "i-c"); err != nil || !found || fleet != "other" || got.ID != "i-c" {
@@ -91,6 +115,11 @@ func TestPoolInstanceLifecycle(t *testing.T) {
 	}
 	if _, _, found, err := e.st.FindPoolInstance(e.ctx, "i-none"); err != nil || found {
 		t.Fatalf("FindPoolInstance(i-none) = %v %v", found, err)
+	}
+	// A fleet without a pool is not asked.
+	e.addPool("gpu", "i-d", "g5.xlarge", "us-east-1a", store.PoolStopped)
+	if _, _, found, err := e.st.FindPoolInstance(e.ctx, "i-d"); err != nil || found {
+		t.Fatalf("FindPoolInstance(i-d) of fleet gpu, which has no spot_pool = %v %v", found, err)
 	}
 	// Ended only when it cannot run a job.
 	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a"); err != nil {
@@ -150,7 +179,7 @@ func TestPoolInterruptedIsNeverClaimed(t *testing.T) {
 	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", store.PoolInterrupted, e.clock.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
-	for _, to := range []string{store.PoolStarting, store.PoolStopping} {
+	for _, to := range []scaling.PoolState{store.PoolStarting, store.PoolStopping} {
 		if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-a", to, e.clock.Now(), 1); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("interrupted → %s: %v, want ErrConflict", to, err)
 		}
