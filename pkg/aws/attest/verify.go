@@ -38,12 +38,25 @@ type Instances interface {
 	InstanceGroup(ctx context.Context, instanceID string) (group, state string, err error)
 }
 
-// Fleet is what a fleet's instances are: its worker role, and its groups
-// (the Spot group and, with the On-Demand rung, the On-Demand one).
+// Pool says whether an instance is one of a fleet's stopped Spot pool
+// (docs/scaling.md, "The Spot pool in AWS and on the dev stack") and its
+// state there; found is false when it is not. pkg/aws/store's Store
+// answers it from the pool's records.
+type Pool interface {
+	PoolInstanceOf(ctx context.Context, fleet, instanceID string) (p scaling.PoolInstance, found bool, err error)
+}
+
+// Fleet is what a fleet's instances are: its worker role, its groups (the
+// Spot group and, with the On-Demand rung, the On-Demand one), and its
+// Spot pool's instances when it has one.
 type Fleet struct {
 	// RoleARN is the fleet's worker role (arn:aws:iam::<account>:role/<name>).
 	RoleARN string
 	Groups  []string
+	// SpotPool: the fleet keeps a stopped Spot pool, whose instances run
+	// outside its groups; a started one (starting or running in the pool's
+	// records) is one of the fleet's instances too.
+	SpotPool bool
 }
 
 // Config tunes a Verifier.
@@ -61,6 +74,9 @@ type Config struct {
 	HTTP *http.Client
 	// Clock tells now (default the wall clock).
 	Clock clock.Clock
+	// Pool finds the Spot pool instances of the fleets with SpotPool
+	// (required when a fleet has one).
+	Pool Pool
 }
 
 // Verifier checks attested registrations.
@@ -100,6 +116,9 @@ func NewVerifier(stsEndpoint string, instances Instances, c Config) (*Verifier, 
 		if len(f.Groups) == 0 {
 			return nil, fmt.Errorf("attest: fleet %s has no group", slug)
 		}
+		if f.SpotPool && c.Pool == nil {
+			return nil, fmt.Errorf("attest: fleet %s has a Spot pool and no pool lookup", slug)
+		}
 	}
 	if c.MaxAge <= 0 {
 		c.MaxAge = 5 * time.Minute
@@ -119,8 +138,11 @@ type Identity struct {
 	Account    string
 	Role       string // the role's name
 	InstanceID string // the role session's name: the instance profile's instance
-	Group      string // the fleet's group the instance is in
-	State      string // its lifecycle state there
+	Group      string // the fleet's group the instance is in ("" for a pool instance)
+	State      string // its lifecycle state there, or its state in the fleet's Spot pool
+	// SpotPool: the instance is one of the fleet's Spot pool instances,
+	// started (in no group).
+	SpotPool bool
 }
 
 func unauthenticated(format string, a ...any) error {
@@ -137,7 +159,8 @@ var instanceIDPattern = regexp.MustCompile(`^i-[0-9A-Za-z-]{1,60}$`)
 // Verify checks a signed identity request: its shape and server id and
 // date here, its signature by STS, then that STS's caller is a fleet's
 // worker role on an instance in service (or launching) in one of that
-// fleet's groups. The fleet is the role's: one role per fleet.
+// fleet's groups, or, when it is in none, a started instance of the
+// fleet's Spot pool. The fleet is the role's: one role per fleet.
 func (v *Verifier) Verify(ctx context.Context, id *wire.AWSIdentity) (Identity, error) {
 	req, err := v.forwardable(ctx, id)
 	if err != nil {
@@ -161,10 +184,31 @@ func (v *Verifier) Verify(ctx context.Context, id *wire.AWSIdentity) (Identity, 
 		return Identity{}, fmt.Errorf("find the group of instance %s: %v: %w", out.InstanceID, err, ErrUnavailable)
 	}
 	in := scaling.Instance{ID: out.InstanceID, LifecycleState: state}
-	if !slices.Contains(f.Groups, group) || !(in.InService() || in.Booting()) {
-		return Identity{}, denied("instance %s is not in service in fleet %s's groups", out.InstanceID, fleet)
+	if slices.Contains(f.Groups, group) && (in.InService() || in.Booting()) {
+		out.Group, out.State = group, state
+		return out, nil
 	}
-	out.Group, out.State = group, state
+	if group == "" && f.SpotPool {
+		return v.poolInstance(ctx, out, fleet)
+	}
+	return Identity{}, denied("instance %s is not in service in fleet %s's groups", out.InstanceID, fleet)
+}
+
+// poolInstance accepts an instance of no group that the fleet's Spot pool
+// started: starting or running in its records. A stopped, stopping,
+// interrupted or unknown one is denied.
+func (v *Verifier) poolInstance(ctx context.Context, out Identity, fleet string) (Identity, error) {
+	p, found, err := v.c.Pool.PoolInstanceOf(ctx, fleet, out.InstanceID)
+	if err != nil {
+		return Identity{}, fmt.Errorf("find instance %s in fleet %s's Spot pool: %v: %w", out.InstanceID, fleet, err, ErrUnavailable)
+	}
+	if !found {
+		return Identity{}, denied("instance %s is not in service in fleet %s's groups nor in its Spot pool", out.InstanceID, fleet)
+	}
+	if p.State != scaling.PoolStarting && p.State != scaling.PoolRunning {
+		return Identity{}, denied("instance %s of fleet %s's Spot pool is %s, not started", out.InstanceID, fleet, p.State)
+	}
+	out.State, out.SpotPool = string(p.State), true
 	return out, nil
 }
 

@@ -174,7 +174,8 @@ func Registration(attested api.Attestor, secrets api.FleetSecrets) APIOption {
 // NewAttestor returns the verifier of attested registrations: identity
 // requests are forwarded to the STS endpoint only, and a fleet's workers
 // must be its role (roles, by slug) on an instance of its groups (groups,
-// by slug). The server id is the stage. A fleet without a role is not
+// by slug) or a started instance of its Spot pool (the store's records).
+// The server id is the stage. A fleet without a role is not
 // attested.
 func NewAttestor(e *system.Env, stsEndpoint string, instances attest.Instances, roles map[string]string, groups map[string][]string) (*attest.Verifier, error) {
 	fleets := map[string]attest.Fleet{}
@@ -182,9 +183,9 @@ func NewAttestor(e *system.Env, stsEndpoint string, instances attest.Instances, 
 		if roles[f.Slug] == "" {
 			continue
 		}
-		fleets[f.Slug] = attest.Fleet{RoleARN: roles[f.Slug], Groups: groups[f.Slug]}
+		fleets[f.Slug] = attest.Fleet{RoleARN: roles[f.Slug], Groups: groups[f.Slug], SpotPool: f.SpotPool.Enabled()}
 	}
-	return attest.NewVerifier(stsEndpoint, instances, attest.Config{ServerID: e.Config.Stage, Fleets: fleets, Clock: e.Clock})
+	return attest.NewVerifier(stsEndpoint, instances, attest.Config{ServerID: e.Config.Stage, Fleets: fleets, Clock: e.Clock, Pool: e.Store})
 }
 
 // NewAPI returns the worker, producer and operator HTTP API. queue takes
