@@ -75,12 +75,7 @@ func BridgeStart(s Settings, ready, free, live int) int {
 func DecideBridge(in BridgeInput) BridgeDecision {
 	s, now := in.Settings, in.Now
 	slots := max(1, s.Slots)
-	workers := make(map[string]Worker, len(in.Workers))
-	for _, w := range in.Workers {
-		if w.InstanceID != "" {
-			workers[w.InstanceID] = w
-		}
-	}
+	workers := byInstance(in.Workers)
 	spot := in.Input
 	spot.Instances, spot.Workers = make([]Instance, 0, len(in.Instances)), make([]Worker, 0, len(in.Workers))
 	var bridges []Instance

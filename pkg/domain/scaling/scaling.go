@@ -25,6 +25,9 @@ type Settings struct {
 	// Bridge is the fleet's bridge capacity from a stopped pool (bridge.go);
 	// zero when it has none.
 	Bridge BridgeSettings
+	// SpotPool is the fleet's stopped Spot pool (spotpool.go); zero when
+	// it has none.
+	SpotPool SpotPoolSettings
 }
 
 // SettingsOf reads the policy settings of a configured fleet.
@@ -227,12 +230,7 @@ func Decide(in Input) Decision {
 // at once; the idle workers are the candidates for shrinking.
 func classify(in Input) (c Counts, victims []Victim, idle []Worker) {
 	s, now := in.Settings, in.Now
-	workers := make(map[string]Worker, len(in.Workers))
-	for _, w := range in.Workers {
-		if w.InstanceID != "" {
-			workers[w.InstanceID] = w
-		}
-	}
+	workers := byInstance(in.Workers)
 	c.Ready, c.Leased, c.Instances = in.Ready, in.Leased, len(in.Instances)
 	for _, inst := range in.Instances {
 		w, ok := workers[inst.ID]
@@ -358,6 +356,17 @@ func reason(in Input, d Decision, why string, shrunk, kept int) Reason {
 		r = r.With(fmt.Sprintf("launch %d", d.Launch))
 	}
 	return r
+}
+
+// byInstance indexes workers by their instance.
+func byInstance(ws []Worker) map[string]Worker {
+	m := make(map[string]Worker, len(ws))
+	for _, w := range ws {
+		if w.InstanceID != "" {
+			m[w.InstanceID] = w
+		}
+	}
+	return m
 }
 
 func countWhy(vs []Victim, why string) int {

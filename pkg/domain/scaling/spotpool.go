@@ -1,0 +1,455 @@
+package scaling
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Pair is one instance type in one Availability Zone: what a stopped
+// instance is and stays (a stopped instance cannot change type or zone).
+type Pair struct{ InstanceType, Zone string }
+
+// String is the pair as reasons name it: type/zone.
+func (p Pair) String() string { return p.InstanceType + "/" + p.Zone }
+
+// SpotPoolSettings are a fleet's stopped Spot pool (fleetconfig spot_pool;
+// docs/scaling.md, "Cold start: the Spot pool"): stopped persistent Spot
+// instances owned by fleetq outside any Auto Scaling group, started when
+// work arrives and stopped back into the pool when idle.
+type SpotPoolSettings struct {
+	// Size is how many instances the pool keeps; 0 turns it off.
+	Size int
+	// Pairs are the instance type × zone pairs the pool spreads over.
+	Pairs []Pair
+	// VolumeGB is a pool instance's root volume, billed while it is stopped.
+	VolumeGB int
+	// MaxAge is how old a stopped instance may grow before it is replaced
+	// (0: no bound).
+	MaxAge time.Duration
+	// Avoid is how long a pair whose start failed for want of Spot capacity
+	// is not started.
+	Avoid time.Duration
+}
+
+// Enabled reports whether the fleet has a Spot pool.
+func (s SpotPoolSettings) Enabled() bool { return s.Size > 0 && len(s.Pairs) > 0 }
+
+// PoolState is where a pool instance is.
+type PoolState string
+
+// The states of a pool instance.
+const (
+	// PoolPreparing: launched to be prepared (image, drivers on its
+	// volume), then stopped into the pool.
+	PoolPreparing PoolState = "preparing"
+	// PoolStopped: in the pool, startable.
+	PoolStopped PoolState = "stopped"
+	// PoolStarting: started for work; its worker has not registered yet.
+	PoolStarting PoolState = "starting"
+	// PoolRunning: running (its worker registered or registering).
+	PoolRunning PoolState = "running"
+	// PoolStopping: being stopped back into the pool.
+	PoolStopping PoolState = "stopping"
+	// PoolInterrupted: EC2 stopped it on a Spot interruption; only EC2
+	// starts it again (StartInstances on it is refused), so fleetq never
+	// does.
+	PoolInterrupted PoolState = "interrupted"
+	// PoolGone: ended (its Spot request cancelled, the instance
+	// terminated).
+	PoolGone PoolState = "gone"
+)
+
+// PoolInstance is one instance of a fleet's Spot pool as the store records
+// it.
+type PoolInstance struct {
+	ID    string
+	Pair  Pair
+	State PoolState
+	// Since is when it entered its state; Created when it was launched.
+	Since, Created time.Time
+	// StartFor is the ready jobs its last start was for.
+	StartFor int
+}
+
+// Avoided holds, per pair, until when it is not started (a start there
+// failed for want of Spot capacity).
+type Avoided map[Pair]time.Time
+
+// Avoids reports whether pair p is avoided at now.
+func (a Avoided) Avoids(p Pair, now time.Time) bool { return now.Before(a[p]) }
+
+// PoolInput is what the pool's decisions look at.
+type PoolInput struct {
+	Now      time.Time
+	Settings Settings
+	// Ready are the ready jobs.
+	Ready int
+	// Free are the free slots outside the pool that take ready jobs now or
+	// soon: of the groups' running workers, and of bridge or On-Demand
+	// instances already starting for them. Group instances still booting
+	// from a fresh launch are not counted: a pool start is faster.
+	Free int
+	// Pool is the fleet's pool instances; Workers the workers (those
+	// registered from pool instances are read, others ignored).
+	Pool    []PoolInstance
+	Workers []Worker
+	// Avoided are the pairs not to start.
+	Avoided Avoided
+}
+
+// PoolOrder is one decision about the pool with its reason: start, stop or
+// end instance ID, or create one on Pair (ID empty).
+type PoolOrder struct {
+	ID   string
+	Pair Pair
+	// For is the ready jobs a start is for.
+	For    int
+	Reason Reason
+}
+
+// PoolDecision is the pool's decisions at one tick (DecidePool) or one
+// enqueue (PoolStart: Starts only).
+type PoolDecision struct {
+	// Starts are stopped instances to start, each for up to a worker's
+	// slots of ready jobs.
+	Starts []PoolOrder
+	// Stops are idle running instances to stop back into the pool (each
+	// claimed with the store's conditional drain, no lease, first).
+	Stops []PoolOrder
+	// Ends are instances to end (cancel the Spot request, terminate):
+	// stopped ones past their age, started ones never registered.
+	Ends []PoolOrder
+	// Creates are instances to launch, prepare and stop into the pool.
+	Creates []PoolOrder
+	// Covered are the ready jobs the pool takes after the decision (its
+	// starting instances and the free slots of its running ones): the
+	// groups are decided for the ready jobs beyond them.
+	Covered int
+	// Leased are the jobs leased on pool instances (Input.Elsewhere for
+	// the groups: they keep the idle clock running).
+	Leased int
+	// Reason sums the decision up in one line.
+	Reason Reason
+}
+
+// Reason codes of the Spot pool's decisions.
+const (
+	ReasonPoolStart    ReasonCode = "pool-start"
+	ReasonPoolFallback ReasonCode = "pool-fallback"
+	ReasonPoolStop     ReasonCode = "pool-stop"
+	ReasonPoolEnd      ReasonCode = "pool-end"
+	ReasonPoolRefill   ReasonCode = "pool-refill"
+	ReasonPoolHold     ReasonCode = "pool-hold"
+)
+
+// poolView is the pool sorted out for one decision.
+type poolView struct {
+	startable map[Pair][]PoolInstance // stopped, on any pair, longest stopped first
+	live      map[Pair]int            // starting or running
+	held      map[Pair]int            // every instance not gone
+	free      int                     // the pool's slots that take ready jobs
+	leased    int
+	idle      []Worker // running, registered, no lease, idle past the grace
+	ends      []PoolOrder
+	interrupt int
+}
+
+func viewPool(in PoolInput) poolView {
+	s, now := in.Settings, in.Now
+	slots := max(1, s.Slots)
+	workers := byInstance(in.Workers)
+	v := poolView{startable: map[Pair][]PoolInstance{}, live: map[Pair]int{}, held: map[Pair]int{}}
+	for _, p := range in.Pool {
+		if p.State == PoolGone {
+			continue
+		}
+		v.held[p.Pair]++
+		switch p.State {
+		case PoolStopped:
+			if s.SpotPool.MaxAge > 0 && now.Sub(p.Created) >= s.SpotPool.MaxAge {
+				v.ends = append(v.ends, PoolOrder{ID: p.ID, Pair: p.Pair, Reason: Reason{ReasonPoolEnd,
+					fmt.Sprintf("pool end %s (%s): stopped, %s old, past its max age %s; replaced",
+						p.ID, p.Pair, shortDuration(now.Sub(p.Created).Truncate(time.Hour)), shortDuration(s.SpotPool.MaxAge))}})
+				v.held[p.Pair]--
+				continue
+			}
+			v.startable[p.Pair] = append(v.startable[p.Pair], p)
+		case PoolInterrupted:
+			v.interrupt++
+		case PoolStarting, PoolRunning:
+			v.live[p.Pair]++
+			w, ok := workers[p.ID]
+			switch {
+			case !ok:
+				if s.BootTimeout > 0 && now.Sub(p.Since) >= s.BootTimeout {
+					v.ends = append(v.ends, PoolOrder{ID: p.ID, Pair: p.Pair, Reason: Reason{ReasonPoolEnd,
+						fmt.Sprintf("pool end %s (%s): started %s ago, never registered", p.ID, p.Pair, round(now.Sub(p.Since)))}})
+					v.held[p.Pair]--
+					v.live[p.Pair]--
+					continue
+				}
+				v.free += slots
+			case w.Draining || !responsive(s, now, w):
+				// The interruption handler or health checks act on it.
+				v.leased += max(0, w.Leases)
+			case w.Leases > 0:
+				v.leased += w.Leases
+				v.free += max(0, slots-w.Leases)
+			case now.Sub(w.IdleSince) < s.ScaleInGrace:
+				v.free += slots
+			default:
+				v.idle = append(v.idle, w)
+			}
+		}
+	}
+	for _, list := range v.startable {
+		sort.Slice(list, func(i, j int) bool {
+			if !list[i].Since.Equal(list[j].Since) {
+				return list[i].Since.Before(list[j].Since)
+			}
+			return list[i].ID < list[j].ID
+		})
+	}
+	return v
+}
+
+// PoolStart is the wake on enqueue of a fleet with a Spot pool: the stopped
+// instances to start for ready jobs that the free slots (outside the pool,
+// and of pool instances starting or running) cannot take, one start per
+// worker's slots of jobs. Starts spread over the pairs (the pair with the
+// fewest instances starting or running first), skip avoided pairs, and
+// never start an interrupted instance. The tick's DecidePool starts alike.
+func PoolStart(in PoolInput) PoolDecision {
+	v := viewPool(in)
+	// Idle instances take ready jobs on enqueue; the tick stops them.
+	v.free += len(v.idle) * max(1, in.Settings.Slots)
+	d := PoolDecision{Leased: v.leased, Starts: v.starts(in)}
+	d.Covered = min(max(0, in.Ready-in.Free), v.free+startedSlots(in.Settings, d.Starts))
+	d.Reason = v.summary(in, d)
+	return d
+}
+
+// starts picks the stopped instances to start for the ready jobs beyond
+// the free slots.
+func (v *poolView) starts(in PoolInput) []PoolOrder {
+	s, now := in.Settings, in.Now
+	slots := max(1, s.Slots)
+	want := max(0, in.Ready-in.Free-v.free)
+	if !s.SpotPool.Enabled() || want == 0 {
+		return nil
+	}
+	live := make(map[Pair]int, len(v.live))
+	for p, n := range v.live {
+		live[p] = n
+	}
+	var out []PoolOrder
+	for want > 0 {
+		var best Pair
+		found := false
+		for _, p := range pairOrder(s.SpotPool.Pairs, v.startable) {
+			if len(v.startable[p]) == 0 || in.Avoided.Avoids(p, now) {
+				continue
+			}
+			if !found || live[p] < live[best] {
+				best, found = p, true
+			}
+		}
+		if !found {
+			break
+		}
+		inst := v.startable[best][0]
+		v.startable[best] = v.startable[best][1:]
+		live[best]++
+		n := min(want, slots)
+		want -= n
+		out = append(out, PoolOrder{ID: inst.ID, Pair: best, For: n,
+			Reason: Reason{ReasonPoolStart, fmt.Sprintf("pool start %s (%s) for %d of %d ready jobs (%d free slots)",
+				inst.ID, best, n, in.Ready, in.Free+v.free)}})
+	}
+	return out
+}
+
+// pairOrder is the configured pairs, then any other pair the pool holds
+// (configuration changed), in a stable order.
+func pairOrder(pairs []Pair, held map[Pair][]PoolInstance) []Pair {
+	out := append([]Pair(nil), pairs...)
+	seen := make(map[Pair]bool, len(pairs))
+	for _, p := range pairs {
+		seen[p] = true
+	}
+	var more []Pair
+	for p := range held {
+		if !seen[p] {
+			more = append(more, p)
+		}
+	}
+	sort.Slice(more, func(i, j int) bool { return more[i].String() < more[j].String() })
+	return append(out, more...)
+}
+
+func startedSlots(s Settings, starts []PoolOrder) int { return len(starts) * max(1, s.Slots) }
+
+// PoolFailure is a pool start that failed for want of Spot capacity
+// (InsufficientInstanceCapacity): its pair is avoided until Until, and
+// exactly the jobs the start was for go to the On-Demand fallback (a
+// bridge start, or the ladder's On-Demand launch); the instance stays
+// stopped in the pool.
+type PoolFailure struct {
+	Pair  Pair
+	Until time.Time
+	// Jobs are the ready jobs handed to On-Demand.
+	Jobs   int
+	Reason Reason
+}
+
+// PoolStartFailed decides a pool start that failed for want of Spot
+// capacity.
+func PoolStartFailed(s Settings, now time.Time, start PoolOrder) PoolFailure {
+	until := now.Add(s.SpotPool.Avoid)
+	return PoolFailure{Pair: start.Pair, Until: until, Jobs: start.For, Reason: Reason{ReasonPoolFallback,
+		fmt.Sprintf("pool start %s failed on %s (no Spot capacity): %s avoided for %s; %d jobs to On-Demand",
+			start.ID, start.Pair, start.Pair, shortDuration(s.SpotPool.Avoid), start.For)}}
+}
+
+// Avoid records a failure's pair as avoided until its end.
+func (a Avoided) Avoid(f PoolFailure) {
+	if f.Until.After(a[f.Pair]) {
+		a[f.Pair] = f.Until
+	}
+}
+
+// DecidePool is the tick's decision for a fleet's Spot pool:
+//   - start stopped instances for ready jobs nothing else takes (as
+//     PoolStart on enqueue);
+//   - stop idle running instances back into the pool: a registered worker
+//     with no lease, idle for the fleet's scale-in grace, that the ready
+//     jobs beyond the other free slots do not need (the longest idle
+//     first); an instance holding a lease is never stopped, and a draining
+//     or unresponsive one is left to the interruption handler and the
+//     health checks;
+//   - end a stopped instance past MaxAge, and a started one whose worker
+//     never registered within the boot timeout;
+//   - create instances to bring the pool back to Size, each on the
+//     least-filled pair not avoided. Interrupted instances count in the
+//     pool's size (EC2 starts them again when it has capacity) but are not
+//     startable.
+func DecidePool(in PoolInput) PoolDecision {
+	s, now := in.Settings, in.Now
+	slots := max(1, s.Slots)
+	v := viewPool(in)
+	d := PoolDecision{Leased: v.leased, Ends: v.ends}
+	// Idle instances stay for the ready jobs nothing else takes.
+	keep := ceilDiv(in.Ready-in.Free-v.free, slots)
+	sort.Slice(v.idle, func(i, j int) bool {
+		if !v.idle[i].IdleSince.Equal(v.idle[j].IdleSince) {
+			return v.idle[i].IdleSince.Before(v.idle[j].IdleSince)
+		}
+		return v.idle[i].ID < v.idle[j].ID
+	})
+	// Keep the most recently idle; stop the rest, longest idle first.
+	stop := max(0, len(v.idle)-max(0, keep))
+	for i, w := range v.idle {
+		if i >= stop {
+			v.free += slots
+			continue
+		}
+		d.Stops = append(d.Stops, PoolOrder{ID: w.InstanceID, Pair: pairOf(in.Pool, w.InstanceID), Reason: Reason{ReasonPoolStop,
+			fmt.Sprintf("pool stop %s: idle %s (grace %s), no ready job needs it", w.InstanceID, round(now.Sub(w.IdleSince)), shortDuration(s.ScaleInGrace))}})
+	}
+	d.Starts = v.starts(in)
+	d.Covered = min(max(0, in.Ready-in.Free), v.free+startedSlots(s, d.Starts))
+	d.Creates = refill(in, v.held)
+	d.Reason = v.summary(in, d)
+	return d
+}
+
+func pairOf(pool []PoolInstance, id string) Pair {
+	for _, p := range pool {
+		if p.ID == id {
+			return p.Pair
+		}
+	}
+	return Pair{}
+}
+
+// refill creates instances up to the pool's size, each on the least-filled
+// pair not avoided (ties in the configured order).
+func refill(in PoolInput, held map[Pair]int) []PoolOrder {
+	s, now := in.Settings.SpotPool, in.Now
+	if !s.Enabled() {
+		return nil
+	}
+	have := 0
+	count := make(map[Pair]int, len(held))
+	for p, n := range held {
+		have += n
+		count[p] = n
+	}
+	var out []PoolOrder
+	for ; have < s.Size; have++ {
+		var best Pair
+		found := false
+		for _, p := range s.Pairs {
+			if in.Avoided.Avoids(p, now) {
+				continue
+			}
+			if !found || count[p] < count[best] {
+				best, found = p, true
+			}
+		}
+		if !found {
+			break
+		}
+		out = append(out, PoolOrder{Pair: best, Reason: Reason{ReasonPoolRefill,
+			fmt.Sprintf("pool refill on %s: %d of %d in the pool, %d on this pair (the least filled)", best, have, s.Size, count[best])}})
+		count[best]++
+	}
+	return out
+}
+
+// summary is the decision's one line: what it does, and what the pool
+// could not do.
+func (v *poolView) summary(in PoolInput, d PoolDecision) Reason {
+	s := in.Settings
+	slots := max(1, s.Slots)
+	var parts []string
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", what, n))
+		}
+	}
+	add(len(d.Starts), "start")
+	add(len(d.Stops), "stop")
+	add(len(d.Ends), "end")
+	add(len(d.Creates), "create")
+	r := Reason{ReasonPoolHold, "pool: hold"}
+	for _, k := range []struct {
+		orders []PoolOrder
+		code   ReasonCode
+	}{{d.Starts, ReasonPoolStart}, {d.Stops, ReasonPoolStop}, {d.Ends, ReasonPoolEnd}, {d.Creates, ReasonPoolRefill}} {
+		if len(k.orders) > 0 {
+			// The first thing the decision does names it.
+			r = Reason{k.code, "pool: " + strings.Join(parts, ", ")}
+			break
+		}
+	}
+	if short := ceilDiv(in.Ready-in.Free-v.free, slots) - len(d.Starts); s.SpotPool.Enabled() && short > 0 {
+		var avoided []string
+		for _, p := range s.SpotPool.Pairs {
+			if in.Avoided.Avoids(p, in.Now) {
+				avoided = append(avoided, fmt.Sprintf("%s until %s", p, in.Avoided[p].Format("15:04:05")))
+			}
+		}
+		why := fmt.Sprintf("%d more wanted, no stopped instance on a pair not avoided", short)
+		if len(avoided) > 0 {
+			why += " (avoided: " + strings.Join(avoided, ", ") + ")"
+		}
+		r = r.With(why)
+	}
+	if v.interrupt > 0 {
+		r = r.With(fmt.Sprintf("%d interrupted (EC2 starts them again)", v.interrupt))
+	}
+	return r
+}
