@@ -374,6 +374,10 @@ const (
 	// propagated to its instances); the scaler's IAM permissions are scoped by them.
 	TagStage = "fleetq:stage"
 	TagFleet = "fleetq:fleet"
+	// TagPool marks an instance of a fleet's stopped Spot pool (value
+	// TagPoolSpot), which fleetq launches outside the fleet's groups.
+	TagPool     = "fleetq:pool"
+	TagPoolSpot = "spot"
 )
 
 // ASGName is the name of a fleet's Auto Scaling Group.
