@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
@@ -75,13 +76,6 @@ func poolKey(fleet, instanceID string) (string, string) {
 
 func poolAvoidKey(fleet, instanceType, zone string) (string, string) {
 	return prefixFleet + fleet, prefixPoolAvoid + instanceType + "#" + zone
-}
-
-// Pool is a fleet's pool as the store holds it: its instances by id, and
-// the pairs avoided after a failed start, until when.
-type Pool struct {
-	Instances []scaling.PoolInstance
-	Avoided   scaling.Avoided
 }
 
 type poolItem struct {
@@ -238,29 +232,30 @@ func (s *Store) AvoidPoolPair(ctx context.Context, fleet string, p scaling.Pair,
 }
 
 // ReadPool reads a fleet's pool: its instances (by id) and the pairs
-// avoided now, with one strongly consistent Query of the fleet's partition
-// from its first pool item.
-func (s *Store) ReadPool(ctx context.Context, fleet string) (Pool, error) {
+// avoided now, until when, with one strongly consistent Query of the
+// fleet's partition from its first pool item.
+func (s *Store) ReadPool(ctx context.Context, fleet string) ([]scaling.PoolInstance, scaling.Avoided, error) {
 	pk := prefixFleet + fleet
 	items, err := queryItems[poolItem](ctx, s, query{what: "pool of " + fleet, consistent: true,
 		key: expression.Key(AttrPK).Equal(expression.Value(pk)).And(expression.Key(AttrSK).BeginsWith(poolPartitionStart))})
 	if err != nil {
-		return Pool{}, err
+		return nil, nil, err
 	}
 	now := s.clock.Now()
-	p := Pool{Avoided: scaling.Avoided{}}
+	var pool []scaling.PoolInstance
+	avoided := scaling.Avoided{}
 	for _, it := range items {
 		switch {
 		case strings.HasPrefix(it.SK, prefixPool):
-			p.Instances = append(p.Instances, it.instance())
+			pool = append(pool, it.instance())
 		case strings.HasPrefix(it.SK, prefixPoolAvoid):
 			if until := fromMS(it.UntilMS); until.After(now) {
-				p.Avoided[scaling.Pair{InstanceType: it.InstanceType, Zone: it.AZ}] = until
+				avoided[scaling.Pair{InstanceType: it.InstanceType, Zone: it.AZ}] = until
 			}
 		}
 	}
-	slices.SortFunc(p.Instances, func(a, b scaling.PoolInstance) int { return strings.Compare(a.ID, b.ID) })
-	return p, nil
+	slices.SortFunc(pool, func(a, b scaling.PoolInstance) int { return strings.Compare(a.ID, b.ID) })
+	return pool, avoided, nil
 }
 
 // PoolInstanceOf reads one pool instance of a fleet (strongly consistent);
@@ -289,4 +284,33 @@ func (s *Store) FindPoolInstance(ctx context.Context, instanceID string) (string
 		}
 	}
 	return "", scaling.PoolInstance{}, false, nil
+}
+
+// RecordPoolDecision records one decision about the fleet's Spot pool (a
+// start, a failed start and its fallback, a stop, an end, a refill) in the
+// fleet's history with its reason; the recorded desired capacity stays as
+// it is (the pool is outside the groups). Like every decision record it is
+// written on the condition that no other decision came in between.
+func (s *Store) RecordPoolDecision(ctx context.Context, fleet string, reason scaling.Reason) error {
+	pk, sk := fleetKey(fleet)
+	for range decisionAttempts {
+		var it fleetItem
+		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
+			return err
+		}
+		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired, Reason: reason, InService: it.InService}
+		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(it.Desired)), d, withDecision(it.lastDecision(), it.history(), d))
+		if err != nil {
+			return fmt.Errorf("record pool decision of %s: %w", fleet, err)
+		}
+		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(it.DecisionSeq)})
+		if errors.Is(err, errConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record pool decision of %s: %w", fleet, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("record pool decision of %s: %w", fleet, ErrContention)
 }

@@ -103,12 +103,12 @@ func TestPoolInstanceLifecycle(t *testing.T) {
 	if err := e.st.AvoidPoolPair(e.ctx, "gpu", scaling.Pair{InstanceType: "g5.xlarge", Zone: "us-east-1c"}, e.clock.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.st.ReadPool(e.ctx, "gpu")
-	if err != nil || len(p.Instances) != 2 || p.Instances[0].ID != "i-a" || p.Instances[1].ID != "i-b" || p.Instances[1].State != store.PoolStopped {
-		t.Fatalf("ReadPool(gpu) = %+v, %v; want i-a and i-b", p, err)
+	pool, avoided, err := e.st.ReadPool(e.ctx, "gpu")
+	if err != nil || len(pool) != 2 || pool[0].ID != "i-a" || pool[1].ID != "i-b" || pool[1].State != store.PoolStopped {
+		t.Fatalf("ReadPool(gpu) = %+v, %v; want i-a and i-b", pool, err)
 	}
-	if len(p.Avoided) != 1 || !p.Avoided[g6b].Equal(until) {
-		t.Fatalf("avoided pairs %v; want g6.xlarge/us-east-1b until %s only (the other has lapsed)", p.Avoided, until)
+	if len(avoided) != 1 || !avoided[g6b].Equal(until) {
+		t.Fatalf("avoided pairs %v; want g6.xlarge/us-east-1b until %s only (the other has lapsed)", avoided, until)
 	}
 	if fleet, got, found, err := e.st.FindPoolInstance(e.ctx, "i-c"); err != nil || !found || fleet != "other" || got.ID != "i-c" {
 		t.Fatalf("FindPoolInstance(i-c) = %s %+v %v %v", fleet, got, found, err)

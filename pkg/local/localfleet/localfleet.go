@@ -100,6 +100,13 @@ type Fleet struct {
 	launched, terminated, interrupted, killedBusy int
 	pooled, stopped, stoppedBusy                  int
 	peak                                          map[string]int
+
+	// spot holds the fleets' Spot pool instances by id, spotShort the
+	// pairs without Spot capacity (spotpool.go).
+	spot                                              map[string]*spotInstance
+	spotShort                                         map[scaling.Pair]bool
+	spotCreated, spotStarted, spotStopped, spotFailed int
+	spotRefused                                       int
 }
 
 // New returns an empty local fleet; ctx bounds the workers it launches.
@@ -267,6 +274,7 @@ func (f *Fleet) Step(ctx context.Context, elapsed time.Duration) {
 		}
 		f.reconcile(g)
 	}
+	f.reconcileSpot()
 	f.mu.Unlock()
 	for _, w := range warn {
 		if f.o.Interrupt != nil {
@@ -346,6 +354,13 @@ type Stats struct {
 	// stopped back into one, and StoppedBusy those stopped while their
 	// worker was running a job (the bridge must keep it at zero).
 	Started, Stopped, StoppedBusy int
+	// PoolCreated, PoolStarted and PoolStopped count the Spot pool's
+	// instances launched, started and stopped back into it (the stop that
+	// ends a preparation not counted), PoolFailed its starts refused for
+	// want of Spot capacity and PoolRefused those refused on an instance
+	// EC2 stopped on an interruption. A Spot pool instance stopped busy
+	// counts in StoppedBusy.
+	PoolCreated, PoolStarted, PoolStopped, PoolFailed, PoolRefused int
 	// Peak is the most instances each fleet had at once.
 	Peak map[string]int
 }
@@ -359,7 +374,8 @@ func (f *Fleet) Stats() Stats {
 		peak[k] = v
 	}
 	return Stats{Launched: f.launched, Terminated: f.terminated, Interrupted: f.interrupted, KilledBusy: f.killedBusy,
-		Started: f.pooled, Stopped: f.stopped, StoppedBusy: f.stoppedBusy, Peak: peak}
+		Started: f.pooled, Stopped: f.stopped, StoppedBusy: f.stoppedBusy, Peak: peak,
+		PoolCreated: f.spotCreated, PoolStarted: f.spotStarted, PoolStopped: f.spotStopped, PoolFailed: f.spotFailed, PoolRefused: f.spotRefused}
 }
 
 // Close stops every worker.
@@ -369,6 +385,12 @@ func (f *Fleet) Close() {
 	for _, g := range f.groups {
 		for _, in := range g.instances {
 			f.remove(g, in)
+		}
+	}
+	for _, in := range f.spot {
+		if in.machine != nil {
+			in.machine.Stop()
+			in.machine = nil
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 )
@@ -132,7 +133,10 @@ type Summary struct {
 	// Outcome is what the handler did with the event, and Note says it
 	// for a reader (both set by did).
 	Outcome Outcome `json:"outcome,omitempty"`
-	Note    string  `json:"note,omitempty"`
+	// PoolInterrupted: the instance is a fleet's Spot pool instance, marked
+	// interrupted.
+	PoolInterrupted bool   `json:"pool_interrupted,omitempty"`
+	Note            string `json:"note,omitempty"`
 }
 
 // Handle handles one EventBridge event: it parses the detail into its
@@ -185,8 +189,8 @@ type kindAction struct {
 
 // actions maps each kind of message to its action.
 var actions = map[Kind]kindAction{
-	KindSpotWarning: {drainAndRequeue(counted(fleetstate.InterruptSpot), job.SpotInterruption),
-		"drained, leases requeued at once (a preemption: no attempt spent); the work cannot finish in two minutes; counted"},
+	KindSpotWarning: {markingPool(drainAndRequeue(counted(fleetstate.InterruptSpot), job.SpotInterruption)),
+		"drained, leases requeued at once (a preemption: no attempt spent); the work cannot finish in two minutes; counted; an instance of a fleet's Spot pool is marked `interrupted` (no start claims it)"},
 	KindReservationWarning: {drainAndRequeue(counted(fleetstate.InterruptReservation), job.Shutdown),
 		"the same two minutes from an interruptible Capacity Reservation: drained, leases requeued at once (no attempt spent); counted"},
 	KindRebalance: {countOnly(fleetstate.InterruptRebalance),
@@ -343,6 +347,42 @@ func drainAndRequeue(c counting, reason job.PreemptReason) action {
 		s.did(OutcomeRequeued, "")
 		logHandled(in, s, ws[0].Fleet)
 		return nil
+	}
+}
+
+// PoolMarker is the store of a stage whose fleets may keep a stopped Spot
+// pool: it finds an instance's pool and moves its record. A Store that is
+// one has the handler mark a pool instance interrupted on a Spot warning.
+type PoolMarker interface {
+	FindPoolInstance(ctx context.Context, instanceID string) (fleet string, p scaling.PoolInstance, found bool, err error)
+	MovePoolInstance(ctx context.Context, fleet, instanceID string, to scaling.PoolState, at time.Time, startFor int) error
+}
+
+// markingPool runs act, then marks the event's instance interrupted when
+// it is a fleet's Spot pool instance: EC2 stops it after the warning, and
+// only EC2 starts it again, so no start of fleetq's claims it.
+func markingPool(act action) action {
+	return func(ctx context.Context, h *Handler, in input, s *Summary) error {
+		if err := act(ctx, h, in, s); err != nil {
+			return err
+		}
+		pm, ok := h.store.(PoolMarker)
+		if !ok {
+			return nil
+		}
+		fleet, p, found, err := pm.FindPoolInstance(ctx, s.InstanceID)
+		if err != nil || !found {
+			return err
+		}
+		err = pm.MovePoolInstance(ctx, fleet, p.ID, scaling.PoolInterrupted, in.at, 0)
+		if errors.Is(err, fault.ErrConflict) {
+			return nil // interrupted already, or ended
+		}
+		if err == nil {
+			s.PoolInterrupted = true
+			in.log.Info("pool instance interrupted", "fleet", fleet)
+		}
+		return err
 	}
 }
 

@@ -20,6 +20,8 @@ type reasonParts struct {
 	kept int
 	// weighed is what weighing the Spot types and zones moved ("": nothing).
 	weighed string
+	// pool is the Spot pool's decision at the tick (zero: no pool).
+	pool scaling.Reason
 	// capHeld counts the ready jobs (of ready) tenant caps keep from
 	// running now.
 	capHeld, ready int
@@ -36,6 +38,7 @@ func (p reasonParts) reason() scaling.Reason {
 		r = r.With(fmt.Sprintf("%d victim(s) kept: took work or could not be terminated", p.kept))
 	}
 	r = r.With(p.weighed)
+	r = r.With(p.pool.String())
 	if p.capHeld > 0 {
 		r = r.With(fmt.Sprintf("tenant caps (max_leased) limit demand: %d of %d ready jobs cannot run now", p.capHeld, p.ready))
 	}

@@ -41,6 +41,7 @@ type Store interface {
 	RemoveIdleWorker(ctx context.Context, w worker.Worker) error
 	RecordDecision(ctx context.Context, fleet string, r fleetstate.Record, prev fleetstate.State) error
 	RecentOutcomes(ctx context.Context, fleet string, since time.Time) (fleetstate.Outcomes, error)
+	PoolStore
 }
 
 // Scaler runs the tick. Build it with New.
@@ -123,6 +124,8 @@ type FleetReport struct {
 	Ladder *LadderReport
 	// Weighing is set for a fleet whose Spot group was weighed (weigh.go).
 	Weighing *WeighReport
+	// Pool is set for a fleet that runs a stopped Spot pool (spotpool.go).
+	Pool *PoolReport
 }
 
 // InService counts the fleet's instances in service: its group's, and its
@@ -186,6 +189,11 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 	}
 	p := plan(f, snap)
 	why := reasonParts{capHeld: p.capHeld, ready: snap.backlog.Ready}
+	if s.c.Capacity != nil {
+		if err := s.tickPool(ctx, f, snap, &p, &r); err != nil {
+			return r, err
+		}
+	}
 	if useBridge(f, snap) {
 		why.policy, err = s.tickBridge(ctx, f, snap, &p, &r)
 	} else if snap.ladder != nil {
@@ -198,6 +206,9 @@ func (s *Scaler) TickFleet(ctx context.Context, f *fleetconfig.Fleet) (FleetRepo
 		return r, err
 	}
 	why.kept = len(r.Kept)
+	if r.Pool != nil {
+		why.pool = r.Pool.Decision.Reason
+	}
 	if s.c.Capacity != nil {
 		// Best effort: a tick that cannot weigh still records its decision.
 		w, err := s.weigh(ctx, f, snap)

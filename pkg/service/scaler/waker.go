@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
@@ -23,23 +24,41 @@ import (
 // (scaling.BridgeStart): the store reads its ready jobs and workers for that,
 // a snapshot of the live backlog and one query of the workers per batch,
 // paid only by fleets with a bridge.
+//
+// A fleet with a Spot pool starts stopped pool instances first
+// (scaling.PoolStart), in every invocation, for the ready jobs the free
+// slots cannot take; only the jobs the pool does not take (a failed
+// start's among them) raise the Spot group and start bridges.
 type Waker struct {
 	cfg      *fleetconfig.Config
 	store    WakerStore
 	capacity Capacity
 	log      *slog.Logger
+	clock    Clock
 }
+
+// WakerOption tunes a Waker.
+type WakerOption func(*Waker)
+
+// WakerClock dates the waker's pool starts and failures (default: the
+// wall clock).
+func WakerClock(c Clock) WakerOption { return func(w *Waker) { w.clock = c } }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // WakerStore is what the waker needs of the store.
 type WakerStore interface {
 	FleetWaker
 	BridgeReader
+	PoolStore
 }
 
 // NewWaker returns the waker of the fleets of cfg, raising their groups
 // through capacity. Every argument is required: NewWaker answers an error
 // naming the one missing.
-func NewWaker(cfg *fleetconfig.Config, st WakerStore, capacity Capacity, log *slog.Logger) (*Waker, error) {
+func NewWaker(cfg *fleetconfig.Config, st WakerStore, capacity Capacity, log *slog.Logger, opts ...WakerOption) (*Waker, error) {
 	switch {
 	case cfg == nil:
 		return nil, errors.New("scaler.NewWaker: no config")
@@ -50,7 +69,11 @@ func NewWaker(cfg *fleetconfig.Config, st WakerStore, capacity Capacity, log *sl
 	case log == nil:
 		return nil, errors.New("scaler.NewWaker: no logger")
 	}
-	return &Waker{cfg: cfg, store: st, capacity: capacity, log: log}, nil
+	w := &Waker{cfg: cfg, store: st, capacity: capacity, log: log, clock: wallClock{}}
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
 }
 
 // BridgeReader reads what a bridge's wake needs: the fleet's ready jobs
@@ -75,23 +98,59 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 	if !ok {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}
-	want := scaling.Need(scaling.SettingsOf(f), jobs)
-	won, err := w.store.WakeFleet(ctx, fleet, jobs, want, scaling.WakeReason(jobs))
+	covered, inPool, err := w.startPool(ctx, f)
 	if err != nil {
 		return err
 	}
-	if won {
-		if err := raise(ctx, w.capacity, f, want, w.log); err != nil {
+	won := false
+	if jobs = max(0, jobs-covered); jobs > 0 {
+		want := scaling.Need(scaling.SettingsOf(f), jobs)
+		if won, err = w.store.WakeFleet(ctx, fleet, jobs, want, scaling.WakeReason(jobs)); err != nil {
 			return err
 		}
+		if won {
+			if err := raise(ctx, w.capacity, f, want, w.log); err != nil {
+				return err
+			}
+		}
 	}
-	return w.startBridges(ctx, f, won)
+	return w.startBridges(ctx, f, won, covered, inPool)
+}
+
+// startPool starts the stopped pool instances the fleet's ready jobs need
+// (scaling.PoolStart) and answers the ready jobs the pool takes — the
+// decision's, less the jobs of starts that failed for want of Spot
+// capacity, which go to the bridge — and the pool's instances.
+func (w *Waker) startPool(ctx context.Context, f *fleetconfig.Fleet) (int, map[string]bool, error) {
+	pl, ok := poolOf(f, w.store, w.capacity, w.log)
+	if !ok {
+		return 0, nil, nil
+	}
+	backlog, err := w.store.FleetSnapshot(ctx, f.Slug)
+	if err != nil || backlog.Ready == 0 {
+		return 0, nil, err
+	}
+	workers, err := w.store.ListWorkers(ctx, f.Slug)
+	if err != nil {
+		return 0, nil, err
+	}
+	records, avoided, err := pl.store.ReadPool(ctx, f.Slug)
+	if err != nil {
+		return 0, nil, err
+	}
+	now := w.clock.Now()
+	rep := &PoolReport{Decision: scaling.PoolStart(pl.input(now, backlog.Ready, workers, records, avoided, 0))}
+	if err := pl.start(ctx, now, rep.Decision.Starts, rep); err != nil {
+		return 0, nil, fmt.Errorf("pool %s: %w", f.Slug, err)
+	}
+	return rep.Covered, poolIDs(records), nil
 }
 
 // startBridges starts the bridge instances a fleet's ready jobs need beyond
 // the free slots of its running workers and of the bridges already running
-// or starting.
-func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bool) error {
+// or starting, and beyond the jobs its Spot pool takes (covered; the
+// workers of the pool's instances, inPool, are counted there).
+func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bool, covered int, inPool map[string]bool) error {
 	l, ok := w.capacity.(Ladder)
 	if !f.Bridge.Enabled() || !ok || !l.HasOnDemand(f.Slug) {
 		return nil
@@ -101,7 +160,7 @@ func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bo
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", f.Slug, err)
 	}
-	if backlog.Ready == 0 {
+	if backlog.Ready -= covered; backlog.Ready <= 0 {
 		return nil
 	}
 	workers, err := w.store.ListWorkers(ctx, f.Slug)
@@ -117,7 +176,7 @@ func (w *Waker) startBridges(ctx context.Context, f *fleetconfig.Fleet, woken bo
 	free, idle := 0, 0
 	for _, wk := range workers {
 		registered[wk.InstanceID] = true
-		if wk.Status != worker.Active {
+		if wk.Status != worker.Active || inPool[wk.InstanceID] {
 			continue
 		}
 		free += max(0, slots-wk.Leases)

@@ -39,7 +39,7 @@ func Handler(e *system.Lambda) (func(context.Context, events.SQSEvent) (events.S
 func NewDispatch(e *system.Env, capacity scaler.Capacity) (*dispatch.Handler, error) {
 	var c dispatch.Config
 	if capacity != nil {
-		w, err := scaler.NewWaker(e.Config, e.Store, capacity, e.Logger)
+		w, err := scaler.NewWaker(e.Config, e.Store, capacity, e.Logger, scaler.WakerClock(e.Clock))
 		if err != nil {
 			return nil, err
 		}

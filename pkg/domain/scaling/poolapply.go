@@ -1,0 +1,22 @@
+package scaling
+
+import "fmt"
+
+// Reasons of what applying the Spot pool's orders finds out of the
+// machines (pkg/service/scaler): EC2 stopped a pool instance on an
+// interruption, or ran it again.
+
+// ReasonPoolInterrupted is a pool instance EC2 stopped on a Spot
+// interruption, or brought back.
+const ReasonPoolInterrupted ReasonCode = "pool-interrupted"
+
+// PoolInterruptedReason: EC2 stopped pool instance id on a Spot
+// interruption; fleetq never starts it (EC2 does when capacity returns).
+func PoolInterruptedReason(id string) Reason {
+	return Reason{ReasonPoolInterrupted, fmt.Sprintf("pool instance %s stopped by EC2 on a Spot interruption: unavailable until EC2 starts it again", id)}
+}
+
+// PoolBackReason: EC2 ran interrupted pool instance id again.
+func PoolBackReason(id string) Reason {
+	return Reason{ReasonPoolInterrupted, fmt.Sprintf("pool instance %s running again: EC2 started it after its interruption", id)}
+}
