@@ -13,7 +13,8 @@ type Bridge struct {
 	Pool int `yaml:"pool"`
 	// State the pooled instances wait in: stopped (the default) or
 	// hibernated (memory kept on the root volume; the launch template's
-	// instances must be configured for hibernation).
+	// instances must be configured for hibernation, and EC2 hibernates no
+	// accelerated-computing type: refused for GPU fleets).
 	State string `yaml:"state"`
 	// MaxMinutes bounds a bridge instance's life: past it the instance
 	// takes no new job and is stopped once the jobs it runs end (default
@@ -51,6 +52,14 @@ func (f *Fleet) validateBridge(at string, k *checker) {
 	}
 	if st := b.State; st != "" && st != WarmPoolStopped && st != WarmPoolHibernated {
 		k.add(at+".bridge.state", "must be %s or %s, got %q", WarmPoolStopped, WarmPoolHibernated, st)
+	}
+	if b.State == WarmPoolHibernated {
+		for j, t := range f.InstanceTypes {
+			if Accelerated(t) {
+				k.add(at+".bridge.state", "hibernated is not possible with instance_types[%d] %s: EC2 does not hibernate accelerated-computing (GPU) instance types; use stopped", j, t)
+				break
+			}
+		}
 	}
 	if b.MaxMinutes < 0 || b.MaxMinutes > 24*60 {
 		k.add(at+".bridge.max_minutes", "must be between 1 and 1440 (0: the default %d), got %d", DefaultBridgeMaxMinutes, b.MaxMinutes)

@@ -8,7 +8,8 @@ import (
 )
 
 func TestBridgeInConfig(t *testing.T) {
-	cfg, err := Parse("f.yaml", []byte(minimal+"    max_instances: 8\n    bridge:\n      pool: 4\n      state: hibernated\n      max_minutes: 20\n"))
+	cpu := strings.Replace(minimal, "[g5.xlarge]", "[m7i.xlarge]", 1)
+	cfg, err := Parse("f.yaml", []byte(cpu+"    max_instances: 8\n    bridge:\n      pool: 4\n      state: hibernated\n      max_minutes: 20\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,6 +187,10 @@ type Fleet struct {
 	// Spot steers the Spot group away from recently interrupted instance
 	// types and zones.
 	Spot Spot `yaml:"spot"`
+	// SpotPool keeps stopped Spot instances outside the group, started when
+	// work arrives that the running workers cannot take (docs/scaling.md,
+	// "Stopped Spot pool"); off by default.
+	SpotPool SpotPool `yaml:"spot_pool"`
 
 	// InstanceTypes are the EC2 instance types the group may launch, in
 	// order of preference; all x86_64 or all arm64 (CDK app only).
@@ -370,6 +374,10 @@ const (
 	// propagated to its instances); the scaler's IAM permissions are scoped by them.
 	TagStage = "fleetq:stage"
 	TagFleet = "fleetq:fleet"
+	// TagPool marks an instance of a fleet's stopped Spot pool (value
+	// TagPoolSpot), which fleetq launches outside the fleet's groups.
+	TagPool     = "fleetq:pool"
+	TagPoolSpot = "spot"
 )
 
 // ASGName is the name of a fleet's Auto Scaling Group.

@@ -186,6 +186,7 @@ func (f *Fleet) applyDefaults() {
 	setInt(&f.PreemptionCap, DefaultPreemptionCap)
 	setInt(&f.RootVolumeGB, DefaultRootVolumeGB)
 	f.Spot.applyDefaults()
+	f.SpotPool.applyDefaults()
 	if f.Agent.Runner == "" {
 		f.Agent.Runner = DefaultRunner
 	}
@@ -411,4 +412,5 @@ func (f *Fleet) validate(at string, k *checker) {
 	f.validateOnDemand(at, k)
 	f.validateBridge(at, k)
 	f.validateSpot(at, k)
+	f.validateSpotPool(at, k)
 }

@@ -42,7 +42,16 @@ func SettingsOf(f *fleetconfig.Fleet) Settings {
 		Unresponsive: 3 * f.HeartbeatInterval(),
 		Warm:         f.Warm,
 		Bridge:       BridgeSettings{Pool: f.Bridge.Pool, MaxLife: f.Bridge.MaxLife()},
+		SpotPool:     spotPoolOf(f.SpotPool),
 	}
+}
+
+func spotPoolOf(p fleetconfig.SpotPool) SpotPoolSettings {
+	s := SpotPoolSettings{Size: p.Size, VolumeGB: p.VolumeGB, MaxAge: p.MaxAge(), Avoid: p.Avoid()}
+	for _, pair := range p.Pairs {
+		s.Pairs = append(s.Pairs, Pair{InstanceType: pair.InstanceType, Zone: pair.Zone})
+	}
+	return s
 }
 
 // Lifecycle states of a group's instance that fleetq tells apart (the EC2

@@ -190,6 +190,19 @@ func TestSettingsOf(t *testing.T) {
 	}
 }
 
+func TestSettingsOfCarriesTheSpotPool(t *testing.T) {
+	f := &fleetconfig.Fleet{MaxInstances: 10, SpotPool: fleetconfig.SpotPool{Size: 4, VolumeGB: 80, MaxAgeHours: 24, AvoidMinutes: 5,
+		Pairs: []fleetconfig.SpotPoolPair{{InstanceType: "g5.xlarge", Zone: "us-east-1a"}, {InstanceType: "g6.xlarge", Zone: "us-east-1b"}}}}
+	p := SettingsOf(f).SpotPool
+	if p.Size != 4 || p.VolumeGB != 80 || p.MaxAge != 24*time.Hour || p.Avoid != 5*time.Minute ||
+		len(p.Pairs) != 2 || p.Pairs[0] != (Pair{"g5.xlarge", "us-east-1a"}) || p.Pairs[1] != (Pair{"g6.xlarge", "us-east-1b"}) {
+		t.Fatalf("spot pool settings %+v", p)
+	}
+	if p := SettingsOf(&fleetconfig.Fleet{}).SpotPool; p.Size != 0 || p.Pairs != nil {
+		t.Fatalf("a fleet without a pool: %+v", p)
+	}
+}
+
 func TestInstanceStates(t *testing.T) {
 	for _, c := range []struct {
 		state              string

@@ -59,7 +59,10 @@ type SpotPrice struct {
 // Account is an in-process server speaking the account-level Query APIs
 // fleetq reads: STS GetCallerIdentity, CloudFormation DescribeStacks, and
 // the EC2 query protocol's DescribeInstanceTypes, DescribeImages (preflight)
-// and DescribeSpotPriceHistory (the scaler's Spot prices). Requests are form-encoded POSTs routed by Action and
+// and DescribeSpotPriceHistory (the scaler's Spot prices), and the instance
+// actions of a stopped Spot pool (ec2.go: RunInstances, StartInstances,
+// StopInstances, TerminateInstances, CancelSpotInstanceRequests,
+// DescribeInstances, DescribeSpotInstanceRequests, CreateTags). Requests are form-encoded POSTs routed by Action and
 // Version, as the real SDK clients send them; answers and errors have each
 // service's XML shape. Everything else answers InvalidAction.
 type Account struct {
@@ -73,11 +76,12 @@ type Account struct {
 	spot       []SpotPrice
 	denied     map[string]bool // EC2 actions answered UnauthorizedOperation
 	requestSeq int
+	ec2        ec2World // the instance API (ec2.go)
 }
 
 // StartAccount starts the server on addr ("" for any loopback port).
 func StartAccount(addr string) (*Account, error) {
-	a := &Account{identities: map[string]Identity{}, stacks: map[string]Stack{}, types: map[string]InstanceType{}, images: map[string]Image{}, denied: map[string]bool{}}
+	a := &Account{identities: map[string]Identity{}, stacks: map[string]Stack{}, types: map[string]InstanceType{}, images: map[string]Image{}, denied: map[string]bool{}, ec2: newEC2World()}
 	srv, err := serve(addr, a)
 	if err != nil {
 		return nil, err
@@ -199,6 +203,13 @@ func (a *Account) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeEC2Response(w, reqID, res)
 	case action == "DescribeSpotPriceHistory" && version == "2016-11-15":
 		res, qe := a.describeSpotPriceHistory(p)
+		if qe != nil {
+			writeEC2Error(w, reqID, *qe)
+			return
+		}
+		writeEC2Response(w, reqID, res)
+	case version == "2016-11-15" && ec2Actions[action] != nil:
+		res, qe := ec2Actions[action](&a.ec2, p)
 		if qe != nil {
 			writeEC2Error(w, reqID, *qe)
 			return
