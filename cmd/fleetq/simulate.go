@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/tools/sim"
 )
 
@@ -59,6 +60,30 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	bridge := fs.Int("bridge", 0, "give fleetq's policy bridge capacity: a warm pool of N stopped instances on the On-Demand group, started when work arrives that running workers cannot take; the table shows fleetq without and with it (default: the --config fleet's bridge.pool)")
 	bridgeState := fs.String("bridge-state", "", "the bridge pool's state: stopped or hibernated (default: the --config fleet's bridge.state, else stopped)")
 	bridgeMax := fs.Duration("bridge-max", 0, "a bridge instance's longest life: past it, it takes no new job (default: the --config fleet's bridge.max_minutes, else 30m)")
+	spotPool := fs.Int("spot-pool", 0, "give fleetq's policy a stopped Spot pool of N instances, started when work arrives that running workers cannot take and stopped back into the pool when idle; the table shows fleetq without and with it")
+	var poolPairs []scaling.Pair
+	fs.Func("spot-pool-pairs", "the Spot pool's instance type × zone pairs, TYPE@ZONE,TYPE@ZONE,... (default "+pairList(sim.DefaultPoolPairs)+")", func(v string) error {
+		poolPairs = nil
+		for _, x := range strings.Split(v, ",") {
+			p, err := sim.ParsePair(x)
+			if err != nil {
+				return err
+			}
+			poolPairs = append(poolPairs, p)
+		}
+		return nil
+	})
+	var poolFailures []sim.PoolFailure
+	fs.Func("pool-start-failure", "the share of Spot pool starts on one pair that fail for want of Spot capacity, TYPE@ZONE=RATE from 0 to 1 (e.g. g5.xlarge@a=0.3); repeatable", func(v string) error {
+		f, err := sim.ParsePoolFailure(v)
+		if err == nil {
+			poolFailures = append(poolFailures, f)
+		}
+		return err
+	})
+	poolIdle := fs.Duration("pool-idle", 0, "how long an idle Spot pool instance runs on for the next job before it is stopped back into the pool (0: stopped at the first tick that finds it idle and not needed)")
+	poolStartMin := fs.Duration("pool-start-min", sim.DefaultStoppedStart[0], "shortest delay from a Spot pool start to a registered worker (an assumption for g5/g6: measure it)")
+	poolStartMax := fs.Duration("pool-start-max", sim.DefaultStoppedStart[1], "longest delay from a Spot pool start to a registered worker")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
@@ -89,7 +114,16 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	o := sim.Options{Seed: *seed, SpotRate: *spot, PricePerHour: *price, BootMin: *bootMin, BootMax: *bootMax, Warm: warm,
 		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
 		FairShare: *fair, TenantMaxLeased: *tenantCap, SpotHotspots: hotspots, NoWeigh: !*weigh,
-		Bridge: *bridge, BridgeState: *bridgeState, BridgeMaxLife: *bridgeMax}
+		Bridge: *bridge, BridgeState: *bridgeState, BridgeMaxLife: *bridgeMax,
+		SpotPool: *spotPool, SpotPoolPairs: poolPairs, PoolStartFailures: poolFailures, PoolStartMin: *poolStartMin, PoolStartMax: *poolStartMax, PoolIdle: *poolIdle}
+	if *spotPool < 0 {
+		fmt.Fprintln(stderr, "fleetq simulate: --spot-pool must be a pool size >= 0")
+		return 2
+	}
+	if *poolStartMin <= 0 || *poolStartMax < *poolStartMin {
+		fmt.Fprintln(stderr, "fleetq simulate: --pool-start-min must be above 0 and at most --pool-start-max")
+		return 2
+	}
 	if *bridge < 0 {
 		fmt.Fprintln(stderr, "fleetq simulate: --bridge must be a pool size >= 0")
 		return 2
@@ -142,6 +176,14 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+func pairList(ps []scaling.Pair) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.InstanceType+"@"+p.Zone)
+	}
+	return strings.Join(out, ",")
 }
 
 func loadWorkload(name string, seed uint64, days int) (sim.Workload, error) {

@@ -166,7 +166,7 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 
 	spot.Desired = in.SpotDesired
 	spot.Leased = max(0, in.Leased-onBridges)
-	spot.Elsewhere = onBridges
+	spot.Elsewhere = in.Elsewhere + onBridges
 	spot.Expensive = nil
 	d := Decide(spot)
 

@@ -60,7 +60,7 @@ func TestDecideBridge(t *testing.T) {
 			in: bridged((&fleet{}).worker(0, time.Minute).worker(1, 0), 4, 3, 1), spot: 2, bridge: 0, start: 0, notIn: "bridge"},
 		{name: "bridges hold the work, Spot in service idle within the grace: the bridges run on, nothing stops",
 			in:   bridged((&fleet{}).worker(2, 0).worker(1, 0).worker(0, time.Minute), 2, 0, 3, "i-0", "i-1"),
-			spot: 1, bridge: 2, reason: "(3 more leased on bridges)"},
+			spot: 1, bridge: 2, reason: "(3 more leased on bridges or pool instances)"},
 		{name: "bridges hold the work: Spot idle past the grace is shrunk, the busy bridges are not",
 			in:   bridged((&fleet{}).worker(2, 0).worker(0, 3*time.Minute), 2, 0, 2, "i-0"),
 			spot: 0, bridge: 1, victims: "i-1:idle"},

@@ -135,6 +135,7 @@ type Input struct {
 	// zero when the fleet has no forecast.
 	Forecast Forecast
 	// Elsewhere are leased jobs running outside these instances (on
+	// instances of the Spot pool, DecidePool, or
 	// bridge instances, DecideBridge): they keep the fleet's idle clock
 	// running but need no capacity here.
 	Elsewhere int
@@ -299,7 +300,7 @@ func target(in Input, c Counts) (want int, why string, lastActive time.Time) {
 			why += fmt.Sprintf(" (max %d)", s.Max)
 		}
 		if in.Elsewhere > 0 {
-			why += fmt.Sprintf(" (%d more leased on bridges)", in.Elsewhere)
+			why += fmt.Sprintf(" (%d more leased on bridges or pool instances)", in.Elsewhere)
 		}
 	case lastActive.IsZero():
 		want, why = s.Min, "no work"

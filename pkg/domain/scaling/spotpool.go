@@ -15,7 +15,7 @@ type Pair struct{ InstanceType, Zone string }
 func (p Pair) String() string { return p.InstanceType + "/" + p.Zone }
 
 // SpotPoolSettings are a fleet's stopped Spot pool (fleetconfig spot_pool;
-// docs/scaling.md, "Cold start: the Spot pool"): stopped persistent Spot
+// docs/scaling.md, "Stopped Spot pool"): stopped persistent Spot
 // instances owned by fleetq outside any Auto Scaling group, started when
 // work arrives and stopped back into the pool when idle.
 type SpotPoolSettings struct {
@@ -31,6 +31,11 @@ type SpotPoolSettings struct {
 	// Avoid is how long a pair whose start failed for want of Spot capacity
 	// is not started.
 	Avoid time.Duration
+	// Idle is how long a running pool instance stays idle before it is
+	// stopped back into the pool; zero (the default) stops it at the first
+	// tick that finds it idle and not needed (docs/scaling.md, "Stopped
+	// Spot pool", says why).
+	Idle time.Duration
 }
 
 // Enabled reports whether the fleet has a Spot pool.
@@ -151,7 +156,7 @@ type poolView struct {
 	held      map[Pair]int            // every instance not gone
 	free      int                     // the pool's slots that take ready jobs
 	leased    int
-	idle      []Worker // running, registered, no lease, idle past the grace
+	idle      []Worker // running, registered, no lease, idle for SpotPool.Idle
 	ends      []PoolOrder
 	interrupt int
 }
@@ -197,7 +202,7 @@ func viewPool(in PoolInput) poolView {
 			case w.Leases > 0:
 				v.leased += w.Leases
 				v.free += max(0, slots-w.Leases)
-			case now.Sub(w.IdleSince) < s.ScaleInGrace:
+			case now.Sub(w.IdleSince) < s.SpotPool.Idle:
 				v.free += slots
 			default:
 				v.idle = append(v.idle, w)
@@ -324,7 +329,7 @@ func (a Avoided) Avoid(f PoolFailure) {
 //   - start stopped instances for ready jobs nothing else takes (as
 //     PoolStart on enqueue);
 //   - stop idle running instances back into the pool: a registered worker
-//     with no lease, idle for the fleet's scale-in grace, that the ready
+//     with no lease, idle for SpotPool.Idle (zero: at all), that the ready
 //     jobs beyond the other free slots do not need (the longest idle
 //     first); an instance holding a lease is never stopped, and a draining
 //     or unresponsive one is left to the interruption handler and the
@@ -356,7 +361,7 @@ func DecidePool(in PoolInput) PoolDecision {
 			continue
 		}
 		d.Stops = append(d.Stops, PoolOrder{ID: w.InstanceID, Pair: pairOf(in.Pool, w.InstanceID), Reason: Reason{ReasonPoolStop,
-			fmt.Sprintf("pool stop %s: idle %s (grace %s), no ready job needs it", w.InstanceID, round(now.Sub(w.IdleSince)), shortDuration(s.ScaleInGrace))}})
+			fmt.Sprintf("pool stop %s: idle %s, no ready job needs it", w.InstanceID, round(now.Sub(w.IdleSince)))}})
 	}
 	d.Starts = v.starts(in)
 	d.Covered = min(max(0, in.Ready-in.Free), v.free+startedSlots(s, d.Starts))

@@ -125,16 +125,20 @@ func TestDecidePool(t *testing.T) {
 		cover, leased                int
 		reason                       string
 	}{
-		{name: "idle past the grace, no work: stopped back into the pool",
-			in:    (&pool{}).worker(pairA, 0, 3*time.Minute).stopped(2, pairB, pairC).input(3, 0, 0),
+		{name: "idle, no work: stopped back into the pool at once",
+			in:    (&pool{}).worker(pairA, 0, 10*time.Second).stopped(2, pairB, pairC).input(3, 0, 0),
 			stops: "p-0", reason: "pool: stop 1"},
-		{name: "idle within the grace: kept",
-			in: (&pool{}).worker(pairA, 0, time.Minute).stopped(2, pairB, pairC).input(3, 0, 0), reason: "pool: hold"},
+		{name: "idle for less than the fleet's idle time: kept",
+			in: func() PoolInput {
+				in := (&pool{}).worker(pairA, 0, time.Minute).stopped(2, pairB, pairC).input(3, 0, 0)
+				in.Settings.SpotPool.Idle = 2 * time.Minute
+				return in
+			}(), reason: "pool: hold"},
 		{name: "a busy one is never stopped, its free slot covers a ready job",
 			in: (&pool{}).worker(pairA, 1, 0).stopped(2, pairB, pairC).input(3, 1, 0), cover: 1, leased: 1},
-		{name: "idle past the grace but a ready job needs it: kept, no start",
+		{name: "idle but a ready job needs it: kept, no start",
 			in: (&pool{}).worker(pairA, 0, 5*time.Minute).stopped(2, pairB, pairC).input(3, 2, 0), cover: 2},
-		{name: "idle past the grace, ready work taken by free slots elsewhere: stopped",
+		{name: "idle, ready work taken by free slots elsewhere: stopped",
 			in: (&pool{}).worker(pairA, 0, 5*time.Minute).stopped(2, pairB, pairC).input(3, 2, 2), stops: "p-0"},
 		{name: "two idle, work for one: the longest idle stops",
 			in:    (&pool{}).worker(pairA, 0, 9*time.Minute).worker(pairB, 0, 3*time.Minute).stopped(1, pairC).input(3, 1, 0),
@@ -299,5 +303,18 @@ func TestPoolNeverStartsAnInterruptedInstance(t *testing.T) {
 	}
 	if starts == 0 {
 		t.Fatal("no start in any case: the property is not exercised")
+	}
+}
+
+// Jobs leased on pool instances keep the idle clock of a fleet with a
+// bridge running, as the bridges' own do.
+func TestDecideBridgeCountsThePoolsLeases(t *testing.T) {
+	t.Parallel()
+	in := bridged((&fleet{}).worker(0, 0), 2, 0, 0)
+	in.LastActiveAt = t0.Add(-time.Hour)
+	in.Elsewhere = 2
+	d := DecideBridge(in)
+	if !d.LastActiveAt.Equal(t0) || !strings.Contains(d.Reason.String(), "(2 more leased on bridges or pool instances)") {
+		t.Fatalf("last active %s, reason %q: the pool's leases are work", d.LastActiveAt, d.Reason)
 	}
 }

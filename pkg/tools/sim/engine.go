@@ -12,6 +12,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // Options configure the simulated fleet and world.
@@ -90,7 +91,29 @@ type Options struct {
 	// EBSPricePerGBMonth (default DefaultEBSPrice) for the workload's days.
 	BridgeVolumeGB     int
 	EBSPricePerGBMonth float64
-	Seed               uint64
+	// SpotPool is fleetq's stopped Spot pool (fleetq simulate --spot-pool;
+	// docs/simulation.md, "Cold start: the Spot pool"): this many stopped
+	// persistent Spot instances spread over SpotPoolPairs (default
+	// DefaultPoolPairs), started when work arrives, billed at the Spot
+	// price while they run (a minute at least per start) and for their
+	// volumes (DefaultPoolVolumeGB) at EBSPricePerGBMonth always (the
+	// fleet config's spot_pool when zero; negative: none).
+	SpotPool      int
+	SpotPoolPairs []scaling.Pair
+	// PoolStartMin and PoolStartMax bound the uniform delay from a pool
+	// start to a registered worker (default DefaultStoppedStart).
+	PoolStartMin, PoolStartMax time.Duration
+	// PoolStartFailures are the shares of pool starts that fail for want
+	// of Spot capacity, per pair.
+	PoolStartFailures []PoolFailure
+	// PoolIdle is how long an idle pool instance runs on before it is
+	// stopped (scaling.SpotPoolSettings.Idle; zero: at the first tick
+	// that finds it idle).
+	PoolIdle time.Duration
+	// PoolRestart is how long EC2 keeps an interrupted pool instance
+	// stopped before it starts it again (default DefaultPoolRestart).
+	PoolRestart time.Duration
+	Seed        uint64
 	// Horizon ends the simulation (default: a day after the last arrival).
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
@@ -134,6 +157,7 @@ func (o *Options) defaults(w Workload) {
 		}
 	}
 	o.bridgeDefaults()
+	o.poolDefaults()
 	if o.Sample <= 0 {
 		o.Sample = time.Minute
 	}
@@ -210,6 +234,9 @@ type instance struct {
 	draining bool // told to take no new work (it still counts in its group)
 	// typ and zone are a Spot instance's type and availability zone.
 	typ, zone string
+	// member is the Spot pool's instance this one runs (nil for the
+	// groups' instances).
+	member *poolMember
 }
 
 func (in *instance) live() bool { return !in.gone && !in.warned }
@@ -225,6 +252,8 @@ const (
 	evTick
 	evSample
 	evSpotBack
+	evPoolStopped
+	evPoolBack
 )
 
 type event struct {
@@ -234,6 +263,8 @@ type event struct {
 	job  *jobState
 	inst int
 	run  int
+	// member is a Spot pool instance's event's (evPoolStopped, evPoolBack).
+	member *poolMember
 }
 
 type queue []*event
@@ -273,8 +304,13 @@ type engine struct {
 	odDesired int  // the On-Demand group's
 	// pool holds, for each stopped instance of the bridge's warm pool, when
 	// it can be started (it is stopped by then); poolSize is its size.
-	pool      []time.Duration
-	poolSize  int
+	pool     []time.Duration
+	poolSize int
+	// members are the Spot pool's instances, poolCfg its settings; failed
+	// is the pool start that failed, while the policy decides its fallback.
+	members   []*poolMember
+	poolCfg   scaling.SpotPoolSettings
+	failed    *scaling.PoolOrder
 	idleStart time.Duration // start of a cold episode, -1 when none
 	// spotShortSince is when Spot launches began failing, -1 while they do
 	// not; spotBackAt when a Spot launch last succeeded after a failure.
@@ -304,6 +340,10 @@ func Run(w Workload, p Policy, o Options) Result {
 	if b, ok := p.(bridger); ok {
 		e.poolSize = b.bridgePool()
 		e.pool = make([]time.Duration, e.poolSize) // filled at deploy: every one ready
+	}
+	if sp, ok := p.(spotPooler); ok && sp.spotPool().Enabled() {
+		e.poolCfg = sp.spotPool()
+		e.fillPool()
 	}
 	for _, sp := range o.SpotShortages {
 		e.push(&event{at: sp.To, kind: evSpotBack})
@@ -359,6 +399,9 @@ func (e *engine) handle(ev *event) {
 			return
 		}
 		in.registered, in.idleSince = true, e.now
+		if m := in.member; m != nil && m.inst == in && m.state == scaling.PoolStarting {
+			m.to(scaling.PoolRunning, e.now)
+		}
 	case evDone:
 		j := ev.job
 		if j.done || j.run != ev.run || j.on < 0 {
@@ -400,10 +443,15 @@ func (e *engine) handle(ev *event) {
 	case evReclaim:
 		if in := e.insts[ev.inst]; in != nil && !in.gone {
 			e.remove(in, false)
+			if m := in.member; m != nil && m.inst == in {
+				e.poolInterrupted(m)
+			}
 			e.reconcile()
 		}
 	case evSpotBack:
 		e.reconcile() // the group's next launch attempt
+	case evPoolStopped, evPoolBack:
+		e.poolEvent(ev)
 	case evTick:
 		e.decide(Tick)
 		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
@@ -493,6 +541,9 @@ func (e *engine) start(in *instance, j *jobState) {
 	if j.start < 0 {
 		if in.bridge {
 			e.res.BridgedJobs++
+		}
+		if in.member != nil {
+			e.res.PoolJobs++
 		}
 		j.start = e.now
 		e.waits = append(e.waits, e.now-j.spec.Arrival)
@@ -657,7 +708,7 @@ func (e *engine) reconcile() {
 func (e *engine) liveInstances(onDemand bool) []*instance {
 	var out []*instance
 	for _, id := range e.order {
-		if in := e.insts[id]; in.live() && in.onDemand == onDemand {
+		if in := e.insts[id]; in.live() && in.onDemand == onDemand && in.member == nil {
 			out = append(out, in)
 		}
 	}
@@ -688,7 +739,10 @@ func (e *engine) pickVictims(live []*instance, n int) []*instance {
 func (e *engine) observe() Observation {
 	o := Observation{Now: e.now, Queued: len(e.waiting), Desired: e.desired, Slots: e.opt.Slots,
 		MinInstances: e.opt.MinInstances, MaxInstances: e.opt.MaxInstances,
-		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince}
+		OnDemandDesired: e.odDesired, SpotShortSince: e.spotShortSince, FailedStart: e.failed}
+	if len(e.members) > 0 {
+		o.Pool = e.poolViews()
+	}
 	o.OldestQueued = -1
 	for _, j := range e.waiting {
 		if j.pinned {
@@ -714,6 +768,9 @@ func (e *engine) observe() Observation {
 			ID: in.id, LaunchedAt: in.launched, Registered: in.registered, Draining: in.warned || in.draining,
 			Busy: len(in.jobs), IdleSince: in.idleSince, OnDemand: in.onDemand, Bridge: in.bridge,
 		})
+		if in.member != nil {
+			o.Instances[len(o.Instances)-1].PoolID = in.member.id
+		}
 	}
 	return o
 }
@@ -753,6 +810,7 @@ func (e *engine) decide(t Trigger) {
 		e.odDesired = a.OnDemandDesired
 	}
 	e.reconcile()
+	e.applyPool(a)
 }
 
 func (e *engine) sample() {
@@ -768,13 +826,16 @@ func (e *engine) sample() {
 }
 
 func (e *engine) finish() {
-	var billed, busy, odBilled, bridgeBilled time.Duration
+	var billed, busy, odBilled, bridgeBilled, poolBilled time.Duration
 	for _, in := range e.insts {
 		end := e.now
 		if in.gone {
 			end = in.ended
 		}
-		billed += end - in.launched
+		billed += in.billed(end)
+		if in.member != nil {
+			poolBilled += in.billed(end)
+		}
 		if in.bridge {
 			bridgeBilled += end - in.launched
 		}
@@ -815,6 +876,11 @@ func (e *engine) finish() {
 		}
 		r.PoolStorageUSD = float64(e.poolSize*e.opt.BridgeVolumeGB) * e.opt.EBSPricePerGBMonth * days.Hours() / hoursPerMonth
 		r.CostUSD += r.PoolStorageUSD
+	}
+	if e.poolCfg.Enabled() {
+		r.SpotPoolGPUHours = poolBilled.Hours()
+		r.SpotPoolStorageUSD = e.poolStorage()
+		r.CostUSD += r.SpotPoolStorageUSD
 	}
 	if len(e.waits) > 0 {
 		r.MaxWaitS = slices.Max(e.waits).Seconds()

@@ -37,6 +37,9 @@ type Fleetq struct {
 	hours    forecast.History
 	budget   forecast.Budget
 	arrived  int
+	// avoided are the Spot pool's pairs avoided after failed starts (the
+	// store's, in production).
+	avoided scaling.Avoided
 }
 
 // WithForecast turns the forecast on (a disabled one leaves the fleet
@@ -107,12 +110,15 @@ func (p *Fleetq) WithBridge(pool int, maxLife time.Duration) *Fleetq {
 func (p *Fleetq) bridgePool() int { return p.settings.Bridge.Pool }
 
 // bridgeWake is the wake on enqueue of a fleet with a bridge: the bridge
-// instances to start for queued jobs that the free slots of the running
+// instances to start for ready jobs that the free slots of the running
 // workers and of the bridges already running or starting cannot take
 // (scaling.BridgeStart, as dispatch's waker calls it).
-func (p *Fleetq) bridgeWake(o Observation, s scaling.Settings) int {
+func (p *Fleetq) bridgeWake(o Observation, s scaling.Settings, ready int) int {
 	free, live := 0, 0
 	for _, v := range o.Instances {
+		if v.PoolID != "" {
+			continue // the Spot pool's jobs are not in ready
+		}
 		if v.Bridge {
 			live++
 		}
@@ -130,7 +136,7 @@ func (p *Fleetq) bridgeWake(o Observation, s scaling.Settings) int {
 		free += pending * o.Slots
 		live += pending
 	}
-	return scaling.BridgeStart(s, o.Queued, free, live)
+	return scaling.BridgeStart(s, ready, free, live)
 }
 
 // endWarmAt implements workloadEnder.
@@ -139,7 +145,7 @@ func (p *Fleetq) endWarmAt(d time.Duration) { p.warmUntil = d }
 // NewFleetq builds the policy from a fleet's settings (the fleet config's
 // defaults when f is nil); slots, min and max come from each observation.
 func NewFleetq(f *fleetconfig.Fleet) *Fleetq {
-	p := &Fleetq{settings: scaling.Settings{
+	p := &Fleetq{avoided: scaling.Avoided{}, settings: scaling.Settings{
 		IdleWindow:   fleetconfig.DefaultIdleWindow,
 		ScaleInGrace: fleetconfig.DefaultScaleInGrace,
 		BootTimeout:  fleetconfig.DefaultBootTimeout,
@@ -184,41 +190,69 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	if !warm {
 		s.Warm = nil
 	}
-	switch t {
-	case Arrival:
-		p.arrived++
-		a := Keep
-		// Wake on enqueue: only a fleet at zero is raised, to what the
-		// waiting work needs; everything else waits for the tick.
-		if o.Desired == 0 && o.OnDemandDesired == 0 {
-			p.lastActive = epoch.Add(o.Now)
-			work := o.Queued + o.Leased
-			if o.Capped {
-				work = o.Runnable
-			}
-			a.Desired = scaling.Need(s, work)
-		}
-		// A fleet with a bridge also starts bridges for what the free
-		// slots cannot take, at zero or not.
-		if n := p.bridgeWake(o, s); n > 0 {
-			a.SetOnDemand, a.OnDemandDesired = true, o.OnDemandDesired+n
-		}
-		return a
-	case Idle:
-		return Keep
-	}
-	now := epoch.Add(o.Now)
 	ready := o.Queued
 	if o.Capped {
 		// Capacity for the work the tenants' caps let run, not for a
 		// capped tenant's whole backlog.
 		ready = max(0, o.Runnable-o.Leased)
 	}
-	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: o.Leased, Desired: o.Desired, LastActiveAt: p.lastActive}
-	in.Forecast = p.planForecast(now, ready+o.Leased, s.Slots, warm)
+	switch t {
+	case Arrival:
+		p.arrived++
+		a := Keep
+		// A fleet with a Spot pool starts pool instances first, for what
+		// the free slots cannot take (scaling.PoolStart, as dispatch's
+		// waker calls it); the groups wake for the rest.
+		leased := o.Leased
+		if s.SpotPool.Enabled() {
+			pd := scaling.PoolStart(p.poolInput(o, s, ready))
+			a.PoolStarts = pd.Starts
+			ready, leased = ready-pd.Covered, leased-pd.Leased
+		}
+		// Wake on enqueue: only a fleet at zero is raised, to what the
+		// waiting work needs; everything else waits for the tick.
+		if o.Desired == 0 && o.OnDemandDesired == 0 {
+			p.lastActive = epoch.Add(o.Now)
+			a.Desired = scaling.Need(s, ready+leased)
+		}
+		// A fleet with a bridge also starts bridges for what the free
+		// slots cannot take, at zero or not.
+		if n := p.bridgeWake(o, s, ready); n > 0 {
+			a.SetOnDemand, a.OnDemandDesired = true, o.OnDemandDesired+n
+		}
+		return a
+	case Idle:
+		return Keep
+	case PoolFailed:
+		return p.poolFailed(o, s)
+	}
+	now := epoch.Add(o.Now)
+	a := Action{}
+	work := ready + o.Leased
+	leased, elsewhere := o.Leased, 0
+	if s.SpotPool.Enabled() {
+		// The pool first: the groups are decided for the work beyond it.
+		pd := scaling.DecidePool(p.poolInput(o, s, ready))
+		a.PoolStarts = pd.Starts
+		for _, x := range pd.Stops {
+			a.PoolStops = append(a.PoolStops, x.ID)
+		}
+		for _, x := range pd.Ends {
+			a.PoolEnds = append(a.PoolEnds, x.ID)
+		}
+		for _, x := range pd.Creates {
+			a.PoolCreates = append(a.PoolCreates, x.Pair)
+		}
+		ready, leased, elsewhere = ready-pd.Covered, leased-pd.Leased, pd.Leased
+	}
+	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: leased, Desired: o.Desired, LastActiveAt: p.lastActive, Elsewhere: elsewhere}
+	in.Forecast = p.planForecast(now, work, s.Slots, warm)
 	in.Instances = make([]scaling.Instance, 0, len(o.Instances))
 	in.Workers = make([]scaling.Worker, 0, len(o.Instances))
 	for _, v := range o.Instances {
+		if v.PoolID != "" {
+			continue
+		}
 		id := strconv.Itoa(v.ID)
 		state := scaling.StatePending
 		if v.Registered {
@@ -231,7 +265,6 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 		}
 	}
 	var d scaling.Decision
-	a := Action{}
 	shortOrPinned := o.SpotShortSince >= 0 || o.PinnedQueued+o.PinnedLeased > 0
 	if s.Bridge.Pool > 0 && !(p.after > 0 && shortOrPinned) {
 		// The bridge governs the On-Demand group unless the rung needs it

@@ -11,7 +11,7 @@ import (
 var policyMakers = map[string]func(Options) Policy{
 	"fleetq": func(o Options) Policy {
 		return NewFleetq(o.Fleet).WithWarm(o.Warm...).WithForecast(o.Forecast).WithFallback(o.FallbackAfter).WithWaitSLO(o.WaitSLO).
-			WithBridge(o.Bridge, o.BridgeMaxLife)
+			WithBridge(o.Bridge, o.BridgeMaxLife).WithSpotPool(o)
 	},
 	"visible-only":    func(Options) Policy { return NewVisibleOnly() },
 	"target-tracking": func(Options) Policy { return NewTargetTracking() },
@@ -70,11 +70,20 @@ func Simulate(w Workload, names []string, o Options) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		if f, ok := p.(*Fleetq); ok && f.bridgePool() > 0 {
-			// Side by side: fleetq without the bridge, then with it.
-			r.Results = append(r.Results, Run(w, policyMakers[n](o).(*Fleetq).WithBridge(-1, 0), o))
+		if f, ok := p.(*Fleetq); ok && (f.bridgePool() > 0 || f.spotPool().Enabled()) {
+			// Side by side: fleetq cold (no bridge, no Spot pool), then
+			// with them.
+			cold := o
+			cold.SpotPool = -1
+			r.Results = append(r.Results, Run(w, policyMakers[n](cold).(*Fleetq).WithBridge(-1, 0), cold))
 			res := Run(w, p, o)
-			res.Policy = fmt.Sprintf("fleetq bridge=%d", f.bridgePool())
+			res.Policy = "fleetq"
+			if f.spotPool().Enabled() {
+				res.Policy += fmt.Sprintf(" spot-pool=%d", f.spotPool().Size)
+			}
+			if f.bridgePool() > 0 {
+				res.Policy += fmt.Sprintf(" bridge=%d", f.bridgePool())
+			}
 			r.Results = append(r.Results, res)
 			continue
 		}

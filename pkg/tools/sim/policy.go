@@ -2,6 +2,8 @@ package sim
 
 import (
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
 // Trigger says why a policy is asked to decide.
@@ -14,6 +16,9 @@ const (
 	Arrival
 	// Idle is an instance whose last job just ended.
 	Idle
+	// PoolFailed is a start of a Spot pool instance that failed for want
+	// of Spot capacity (Observation.FailedStart).
+	PoolFailed
 )
 
 // InstanceView is an instance as the control plane sees it.
@@ -29,6 +34,9 @@ type InstanceView struct {
 	// OnDemand is true for an instance of the On-Demand group; Bridge for
 	// one of a group with a warm pool (fleetq's bridge).
 	OnDemand, Bridge bool
+	// PoolID names the Spot pool's instance this one is (fleetq's Spot
+	// pool); empty for the groups' instances.
+	PoolID string
 }
 
 // Observation is what a policy can see at one instant.
@@ -51,8 +59,12 @@ type Observation struct {
 	PinnedQueued, PinnedLeased int
 	// Capped is true when tenants' caps apply; then Runnable is the queued
 	// and leased work the caps let run.
-	Capped       bool
-	Runnable     int
+	Capped   bool
+	Runnable int
+	// Pool is the Spot pool's instances as the store records them;
+	// FailedStart the pool start that failed (Trigger PoolFailed).
+	Pool         []scaling.PoolInstance
+	FailedStart  *scaling.PoolOrder
 	Slots        int
 	MinInstances int
 	MaxInstances int
@@ -71,6 +83,13 @@ type Action struct {
 	OnDemandDesired int
 	// Drain names instances that take no new work from now on.
 	Drain []int
+	// PoolStarts, PoolStops, PoolEnds and PoolCreates are the Spot pool's
+	// orders (scaling.DecidePool): instances to start, to stop back into
+	// the pool, to end, and pairs to create one on.
+	PoolStarts  []scaling.PoolOrder
+	PoolStops   []string
+	PoolEnds    []string
+	PoolCreates []scaling.Pair
 }
 
 // Keep leaves everything as it is.
@@ -162,6 +181,27 @@ type Result struct {
 	BridgeGPUHours      float64 `json:"bridge_gpu_hours,omitempty"`
 	BridgedJobs         int     `json:"bridged_jobs,omitempty"`
 	PoolStorageUSD      float64 `json:"pool_storage_usd,omitempty"`
+	// The Spot pool's (fleetq's, --spot-pool): PoolStarts counts the
+	// instances started, PoolStartFailures the starts refused for want of
+	// Spot capacity, PoolFallbackJobs the jobs those were for (handed to
+	// On-Demand), PoolStops the instances stopped back into the pool,
+	// PoolCreates those launched to refill it, PoolInterruptions those EC2
+	// stopped, PoolJobs the jobs first started on one, SpotPoolGPUHours
+	// their Spot hours (in GPUHours, a minute at least per start), and
+	// SpotPoolStorageUSD the volumes (in CostUSD). PoolBusyStops (stops of
+	// an instance running a job) and PoolBadStarts (starts of an instance
+	// not stopped) are the policy's faults: both must stay 0.
+	PoolStarts         int     `json:"pool_starts,omitempty"`
+	PoolStartFailures  int     `json:"pool_start_failures,omitempty"`
+	PoolFallbackJobs   int     `json:"pool_fallback_jobs,omitempty"`
+	PoolStops          int     `json:"pool_stops,omitempty"`
+	PoolCreates        int     `json:"pool_creates,omitempty"`
+	PoolInterruptions  int     `json:"pool_interruptions,omitempty"`
+	PoolJobs           int     `json:"pool_jobs,omitempty"`
+	PoolBusyStops      int     `json:"pool_busy_stops,omitempty"`
+	PoolBadStarts      int     `json:"pool_bad_starts,omitempty"`
+	SpotPoolGPUHours   float64 `json:"spot_pool_gpu_hours,omitempty"`
+	SpotPoolStorageUSD float64 `json:"spot_pool_storage_usd,omitempty"`
 	// P95WaitByTenantS is each tenant's p95 wait, for workloads with more
 	// than one tenant.
 	P95WaitByTenantS map[string]float64 `json:"p95_wait_by_tenant_s,omitempty"`

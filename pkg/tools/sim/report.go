@@ -34,6 +34,10 @@ func (r Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %d bridge starts (%d launched fresh), %.1f bridge On-Demand hours, %d of %d jobs started on a bridge, pool volumes $%.2f (in cost $)\n",
 				x.Policy, x.BridgeStarts, x.BridgeFreshLaunches, x.BridgeGPUHours, x.BridgedJobs, x.Jobs, x.PoolStorageUSD)
 		}
+		if x.PoolStarts+x.PoolStartFailures > 0 {
+			fmt.Fprintf(w, "%s: %d Spot pool starts (%d more failed for capacity, for %d jobs), %d stops, %d created, %d interrupted, %.1f pool Spot hours, %d of %d jobs started on a pool instance, pool volumes $%.2f (in cost $)\n",
+				x.Policy, x.PoolStarts, x.PoolStartFailures, x.PoolFallbackJobs, x.PoolStops, x.PoolCreates, x.PoolInterruptions, x.SpotPoolGPUHours, x.PoolJobs, x.Jobs, x.SpotPoolStorageUSD)
+		}
 	}
 	return nil
 }

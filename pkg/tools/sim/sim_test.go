@@ -92,6 +92,7 @@ func TestFleetqMeetsItsTargets(t *testing.T) {
 	t.Run("spot_shortage_falls_back_to_on-demand", goalSpotShortageFallsBackToOnDemand)
 	t.Run("fair_share_shields_the_others_from_a_burst", goalFairShareShieldsTheOthersFromABurst)
 	t.Run("bridge_starts_cold_work_within_a_minute", goalBridgeStartsColdWorkWithinAMinute)
+	t.Run("spot_pool_starts_cold_work_within_a_minute_at_spot_prices", goalSpotPoolStartsColdWorkAtSpotPrices)
 }
 
 func fleetqBeatsTheBaselines(t *testing.T) {
