@@ -38,6 +38,9 @@ type spotInstance struct {
 	machine     Machine
 }
 
+// HasSpotPool reports that the local fleet runs every fleet's Spot pool.
+func (f *Fleet) HasSpotPool(string) bool { return true }
+
 // CreatePoolInstance launches a pool instance on pair; it runs, without a
 // worker, until it is stopped into the pool.
 func (f *Fleet) CreatePoolInstance(_ context.Context, fleet string, pair scaling.Pair, _ int) (string, error) {

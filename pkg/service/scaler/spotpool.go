@@ -24,6 +24,8 @@ import (
 // the local fleet on the dev stack. A fleet's Capacity that also is a
 // SpotPool runs its pool.
 type SpotPool interface {
+	// HasSpotPool reports whether the fleet's pool can be run here.
+	HasSpotPool(fleet string) bool
 	// CreatePoolInstance launches a persistent Spot instance on pair for
 	// the fleet, to be prepared and stopped into the pool, and answers its
 	// id.
@@ -101,7 +103,7 @@ type pool struct {
 func poolOf(f *fleetconfig.Fleet, st PoolStore, capacity Capacity, log *slog.Logger) (pool, bool) {
 	s := scaling.SettingsOf(f)
 	sp, ok := capacity.(SpotPool)
-	if !s.SpotPool.Enabled() || !ok {
+	if !s.SpotPool.Enabled() || !ok || !sp.HasSpotPool(f.Slug) {
 		return pool{}, false
 	}
 	return pool{store: st, machines: sp, log: log, f: f, s: s}, true
