@@ -54,10 +54,6 @@ var poolFrom = map[scaling.PoolState][]scaling.PoolState{
 	PoolInterrupted: {PoolPreparing, PoolStopped, PoolStarting, PoolRunning, PoolStopping},
 }
 
-// poolEndFrom are the states a pool instance may be ended (deleted) in:
-// never one that may run a job.
-var poolEndFrom = []scaling.PoolState{PoolPreparing, PoolStopped, PoolInterrupted}
-
 const (
 	prefixPool      = "POOL#"
 	prefixPoolAvoid = "POOLAVOID#"
@@ -195,19 +191,23 @@ func joinStates(states []scaling.PoolState) string {
 }
 
 // EndPoolInstance forgets a pool instance whose Spot request was canceled
-// and that was terminated (or is being), on the condition that it may not
-// run a job: preparing, stopped or interrupted. Ending one not recorded is
-// not an error; one in another state is ErrConflict.
-func (s *Store) EndPoolInstance(ctx context.Context, fleet, instanceID string) error {
+// and that was terminated, on the condition that it is still in the state
+// its caller read (state): an instance that moved meanwhile (a start
+// claimed it) is ErrConflict and stays. Ending one not recorded is not an
+// error. The caller makes sure no job runs there: a stopped, preparing or
+// interrupted instance runs none, and a started one is ended only once its
+// workers are drained idle (they never lease again).
+func (s *Store) EndPoolInstance(ctx context.Context, fleet, instanceID string, state scaling.PoolState) error {
 	pk, sk := poolKey(fleet, instanceID)
-	e, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK)).Or(stateIn(poolEndFrom))).Build()
+	cond := expression.AttributeNotExists(expression.Name(AttrPK)).Or(expression.Name(attrPoolState).Equal(expression.Value(string(state))))
+	e, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
 		return err
 	}
 	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(pk, sk),
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()})
 	if isConditionFailed(err) {
-		return fmt.Errorf("pool instance %s of fleet %s may run a job: %w", instanceID, fleet, ErrConflict)
+		return fmt.Errorf("pool instance %s of fleet %s is no longer %s: %w", instanceID, fleet, state, ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("end pool instance %s of fleet %s: %w", instanceID, fleet, err)

@@ -121,18 +121,18 @@ func TestPoolInstanceLifecycle(t *testing.T) {
 	if _, _, found, err := e.st.FindPoolInstance(e.ctx, "i-d"); err != nil || found {
 		t.Fatalf("FindPoolInstance(i-d) of fleet gpu, which has no spot_pool = %v %v", found, err)
 	}
-	// Ended only when it cannot run a job.
-	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a"); err != nil {
+	// Ended only in the state its caller read: not once a start claimed it.
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a", store.PoolStopped); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a"); err != nil {
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-a", store.PoolStopped); err != nil {
 		t.Fatalf("ending twice: %v", err)
 	}
 	if err := e.st.MovePoolInstance(e.ctx, "gpu", "i-b", store.PoolStarting, e.clock.Now(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-b"); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("ending a starting instance: %v, want ErrConflict", err)
+	if err := e.st.EndPoolInstance(e.ctx, "gpu", "i-b", store.PoolStopped); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ending an instance read stopped that a start claimed since: %v, want ErrConflict", err)
 	}
 }
 

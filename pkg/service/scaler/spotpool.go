@@ -75,7 +75,7 @@ type PoolStore interface {
 	ReadPool(ctx context.Context, fleet string) ([]scaling.PoolInstance, scaling.Avoided, error)
 	AddPoolInstance(ctx context.Context, fleet string, p scaling.PoolInstance) error
 	MovePoolInstance(ctx context.Context, fleet, instanceID string, to scaling.PoolState, at time.Time, startFor int) error
-	EndPoolInstance(ctx context.Context, fleet, instanceID string) error
+	EndPoolInstance(ctx context.Context, fleet, instanceID string, state scaling.PoolState) error
 	AvoidPoolPair(ctx context.Context, fleet string, p scaling.Pair, until time.Time) error
 	RecordPoolDecision(ctx context.Context, fleet string, reason scaling.Reason) error
 }
@@ -253,15 +253,21 @@ func (s *Scaler) tickPool(ctx context.Context, f *fleetconfig.Fleet, snap snapsh
 	rep := &PoolReport{Decision: scaling.DecidePool(in)}
 	r.Pool = rep
 	d := rep.Decision
+	d.Ends = append(d.Ends, drainedPool(records, snap.workers)...)
+	rep.Decision.Ends = d.Ends
 	if err := pl.stop(ctx, snap.now, d.Stops, p, rep); err != nil {
 		return err
+	}
+	states := make(map[string]scaling.PoolState, len(records))
+	for _, rec := range records {
+		states[rec.ID] = rec.State
 	}
 	for _, o := range d.Ends {
 		if err := pl.machines.TerminatePoolInstance(ctx, f.Slug, o.ID); err != nil {
 			s.log.Warn("end pool instance", "fleet", f.Slug, "instance_id", o.ID, "error", err.Error())
 			continue
 		}
-		if err := pl.store.EndPoolInstance(ctx, f.Slug, o.ID); err != nil && !errors.Is(err, fault.ErrConflict) {
+		if err := pl.store.EndPoolInstance(ctx, f.Slug, o.ID, states[o.ID]); err != nil && !errors.Is(err, fault.ErrConflict) {
 			return err
 		}
 		rep.Ended = append(rep.Ended, o.ID)
@@ -279,6 +285,33 @@ func (s *Scaler) tickPool(ctx context.Context, f *fleetconfig.Fleet, snap snapsh
 	p.input.Leased = max(0, p.input.Leased-d.Leased)
 	p.input.Elsewhere += d.Leased
 	return nil
+}
+
+// drainedPool answers an end for each started pool instance whose workers
+// are all drained (or revoked) and hold no lease: what a failed GPU health
+// check or an operator leaves behind, ended as a drained group instance is
+// terminated.
+func drainedPool(records []scaling.PoolInstance, workers []worker.Worker) []scaling.PoolOrder {
+	type tally struct{ workers, drained int }
+	on := map[string]*tally{}
+	for _, w := range workers {
+		t := on[w.InstanceID]
+		if t == nil {
+			t = &tally{}
+			on[w.InstanceID] = t
+		}
+		t.workers++
+		if w.Status != worker.Active && w.Leases <= 0 {
+			t.drained++
+		}
+	}
+	var out []scaling.PoolOrder
+	for _, rec := range records {
+		if t := on[rec.ID]; (rec.State == scaling.PoolRunning || rec.State == scaling.PoolStarting) && t != nil && t.drained == t.workers {
+			out = append(out, scaling.PoolOrder{ID: rec.ID, Pair: rec.Pair, Reason: scaling.PoolDrainedReason(rec.ID)})
+		}
+	}
+	return out
 }
 
 // unregistered counts the instances no worker registered from yet.
@@ -318,12 +351,14 @@ func (p pool) sync(ctx context.Context, now time.Time, records []scaling.PoolIns
 		to := rec.State
 		switch {
 		case !ok || m.State == "terminated" || m.State == "shutting-down":
-			if err := p.store.EndPoolInstance(ctx, slug, rec.ID); err == nil {
+			// Gone from EC2: its record goes too (unless it moved meanwhile).
+			err := p.store.EndPoolInstance(ctx, slug, rec.ID, rec.State)
+			if err == nil {
 				continue
 			}
-			// A started instance EC2 lost: interrupted first, ended at the
-			// next tick.
-			to = scaling.PoolInterrupted
+			if !errors.Is(err, fault.ErrConflict) {
+				return nil, err
+			}
 		case m.Interrupted && rec.State != scaling.PoolInterrupted:
 			to = scaling.PoolInterrupted
 		case rec.State == scaling.PoolInterrupted && (m.State == "running" || m.State == "pending") && now.Sub(rec.Since) >= SpotNotice:

@@ -239,3 +239,40 @@ func TestEC2StoppedPoolInstanceIsNotStartedByFleetq(t *testing.T) {
 		t.Fatalf("%s is %s once EC2 ran it again", victim, h.poolState(victim))
 	}
 }
+
+// A started pool instance whose worker was drained (a failed GPU health
+// check) and holds no lease is ended, as a drained group instance is
+// terminated, and the pool is refilled.
+func TestDrainedPoolInstanceIsEndedAndReplaced(t *testing.T) {
+	t.Parallel()
+	h := newPoolHarness(t)
+	h.submit(1, "a")
+	if err := h.waker.Wake(h.ctx, "gpu", 1); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(time.Minute)
+	leases := h.leaseAll()
+	l, ok := leases["aa"]
+	if !ok {
+		t.Fatalf("leases %+v", leases)
+	}
+	started := strings.TrimPrefix(l.a.WorkerID, "w-")
+	h.tick()
+	if err := h.sys.Store.Complete(h.ctx, l.a, "aa", l.token, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sys.Store.DrainWorker(h.ctx, l.a.WorkerID); err != nil {
+		t.Fatal(err)
+	}
+	r := h.tick()
+	if r.Pool == nil || !slices.Equal(r.Pool.Ended, []string{started}) || h.machineState(started) != "gone" {
+		t.Fatalf("drained pool instance: %+v, machine %s (%s)", r.Pool, h.machineState(started), r.Reason)
+	}
+	if _, found, _ := h.sys.Store.PoolInstanceOf(h.ctx, "gpu", started); found {
+		t.Fatalf("%s still recorded after its end", started)
+	}
+	h.tick()
+	if s := h.fleet.Stats(); s.PoolCreated != 4 || s.KilledBusy != 0 || len(h.poolRecords()) != 3 {
+		t.Fatalf("stats %+v, pool %+v: want one more created to replace it", s, h.poolRecords())
+	}
+}
