@@ -1,5 +1,5 @@
 // Package ec2pool adapts EC2 to what a fleet's stopped Spot pool needs
-// (docs/scaling.md, "Stopped Spot pool"): launch an instance on one
+// (docs/scaling.md, "Cold start: the Spot pool"): launch an instance on one
 // instance type and zone as a persistent Spot request that stops on
 // interruption, start it, stop it, end it (cancel its request, then
 // terminate it) and list the fleet's pool instances.

@@ -189,7 +189,7 @@ type Fleet struct {
 	Spot Spot `yaml:"spot"`
 	// SpotPool keeps stopped Spot instances outside the group, started when
 	// work arrives that the running workers cannot take (docs/scaling.md,
-	// "Stopped Spot pool"); off by default.
+	// "Cold start: the Spot pool"); off by default.
 	SpotPool SpotPool `yaml:"spot_pool"`
 
 	// InstanceTypes are the EC2 instance types the group may launch, in

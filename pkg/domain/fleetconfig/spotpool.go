@@ -9,7 +9,7 @@ import (
 )
 
 // SpotPool is a fleet's pool of stopped Spot instances (docs/scaling.md,
-// "Stopped Spot pool"): instances fleetq launches outside the fleet's
+// "Cold start: the Spot pool"): instances fleetq launches outside the fleet's
 // group as persistent Spot requests that stop on interruption, prepares
 // and stops, and starts when work arrives that the running workers cannot
 // take. Stopped, an instance bills only its volume; each start bills at

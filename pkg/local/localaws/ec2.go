@@ -502,6 +502,14 @@ func (w *ec2World) launch(spec runSpec, now time.Time) *ec2Instance {
 	for k, v := range spec.tags {
 		in.Tags[k] = v
 	}
+	if spec.template != "" {
+		// EC2 tags an instance with the template it was launched from.
+		version := spec.version
+		if _, err := strconv.Atoi(version); err != nil {
+			version = "1" // $Latest and $Default: the one version a template has here
+		}
+		in.Tags["aws:ec2launchtemplate:id"], in.Tags["aws:ec2launchtemplate:version"] = spec.template, version
+	}
 	w.start(in, now)
 	w.instances[in.ID] = in
 	w.order = append(w.order, in.ID)
