@@ -127,5 +127,11 @@ func printCosts(w io.Writer, a wire.CostsResponse, keys []string) error {
 		unpriced += r.unpriced
 	}
 	fmt.Fprintf(tw, "TOTAL%s\t%d\t%d\t%.4f\n", strings.Repeat("\t", len(keys)-1), jobs, unpriced, a.TotalUSD)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range a.PoolVolumes {
+		fmt.Fprintf(w, "fleet %s: Spot pool volumes, %d × %d GB: $%.4f since then, $%.4f a day (not in TOTAL)\n", p.FleetSlug, p.Instances, p.VolumeGB, p.USD, p.USDPerDay)
+	}
+	return nil
 }

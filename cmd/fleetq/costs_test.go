@@ -60,3 +60,24 @@ func TestCostsGroupsTheAPIsTotals(t *testing.T) {
 		t.Fatalf("--by colour: exit %d", code)
 	}
 }
+
+// The Spot pools' volumes print after the jobs' total, each fleet's for the
+// window and a day, apart from it.
+func TestCostsPrintsTheSpotPoolsVolumes(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"since":"2026-03-01T12:00:00Z","total_usd":1,"groups":[
+			{"tenant_id":"acme","fleet_slug":"video","workflow_id":"upscale","jobs":1,"unpriced":0,"cost_usd":1}],
+			"pool_volumes":[{"fleet_slug":"video","instances":12,"volume_gb":60,"usd_per_day":1.893699,"usd":1.972603}]}`))
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"costs", "--api", srv.URL, "--operator-token", "op", "--by", "fleet"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if want := "fleet video: Spot pool volumes, 12 × 60 GB: $1.9726 since then, $1.8937 a day (not in TOTAL)"; lines[len(lines)-1] != want || !strings.HasPrefix(lines[len(lines)-2], "TOTAL") {
+		t.Fatalf("output:\n%s\nwant the last line %q after the total", out.String(), want)
+	}
+}

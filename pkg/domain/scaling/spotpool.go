@@ -15,7 +15,7 @@ type Pair struct{ InstanceType, Zone string }
 func (p Pair) String() string { return p.InstanceType + "/" + p.Zone }
 
 // SpotPoolSettings are a fleet's stopped Spot pool (fleetconfig spot_pool;
-// docs/scaling.md, "Stopped Spot pool"): stopped persistent Spot
+// docs/scaling.md, "Cold start: the Spot pool"): stopped persistent Spot
 // instances owned by fleetq outside any Auto Scaling group, started when
 // work arrives and stopped back into the pool when idle.
 type SpotPoolSettings struct {
@@ -33,8 +33,8 @@ type SpotPoolSettings struct {
 	Avoid time.Duration
 	// Idle is how long a running pool instance stays idle before it is
 	// stopped back into the pool; zero (the default) stops it at the first
-	// tick that finds it idle and not needed (docs/scaling.md, "Stopped
-	// Spot pool", says why).
+	// tick that finds it idle and not needed (docs/scaling.md, "Cold start:
+	// the Spot pool", says why).
 	Idle time.Duration
 }
 

@@ -181,6 +181,22 @@ type CostsResponse struct {
 	Groups []CostGroup `json:"groups"`
 	// TotalUSD is the sum of the groups' costs.
 	TotalUSD float64 `json:"total_usd"`
+	// PoolVolumes are the standing cost of each stopped Spot pool's
+	// volumes (fleets with spot_pool), not in TotalUSD: a pool bills them
+	// every hour, whatever the jobs.
+	PoolVolumes []PoolVolumeCost `json:"pool_volumes,omitempty"`
+}
+
+// PoolVolumeCost is what a fleet's stopped Spot pool's volumes cost: size
+// instances of volume_gb each at gp3's price (docs/scaling.md, "Cost per
+// job").
+type PoolVolumeCost struct {
+	FleetSlug string `json:"fleet_slug"`
+	Instances int    `json:"instances"`
+	VolumeGB  int    `json:"volume_gb"`
+	// USDPerDay is a day's; USD the window's, from Since to now.
+	USDPerDay float64 `json:"usd_per_day"`
+	USD       float64 `json:"usd"`
 }
 
 // CostGroup is the cost of one tenant's jobs of one workflow on one fleet.

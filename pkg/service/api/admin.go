@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
@@ -188,5 +189,17 @@ func (s *server) costs(w http.ResponseWriter, r *http.Request) {
 		out.TotalUSD += g.USD
 	}
 	out.TotalUSD = math.Round(out.TotalUSD*1e6) / 1e6
+	now := s.Clock.Now()
+	for _, f := range s.Config.Fleets {
+		p := f.SpotPool
+		if !p.Enabled() {
+			continue
+		}
+		micro := func(d time.Duration) float64 {
+			return math.Round(cost.Volumes(p.Size, p.VolumeGB, cost.GP3PricePerGBMonth, d)*1e6) / 1e6
+		}
+		out.PoolVolumes = append(out.PoolVolumes, wire.PoolVolumeCost{FleetSlug: f.Slug, Instances: p.Size, VolumeGB: p.VolumeGB,
+			USDPerDay: micro(24 * time.Hour), USD: micro(now.Sub(since))})
+	}
 	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -49,3 +49,32 @@ func TestAFinishedJobShowsItsCostAndTheCostsRouteTotalsIt(t *testing.T) {
 	}
 	h.want(h.do("GET", "/api/admin/costs?since=soon", "op", nil), 400, "invalid_argument")
 }
+
+// A fleet with a stopped Spot pool bills its volumes every hour: the costs
+// route gives each such fleet's, for a day and for the window, apart from
+// the jobs' total; a fleet without a pool has none.
+func TestTheCostsRouteGivesEachSpotPoolsVolumes(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 30, 0, 0, time.UTC))
+	h := newHarness(t, func(o *devstack.Options) {
+		o.Clock = clk
+		o.Config.Fleets[0].SpotPool = fleetconfig.SpotPool{Size: 12, VolumeGB: 60, MaxAgeHours: 168, AvoidMinutes: 15}
+	})
+	c := h.do("GET", "/api/admin/costs?since=24h", "op", nil)
+	h.want(c, 200, "")
+	pools, _ := c.body["pool_volumes"].([]any)
+	if len(pools) != 1 {
+		t.Fatalf("pool_volumes = %s: want the one fleet with a pool", c.raw)
+	}
+	p := pools[0].(map[string]any)
+	// 12 × 60 GB at $0.08 a GB-month: $0.063123 a day; the window is 24.5
+	// hours (since rounds down to the hour).
+	day, window := 720*0.08*24/730, 720*0.08*24.5/730
+	if p["fleet_slug"] != "gpu" || p["instances"] != 12.0 || p["volume_gb"] != 60.0 ||
+		fmt.Sprintf("%.6f", p["usd_per_day"]) != fmt.Sprintf("%.6f", day) || fmt.Sprintf("%.6f", p["usd"]) != fmt.Sprintf("%.6f", window) {
+		t.Fatalf("pool_volumes = %s, want $%.6f a day, $%.6f in the window", c.raw, day, window)
+	}
+	if c.body["total_usd"] != 0.0 {
+		t.Fatalf("total_usd = %v: the volumes are not the jobs' total", c.body["total_usd"])
+	}
+}

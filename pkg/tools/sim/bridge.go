@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 )
 
@@ -26,10 +27,7 @@ var (
 
 // DefaultEBSPrice is gp3's price in us-east-1, dollars per GB-month, as
 // AWS's EBS pricing page lists it.
-const DefaultEBSPrice = 0.08
-
-// hoursPerMonth is AWS's month for prorating monthly prices.
-const hoursPerMonth = 730
+const DefaultEBSPrice = cost.GP3PricePerGBMonth
 
 // bridger is a policy with bridge capacity: the size of its warm pool.
 type bridger interface{ bridgePool() int }

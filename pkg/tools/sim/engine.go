@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/fairshare"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
@@ -874,7 +875,7 @@ func (e *engine) finish() {
 		if days <= 0 {
 			days = e.now
 		}
-		r.PoolStorageUSD = float64(e.poolSize*e.opt.BridgeVolumeGB) * e.opt.EBSPricePerGBMonth * days.Hours() / hoursPerMonth
+		r.PoolStorageUSD = cost.Volumes(e.poolSize, e.opt.BridgeVolumeGB, e.opt.EBSPricePerGBMonth, days)
 		r.CostUSD += r.PoolStorageUSD
 	}
 	if e.poolCfg.Enabled() {

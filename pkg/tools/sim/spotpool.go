@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
@@ -26,9 +28,9 @@ var (
 // replacement, and how long a pair whose start failed is avoided
 // (fleetconfig's spot_pool defaults, docs/config.md).
 const (
-	DefaultPoolVolumeGB = 60
-	DefaultPoolMaxAge   = 168 * time.Hour
-	DefaultPoolAvoid    = 15 * time.Minute
+	DefaultPoolVolumeGB = fleetconfig.DefaultSpotPoolVolumeGB
+	DefaultPoolMaxAge   = fleetconfig.DefaultSpotPoolMaxAgeHours * time.Hour
+	DefaultPoolAvoid    = fleetconfig.DefaultSpotPoolAvoidMinutes * time.Minute
 )
 
 // spotPooler is a policy with a stopped Spot pool.
@@ -306,7 +308,7 @@ func (e *engine) poolStorage() float64 {
 	if days <= 0 {
 		days = e.now
 	}
-	return float64(e.poolCfg.Size*e.poolCfg.VolumeGB) * e.opt.EBSPricePerGBMonth * days.Hours() / hoursPerMonth
+	return cost.Volumes(e.poolCfg.Size, e.poolCfg.VolumeGB, e.opt.EBSPricePerGBMonth, days)
 }
 
 // billed is an instance's billed time: from its launch or start to its
