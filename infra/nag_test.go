@@ -47,9 +47,11 @@ func TestCdkNag(t *testing.T) {
 	ensureNag(t)
 	dir := t.TempDir()
 	var files []string
-	for _, stage := range []string{"dev", "prod", "prod-on-demand", "prod-warm-pool"} {
+	for _, stage := range []string{"dev", "prod", "prod-on-demand", "prod-warm-pool", "prod-spot-pool"} {
 		var s synthesized
 		switch stage {
+		case "prod-spot-pool":
+			s = synthSpotPool(t)
 		case "prod-on-demand":
 			s = synthOnDemand(t)
 		case "prod-warm-pool":

@@ -149,6 +149,7 @@ func New(app constructs.Construct, o Options) (*Stack, error) {
 
 	subnets := b.s.fleets(b, api)
 	b.grantLaunch(fns)
+	b.grantSpotPool(fns)
 	b.registration(fns)
 	// The scaler drops and restores the zones of Spot groups by subnet.
 	b.env[awsenv.EnvSubnets] = b.st.ToJsonString(subnets, nil)
@@ -663,7 +664,8 @@ func (b *build) registration(fns functions) {
 // the fleets are built: Auto Scaling checks that whoever updates a group
 // with a launch template may launch from it (ec2:RunInstances, and
 // iam:PassRole for its instance profile); allowed for the stage's Spot
-// templates only. The scaler never launches an instance itself.
+// templates only. The scaler launches no instance itself but a stopped
+// Spot pool's (grantSpotPool).
 func (b *build) grantLaunch(fns functions) {
 	if len(b.s.spotTemplates) == 0 {
 		return

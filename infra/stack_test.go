@@ -346,11 +346,14 @@ func TestFunctions(t *testing.T) {
 // ec2:DescribeSpotPriceHistory, which support no resource-level permission.
 func TestIAMLeastPrivilege(t *testing.T) {
 	spot := map[string]bool{}
-	for _, stage := range []string{"dev", "prod", "prod-on-demand"} {
+	for _, stage := range []string{"dev", "prod", "prod-on-demand", "prod-spot-pool"} {
 		var s synthesized
-		if stage == "prod-on-demand" {
+		switch stage {
+		case "prod-on-demand":
 			s, stage = synthOnDemand(t), "prod"
-		} else {
+		case "prod-spot-pool":
+			s, stage = synthSpotPool(t), "prod"
+		default:
 			s = synth(t, stage)
 		}
 		for id, p := range s.resources("AWS::IAM::Policy") {
@@ -372,6 +375,13 @@ func TestIAMLeastPrivilege(t *testing.T) {
 					cond, _ := json.Marshal(stmt["Condition"])
 					if !strings.HasPrefix(id, "ScalerServiceRoleDefaultPolicy") || !strings.Contains(string(cond), `"ArnEquals":{"ec2:LaunchTemplate":`) {
 						t.Errorf("%s %s: ec2:RunInstances on * not limited to the stage's launch templates: %s", stage, id, cond)
+					}
+					continue
+				}
+				if actions == "ec2:DescribeInstances" {
+					// A stopped Spot pool's instances, by the roles that run it.
+					if !strings.HasPrefix(id, "ScalerServiceRoleDefaultPolicy") && !strings.HasPrefix(id, "DispatchServiceRoleDefaultPolicy") {
+						t.Errorf("%s %s: only the scaler and dispatch describe the pool's instances", stage, id)
 					}
 					continue
 				}

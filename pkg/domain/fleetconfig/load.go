@@ -289,6 +289,7 @@ func (c *Config) validate() []Problem {
 			owner[w] = f.Slug
 		}
 		f.validate(at, k)
+		c.validateSpotPoolZones(at, f, k)
 	}
 	return k.problems
 }

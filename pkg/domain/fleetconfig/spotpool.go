@@ -20,7 +20,8 @@ type SpotPool struct {
 	Size int `yaml:"size"`
 	// Pairs are the instance type and Availability Zone pairs the pool
 	// spreads its instances over: at least 3 distinct pairs when size is
-	// set, each type one of the fleet's instance_types. A stopped instance
+	// set, each type one of the fleet's instance_types and each zone one of
+	// network.availability_zones when they are listed. A stopped instance
 	// cannot change its type or zone, so the pairs are the pool's only
 	// way around a pair without Spot capacity.
 	Pairs []SpotPoolPair `yaml:"pairs"`
@@ -122,4 +123,23 @@ var acceleratedFamily = regexp.MustCompile(`^(g|gr|p|inf|trn|dl|f|vt)\d`)
 func Accelerated(instanceType string) bool {
 	family, _, _ := strings.Cut(instanceType, ".")
 	return acceleratedFamily.MatchString(family)
+}
+
+// validateSpotPoolZones checks the pool's zones against the stage's: a
+// pool instance runs in the fleet's subnet of its zone, so the zone must
+// be one of network.availability_zones when they are listed, and of the
+// stage's region.
+func (c *Config) validateSpotPoolZones(at string, f *Fleet, k *checker) {
+	for j, pair := range f.SpotPool.Pairs {
+		if !zonePattern.MatchString(pair.Zone) {
+			continue // said by validateSpotPool
+		}
+		field := fmt.Sprintf("%s.spot_pool.pairs[%d].zone", at, j)
+		switch zones := c.Network.AvailabilityZones; {
+		case c.Region != "" && !strings.HasPrefix(pair.Zone, c.Region):
+			k.add(field, "%q is not a zone of region %s", pair.Zone, c.Region)
+		case len(zones) > 0 && !slices.Contains(zones, pair.Zone):
+			k.add(field, "%q is not one of network.availability_zones (%s): the fleet has no subnet there", pair.Zone, strings.Join(zones, ", "))
+		}
+	}
 }

@@ -72,6 +72,9 @@ func TestSpotPoolRefusals(t *testing.T) {
 		{poolFleet + "    spot_pool:\n      size: 3\n      max_age_hours: 9000" + threePairs, "fleets[0].spot_pool.max_age_hours: must be between 1 and 8760, got 9000"},
 		{poolFleet + "    spot_pool:\n      size: 3\n      avoid_minutes: -5" + threePairs, "fleets[0].spot_pool.avoid_minutes: must be between 1 and 1440, got -5"},
 		{poolFleet + "    spot_pool:\n      size: 3\n      warm: true" + threePairs, "warm"},
+		{poolFleet + "    spot_pool:\n      size: 1\n      pairs:\n        - {instance_type: g5.xlarge, zone: eu-west-1a}\n", `fleets[0].spot_pool.pairs[0].zone: "eu-west-1a" is not a zone of region us-east-1`},
+		{strings.Replace(poolFleet, "region: us-east-1\n", "region: us-east-1\nnetwork:\n  availability_zones: [us-east-1a, us-east-1c]\n", 1) + "    spot_pool:\n      size: 3" + threePairs,
+			`f.yaml:15: fleets[0].spot_pool.pairs[1].zone: "us-east-1b" is not one of network.availability_zones (us-east-1a, us-east-1c): the fleet has no subnet there`},
 	}
 	for _, b := range bad {
 		_, err := Parse("f.yaml", []byte(b.doc))
