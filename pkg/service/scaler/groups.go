@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/asg"
-	"github.com/fleetq/fleetq/pkg/aws/ec2pool"
 )
 
 // Groups is the fleets' Auto Scaling Groups as the scaler's capacity.
@@ -23,9 +22,6 @@ type Groups struct {
 	// its zone (FLEETQ_SUBNETS): the zones a Spot group may launch in.
 	// Empty: the scaler leaves the groups' subnets alone.
 	Subnets []Subnet
-	// Pools are the EC2 side of the Spot pools of the fleets that have one,
-	// by slug (groupspool.go).
-	Pools map[string]ec2pool.Pool
 }
 
 // Subnet is a subnet of the fleets' groups and its availability zone.

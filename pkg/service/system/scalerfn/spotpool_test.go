@@ -1,4 +1,4 @@
-package scaler_test
+package scalerfn_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/system/scalerfn"
 )
 
 // In AWS the scaler runs a fleet's pool through its ec2pool adapter: the
@@ -20,7 +21,7 @@ import (
 // capacity is the scaler's ErrNoSpotCapacity, one on an instance EC2
 // stopped on an interruption its ErrPoolInterrupted, and the pool's
 // listing says which instance EC2 holds stopped.
-func TestGroupsRunAFleetsSpotPoolThroughEC2(t *testing.T) {
+func TestPoolGroupsRunAFleetsSpotPoolThroughEC2(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, err := localaws.StartAccount("")
@@ -28,10 +29,10 @@ func TestGroupsRunAFleetsSpotPoolThroughEC2(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
-	clk := clock.NewFake(t0)
+	clk := clock.NewFake(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
 	a.SetClock(clk.Now)
 	a.PutLaunchTemplate(localaws.LaunchTemplate{ID: "lt-0123456789abcdef0", ImageID: "ami-0123456789abcdef0", InstanceType: "g5.xlarge"})
-	g := scaler.Groups{Pools: map[string]ec2pool.Pool{"gpu": {EC2: ec2.NewFromConfig(localaws.Config(a.URL)), Stage: "test", Fleet: "gpu",
+	g := scalerfn.PoolGroups{Pools: map[string]ec2pool.Pool{"gpu": {EC2: ec2.NewFromConfig(localaws.Config(a.URL)), Stage: "test", Fleet: "gpu",
 		LaunchTemplateID: "lt-0123456789abcdef0"}}}
 	if !g.HasSpotPool("gpu") || g.HasSpotPool("other") {
 		t.Fatal("HasSpotPool: want gpu only")

@@ -1,4 +1,4 @@
-package scaler
+package scalerfn
 
 import (
 	"context"
@@ -7,22 +7,30 @@ import (
 
 	"github.com/fleetq/fleetq/pkg/aws/ec2pool"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
 
-// The fleets' stopped Spot pools in AWS: Groups runs a fleet's pool
-// through its ec2pool adapter (Groups.Pools), and tells EC2's refusals
-// apart for the scaler: no Spot capacity (ErrNoSpotCapacity), an instance
-// EC2 holds stopped after an interruption (ErrPoolInterrupted).
+// PoolGroups are the fleets' groups (scaler.Groups) with the EC2 side of
+// their stopped Spot pools: each fleet's pool runs through its ec2pool
+// adapter (Pools, by slug), and EC2's refusals reach the scaler as its
+// own: no Spot capacity (scaler.ErrNoSpotCapacity), an instance EC2 holds
+// stopped after an interruption (scaler.ErrPoolInterrupted). It is built
+// here, in the scaler's composition root, so that only the scaler function
+// links EC2's client.
+type PoolGroups struct {
+	scaler.Groups
+	Pools map[string]ec2pool.Pool
+}
 
-var _ SpotPool = Groups{}
+var _ scaler.SpotPool = PoolGroups{}
 
 // HasSpotPool reports whether the fleet has a pool adapter.
-func (g Groups) HasSpotPool(fleet string) bool {
+func (g PoolGroups) HasSpotPool(fleet string) bool {
 	_, ok := g.Pools[fleet]
 	return ok
 }
 
-func (g Groups) spotPool(fleet string) (ec2pool.Pool, error) {
+func (g PoolGroups) spotPool(fleet string) (ec2pool.Pool, error) {
 	p, ok := g.Pools[fleet]
 	if !ok {
 		return ec2pool.Pool{}, fmt.Errorf("fleet %s has no Spot pool adapter", fleet)
@@ -35,15 +43,15 @@ func (g Groups) spotPool(fleet string) (ec2pool.Pool, error) {
 func poolError(err error) error {
 	switch {
 	case errors.Is(err, ec2pool.ErrNoCapacity):
-		return fmt.Errorf("%w: %w", ErrNoSpotCapacity, err)
+		return fmt.Errorf("%w: %w", scaler.ErrNoSpotCapacity, err)
 	case errors.Is(err, ec2pool.ErrInterrupted):
-		return fmt.Errorf("%w: %w", ErrPoolInterrupted, err)
+		return fmt.Errorf("%w: %w", scaler.ErrPoolInterrupted, err)
 	}
 	return err
 }
 
 // CreatePoolInstance launches a pool instance of the fleet on pair.
-func (g Groups) CreatePoolInstance(ctx context.Context, fleet string, pair scaling.Pair, volumeGB int) (string, error) {
+func (g PoolGroups) CreatePoolInstance(ctx context.Context, fleet string, pair scaling.Pair, volumeGB int) (string, error) {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return "", err
@@ -53,7 +61,7 @@ func (g Groups) CreatePoolInstance(ctx context.Context, fleet string, pair scali
 }
 
 // StartPoolInstance starts a stopped pool instance.
-func (g Groups) StartPoolInstance(ctx context.Context, fleet, id string) error {
+func (g PoolGroups) StartPoolInstance(ctx context.Context, fleet, id string) error {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return err
@@ -62,7 +70,7 @@ func (g Groups) StartPoolInstance(ctx context.Context, fleet, id string) error {
 }
 
 // StopPoolInstance stops a pool instance back into the pool.
-func (g Groups) StopPoolInstance(ctx context.Context, fleet, id string) error {
+func (g PoolGroups) StopPoolInstance(ctx context.Context, fleet, id string) error {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return err
@@ -72,7 +80,7 @@ func (g Groups) StopPoolInstance(ctx context.Context, fleet, id string) error {
 
 // TerminatePoolInstance cancels a pool instance's Spot request and
 // terminates it.
-func (g Groups) TerminatePoolInstance(ctx context.Context, fleet, id string) error {
+func (g PoolGroups) TerminatePoolInstance(ctx context.Context, fleet, id string) error {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return err
@@ -81,7 +89,7 @@ func (g Groups) TerminatePoolInstance(ctx context.Context, fleet, id string) err
 }
 
 // DescribePool lists the fleet's pool instances as EC2 reports them.
-func (g Groups) DescribePool(ctx context.Context, fleet string) ([]PoolMachine, error) {
+func (g PoolGroups) DescribePool(ctx context.Context, fleet string) ([]scaler.PoolMachine, error) {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return nil, err
@@ -90,9 +98,9 @@ func (g Groups) DescribePool(ctx context.Context, fleet string) ([]PoolMachine, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PoolMachine, 0, len(ins))
+	out := make([]scaler.PoolMachine, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, PoolMachine{ID: in.ID, Pair: in.Pair, State: in.State, Interrupted: in.Interrupted()})
+		out = append(out, scaler.PoolMachine{ID: in.ID, Pair: in.Pair, State: in.State, Interrupted: in.Interrupted()})
 	}
 	return out, nil
 }
