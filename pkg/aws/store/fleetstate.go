@@ -224,28 +224,38 @@ func (s *Store) RecordBridgeStart(ctx context.Context, fleet string, start int, 
 	if start <= 0 {
 		return nil
 	}
+	return s.appendDecision(ctx, fleet, "bridge start", func(it fleetItem) fleetstate.Decision {
+		return fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired + start, Reason: reason, InService: it.InService,
+			Inputs: inputs.Changed(it.Desired, it.Desired+start)}
+	})
+}
+
+// appendDecision records the decision decide makes of the fleet's state as
+// read (its desired capacity becomes the decision's) as the fleet's last
+// and in its history, on the condition that no other decision came in
+// between; a decision that did is read again and decided again.
+func (s *Store) appendDecision(ctx context.Context, fleet, what string, decide func(fleetItem) fleetstate.Decision) error {
 	pk, sk := fleetKey(fleet)
 	for range decisionAttempts {
 		var it fleetItem
 		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
 			return err
 		}
-		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired + start, Reason: reason, InService: it.InService,
-			Inputs: inputs.Changed(it.Desired, it.Desired+start)}
+		d := decide(it)
 		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(d.Desired)), d, withDecision(it.lastDecision(), it.history(), d))
 		if err != nil {
-			return fmt.Errorf("record bridge start of %s: %w", fleet, err)
+			return fmt.Errorf("record %s of %s: %w", what, fleet, err)
 		}
 		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(it.DecisionSeq)})
 		if errors.Is(err, errConditionFailed) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("record bridge start of %s: %w", fleet, err)
+			return fmt.Errorf("record %s of %s: %w", what, fleet, err)
 		}
 		return nil
 	}
-	return fmt.Errorf("record bridge start of %s: %w", fleet, ErrContention)
+	return fmt.Errorf("record %s of %s: %w", what, fleet, ErrContention)
 }
 
 // lastDecision and history are the fleet's decisions as read.

@@ -292,25 +292,7 @@ func (s *Store) FindPoolInstance(ctx context.Context, instanceID string) (string
 // it is (the pool is outside the groups). Like every decision record it is
 // written on the condition that no other decision came in between.
 func (s *Store) RecordPoolDecision(ctx context.Context, fleet string, reason scaling.Reason) error {
-	pk, sk := fleetKey(fleet)
-	for range decisionAttempts {
-		var it fleetItem
-		if _, err := s.getItem(ctx, pk, sk, &it); err != nil {
-			return err
-		}
-		d := fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired, Reason: reason, InService: it.InService}
-		set, err := decisionSet(expression.Set(expression.Name(attrDesired), expression.Value(it.Desired)), d, withDecision(it.lastDecision(), it.history(), d))
-		if err != nil {
-			return fmt.Errorf("record pool decision of %s: %w", fleet, err)
-		}
-		err = s.updateItem(ctx, update{pk: pk, sk: sk, set: set, cond: decisionUnchanged(it.DecisionSeq)})
-		if errors.Is(err, errConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("record pool decision of %s: %w", fleet, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("record pool decision of %s: %w", fleet, ErrContention)
+	return s.appendDecision(ctx, fleet, "pool decision", func(it fleetItem) fleetstate.Decision {
+		return fleetstate.Decision{At: s.clock.Now(), Desired: it.Desired, Reason: reason, InService: it.InService}
+	})
 }
