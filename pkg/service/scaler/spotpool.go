@@ -331,7 +331,8 @@ func unregistered(instances []scaling.Instance, workers []worker.Worker) int {
 
 // sync brings the pool's records in line with the machines, each change a
 // conditional move: a prepared instance that EC2 runs is stopped into the
-// pool (and is stopped once EC2 says so), a started one whose worker
+// pool (and is stopped once EC2 says so; so is a stopping one whose stop
+// failed), a started one whose worker
 // registered is running, a stopped one is stopped, one EC2 stopped on an
 // interruption is interrupted (and running again once EC2 runs it), one
 // EC2 no longer has is forgotten. It answers the records as they now are.
@@ -364,9 +365,11 @@ func (p pool) sync(ctx context.Context, now time.Time, records []scaling.PoolIns
 		case rec.State == scaling.PoolInterrupted && (m.State == "running" || m.State == "pending") && now.Sub(rec.Since) >= SpotNotice:
 			// Running past the warning's notice: EC2 started it again.
 			to = scaling.PoolRunning
-		case rec.State == scaling.PoolPreparing && m.State == "running":
+		case (rec.State == scaling.PoolPreparing || rec.State == scaling.PoolStopping) && m.State == "running":
+			// Prepared: stopped into the pool. Stopping (its workers
+			// drained, a stop that failed): stopped again.
 			if err := p.machines.StopPoolInstance(ctx, slug, rec.ID); err != nil {
-				p.log.Warn("stop prepared pool instance", "fleet", slug, "instance_id", rec.ID, "error", err.Error())
+				p.log.Warn("stop pool instance", "fleet", slug, "instance_id", rec.ID, "state", string(rec.State), "error", err.Error())
 			}
 		case (rec.State == scaling.PoolPreparing || rec.State == scaling.PoolStopping) && m.State == "stopped":
 			to = scaling.PoolStopped
