@@ -50,6 +50,10 @@ type Group struct {
 	Types []string
 	// Subnets are the group's subnets (its VPCZoneIdentifier), in order.
 	Subnets []string
+	// LaunchTemplateID is the launch template of the group's mixed
+	// instances policy ("" for a group without one): a fleet's Spot pool
+	// launches from its Spot group's.
+	LaunchTemplateID string
 }
 
 // InService counts the instances in service.
@@ -191,6 +195,9 @@ func (a *Adapter) Describe(ctx context.Context, groupName string) (Group, error)
 		Max:     int(aws.ToInt32(found.MaxSize)),
 	}
 	if mip := found.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		if spec := mip.LaunchTemplate.LaunchTemplateSpecification; spec != nil {
+			g.LaunchTemplateID = aws.ToString(spec.LaunchTemplateId)
+		}
 		for _, o := range mip.LaunchTemplate.Overrides {
 			g.Types = append(g.Types, aws.ToString(o.InstanceType))
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
@@ -23,7 +24,8 @@ import (
 var Function = system.Function{Name: awsenv.Scaler, Handler: func(l *system.Lambda, metrics io.Writer) (any, error) { return Handler(l, metrics) }}
 
 // Handler returns the scaler function's handler: one tick per
-// scheduled event over the groups of FLEETQ_FLEET_GROUPS, with the metric
+// scheduled event over the groups of FLEETQ_FLEET_GROUPS (and, for the
+// fleets with a spot_pool, their pools through EC2), with the metric
 // lines written to metrics (stdout, which CloudWatch Logs turns into
 // metrics), reading each fleet's Spot prices through EC2 about once an hour.
 func Handler(e *system.Lambda, metrics io.Writer) (func(context.Context, events.CloudWatchEvent) (TickSummary, error), error) {
@@ -44,11 +46,26 @@ func Handler(e *system.Lambda, metrics io.Writer) (func(context.Context, events.
 			return nil, err
 		}
 	}
-	sc, err := NewScaler(e.Env, groups, metrics, spotprice.Reader{EC2: EC2(e)})
+	var capacity scaler.Capacity = groups
+	if spotPools(e.Config) {
+		// The fleets' Spot pools run through EC2 beside their groups.
+		capacity = NewPoolGroups(groups, EC2(e), e.Config)
+	}
+	sc, err := NewScaler(e.Env, capacity, metrics, spotprice.Reader{EC2: EC2(e)})
 	if err != nil {
 		return nil, err
 	}
 	return ScheduleHandler(sc), nil
+}
+
+// spotPools reports whether a fleet of cfg keeps a stopped Spot pool.
+func spotPools(cfg *fleetconfig.Config) bool {
+	for _, f := range cfg.Fleets {
+		if f.SpotPool.Enabled() {
+			return true
+		}
+	}
+	return false
 }
 
 // webhookKeys are the keys job callbacks are signed with: the Secrets

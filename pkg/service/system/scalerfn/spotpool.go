@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fleetq/fleetq/pkg/aws/ec2pool"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 )
@@ -23,6 +24,27 @@ type PoolGroups struct {
 }
 
 var _ scaler.SpotPool = PoolGroups{}
+
+// NewPoolGroups is groups with an ec2pool adapter over client for each
+// fleet of cfg that keeps a Spot pool: its instances tagged with the stage
+// and the fleet, placed in the groups' subnet of each pair's zone, launched
+// from the launch template of the fleet's Spot group (read from the group
+// at the first launch).
+func NewPoolGroups(groups scaler.Groups, client ec2pool.API, cfg *fleetconfig.Config) PoolGroups {
+	subnets := map[string]string{}
+	for _, sn := range groups.Subnets {
+		if _, ok := subnets[sn.Zone]; !ok {
+			subnets[sn.Zone] = sn.ID
+		}
+	}
+	g := PoolGroups{Groups: groups, Pools: map[string]ec2pool.Pool{}}
+	for _, f := range cfg.Fleets {
+		if f.SpotPool.Enabled() {
+			g.Pools[f.Slug] = ec2pool.Pool{EC2: client, Stage: cfg.Stage, Fleet: f.Slug, Subnets: subnets}
+		}
+	}
+	return g
+}
 
 // HasSpotPool reports whether the fleet has a pool adapter.
 func (g PoolGroups) HasSpotPool(fleet string) bool {
@@ -50,11 +72,26 @@ func poolError(err error) error {
 	return err
 }
 
-// CreatePoolInstance launches a pool instance of the fleet on pair.
+// CreatePoolInstance launches a pool instance of the fleet on pair, from
+// its Spot group's launch template.
 func (g PoolGroups) CreatePoolInstance(ctx context.Context, fleet string, pair scaling.Pair, volumeGB int) (string, error) {
 	p, err := g.spotPool(fleet)
 	if err != nil {
 		return "", err
+	}
+	if p.LaunchTemplateID == "" {
+		if g.Groups.Adapter == nil {
+			return "", fmt.Errorf("fleet %s: no launch template for its Spot pool", fleet)
+		}
+		grp, err := g.Groups.Adapter.Describe(ctx, g.Groups.Names[fleet])
+		if err != nil {
+			return "", fmt.Errorf("the launch template of fleet %s: %w", fleet, err)
+		}
+		if grp.LaunchTemplateID == "" {
+			return "", fmt.Errorf("fleet %s: its group %s has no launch template", fleet, grp.Name)
+		}
+		p.LaunchTemplateID = grp.LaunchTemplateID
+		g.Pools[fleet] = p
 	}
 	in, err := p.Create(ctx, pair, volumeGB, "")
 	return in.ID, poolError(err)
