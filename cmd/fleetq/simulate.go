@@ -155,6 +155,10 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		o.Fleet = f
 	}
+	if most := fleetMax(w, o); *spotPool > most {
+		fmt.Fprintf(stderr, "fleetq simulate: --spot-pool %d is more than the fleet's max instances (%d)\n", *spotPool, most)
+		return 2
+	}
 	r, err := sim.Simulate(w, strings.Split(*policy, ","), o)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetq simulate:", err)
@@ -176,6 +180,15 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// fleetMax is the simulated fleet's max instances: the --config fleet's,
+// else the workload's.
+func fleetMax(w sim.Workload, o sim.Options) int {
+	if o.Fleet != nil && o.Fleet.MaxInstances > 0 {
+		return o.Fleet.MaxInstances
+	}
+	return w.MaxInstances
 }
 
 func pairList(ps []scaling.Pair) string {

@@ -83,3 +83,35 @@ func TestSimulateSpotHotspotAndWeigh(t *testing.T) {
 		}
 	}
 }
+
+// --spot-pool gives fleetq's row a stopped Spot pool (beside the cold row),
+// --pool-start-failure fails starts on a pair, and a pool larger than the
+// fleet's max or a bad rate is refused.
+func TestSimulateSpotPool(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"simulate", "--json", "--policy", "fleetq", "--workload", "backtest", "--spot-pool", "8",
+		"--pool-start-failure", "g5.xlarge@a=1"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var r struct{ Results []map[string]any }
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.Results) != 2 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	cold, pool := r.Results[0], r.Results[1]
+	if pool["policy"] != "fleetq spot-pool=8" || pool["pool_starts"] == nil || pool["pool_start_failures"] == nil || cold["pool_starts"] != nil ||
+		pool["p50_wait_s"].(float64) >= cold["p50_wait_s"].(float64) {
+		t.Fatalf("cold %v\npool %v: want the pool's row to start instances, fail some, and wait less", cold, pool)
+	}
+	for _, c := range []struct{ args, err string }{
+		{"--spot-pool 11", "--spot-pool 11 is more than the fleet's max instances (10)"},
+		{"--spot-pool 4 --pool-start-failure g5.xlarge@a=2", `pool start failure "g5.xlarge@a=2"`},
+		{"--spot-pool 4 --spot-pool-pairs g5.xlarge", `pair "g5.xlarge"`},
+	} {
+		out.Reset()
+		errOut.Reset()
+		if code := runCLI(t.Context(), append([]string{"simulate", "--workload", "backtest"}, strings.Fields(c.args)...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.err) {
+			t.Errorf("%s: exit %d, %s", c.args, code, errOut.String())
+		}
+	}
+}

@@ -96,6 +96,10 @@ type PoolInput struct {
 	// instances already starting for them. Group instances still booting
 	// from a fresh launch are not counted: a pool start is faster.
 	Free int
+	// Others are the fleet's instances outside the pool (the groups'
+	// instances, booting or running, and launches asked for): with them
+	// the pool's starts keep the fleet within Settings.Max.
+	Others int
 	// Pool is the fleet's pool instances; Workers the workers (those
 	// registered from pool instances are read, others ignored).
 	Pool    []PoolInstance
@@ -135,6 +139,9 @@ type PoolDecision struct {
 	// Leased are the jobs leased on pool instances (Input.Elsewhere for
 	// the groups: they keep the idle clock running).
 	Leased int
+	// Live are the pool's instances starting or running after the
+	// decision: the groups are decided within Settings.Max less them.
+	Live int
 	// Reason sums the decision up in one line.
 	Reason Reason
 }
@@ -232,8 +239,17 @@ func PoolStart(in PoolInput) PoolDecision {
 	v.free += len(v.idle) * max(1, in.Settings.Slots)
 	d := PoolDecision{Leased: v.leased, Starts: v.starts(in)}
 	d.Covered = min(max(0, in.Ready-in.Free), v.free+startedSlots(in.Settings, d.Starts))
+	d.Live = v.liveCount() + len(d.Starts)
 	d.Reason = v.summary(in, d)
 	return d
+}
+
+func (v *poolView) liveCount() int {
+	n := 0
+	for _, k := range v.live {
+		n += k
+	}
+	return n
 }
 
 // starts picks the stopped instances to start for the ready jobs beyond
@@ -242,7 +258,11 @@ func (v *poolView) starts(in PoolInput) []PoolOrder {
 	s, now := in.Settings, in.Now
 	slots := max(1, s.Slots)
 	want := max(0, in.Ready-in.Free-v.free)
-	if !s.SpotPool.Enabled() || want == 0 {
+	room := -1 // starts the fleet's max leaves room for (-1: no max)
+	if s.Max > 0 {
+		room = max(0, s.Max-in.Others-v.liveCount())
+	}
+	if !s.SpotPool.Enabled() || want == 0 || room == 0 {
 		return nil
 	}
 	live := make(map[Pair]int, len(v.live))
@@ -250,7 +270,8 @@ func (v *poolView) starts(in PoolInput) []PoolOrder {
 		live[p] = n
 	}
 	var out []PoolOrder
-	for want > 0 {
+	for want > 0 && room != 0 {
+		room--
 		var best Pair
 		found := false
 		for _, p := range pairOrder(s.SpotPool.Pairs, v.startable) {
@@ -363,8 +384,12 @@ func DecidePool(in PoolInput) PoolDecision {
 		d.Stops = append(d.Stops, PoolOrder{ID: w.InstanceID, Pair: pairOf(in.Pool, w.InstanceID), Reason: Reason{ReasonPoolStop,
 			fmt.Sprintf("pool stop %s: idle %s, no ready job needs it", w.InstanceID, round(now.Sub(w.IdleSince)))}})
 	}
+	for _, o := range d.Stops {
+		v.live[o.Pair]--
+	}
 	d.Starts = v.starts(in)
 	d.Covered = min(max(0, in.Ready-in.Free), v.free+startedSlots(s, d.Starts))
+	d.Live = v.liveCount() + len(d.Starts)
 	d.Creates = refill(in, v.held)
 	d.Reason = v.summary(in, d)
 	return d
@@ -448,6 +473,9 @@ func (v *poolView) summary(in PoolInput, d PoolDecision) Reason {
 			}
 		}
 		why := fmt.Sprintf("%d more wanted, no stopped instance on a pair not avoided", short)
+		if s.Max > 0 && in.Others+d.Live >= s.Max {
+			why = fmt.Sprintf("%d more wanted, the fleet at its max %d", short, s.Max)
+		}
 		if len(avoided) > 0 {
 			why += " (avoided: " + strings.Join(avoided, ", ") + ")"
 		}

@@ -48,6 +48,16 @@ func (p *pool) stopped(n int, pairs ...Pair) *pool {
 	return p
 }
 
+func countLive(ps []PoolInstance) int {
+	n := 0
+	for _, p := range ps {
+		if p.State == PoolStarting || p.State == PoolRunning {
+			n++
+		}
+	}
+	return n
+}
+
 func orders(os []PoolOrder) string {
 	var s []string
 	for _, o := range os {
@@ -91,12 +101,22 @@ func TestPoolStart(t *testing.T) {
 			reason: "2 interrupted (EC2 starts them again)"},
 		{name: "a pool larger than the work starts what it needs",
 			in: (&pool{}).stopped(10, pairA, pairB, pairC).input(10, 1, 0), starts: "p-0@g5.xlarge/us-east-1a×1", cover: 1},
+		{name: "starts keep the fleet within its max",
+			in: func() PoolInput {
+				in := (&pool{}).add(pairA, PoolStarting, 10*time.Second).stopped(4, pairA, pairB, pairC).input(5, 9, 0)
+				in.Others = 7 // 7 + 1 starting + 2 started = the max of 10
+				return in
+			}(),
+			starts: "p-2@g5.xlarge/us-east-1b×2,p-3@g6.xlarge/us-east-1a×2", cover: 6, reason: "2 more wanted, the fleet at its max 10"},
 		{name: "an idle running pool instance takes the work on enqueue",
 			in: (&pool{}).worker(pairA, 0, 10*time.Minute).stopped(2, pairB).input(3, 2, 0), starts: "", cover: 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := PoolStart(c.in)
+			if live := countLive(c.in.Pool) + len(d.Starts); d.Live != live {
+				t.Errorf("live %d, want the %d starting or running", d.Live, live)
+			}
 			if got := orders(d.Starts); got != c.starts || d.Covered != c.cover {
 				t.Errorf("starts %q covering %d, want %q covering %d; %s", got, d.Covered, c.starts, c.cover, d.Reason)
 			}
@@ -247,6 +267,7 @@ func randomPool(r *rand.Rand) PoolInput {
 		}
 	}
 	in := p.input(r.IntN(10), r.IntN(12), r.IntN(5))
+	in.Others = r.IntN(12)
 	for _, pair := range pairs {
 		if r.IntN(3) == 0 {
 			in.Avoided[pair] = t0.Add(time.Duration(r.IntN(20)-5) * time.Minute)
@@ -279,7 +300,7 @@ func TestDecidePoolNeverStopsAnInstanceHoldingALease(t *testing.T) {
 
 // Over random pools, neither the wake nor the tick starts an instance that
 // is not stopped (an interrupted one above all: only EC2 starts it), or one
-// on an avoided pair.
+// on an avoided pair, or one past the fleet's max.
 func TestPoolNeverStartsAnInterruptedInstance(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(9, 9))
@@ -291,6 +312,9 @@ func TestPoolNeverStartsAnInterruptedInstance(t *testing.T) {
 			state[p.ID] = p.State
 		}
 		for _, d := range []PoolDecision{PoolStart(in), DecidePool(in)} {
+			if len(d.Starts) > 0 && in.Others+d.Live > in.Settings.Max {
+				t.Fatalf("case %d: %d starts take the fleet to %d + %d instances, past its max %d", i, len(d.Starts), in.Others, d.Live, in.Settings.Max)
+			}
 			seen := map[string]bool{}
 			for _, s := range d.Starts {
 				starts++

@@ -208,6 +208,7 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 			pd := scaling.PoolStart(p.poolInput(o, s, ready))
 			a.PoolStarts = pd.Starts
 			ready, leased = ready-pd.Covered, leased-pd.Leased
+			s.Max = max(0, s.Max-pd.Live)
 		}
 		// Wake on enqueue: only a fleet at zero is raised, to what the
 		// waiting work needs; everything else waits for the tick.
@@ -244,6 +245,9 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 			a.PoolCreates = append(a.PoolCreates, x.Pair)
 		}
 		ready, leased, elsewhere = ready-pd.Covered, leased-pd.Leased, pd.Leased
+		// The groups share the fleet's max with the pool's running
+		// instances.
+		s.Max = max(0, s.Max-pd.Live)
 	}
 	in := scaling.Input{Now: now, Settings: s, Ready: ready, Leased: leased, Desired: o.Desired, LastActiveAt: p.lastActive, Elsewhere: elsewhere}
 	in.Forecast = p.planForecast(now, work, s.Slots, warm)

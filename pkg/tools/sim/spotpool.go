@@ -338,10 +338,12 @@ func (p *Fleetq) spotPool() scaling.SpotPoolSettings { return p.settings.SpotPoo
 // poolInput is the pool's decision input from an observation: the free
 // slots outside the pool are those of the groups' registered workers and
 // of On-Demand instances starting (bridges, fallbacks), not of Spot
-// launches still booting.
+// launches still booting; the groups' instances are their desired
+// capacities.
 func (p *Fleetq) poolInput(o Observation, s scaling.Settings, ready int) scaling.PoolInput {
 	now := epoch.Add(o.Now)
-	in := scaling.PoolInput{Now: now, Settings: s, Ready: ready, Pool: o.Pool, Avoided: p.avoided}
+	in := scaling.PoolInput{Now: now, Settings: s, Ready: ready, Pool: o.Pool, Avoided: p.avoided,
+		Others: o.Desired + o.OnDemandDesired}
 	od := 0
 	for _, v := range o.Instances {
 		switch {
@@ -366,13 +368,18 @@ func (p *Fleetq) poolInput(o Observation, s scaling.Settings, ready int) scaling
 	return in
 }
 
-// poolFailed is the fallback of a failed pool start: the pair avoided, and
-// the start's jobs given bridges when the fleet has a bridge (else they
-// wait for the next decision: another pair, or the Spot group).
+// poolFailed is the fallback of a failed pool start, as the scaler's wake
+// applies it: the pair avoided, and the start's jobs left to the groups —
+// a fleet at zero raised for them, and bridges started for them when the
+// fleet has a bridge (else they wait for the next decision: a start on
+// another pair, or the Spot group).
 func (p *Fleetq) poolFailed(o Observation, s scaling.Settings) Action {
 	f := scaling.PoolStartFailed(s, epoch.Add(o.Now), *o.FailedStart)
 	p.avoided.Avoid(f)
 	a := Keep
+	if o.Desired == 0 && o.OnDemandDesired == 0 {
+		a.Desired = scaling.Need(s, f.Jobs)
+	}
 	if s.Bridge.Pool > 0 {
 		live := 0
 		for _, v := range o.Instances {
