@@ -245,11 +245,13 @@ func (s *Scaler) tickPool(ctx context.Context, f *fleetconfig.Fleet, snap snapsh
 	if records, err = pl.sync(ctx, snap.now, records, machines, snap.workers); err != nil {
 		return err
 	}
-	odStarting := 0
+	odStarting, others := 0, groupCount(snap.group)
 	if snap.ladder != nil {
 		odStarting = unregistered(snap.ladder.onDemand.Instances, snap.workers)
+		others += groupCount(snap.ladder.onDemand)
 	}
 	in := pl.input(snap.now, p.input.Ready, snap.workers, records, avoided, odStarting)
+	in.Others = others
 	rep := &PoolReport{Decision: scaling.DecidePool(in)}
 	r.Pool = rep
 	d := rep.Decision
@@ -284,8 +286,14 @@ func (s *Scaler) tickPool(ctx context.Context, f *fleetconfig.Fleet, snap snapsh
 	p.input.Ready = max(0, p.input.Ready-rep.Covered)
 	p.input.Leased = max(0, p.input.Leased-d.Leased)
 	p.input.Elsewhere += d.Leased
+	// The groups share the fleet's max with the pool's live instances.
+	p.input.Settings.Max = max(0, p.input.Settings.Max-(d.Live-len(rep.Failed)))
 	return nil
 }
+
+// groupCount is a group's instances, booting or running, and the launches
+// asked for beyond them.
+func groupCount(g Group) int { return max(g.Desired, len(g.Instances)) }
 
 // drainedPool answers an end for each started pool instance whose workers
 // are all drained (or revoked) and hold no lease: what a failed GPU health

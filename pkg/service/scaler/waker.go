@@ -98,13 +98,15 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 	if !ok {
 		return fmt.Errorf("wake: no fleet %q in the config", fleet)
 	}
-	covered, inPool, err := w.startPool(ctx, f)
+	covered, live, inPool, err := w.startPool(ctx, f)
 	if err != nil {
 		return err
 	}
 	won := false
 	if jobs = max(0, jobs-covered); jobs > 0 {
-		want := scaling.Need(scaling.SettingsOf(f), jobs)
+		s := scaling.SettingsOf(f)
+		s.Max = max(0, s.Max-live) // the groups share the max with the pool
+		want := scaling.Need(s, jobs)
 		if won, err = w.store.WakeFleet(ctx, fleet, jobs, want, scaling.WakeReason(jobs)); err != nil {
 			return err
 		}
@@ -118,32 +120,45 @@ func (w *Waker) Wake(ctx context.Context, fleet string, jobs int) error {
 }
 
 // startPool starts the stopped pool instances the fleet's ready jobs need
-// (scaling.PoolStart) and answers the ready jobs the pool takes — the
-// decision's, less the jobs of starts that failed for want of Spot
-// capacity, which go to the bridge — and the pool's instances.
-func (w *Waker) startPool(ctx context.Context, f *fleetconfig.Fleet) (int, map[string]bool, error) {
+// (scaling.PoolStart), within the fleet's max with its groups' instances,
+// and answers the ready jobs the pool takes — the decision's, less the
+// jobs of starts that failed for want of Spot capacity, which go to the
+// bridge —, the pool's live instances and the pool's instance ids.
+func (w *Waker) startPool(ctx context.Context, f *fleetconfig.Fleet) (covered, live int, ids map[string]bool, err error) {
 	pl, ok := poolOf(f, w.store, w.capacity, w.log)
 	if !ok {
-		return 0, nil, nil
+		return 0, 0, nil, nil
 	}
 	backlog, err := w.store.FleetSnapshot(ctx, f.Slug)
 	if err != nil || backlog.Ready == 0 {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	workers, err := w.store.ListWorkers(ctx, f.Slug)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	records, avoided, err := pl.store.ReadPool(ctx, f.Slug)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	now := w.clock.Now()
-	rep := &PoolReport{Decision: scaling.PoolStart(pl.input(now, backlog.Ready, workers, records, avoided, 0))}
-	if err := pl.start(ctx, now, rep.Decision.Starts, rep); err != nil {
-		return 0, nil, fmt.Errorf("pool %s: %w", f.Slug, err)
+	spot, err := w.capacity.Describe(ctx, f.Slug)
+	if err != nil {
+		return 0, 0, nil, err
 	}
-	return rep.Covered, poolIDs(records), nil
+	in := pl.input(w.clock.Now(), backlog.Ready, workers, records, avoided, 0)
+	in.Others = groupCount(spot)
+	if l, ok := w.capacity.(Ladder); ok && l.HasOnDemand(f.Slug) {
+		od, err := l.DescribeOnDemand(ctx, f.Slug)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		in.Others += groupCount(od)
+	}
+	rep := &PoolReport{Decision: scaling.PoolStart(in)}
+	if err := pl.start(ctx, in.Now, rep.Decision.Starts, rep); err != nil {
+		return 0, 0, nil, fmt.Errorf("pool %s: %w", f.Slug, err)
+	}
+	return rep.Covered, rep.Decision.Live - len(rep.Failed), poolIDs(records), nil
 }
 
 // startBridges starts the bridge instances a fleet's ready jobs need beyond
