@@ -371,6 +371,9 @@ func ec2Tags(p url.Values, prefix string) (map[string]string, *queryError) {
 	}
 }
 
+// maxLaunch bounds the instances one RunInstances launches here.
+const maxLaunch = 100
+
 var zoneName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d[a-z]$`)
 
 func (w *ec2World) runInstances(p url.Values) (any, *queryError) {
@@ -388,6 +391,9 @@ func (w *ec2World) runInstances(p url.Values) (any, *queryError) {
 	}
 	if minCount < 1 || maxCount < minCount {
 		return nil, ec2Invalid("InvalidParameterValue", "MinCount (%d) must be at least 1 and at most MaxCount (%d)", minCount, maxCount)
+	}
+	if maxCount > maxLaunch {
+		return nil, ec2Invalid("InstanceLimitExceeded", "You have requested more instances (%d) than your current instance limit of %d allows.", maxCount, maxLaunch)
 	}
 	spec := runSpec{image: p.Get("ImageId"), instanceType: p.Get("InstanceType"), zone: p.Get("Placement.AvailabilityZone"), volumeGB: 8}
 	if id, name := p.Get("LaunchTemplate.LaunchTemplateId"), p.Get("LaunchTemplate.LaunchTemplateName"); id != "" || name != "" {
