@@ -28,7 +28,7 @@ const benchUsage = `usage: fleetq bench <boot> [flags]
 
   boot --fleet F --launch-template lt-... [--runs N] [--pair type/zone] [--subnet zone=subnet-...]
          create, stop and start N instances of the fleet's Spot pool pairs on your account and
-         print how long each phase took (docs/scaling.md, "Cold start: the Spot pool")
+         print how long each phase took (docs/deploy.md, "Measuring a Spot pool instance's boot: fleetq bench boot")
 `
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
