@@ -766,6 +766,15 @@ func (w *ec2World) terminateInstances(p url.Values) (any, *queryError) {
 	return stateChanges("TerminateInstances", ins, prev), nil
 }
 
+// request finds a Spot request, answering EC2's error for an unknown id.
+func (w *ec2World) request(id string) (*SpotRequest, *queryError) {
+	req, ok := w.requests[id]
+	if !ok {
+		return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+	}
+	return req, nil
+}
+
 func (w *ec2World) cancelSpotRequests(p url.Values) (any, *queryError) {
 	now := w.now()
 	w.settle(now)
@@ -783,9 +792,9 @@ func (w *ec2World) cancelSpotRequests(p url.Values) (any, *queryError) {
 		Items   []item   `xml:"spotInstanceRequestSet>item"`
 	}{XMLNS: ec2XMLNS}
 	for _, id := range ids {
-		req, ok := w.requests[id]
-		if !ok {
-			return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+		req, qe := w.request(id)
+		if qe != nil {
+			return nil, qe
 		}
 		if req.State != "cancelled" && req.State != "closed" {
 			req.State, req.Status = "cancelled", "request-canceled-and-instance-running"
@@ -922,9 +931,9 @@ func (w *ec2World) describeSpotRequests(p url.Values) (any, *queryError) {
 		Items   []item   `xml:"spotInstanceRequestSet>item"`
 	}{XMLNS: ec2XMLNS}
 	for _, id := range ids {
-		req, ok := w.requests[id]
-		if !ok {
-			return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+		req, qe := w.request(id)
+		if qe != nil {
+			return nil, qe
 		}
 		keep := true
 		for name, values := range filters {
