@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -222,7 +223,12 @@ func (p Pool) Describe(ctx context.Context) ([]Instance, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Instance) int { return a.LaunchTime.Compare(b.LaunchTime) })
+	slices.SortFunc(out, func(a, b Instance) int {
+		if c := a.LaunchTime.Compare(b.LaunchTime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return out, nil
 }
 

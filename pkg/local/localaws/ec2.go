@@ -34,6 +34,9 @@ const (
 	ReasonSpotShutdown = "Server.SpotInstanceShutdown"
 )
 
+// userShutdown is the state reason's message of a stop or end asked for.
+const userShutdown = "Client.UserInitiatedShutdown: User initiated shutdown"
+
 // MinBilledRun is the least a start of an instance bills: each run is
 // billed by the second, with a one-minute minimum.
 const MinBilledRun = time.Minute
@@ -315,13 +318,20 @@ func (in *ec2Instance) endRun(now time.Time) {
 }
 
 func (w *ec2World) stop(in *ec2Instance, now time.Time, reason, msg string) {
+	in.shutDown(now, EC2Stopping, now.Add(w.timing.Stopping), reason, msg)
+}
+
+// shutDown ends the instance's run and puts it in state (stopping or
+// shutting-down) until then, for the reason given.
+func (in *ec2Instance) shutDown(now time.Time, state string, until time.Time, reason, msg string) {
 	in.endRun(now)
-	in.State, in.until = EC2Stopping, now.Add(w.timing.Stopping)
+	in.State, in.until = state, until
 	in.StateReason, in.reasonMsg = reason, msg
-	in.transition = "User initiated (" + now.UTC().Format("2006-01-02 15:04:05 MST") + ")"
+	who := "User"
 	if reason == ReasonSpotShutdown {
-		in.transition = "Service initiated (" + now.UTC().Format("2006-01-02 15:04:05 MST") + ")"
+		who = "Service"
 	}
+	in.transition = who + " initiated (" + now.UTC().Format("2006-01-02 15:04:05 MST") + ")"
 }
 
 func (w *ec2World) start(in *ec2Instance, now time.Time) {
@@ -361,6 +371,9 @@ func ec2Tags(p url.Values, prefix string) (map[string]string, *queryError) {
 	}
 }
 
+// maxLaunch bounds the instances one RunInstances launches here.
+const maxLaunch = 100
+
 var zoneName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d[a-z]$`)
 
 func (w *ec2World) runInstances(p url.Values) (any, *queryError) {
@@ -378,6 +391,9 @@ func (w *ec2World) runInstances(p url.Values) (any, *queryError) {
 	}
 	if minCount < 1 || maxCount < minCount {
 		return nil, ec2Invalid("InvalidParameterValue", "MinCount (%d) must be at least 1 and at most MaxCount (%d)", minCount, maxCount)
+	}
+	if maxCount > maxLaunch {
+		return nil, ec2Invalid("InstanceLimitExceeded", "You have requested more instances (%d) than your current instance limit of %d allows.", maxCount, maxLaunch)
 	}
 	spec := runSpec{image: p.Get("ImageId"), instanceType: p.Get("InstanceType"), zone: p.Get("Placement.AvailabilityZone"), volumeGB: 8}
 	if id, name := p.Get("LaunchTemplate.LaunchTemplateId"), p.Get("LaunchTemplate.LaunchTemplateName"); id != "" || name != "" {
@@ -598,6 +614,15 @@ func (w *ec2World) reservation(ids []string, now time.Time) any {
 // localAccountID is the owner of everything the embedded EC2 holds.
 const localAccountID = "000000000000"
 
+// settledInstances settles every instance at the time now and answers
+// the instances InstanceId.N names.
+func (w *ec2World) settledInstances(p url.Values) (time.Time, []*ec2Instance, *queryError) {
+	now := w.now()
+	w.settle(now)
+	ins, qe := w.instancesOf(p)
+	return now, ins, qe
+}
+
 // instancesOf reads InstanceId.N and finds each, answering EC2's error for
 // a malformed or unknown id.
 func (w *ec2World) instancesOf(p url.Values) ([]*ec2Instance, *queryError) {
@@ -657,9 +682,7 @@ func previousStates(ins []*ec2Instance) []string {
 // zone now (InsufficientInstanceCapacity, a server error: the instance
 // stays stopped).
 func (w *ec2World) startInstances(p url.Values) (any, *queryError) {
-	now := w.now()
-	w.settle(now)
-	ins, qe := w.instancesOf(p)
+	now, ins, qe := w.settledInstances(p)
 	if qe != nil {
 		return nil, qe
 	}
@@ -693,9 +716,7 @@ func (w *ec2World) startInstances(p url.Values) (any, *queryError) {
 // only if its request is persistent (a one-time request's instance
 // cannot).
 func (w *ec2World) stopInstances(p url.Values) (any, *queryError) {
-	now := w.now()
-	w.settle(now)
-	ins, qe := w.instancesOf(p)
+	now, ins, qe := w.settledInstances(p)
 	if qe != nil {
 		return nil, qe
 	}
@@ -710,7 +731,7 @@ func (w *ec2World) stopInstances(p url.Values) (any, *queryError) {
 	prev := previousStates(ins)
 	for _, in := range ins {
 		if in.State == EC2Running {
-			w.stop(in, now, ReasonUserShutdown, "Client.UserInitiatedShutdown: User initiated shutdown")
+			w.stop(in, now, ReasonUserShutdown, userShutdown)
 		}
 	}
 	return stateChanges("StopInstances", ins, prev), nil
@@ -720,9 +741,7 @@ func (w *ec2World) stopInstances(p url.Values) (any, *queryError) {
 // instance that was not cancelled first launches a replacement if it is
 // persistent (as EC2 does), and closes if it is one-time.
 func (w *ec2World) terminateInstances(p url.Values) (any, *queryError) {
-	now := w.now()
-	w.settle(now)
-	ins, qe := w.instancesOf(p)
+	now, ins, qe := w.settledInstances(p)
 	if qe != nil {
 		return nil, qe
 	}
@@ -731,10 +750,7 @@ func (w *ec2World) terminateInstances(p url.Values) (any, *queryError) {
 		if in.State == EC2ShuttingDown || in.State == EC2Terminated {
 			continue
 		}
-		in.endRun(now)
-		in.State, in.until = EC2ShuttingDown, now.Add(w.timing.ShuttingDown)
-		in.StateReason, in.reasonMsg = ReasonUserShutdown, "Client.UserInitiatedShutdown: User initiated shutdown"
-		in.transition = "User initiated (" + now.UTC().Format("2006-01-02 15:04:05 MST") + ")"
+		in.shutDown(now, EC2ShuttingDown, now.Add(w.timing.ShuttingDown), ReasonUserShutdown, userShutdown)
 		in.StoppedByEC2 = false
 		req := w.requests[in.SpotRequestID]
 		switch {
@@ -748,6 +764,15 @@ func (w *ec2World) terminateInstances(p url.Values) (any, *queryError) {
 		}
 	}
 	return stateChanges("TerminateInstances", ins, prev), nil
+}
+
+// request finds a Spot request, answering EC2's error for an unknown id.
+func (w *ec2World) request(id string) (*SpotRequest, *queryError) {
+	req, ok := w.requests[id]
+	if !ok {
+		return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+	}
+	return req, nil
 }
 
 func (w *ec2World) cancelSpotRequests(p url.Values) (any, *queryError) {
@@ -767,9 +792,9 @@ func (w *ec2World) cancelSpotRequests(p url.Values) (any, *queryError) {
 		Items   []item   `xml:"spotInstanceRequestSet>item"`
 	}{XMLNS: ec2XMLNS}
 	for _, id := range ids {
-		req, ok := w.requests[id]
-		if !ok {
-			return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+		req, qe := w.request(id)
+		if qe != nil {
+			return nil, qe
 		}
 		if req.State != "cancelled" && req.State != "closed" {
 			req.State, req.Status = "cancelled", "request-canceled-and-instance-running"
@@ -906,9 +931,9 @@ func (w *ec2World) describeSpotRequests(p url.Values) (any, *queryError) {
 		Items   []item   `xml:"spotInstanceRequestSet>item"`
 	}{XMLNS: ec2XMLNS}
 	for _, id := range ids {
-		req, ok := w.requests[id]
-		if !ok {
-			return nil, ec2Invalid("InvalidSpotInstanceRequestID.NotFound", "The spot instance request ID '%s' does not exist", id)
+		req, qe := w.request(id)
+		if qe != nil {
+			return nil, qe
 		}
 		keep := true
 		for name, values := range filters {
