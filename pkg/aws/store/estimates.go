@@ -1,50 +1,175 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/cost"
+	"github.com/fleetq/fleetq/pkg/domain/eta"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
-// Reads for a queued job's estimate (GET /api/jobs/{job_id}): the fleet's
-// live jobs one by one and its recent run times per workflow. Their cost
-// follows the live backlog and a bounded window of finished jobs, never
+// Reads for a queued job's estimate (GET /api/jobs/{job_id}): what
+// eta.Project reads of one fleet. Their cost follows the live backlog, the
+// fleet's workers and a bounded sample of finished jobs and boots, never
 // the fleet's history (docs/data-model.md, "Estimates").
 
-// FleetQueue reads a fleet's live jobs: the ready queue in queue order
-// (every shard), the jobs waiting out a backoff, the leased jobs. Three
-// index queries per shard, each bounded by the live backlog.
-func (s *Store) FleetQueue(ctx context.Context, fleet string) (fleetstate.Queue, error) {
-	var q fleetstate.Queue
+// The samples an estimate reads: the run times of the newest
+// RunSamplesPerShard jobs per shard that succeeded within RunWindow, and
+// the boots of the BootSamples workers registered last within BootWindow.
+const (
+	RunWindow          = time.Hour
+	RunSamplesPerShard = 50
+	BootWindow         = time.Hour
+	BootSamples        = 10
+)
+
+// TickInterval is the scaler's schedule (rate(1 minute)).
+const TickInterval = time.Minute
+
+// EstimateSnapshot reads everything a projection of the fleet's queued
+// jobs needs (eta.Snapshot): its live jobs (FleetQueue), workers, state
+// (the instances the last tick saw, its desired capacity, idle clock and
+// last tick), recent run times by workflow (RecentRuns) and recent boots
+// (RecentBoots). The instances are those the scaler recorded as first
+// seen: one with a registered worker is in service, one without is
+// booting. A fleet with an On-Demand rung is read as one group.
+func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapshot, error) {
+	f, err := s.fleet(fleet)
+	if err != nil {
+		return eta.Snapshot{}, err
+	}
+	now := s.clock.Now()
+	snap := eta.Snapshot{Settings: scaling.SettingsOf(f), Interval: TickInterval}
+	if len(s.cfg.Tenants) > 0 {
+		snap.Tenants = s.cfg.Tenant
+	}
+	if snap.Queued, snap.Running, err = s.FleetQueue(ctx, fleet); err != nil {
+		return snap, err
+	}
+	workers, err := s.ListWorkers(ctx, fleet)
+	if err != nil {
+		return snap, err
+	}
+	st, err := s.GetFleetState(ctx, fleet)
+	if err != nil {
+		return snap, err
+	}
+	snap.Desired, snap.LastActiveAt = st.Desired, st.LastActiveAt
+	if last := lastTick(st); !last.IsZero() {
+		snap.NextTick = last.Add(TickInterval)
+	}
+	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen)
+	runs, err := s.RecentRuns(ctx, fleet, now.Add(-RunWindow), RunSamplesPerShard)
+	if err != nil {
+		return snap, err
+	}
+	snap.RunTimes = make(map[string]eta.History, len(runs))
+	for wf, r := range runs {
+		snap.RunTimes[wf] = r
+	}
+	if snap.Boot, err = s.RecentBoots(ctx, workers, now.Add(-BootWindow), BootSamples); err != nil {
+		return snap, err
+	}
+	return snap, nil
+}
+
+// lastTick is when the scaler's tick last decided for the fleet (zero:
+// never): the newest of its decisions that is a tick's.
+func lastTick(st fleetstate.State) time.Time {
+	ds := st.History
+	if st.LastDecision != nil {
+		ds = append([]fleetstate.Decision{*st.LastDecision}, ds...)
+	}
+	for _, d := range ds {
+		switch d.Reason.Code() {
+		case scaling.ReasonGrow, scaling.ReasonShrink, scaling.ReasonHold:
+			return d.At
+		}
+	}
+	return time.Time{}
+}
+
+// estimateWorkers are the workers as a projection sees them, and the
+// instances: each the scaler saw (firstSeen), in service when a worker
+// registered from it, booting otherwise; without any seen (no capacity
+// attached: workers started by hand), each worker's machine in service.
+func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time) ([]eta.Worker, []scaling.Instance) {
+	out := make([]eta.Worker, 0, len(ws))
+	registered := map[string]bool{}
+	for _, w := range ws {
+		out = append(out, eta.Worker{
+			Worker: scaling.Worker{ID: w.ID, InstanceID: w.InstanceID, Leases: w.Leases, Draining: w.Status != worker.Active,
+				LastSeen: w.LastSeenAt, IdleSince: w.IdleSince()},
+			OnDemand: w.PurchaseOption == cost.OnDemand, Pending: !w.Approved,
+		})
+		if w.InstanceID != "" {
+			registered[w.InstanceID] = true
+		}
+	}
+	var insts []scaling.Instance
+	for id, seen := range firstSeen {
+		state := scaling.StatePending
+		if registered[id] {
+			state = scaling.StateInService
+		}
+		insts = append(insts, scaling.Instance{ID: id, LifecycleState: state, FirstSeen: seen})
+	}
+	if len(firstSeen) == 0 {
+		for id := range registered {
+			insts = append(insts, scaling.Instance{ID: id, LifecycleState: scaling.StateInService})
+		}
+	}
+	slices.SortFunc(insts, func(a, b scaling.Instance) int { return cmp.Compare(a.ID, b.ID) })
+	return out, insts
+}
+
+// FleetQueue reads a fleet's live jobs one by one: the queued jobs, ready
+// (every shard, in lease order) and waiting out a backoff (with when they
+// are due), and the leased jobs with their workers and lease times. One
+// index query per shard of the ready and leased partitions and one of the
+// delayed, each bounded by the live backlog.
+func (s *Store) FleetQueue(ctx context.Context, fleet string) ([]eta.Queued, []eta.Running, error) {
 	ready, err := s.readReady(ctx, fleet, 0)
 	if err != nil {
-		return q, err
-	}
-	q.Ready = candidates(ready)
-	for i := range q.Ready {
-		q.Ready[i].Ref = nil // the claim's handle: an estimate never claims
+		return nil, nil, err
 	}
 	delayed, err := s.queryIndex(ctx, delayedPartition(fleet), "", 0, true)
 	if err != nil {
-		return q, err
+		return nil, nil, err
+	}
+	queued := make([]eta.Queued, 0, len(ready)+len(delayed))
+	for i := range ready {
+		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&ready[i])})
 	}
 	for i := range delayed {
-		c := candidate(&delayed[i])
-		c.Ref = nil
-		q.Delayed = append(q.Delayed, fleetstate.Delayed{Candidate: c, Due: fromMS(delayed[i].NotBeforeMS)})
+		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&delayed[i]), NotBefore: fromMS(delayed[i].NotBeforeMS)})
 	}
 	leased, err := s.readShards(ctx, s.shardPartitions(prefixLeased, fleet), "", "", 0, true)
 	if err != nil {
-		return q, err
+		return nil, nil, err
 	}
+	running := make([]eta.Running, 0, len(leased))
 	for _, it := range leased {
-		q.Leased = append(q.Leased, fleetstate.Running{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID,
-			WorkerID: it.WorkerID, LeasedAt: fromMS(it.LeasedMS)})
+		running = append(running, eta.Running{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID,
+			WorkerID: it.WorkerID, LeasedAt: fromMS(it.LeasedMS), OnDemandOnly: it.OnDemandOnly})
 	}
-	return q, nil
+	return queued, running, nil
+}
+
+// estimateCandidate is a queued job as the lease planner sees it, without
+// the claim's handle: an estimate never claims.
+func estimateCandidate(it *jobItem) lease.Candidate {
+	c := candidate(it)
+	c.Ref = nil
+	return c
 }
 
 // RecentRuns reads the run times of a fleet's jobs that succeeded at or
@@ -66,4 +191,28 @@ func (s *Store) RecentRuns(ctx context.Context, fleet string, since time.Time, p
 		slices.Sort(r)
 	}
 	return runs, nil
+}
+
+// RecentBoots reads the boots, launch to registration, of at most n of
+// the workers registered last at or after since, sorted. The listing
+// leaves boot times out, so each is one read of the worker's item.
+// A start from a warm pool is not a launch and is left out.
+func (s *Store) RecentBoots(ctx context.Context, ws []worker.Worker, since time.Time, n int) ([]time.Duration, error) {
+	recent := slices.DeleteFunc(slices.Clone(ws), func(w worker.Worker) bool { return w.RegisteredAt.Before(since) })
+	slices.SortFunc(recent, func(a, b worker.Worker) int { return b.RegisteredAt.Compare(a.RegisteredAt) })
+	var boots []time.Duration
+	for _, w := range recent[:min(n, len(recent))] {
+		full, err := s.GetWorker(ctx, w.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		if b := full.Boot; !b.LaunchedAt.IsZero() && !b.FromPool && !full.RegisteredAt.Before(b.LaunchedAt) {
+			boots = append(boots, full.RegisteredAt.Sub(b.LaunchedAt))
+		}
+	}
+	slices.Sort(boots)
+	return boots, nil
 }

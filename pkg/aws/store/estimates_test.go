@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
 // An estimate reads the fleet's live jobs one by one: the ready queue in
@@ -31,25 +35,30 @@ func TestFleetQueueReadsEachLiveJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	q, err := e.st.FleetQueue(e.ctx, "gpu")
+	queued, running, err := e.st.FleetQueue(e.ctx, "gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready []string
-	for _, c := range q.Ready {
-		ready = append(ready, c.JobID)
-		if c.Ref != nil {
-			t.Errorf("%s carries the claim's handle", c.JobID)
+	var order []string
+	for _, q := range queued {
+		order = append(order, q.JobID)
+		if q.Ref != nil {
+			t.Errorf("%s carries the claim's handle", q.JobID)
 		}
 	}
-	if got := strings.Join(ready, ","); got != "high,low,low2" {
-		t.Errorf("ready = %s, want high,low,low2 (priority, then age)", got)
+	if got := strings.Join(order, ","); got != "high,low,low2,fails" {
+		t.Errorf("queued = %s, want high,low,low2 (priority, then age) and then fails, waiting out its backoff", got)
 	}
-	if len(q.Delayed) != 1 || q.Delayed[0].JobID != "fails" || !q.Delayed[0].Due.Equal(e.clock.Now().Add(2*time.Minute)) || q.Delayed[0].Priority != 8 {
-		t.Errorf("delayed = %+v, want fails due in the first backoff, 2m", q.Delayed)
+	for _, q := range queued[:3] {
+		if !q.NotBefore.IsZero() {
+			t.Errorf("%s is ready, yet not before %s", q.JobID, q.NotBefore)
+		}
 	}
-	if len(q.Leased) != 1 || q.Leased[0].JobID != "runs" || q.Leased[0].WorkerID != "w1" || q.Leased[0].WorkflowID != "wf-a" || !q.Leased[0].LeasedAt.Equal(leasedAt) {
-		t.Errorf("leased = %+v", q.Leased)
+	if d := queued[3]; !d.NotBefore.Equal(e.clock.Now().Add(2*time.Minute)) || d.Priority != 8 || d.WorkflowID != "wf-b" {
+		t.Errorf("delayed = %+v, want fails due in the first backoff, 2m", d)
+	}
+	if len(running) != 1 || running[0].JobID != "runs" || running[0].WorkerID != "w1" || running[0].WorkflowID != "wf-a" || !running[0].LeasedAt.Equal(leasedAt) {
+		t.Errorf("running = %+v", running)
 	}
 }
 
@@ -82,5 +91,52 @@ func TestRecentRunsByWorkflow(t *testing.T) {
 	}
 	if b := runs["wf-b"]; len(b) != 1 || b[0] != 90*time.Second {
 		t.Errorf("wf-b runs = %v", b)
+	}
+}
+
+// The snapshot of a fleet: its settings, live jobs, workers (one awaiting
+// approval), the instances the last tick saw (booting without a worker),
+// the next tick a minute after the last, the recent boots and run times.
+func TestEstimateSnapshotReadsTheFleet(t *testing.T) {
+	e := newEnv(t)
+	launched := e.clock.Now()
+	e.clock.Advance(90 * time.Second)
+	a := store.WorkerAuth{WorkerID: "w1", Fleet: "gpu", TokenHash: "hash-w1"}
+	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "w1", Fleet: "gpu", Stage: "test", InstanceID: "i-1",
+		MaxConcurrency: 1, TokenHash: a.TokenHash, Boot: worker.Boot{LaunchedAt: launched}}); err != nil {
+		t.Fatal(err)
+	}
+	e.submit("j1", "wf-a", 0)
+	e.lease(a)
+	e.submit("j2", "wf-a", 0)
+	tick := e.clock.Now()
+	if err := e.record("gpu", fleetstate.Record{
+		Decision:  fleetstate.Decision{At: tick, Desired: 2, Reason: scaling.RecordedReason(scaling.ReasonGrow, "grow 1→2")},
+		FirstSeen: map[string]time.Time{"i-1": launched, "i-2": tick},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	snap, err := e.st.EstimateSnapshot(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Settings.Max != e.cfg.Fleets[0].MaxInstances || snap.Desired != 2 || !snap.NextTick.Equal(tick.Add(time.Minute)) || snap.Interval != time.Minute {
+		t.Errorf("settings %+v, desired %d, next tick %s, interval %s", snap.Settings, snap.Desired, snap.NextTick, snap.Interval)
+	}
+	if len(snap.Queued) != 1 || snap.Queued[0].JobID != "j2" || len(snap.Running) != 1 || snap.Running[0].JobID != "j1" {
+		t.Errorf("queued %+v, running %+v", snap.Queued, snap.Running)
+	}
+	if len(snap.Workers) != 1 || snap.Workers[0].ID != "w1" || snap.Workers[0].Leases != 1 || snap.Workers[0].Pending {
+		t.Errorf("workers = %+v, want w1 with its lease, approved (the fleet needs no approval)", snap.Workers)
+	}
+	if len(snap.Instances) != 2 || snap.Instances[0].LifecycleState != scaling.StateInService || snap.Instances[1].LifecycleState != scaling.StatePending {
+		t.Errorf("instances = %+v, want i-1 in service, i-2 booting", snap.Instances)
+	}
+	if len(snap.Boot) != 1 || snap.Boot[0] != 90*time.Second {
+		t.Errorf("boots = %v, want [1m30s]", snap.Boot)
+	}
+	if runs := snap.RunTimes["wf-a"]; len(runs) != 0 {
+		t.Errorf("run times = %v before any job succeeded", runs)
 	}
 }
