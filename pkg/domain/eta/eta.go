@@ -51,8 +51,8 @@ const (
 	// many workers await it).
 	CodeWorkerApproval Code = "worker_approval"
 	// CodeQueueDeadlineNear: the job's queue timeout runs out before it is
-	// projected to start (or, when the start cannot be said, within the
-	// next tick): it is likely to end unleased. Params: at (the deadline).
+	// projected to start (or before whatever it waits on can be timed): it
+	// is likely to end unleased. Params: at (the deadline).
 	CodeQueueDeadlineNear Code = "queue_deadline_near"
 )
 
@@ -117,6 +117,10 @@ const (
 	// On-Demand rung to move to; when Spot returns cannot be said; StartAt
 	// is zero.
 	BasisSpotShort Basis = "spot_short"
+	// BasisQueueTimeout: the job's queue timeout runs out before the
+	// projection reaches its start: it is expected to end unleased; StartAt
+	// is zero.
+	BasisQueueTimeout Basis = "queue_timeout"
 	// BasisBeyondHorizon: the job does not start within the projection's
 	// horizon (Horizon); StartAt is zero.
 	BasisBeyondHorizon Basis = "beyond_horizon"

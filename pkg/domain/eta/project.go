@@ -1,0 +1,525 @@
+package eta
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/fairshare"
+	"github.com/fleetq/fleetq/pkg/domain/lease"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
+)
+
+// Horizon is how far ahead a projection looks: a job not started by then
+// gets no StartAt (BasisBeyondHorizon).
+const Horizon = 24 * time.Hour
+
+// DefaultInterval is the scaler's tick when the snapshot names none.
+const DefaultInterval = time.Minute
+
+// Project projects the fleet forward from the snapshot taken at now and
+// answers an estimate for each queued job, in lease order (Position 1
+// first; jobs waiting out a backoff last, by when they are due).
+//
+// The projection steps from event to event: a running job's expected end
+// (its lease start plus its workflow's run time, given how long it has run
+// already), an instance's expected registration (its launch plus the
+// fleet's boot time, given how long it has booted already), a backoff's
+// end, and each scaler tick. At each tick it runs the scaler's policy
+// (scaling.Decide, or scaling.DecideLadder for a fleet with Spot) on the
+// projected state and launches what it answers, ready a boot later; at each
+// moment the free slots lease the queue in the planner's order
+// (lease.MakePlan, with fair share and the tenants' max_leased).
+func Project(s Snapshot, now time.Time) []Estimate {
+	p := newProjection(s, now)
+	p.run()
+	return p.estimates()
+}
+
+type origin int
+
+const (
+	// fromWorker: an instance with a registered worker at the snapshot.
+	fromWorker origin = iota
+	// fromBooting: launched (or asked for) at the snapshot, not registered.
+	fromBooting
+	// fromTick: launched by a projected tick.
+	fromTick
+)
+
+// slot is one slot of a projected instance.
+type slot struct {
+	// tenant holds it ("" when free) until freeAt, when known.
+	tenant string
+	freeAt time.Time
+	known  bool
+	// used: a job held it in the projection (or at the snapshot).
+	used bool
+}
+
+// pinst is a projected instance.
+type pinst struct {
+	id     string
+	origin origin
+	// readyAt is when its worker may lease, when readyKnown.
+	readyAt    time.Time
+	readyKnown bool
+	firstSeen  time.Time
+	// tick and tickLaunch: the tick that launched it, and how many it did.
+	tick       time.Time
+	tickLaunch int
+	worker     string
+	workflows  []string
+	onDemand   bool
+	pending    bool
+	draining   bool
+	idleSince  time.Time
+	lastSeen   time.Time
+	slots      []slot
+}
+
+func (in *pinst) usable(t time.Time) bool {
+	return in.readyKnown && !in.readyAt.After(t) && !in.pending && !in.draining
+}
+
+func (in *pinst) busy() int {
+	n := 0
+	for _, s := range in.slots {
+		if s.tenant != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// pjob is a projected queued job.
+type pjob struct {
+	q       Queued
+	started bool
+	start   time.Time
+	on      *pinst
+	// reused: the slot it took had held a job before (it frees as one ends).
+	reused bool
+	// atMax: the fleet was at its max when it started.
+	atMax bool
+	// expired: its queue deadline passed in the projection before it
+	// started (the sweeper ends it).
+	expired bool
+}
+
+type projection struct {
+	s        Snapshot
+	now      time.Time
+	interval time.Duration
+	boot     time.Duration
+	bootOK   bool
+	insts    []*pinst
+	jobs     []*pjob // in queue order
+	waiting  int     // jobs not started
+	leased   map[string]int
+	// running counts the leased jobs (the snapshot's and the projection's).
+	running                      int
+	desired, spotDes, odDes      int
+	lastActive, nextTick         time.Time
+	workflows                    []string
+	pinnedLeased                 int
+	censusNow                    map[string]int
+	atMaxNow                     bool
+	bootingNow, pendingNow, held int
+	launches                     int
+}
+
+func newProjection(s Snapshot, now time.Time) *projection {
+	p := &projection{s: s, now: now, interval: s.Interval, leased: map[string]int{}, lastActive: s.LastActiveAt, nextTick: s.NextTick}
+	if p.interval <= 0 {
+		p.interval = DefaultInterval
+	}
+	if p.nextTick.Before(now) {
+		p.nextTick = now
+	}
+	p.boot, p.bootOK = s.Boot.Median()
+	set := map[string]bool{}
+	for _, q := range s.Queued {
+		set[q.WorkflowID] = true
+	}
+	p.workflows = slices.Sorted(maps.Keys(set))
+
+	workers := map[string]Worker{}
+	for _, w := range s.Workers {
+		if w.InstanceID != "" {
+			workers[w.InstanceID] = w
+		}
+	}
+	byWorker := map[string][]Running{}
+	for _, r := range s.Running {
+		byWorker[r.WorkerID] = append(byWorker[r.WorkerID], r)
+		p.leased[r.TenantID]++
+		p.running++
+		if r.OnDemandOnly {
+			p.pinnedLeased++
+		}
+	}
+	slots := max(1, s.Settings.Slots)
+	var odCount, spotCount int
+	for _, inst := range s.Instances {
+		in := &pinst{id: inst.ID, firstSeen: inst.FirstSeen, slots: make([]slot, slots)}
+		if in.firstSeen.IsZero() {
+			in.firstSeen = now
+		}
+		if s.Spot != nil && s.Spot.OnDemand[inst.ID] {
+			in.onDemand = true
+			odCount++
+		} else {
+			spotCount++
+		}
+		if w, ok := workers[inst.ID]; ok {
+			in.origin, in.readyAt, in.readyKnown = fromWorker, now, true
+			in.worker, in.workflows, in.pending, in.draining = w.ID, w.Workflows, w.Pending, w.Draining
+			in.idleSince, in.lastSeen = w.IdleSince, w.LastSeen
+			if w.Pending {
+				p.pendingNow++
+			}
+			for k, r := range byWorker[w.ID] {
+				if k >= len(in.slots) {
+					in.slots = append(in.slots, slot{})
+				}
+				in.slots[k] = p.holding(r.TenantID, r.WorkflowID, r.LeasedAt, now)
+			}
+		} else {
+			in.origin = fromBooting
+			p.bootingNow++
+			if p.bootOK {
+				left, _ := s.Boot.Remaining(now.Sub(in.firstSeen))
+				in.readyAt, in.readyKnown = now.Add(left), true
+			}
+		}
+		p.insts = append(p.insts, in)
+	}
+	// Launches asked for and not started yet are on the way.
+	addPending := func(n int, onDemand bool) {
+		for range n {
+			p.launches++
+			in := &pinst{id: "pending-" + strconv.Itoa(p.launches), origin: fromBooting, firstSeen: now, onDemand: onDemand, slots: make([]slot, slots)}
+			in.readyAt, in.readyKnown = now.Add(p.boot), p.bootOK
+			p.bootingNow++
+			p.insts = append(p.insts, in)
+		}
+	}
+	if sp := s.Spot; sp != nil {
+		p.spotDes, p.odDes = max(sp.SpotDesired, spotCount), max(sp.OnDemandDesired, odCount)
+		addPending(p.odDes-odCount, true)
+		if sp.ShortSince.IsZero() {
+			addPending(p.spotDes-spotCount, false)
+		}
+	} else {
+		addPending(s.Desired-len(s.Instances), false)
+	}
+	p.desired = max(s.Desired, len(p.insts))
+
+	qs := make([]lease.Candidate, len(s.Queued))
+	byID := map[string]Queued{}
+	for i, q := range s.Queued {
+		qs[i] = q.Candidate
+		byID[q.JobID] = q
+	}
+	lease.InQueueOrder(qs)
+	for _, c := range qs {
+		p.jobs = append(p.jobs, &pjob{q: byID[c.JobID]})
+	}
+	p.waiting = len(p.jobs)
+	p.censusNow = maps.Clone(p.leased)
+	p.atMaxNow = s.Settings.Max > 0 && len(p.insts) >= s.Settings.Max
+	return p
+}
+
+// holding is a slot held by a job of the workflow leased at since.
+func (p *projection) holding(tenant, workflow string, since, t time.Time) slot {
+	sl := slot{tenant: tenant, used: true}
+	if left, ok := p.s.RunTimes[workflow].Remaining(t.Sub(since)); ok {
+		sl.freeAt, sl.known = t.Add(left), true
+	} else {
+		p.held++
+	}
+	return sl
+}
+
+func (p *projection) run() {
+	end := p.now.Add(Horizon)
+	t := p.now
+	for p.waiting > 0 && !t.After(end) {
+		p.release(t)
+		ticked, changed := false, false
+		if !t.Before(p.nextTick) {
+			ticked, changed = true, p.tick(p.nextTick)
+			p.nextTick = p.nextTick.Add(p.interval)
+		}
+		p.lease(t)
+		next, other := p.next(t)
+		if ticked && !other && !changed && !p.rungAhead(t) {
+			return // nothing left that can change
+		}
+		t = next
+	}
+}
+
+// release frees the slots whose jobs end by t.
+func (p *projection) release(t time.Time) {
+	for _, in := range p.insts {
+		for k := range in.slots {
+			sl := &in.slots[k]
+			if sl.tenant != "" && sl.known && !sl.freeAt.After(t) {
+				p.leased[sl.tenant]--
+				p.running--
+				sl.tenant = ""
+				if in.busy() == 0 {
+					in.idleSince = sl.freeAt
+				}
+			}
+		}
+	}
+}
+
+// next is the next moment anything changes after t; other reports whether
+// something besides the scaler's tick is due.
+func (p *projection) next(t time.Time) (time.Time, bool) {
+	next, other := p.nextTick, false
+	at := func(u time.Time) {
+		if u.After(t) && u.Before(next) {
+			next, other = u, true
+		} else if u.After(t) {
+			other = true
+		}
+	}
+	for _, in := range p.insts {
+		if in.readyKnown && !in.pending && !in.draining {
+			at(in.readyAt)
+		}
+		for _, sl := range in.slots {
+			if sl.tenant != "" && sl.known {
+				at(sl.freeAt)
+			}
+		}
+	}
+	for _, j := range p.jobs {
+		if !j.started && !j.expired {
+			at(j.q.NotBefore)
+			if !j.q.QueueDeadline.IsZero() {
+				at(j.q.QueueDeadline)
+			}
+		}
+	}
+	return next, other
+}
+
+// rungAhead reports whether the On-Demand rung may still come: Spot is
+// short and the wait before it has not run out by t.
+func (p *projection) rungAhead(t time.Time) bool {
+	sp := p.s.Spot
+	return sp != nil && !sp.ShortSince.IsZero() && sp.After > 0 && t.Before(sp.ShortSince.Add(sp.After))
+}
+
+// due are the jobs not started that may be leased at t, in queue order.
+func (p *projection) due(t time.Time) []*pjob {
+	var out []*pjob
+	for _, j := range p.jobs {
+		if !j.started && !j.expired && lease.QueueExpired(j.q.Candidate, t) {
+			j.expired = true
+			p.waiting--
+		}
+		if !j.started && !j.expired && !j.q.NotBefore.After(t) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// lease gives the free slots of the usable instances to the queue, the
+// longest idle instance first, each by the planner's rule.
+func (p *projection) lease(t time.Time) {
+	var free []*pinst
+	for _, in := range p.insts {
+		if in.usable(t) && in.busy() < len(in.slots) {
+			free = append(free, in)
+		}
+	}
+	slices.SortStableFunc(free, func(a, b *pinst) int { return a.idleSince.Compare(b.idleSince) })
+	for _, in := range free {
+		for k := range in.slots {
+			if in.slots[k].tenant != "" {
+				continue
+			}
+			j := p.pick(in, t)
+			if j == nil {
+				break
+			}
+			p.start(j, in, k, t)
+		}
+	}
+}
+
+// pick is the job a poll of the instance's worker leases at t: the first
+// of the plan whose tenant is below its max_leased.
+func (p *projection) pick(in *pinst, t time.Time) *pjob {
+	due := p.due(t)
+	if len(due) == 0 {
+		return nil
+	}
+	byID := make(map[string]*pjob, len(due))
+	cands := make([]lease.Candidate, len(due))
+	for i, j := range due {
+		cands[i] = j.q.Candidate
+		byID[j.q.JobID] = j
+	}
+	wfs := in.workflows
+	if wfs == nil {
+		wfs = p.workflows
+	}
+	plan := lease.MakePlan(p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t))
+	for _, a := range plan.Attempts {
+		if a.Terms.Slot > 0 && p.leased[a.TenantID] >= a.Terms.Slot {
+			continue
+		}
+		return byID[a.JobID]
+	}
+	return nil
+}
+
+// inputs are the planner's inputs for candidates at t: strict order (the
+// spread shuffles nothing), fair share and caps when the stage has tenants.
+func (p *projection) inputs(cands []lease.Candidate, w lease.Worker, t time.Time) lease.Inputs {
+	in := lease.Inputs{Candidates: cands, Worker: w, Spread: 1, Now: t, LeaseFor: p.interval}
+	if ts := p.s.Tenants; ts != nil {
+		in.Tenants = lease.Tenants{FairShare: true, Leased: p.leased, Settings: ts}
+		in.Cap = func(id string) int { return ts(id).MaxLeased }
+	}
+	return in
+}
+
+func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
+	sl := &in.slots[k]
+	j.started, j.start, j.on, j.reused = true, t, in, sl.used
+	j.atMax = p.s.Settings.Max > 0 && len(p.insts) >= p.s.Settings.Max
+	*sl = p.holding(j.q.TenantID, j.q.WorkflowID, t, t)
+	p.leased[j.q.TenantID]++
+	p.running++
+	p.waiting--
+	if j.q.OnDemandOnly {
+		p.pinnedLeased++
+	}
+}
+
+// tick runs the scaler's policy on the projected state at t and applies
+// its answer: victims gone, launches booting. It reports whether anything
+// changed.
+func (p *projection) tick(t time.Time) bool {
+	due := p.due(t)
+	ready := len(due) - p.capHeld(due)
+	in := scaling.Input{Now: t, Settings: p.s.Settings, Ready: ready, Leased: p.running, Desired: p.desired, LastActiveAt: p.lastActive}
+	pinnedReady := 0
+	var oldest time.Time
+	for _, j := range due {
+		if j.q.OnDemandOnly {
+			pinnedReady++
+		}
+		if oldest.IsZero() || j.q.Created.Before(oldest) {
+			oldest = j.q.Created
+		}
+	}
+	odSet := map[string]bool{}
+	for _, inst := range p.insts {
+		state := scaling.StatePending
+		registered := inst.origin == fromWorker || (inst.readyKnown && !inst.readyAt.After(t))
+		if registered {
+			state = scaling.StateInService
+		}
+		in.Instances = append(in.Instances, scaling.Instance{ID: inst.id, LifecycleState: state, FirstSeen: inst.firstSeen})
+		if registered {
+			seen := t
+			if inst.origin == fromWorker && inst.lastSeen.Before(p.now) && inst.busy() == 0 {
+				seen = inst.lastSeen // an idle worker not heard from stays so
+			}
+			in.Workers = append(in.Workers, scaling.Worker{ID: "w-" + inst.id, InstanceID: inst.id, Leases: inst.busy(),
+				Draining: inst.draining, LastSeen: seen, IdleSince: inst.idleSince})
+		}
+		if inst.onDemand {
+			odSet[inst.id] = true
+		}
+	}
+	var launchSpot, launchOD int
+	var victims []scaling.Victim
+	var drain []string
+	if sp := p.s.Spot; sp != nil {
+		lin := scaling.LadderInput{Input: in, OnDemand: odSet, SpotDesired: p.spotDes, OnDemandDesired: p.odDes,
+			SpotShortSince: sp.ShortSince, After: sp.After, WaitSLO: sp.WaitSLO,
+			OnDemandOnlyReady: pinnedReady, OnDemandOnlyLeased: p.pinnedLeased}
+		if !oldest.IsZero() {
+			lin.OldestReadyWait = t.Sub(oldest)
+		}
+		d := scaling.DecideLadder(lin)
+		victims, drain, p.lastActive = d.Victims, d.Drain, d.LastActiveAt
+		odCount, spotCount := p.count(true), p.count(false)
+		launchOD = max(0, d.OnDemandDesired-max(p.odDes, odCount))
+		if sp.ShortSince.IsZero() {
+			launchSpot = max(0, d.SpotDesired-max(p.spotDes, spotCount))
+		}
+		p.spotDes, p.odDes = d.SpotDesired, d.OnDemandDesired
+	} else {
+		d := scaling.Decide(in)
+		victims, p.lastActive = d.Victims, d.LastActiveAt
+		launchSpot = d.Launch
+		p.desired = d.Desired
+	}
+	changed := len(victims) > 0 || len(drain) > 0 || launchSpot+launchOD > 0
+	for _, v := range victims {
+		p.insts = slices.DeleteFunc(p.insts, func(in *pinst) bool { return in.id == v.InstanceID && in.busy() == 0 })
+	}
+	for _, id := range drain {
+		for _, in := range p.insts {
+			if in.id == id {
+				in.draining = true
+			}
+		}
+	}
+	for i := range launchSpot + launchOD {
+		p.launches++
+		in := &pinst{id: "launch-" + strconv.Itoa(p.launches), origin: fromTick, firstSeen: t, tick: t,
+			tickLaunch: launchSpot + launchOD, onDemand: i >= launchSpot, slots: make([]slot, max(1, p.s.Settings.Slots))}
+		in.readyAt, in.readyKnown = t.Add(p.boot), p.bootOK
+		p.insts = append(p.insts, in)
+	}
+	if p.s.Spot != nil {
+		p.desired = len(p.insts)
+	}
+	return changed
+}
+
+func (p *projection) count(onDemand bool) int {
+	n := 0
+	for _, in := range p.insts {
+		if in.onDemand == onDemand {
+			n++
+		}
+	}
+	return n
+}
+
+// capHeld is how many of the due jobs the tenants' max_leased caps keep
+// from running (the scaler does not size for them).
+func (p *projection) capHeld(due []*pjob) int {
+	ts := p.s.Tenants
+	if ts == nil {
+		return 0
+	}
+	ready := map[string]int{}
+	for _, j := range due {
+		ready[j.q.TenantID]++
+	}
+	var tenants []fairshare.Tenant
+	n := 0
+	for id, r := range ready {
+		tenants = append(tenants, fairshare.Tenant{ID: id, MaxLeased: ts(id).MaxLeased, Ready: r, Leased: p.leased[id]})
+		n += r + p.leased[id]
+	}
+	return min(max(n-fairshare.Demand(tenants), 0), len(due))
+}
