@@ -181,17 +181,24 @@ func (o consoleOps) Workers(ctx context.Context) ([]wire.Worker, error) {
 	return v, o.wireErr(ctx, err)
 }
 
+// Jobs lists jobs of a status, each queued one with its expected start.
 func (o consoleOps) Jobs(ctx context.Context, fleet, status string, limit int) ([]wire.JobSummary, error) {
 	v, err := o.s.listJobs(ctx, fleet, job.Status(status), limit)
+	for i := range v {
+		o.s.summaryEstimate(ctx, &v[i])
+	}
 	return v, o.wireErr(ctx, err)
 }
 
+// Job is a job as GET /api/jobs/{job_id} answers it, with its estimate.
 func (o consoleOps) Job(ctx context.Context, id string) (wire.Job, error) {
 	j, err := o.s.Store.GetJob(ctx, id)
 	if err != nil {
 		return wire.Job{}, o.wireErr(ctx, err)
 	}
-	return viewJob(j), nil
+	v := viewJob(j)
+	o.s.withEstimate(ctx, &v, j)
+	return v, nil
 }
 
 func (o consoleOps) Cancel(ctx context.Context, operator, id string) (string, error) {
