@@ -17,14 +17,11 @@ type EstimateStore interface {
 	EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapshot, error)
 }
 
-// A process keeps each fleet's projected estimates for EstimateTTL, so
-// that many reads of one fleet's jobs cost one snapshot every few seconds;
-// a queued job missing from them (queued since) reads the fleet again, at
-// most once every EstimateRefresh.
-const (
-	EstimateTTL     = 5 * time.Second
-	EstimateRefresh = time.Second
-)
+// EstimateTTL is how long a process keeps a fleet's projected estimates,
+// so that many reads of one fleet's jobs cost one snapshot every few
+// seconds. A queued job missing from them (queued since) reads the fleet
+// again at once.
+const EstimateTTL = 5 * time.Second
 
 // estimates are the projected estimates of each fleet, per process.
 type estimates struct {
@@ -60,10 +57,8 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string) (eta.Estimate, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := e.clock.Now()
-	age := now.Sub(f.at)
-	est, ok := f.byJob[jobID]
-	if f.byJob != nil && age < EstimateTTL && (ok || age < EstimateRefresh) {
-		return est, ok, nil
+	if est, ok := f.byJob[jobID]; ok && now.Sub(f.at) < EstimateTTL {
+		return est, true, nil
 	}
 	snap, err := e.read(ctx, fleet)
 	if err != nil {
@@ -74,7 +69,7 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string) (eta.Estimate, 
 	for _, x := range all {
 		f.byJob[x.JobID] = x
 	}
-	est, ok = f.byJob[jobID]
+	est, ok := f.byJob[jobID]
 	return est, ok, nil
 }
 
