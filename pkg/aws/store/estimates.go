@@ -3,13 +3,11 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/eta"
-	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -18,17 +16,14 @@ import (
 
 // Reads for a queued job's estimate (GET /api/jobs/{job_id}): what
 // eta.Project reads of one fleet. Their cost follows the live backlog, the
-// fleet's workers and a bounded sample of finished jobs and boots, never
+// fleet's workers and a bounded sample of finished jobs, never
 // the fleet's history (docs/data-model.md, "Estimates").
 
-// The samples an estimate reads: the run times of the newest
-// RunSamplesPerShard jobs per shard that succeeded within RunWindow, and
-// the boots of the BootSamples workers registered last within BootWindow.
+// RunSamplesPerShard bounds the run times an estimate reads: those of the
+// newest jobs of each shard that succeeded within RunWindow.
 const (
-	RunWindow          = time.Hour
+	RunWindow          = 24 * time.Hour
 	RunSamplesPerShard = 50
-	BootWindow         = time.Hour
-	BootSamples        = 10
 )
 
 // TickInterval is the scaler's schedule (rate(1 minute)).
@@ -36,9 +31,8 @@ const TickInterval = time.Minute
 
 // EstimateSnapshot reads everything a projection of the fleet's queued
 // jobs needs (eta.Snapshot): its live jobs (FleetQueue), workers, state
-// (the instances the last tick saw, its desired capacity, idle clock and
-// last tick), recent run times by workflow (RecentRuns) and recent boots
-// (RecentBoots). The instances are those the scaler recorded as first
+// (the instances the last tick saw, its desired capacity, idle clock, last
+// tick and latest boots) and recent run times by workflow (RecentRuns). The instances are those the scaler recorded as first
 // seen: one with a registered worker is in service, one without is
 // booting. A fleet with an On-Demand rung is read as one group.
 func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapshot, error) {
@@ -63,7 +57,7 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 		return snap, err
 	}
 	snap.Desired, snap.LastActiveAt = st.Desired, st.LastActiveAt
-	if last := lastTick(st); !last.IsZero() {
+	if last := st.LastTick(); !last.IsZero() {
 		snap.NextTick = last.Add(TickInterval)
 	}
 	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen)
@@ -75,26 +69,8 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	for wf, r := range runs {
 		snap.RunTimes[wf] = r
 	}
-	if snap.Boot, err = s.RecentBoots(ctx, workers, now.Add(-BootWindow), BootSamples); err != nil {
-		return snap, err
-	}
+	snap.Boot = slices.Sorted(slices.Values(st.Boots))
 	return snap, nil
-}
-
-// lastTick is when the scaler's tick last decided for the fleet (zero:
-// never): the newest of its decisions that is a tick's.
-func lastTick(st fleetstate.State) time.Time {
-	ds := st.History
-	if st.LastDecision != nil {
-		ds = append([]fleetstate.Decision{*st.LastDecision}, ds...)
-	}
-	for _, d := range ds {
-		switch d.Reason.Code() {
-		case scaling.ReasonGrow, scaling.ReasonShrink, scaling.ReasonHold:
-			return d.At
-		}
-	}
-	return time.Time{}
 }
 
 // estimateWorkers are the workers as a projection sees them, and the
@@ -191,28 +167,4 @@ func (s *Store) RecentRuns(ctx context.Context, fleet string, since time.Time, p
 		slices.Sort(r)
 	}
 	return runs, nil
-}
-
-// RecentBoots reads the boots, launch to registration, of at most n of
-// the workers registered last at or after since, sorted. The listing
-// leaves boot times out, so each is one read of the worker's item.
-// A start from a warm pool is not a launch and is left out.
-func (s *Store) RecentBoots(ctx context.Context, ws []worker.Worker, since time.Time, n int) ([]time.Duration, error) {
-	recent := slices.DeleteFunc(slices.Clone(ws), func(w worker.Worker) bool { return w.RegisteredAt.Before(since) })
-	slices.SortFunc(recent, func(a, b worker.Worker) int { return b.RegisteredAt.Compare(a.RegisteredAt) })
-	var boots []time.Duration
-	for _, w := range recent[:min(n, len(recent))] {
-		full, err := s.GetWorker(ctx, w.ID)
-		if errors.Is(err, ErrNotFound) {
-			continue // gone since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		if b := full.Boot; !b.LaunchedAt.IsZero() && !b.FromPool && !full.RegisteredAt.Before(b.LaunchedAt) {
-			boots = append(boots, full.RegisteredAt.Sub(b.LaunchedAt))
-		}
-	}
-	slices.Sort(boots)
-	return boots, nil
 }

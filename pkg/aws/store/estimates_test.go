@@ -113,6 +113,7 @@ func TestEstimateSnapshotReadsTheFleet(t *testing.T) {
 	if err := e.record("gpu", fleetstate.Record{
 		Decision:  fleetstate.Decision{At: tick, Desired: 2, Reason: scaling.RecordedReason(scaling.ReasonGrow, "grow 1→2")},
 		FirstSeen: map[string]time.Time{"i-1": launched, "i-2": tick},
+		Boots:     []time.Duration{90 * time.Second, 70 * time.Second},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +134,8 @@ func TestEstimateSnapshotReadsTheFleet(t *testing.T) {
 	if len(snap.Instances) != 2 || snap.Instances[0].LifecycleState != scaling.StateInService || snap.Instances[1].LifecycleState != scaling.StatePending {
 		t.Errorf("instances = %+v, want i-1 in service, i-2 booting", snap.Instances)
 	}
-	if len(snap.Boot) != 1 || snap.Boot[0] != 90*time.Second {
-		t.Errorf("boots = %v, want [1m30s]", snap.Boot)
+	if len(snap.Boot) != 2 || snap.Boot[0] != 70*time.Second || snap.Boot[1] != 90*time.Second {
+		t.Errorf("boots = %v, want the recorded 1m10s and 1m30s, sorted", snap.Boot)
 	}
 	if runs := snap.RunTimes["wf-a"]; len(runs) != 0 {
 		t.Errorf("run times = %v before any job succeeded", runs)
