@@ -82,7 +82,7 @@ func (p *projection) waitingOn(j *pjob, e Estimate) WaitingOn {
 	switch {
 	case q.NotBefore.After(p.now):
 		return say(CodeBackoff, "waiting out a retry backoff until %s", ParamUntil, stamp(q.NotBefore))
-	case j.started && !j.start.After(p.now):
+	case j.started && !j.start.After(p.now) && j.on.origin == fromWorker && !j.reused:
 		return say(CodeLeasing, "a free slot takes it at its next poll")
 	case !q.QueueDeadline.IsZero() && (!j.started || j.start.After(q.QueueDeadline)):
 		return say(CodeQueueDeadlineNear, "its queue timeout ends at %s, before it is expected to start", ParamAt, stamp(q.QueueDeadline))

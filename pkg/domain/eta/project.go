@@ -80,7 +80,8 @@ const Samples = 15
 type drawer func(h History, elapsed time.Duration) (time.Duration, bool)
 
 // sampler is the k-th projection's drawer: one of the durations longer
-// than elapsed, at random (0 when none is), from a generator seeded by k
+// than elapsed, less elapsed, at random (past them all, one of the
+// history's Overrun), from a generator seeded by k
 // alone, so that the same snapshot gives the same estimates.
 func sampler(k int) drawer {
 	rng := rand.New(rand.NewPCG(uint64(k), 0x65746121))
@@ -88,16 +89,14 @@ func sampler(k int) drawer {
 		if len(h) == 0 {
 			return 0, false
 		}
-		var longer []time.Duration
-		for _, d := range h {
-			if d > elapsed {
-				longer = append(longer, d)
-			}
-		}
+		longer := h.longer(elapsed)
 		if len(longer) == 0 {
-			return 0, true
+			over := h.Overrun()
+			if len(over) == 0 {
+				return 0, true
+			}
+			return over[rng.IntN(len(over))], true
 		}
-		slices.Sort(longer)
 		return longer[rng.IntN(len(longer))] - elapsed, true
 	}
 }

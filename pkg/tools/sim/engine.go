@@ -292,6 +292,8 @@ type engine struct {
 	planner *lease.Planner
 	// est makes and keeps the start estimates (nil: not measured).
 	est *estimator
+	// lastTick is when the policy's tick last ran (0: not yet).
+	lastTick time.Duration
 }
 
 // Run simulates the workload under one policy.
@@ -414,6 +416,7 @@ func (e *engine) handle(ev *event) {
 	case evSpotBack:
 		e.reconcile() // the group's next launch attempt
 	case evTick:
+		e.lastTick = e.now
 		e.decide(Tick)
 		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
 	case evSample:

@@ -25,7 +25,7 @@ import (
 // keepRuns and keepBoots are how many recent run times (per workflow) and
 // boots the simulated fleet remembers, as the fleet's state would.
 const (
-	keepRuns  = 50
+	keepRuns  = 200
 	keepBoots = 20
 )
 
@@ -225,13 +225,15 @@ func (e *engine) etaSnapshot() eta.Snapshot {
 		Settings:     p.settingsFor(o),
 		Desired:      e.desired,
 		LastActiveAt: p.lastActive,
-		NextTick:     epoch.Add((e.now/iv + 1) * iv),
+		NextTick:     epoch.Add(e.lastTick + iv), // now when a tick is due at this very moment
 		Interval:     iv,
 		Boot:         x.boots,
 		RunTimes:     x.runs,
 	}
 	if e.opt.FairShare {
-		s.Tenants = func(id string) fleetconfig.Tenant { return fleetconfig.Tenant{ID: id, MaxLeased: e.opt.TenantMaxLeased} }
+		s.Tenants = func(id string) fleetconfig.Tenant {
+			return fleetconfig.Tenant{ID: id, MaxLeased: e.opt.TenantMaxLeased}
+		}
 	}
 	for _, j := range e.waiting {
 		s.Queued = append(s.Queued, eta.Queued{Candidate: lease.Candidate{JobID: strconv.Itoa(j.id), TenantID: j.spec.Tenant,
