@@ -303,3 +303,34 @@ func TestTheFirstOfManyRunningJobsEndsBeforeTheirMedian(t *testing.T) {
 		t.Fatalf("estimates differ: %+v and %+v", e, again)
 	}
 }
+
+// A draw is one of the durations longer than what has run, less it; past
+// them all, one of the overruns above the upper quartile.
+func TestHistoryDrawsTheRest(t *testing.T) {
+	m := time.Minute
+	h := History{9 * m, 1 * m, 5 * m, 3 * m, 7 * m}.sorted() // upper quartile 7m
+	first := func(int) int { return 0 }
+	last := func(n int) int { return n - 1 }
+	for _, c := range []struct {
+		elapsed     time.Duration
+		pick        func(int) int
+		want        time.Duration
+		description string
+	}{
+		{0, first, 1 * m, "the shortest"},
+		{0, last, 9 * m, "the longest"},
+		{4 * m, first, 1 * m, "5m less the 4m run"},
+		{4 * m, last, 5 * m, "9m less the 4m run"},
+		{10 * m, first, 2 * m, "past them all: 9m over the 7m quartile"},
+	} {
+		if got, ok := h.Draw(c.elapsed, c.pick); !ok || got != c.want {
+			t.Errorf("%s: drew %s, want %s", c.description, got, c.want)
+		}
+	}
+	if _, ok := History(nil).Draw(0, first); ok {
+		t.Error("an empty history drew a duration")
+	}
+	if got, _ := (History{5 * m, 5 * m}).Draw(6*m, first); got != 0 {
+		t.Errorf("past a history of one duration: drew %s, want 0 (it ends at once)", got)
+	}
+}

@@ -33,9 +33,15 @@ const DefaultInterval = time.Minute
 // moment the free slots lease the queue in the planner's order
 // (lease.MakePlan, with fair share and the tenants' max_leased).
 func Project(s Snapshot, now time.Time) []Estimate {
+	s.Boot = s.Boot.sorted()
+	runs := make(map[string]History, len(s.RunTimes))
+	for wf, h := range s.RunTimes {
+		runs[wf] = h.sorted()
+	}
+	s.RunTimes = runs
 	ps := make([]*projection, Samples)
 	for k := range ps {
-		ps[k] = newProjection(s, now, sampler(k))
+		ps[k] = newProjection(s, now, sampler(k, now))
 		ps[k].run()
 	}
 	order := ps[0].order()
@@ -79,25 +85,13 @@ const Samples = 15
 // given how long it has run (ok false: the history is empty).
 type drawer func(h History, elapsed time.Duration) (time.Duration, bool)
 
-// sampler is the k-th projection's drawer: one of the durations longer
-// than elapsed, less elapsed, at random (past them all, one of the
-// history's Overrun), from a generator seeded by k
-// alone, so that the same snapshot gives the same estimates.
-func sampler(k int) drawer {
-	rng := rand.New(rand.NewPCG(uint64(k), 0x65746121))
+// sampler is the k-th projection's drawer (History.Draw) at now, at random
+// from a generator seeded by k and now alone: the same snapshot gives the
+// same estimates, and no draw is the same at every moment.
+func sampler(k int, now time.Time) drawer {
+	rng := rand.New(rand.NewPCG(uint64(k), uint64(now.UnixNano())))
 	return func(h History, elapsed time.Duration) (time.Duration, bool) {
-		if len(h) == 0 {
-			return 0, false
-		}
-		longer := h.longer(elapsed)
-		if len(longer) == 0 {
-			over := h.Overrun()
-			if len(over) == 0 {
-				return 0, true
-			}
-			return over[rng.IntN(len(over))], true
-		}
-		return longer[rng.IntN(len(longer))] - elapsed, true
+		return h.Draw(elapsed, rng.IntN)
 	}
 }
 
