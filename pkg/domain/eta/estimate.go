@@ -10,24 +10,19 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 )
 
-// estimates are the projection's answer, in lease order at now.
-func (p *projection) estimates() []Estimate {
-	order := p.order()
-	out := make([]Estimate, 0, len(order))
-	for i, j := range order {
-		e := Estimate{JobID: j.q.JobID, Position: i + 1, Basis: BasisProjection}
-		switch {
-		case j.started:
-			e.StartAt = j.start
-		case j.expired:
-			e.Basis = BasisQueueTimeout
-		default:
-			e.Basis = p.unknown()
-		}
-		e.WaitingOn = p.waitingOn(j, e)
-		out = append(out, e)
+// estimate is the projection's estimate of a job at position pos.
+func (p *projection) estimate(j *pjob, pos int) Estimate {
+	e := Estimate{JobID: j.q.JobID, Position: pos, Basis: BasisProjection}
+	switch {
+	case j.started:
+		e.StartAt = j.start
+	case j.expired:
+		e.Basis = BasisQueueTimeout
+	default:
+		e.Basis = p.unknown()
 	}
-	return out
+	e.WaitingOn = p.waitingOn(j, e)
+	return e
 }
 
 // order is the queue in lease order at now: the ready jobs as the planner
@@ -87,7 +82,7 @@ func (p *projection) waitingOn(j *pjob, e Estimate) WaitingOn {
 	switch {
 	case q.NotBefore.After(p.now):
 		return say(CodeBackoff, "waiting out a retry backoff until %s", ParamUntil, stamp(q.NotBefore))
-	case j.started && !j.start.After(p.now):
+	case j.started && !j.start.After(p.now) && j.on.origin == fromWorker && !j.reused:
 		return say(CodeLeasing, "a free slot takes it at its next poll")
 	case !q.QueueDeadline.IsZero() && (!j.started || j.start.After(q.QueueDeadline)):
 		return say(CodeQueueDeadlineNear, "its queue timeout ends at %s, before it is expected to start", ParamAt, stamp(q.QueueDeadline))

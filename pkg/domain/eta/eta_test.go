@@ -2,6 +2,7 @@ package eta
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +18,14 @@ const boot = 4 * time.Minute
 
 // fleet is a snapshot of a fleet of max instances of one slot, booting in
 // four minutes, the scaler's next tick at now, and "render" jobs taking
-// ten minutes.
+// ten minutes (one of each in its history, so every sample draws the same).
 func fleet(max int) Snapshot {
 	return Snapshot{
 		Settings: scaling.Settings{Slots: 1, Max: max, IdleWindow: 10 * time.Minute, ScaleInGrace: 5 * time.Minute,
 			BootTimeout: 15 * time.Minute, Unresponsive: 3 * time.Minute},
 		NextTick: now,
-		Boot:     History{boot - time.Minute, boot, boot + time.Minute},
-		RunTimes: map[string]History{"render": {9 * time.Minute, 10 * time.Minute, 11 * time.Minute}},
+		Boot:     History{boot},
+		RunTimes: map[string]History{"render": {10 * time.Minute}},
 	}
 }
 
@@ -96,7 +97,7 @@ func TestEveryCodeHasItsState(t *testing.T) {
 			// A running job ends in a minute, before any launch could boot:
 			// the first in line takes its slot, the second the launch.
 			s := fleet(4)
-			s.busy("a", "acme", 9*time.Minute+30*time.Second) // the median of those longer than 9m30s is 10m
+			s.busy("a", "acme", 9*time.Minute+30*time.Second)
 			s.Queued = []Queued{queued("j1", "acme", 2*time.Second), queued("j2", "acme", time.Second)}
 			want(t, estimate(t, s, "j1"), CodeJobsAhead, now.Add(30*time.Second), map[string]string{ParamAhead: "0"})
 			want(t, estimate(t, s, "j2"), CodeScaleOutNextTick, now.Add(boot), map[string]string{ParamLaunch: "2"})
@@ -105,7 +106,7 @@ func TestEveryCodeHasItsState(t *testing.T) {
 			s := fleet(4)
 			s.booting("a", time.Minute)
 			s.Queued = []Queued{queued("j", "acme", time.Second)}
-			// Booted for a minute: the median of the boots longer is 4m.
+			// Booted for a minute of four.
 			want(t, estimate(t, s, "j"), CodeCapacityBooting, now.Add(3*time.Minute), map[string]string{ParamInstances: "1"})
 		},
 		CodeScaleOutNextTick: func(t *testing.T) {
@@ -281,5 +282,55 @@ func TestEstimatesAreMonotoneInLeaseOrder(t *testing.T) {
 	// Three slots: the fourth job waits for the first of them to free again.
 	if !es[3].StartAt.After(es[2].StartAt) || es[3].WaitingOn.Code != CodeFleetAtMax {
 		t.Fatalf("the fourth job: %+v after %+v", es[3], es[2])
+	}
+}
+
+// Of many running jobs the first to end ends sooner than the earliest of
+// their medians: the estimate draws their run times from the history.
+func TestTheFirstOfManyRunningJobsEndsBeforeTheirMedian(t *testing.T) {
+	s := fleet(8)
+	s.RunTimes = map[string]History{"render": {5 * time.Minute, 10 * time.Minute, 15 * time.Minute}}
+	for i := range 8 {
+		s.busy(fmt.Sprint(i), "acme", 0)
+	}
+	s.Queued = []Queued{queued("j", "acme", time.Second)}
+	e := estimate(t, s, "j")
+	if e.WaitingOn.Code != CodeFleetAtMax || !e.StartAt.Equal(now.Add(5*time.Minute)) {
+		t.Fatalf("estimate %+v: want the fleet at max until the first of eight jobs ends at the history's shortest run, 5m", e)
+	}
+	// And the same snapshot gives the same estimates.
+	if again := estimate(t, s, "j"); !reflect.DeepEqual(again, e) {
+		t.Fatalf("estimates differ: %+v and %+v", e, again)
+	}
+}
+
+// A draw is one of the durations longer than what has run, less it; past
+// them all, one of the overruns above the upper quartile.
+func TestHistoryDrawsTheRest(t *testing.T) {
+	m := time.Minute
+	h := History{9 * m, 1 * m, 5 * m, 3 * m, 7 * m}.sorted() // upper quartile 7m
+	first := func(int) int { return 0 }
+	last := func(n int) int { return n - 1 }
+	for _, c := range []struct {
+		elapsed     time.Duration
+		pick        func(int) int
+		want        time.Duration
+		description string
+	}{
+		{0, first, 1 * m, "the shortest"},
+		{0, last, 9 * m, "the longest"},
+		{4 * m, first, 1 * m, "5m less the 4m run"},
+		{4 * m, last, 5 * m, "9m less the 4m run"},
+		{10 * m, first, 2 * m, "past them all: 9m over the 7m quartile"},
+	} {
+		if got, ok := h.Draw(c.elapsed, c.pick); !ok || got != c.want {
+			t.Errorf("%s: drew %s, want %s", c.description, got, c.want)
+		}
+	}
+	if _, ok := History(nil).Draw(0, first); ok {
+		t.Error("an empty history drew a duration")
+	}
+	if got, _ := (History{5 * m, 5 * m}).Draw(6*m, first); got != 0 {
+		t.Errorf("past a history of one duration: drew %s, want 0 (it ends at once)", got)
 	}
 }

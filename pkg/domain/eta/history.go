@@ -2,37 +2,35 @@ package eta
 
 import (
 	"slices"
+	"sort"
 	"time"
 )
 
-// Median is the middle of the durations (the lower of the two middles),
-// ok false when there are none.
-func (h History) Median() (time.Duration, bool) {
-	if len(h) == 0 {
-		return 0, false
-	}
+// sorted is a copy of the history, shortest first.
+func (h History) sorted() History {
 	s := slices.Clone(h)
 	slices.Sort(s)
-	return s[(len(s)-1)/2], true
+	return s
 }
 
-// Remaining is how much longer something that has run for elapsed is
-// expected to take: the median of the durations longer than elapsed, less
-// elapsed. Once elapsed passes every duration known it is expected to end
-// at any moment (0). ok false when there are none.
-func (h History) Remaining(elapsed time.Duration) (time.Duration, bool) {
-	if len(h) == 0 {
+// Draw answers how much longer something of this kind that has run for
+// elapsed is still to take, by one of the durations known longer than
+// elapsed, less elapsed; pick(n) chooses which of n. Past every duration
+// known, it is one of the overruns: how far a duration above the upper
+// quartile lies above it (0 when none does). ok false when the history is
+// empty. The history must be sorted.
+func (h History) Draw(elapsed time.Duration, pick func(n int) int) (time.Duration, bool) {
+	n := len(h)
+	if n == 0 {
 		return 0, false
 	}
-	var longer History
-	for _, d := range h {
-		if d > elapsed {
-			longer = append(longer, d)
-		}
+	if i := sort.Search(n, func(i int) bool { return h[i] > elapsed }); i < n {
+		return h[i+pick(n-i)] - elapsed, true
 	}
-	m, ok := longer.Median()
-	if !ok {
+	q := h[3*(n-1)/4]
+	i := sort.Search(n, func(i int) bool { return h[i] > q })
+	if i == n {
 		return 0, true
 	}
-	return m - elapsed, true
+	return h[i+pick(n-i)] - q, true
 }

@@ -2,6 +2,7 @@ package eta
 
 import (
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -32,9 +33,66 @@ const DefaultInterval = time.Minute
 // moment the free slots lease the queue in the planner's order
 // (lease.MakePlan, with fair share and the tenants' max_leased).
 func Project(s Snapshot, now time.Time) []Estimate {
-	p := newProjection(s, now)
-	p.run()
-	return p.estimates()
+	s.Boot = s.Boot.sorted()
+	runs := make(map[string]History, len(s.RunTimes))
+	for wf, h := range s.RunTimes {
+		runs[wf] = h.sorted()
+	}
+	s.RunTimes = runs
+	ps := make([]*projection, Samples)
+	for k := range ps {
+		ps[k] = newProjection(s, now, sampler(k, now))
+		ps[k].run()
+	}
+	order := ps[0].order()
+	out := make([]Estimate, 0, len(order))
+	for i, j := range order {
+		// The sample in the middle of the job's starts (those that never
+		// start last) answers for it.
+		type pick struct {
+			p *projection
+			j *pjob
+		}
+		picks := make([]pick, len(ps))
+		for k, p := range ps {
+			picks[k] = pick{p, p.byID[j.q.JobID]}
+		}
+		slices.SortStableFunc(picks, func(a, b pick) int {
+			switch {
+			case a.j.started && b.j.started:
+				return a.j.start.Compare(b.j.start)
+			case a.j.started:
+				return -1
+			case b.j.started:
+				return 1
+			}
+			return 0
+		})
+		m := picks[len(picks)/2]
+		out = append(out, m.p.estimate(m.j, i+1))
+	}
+	return out
+}
+
+// Samples is how many projections Project runs, each drawing the running
+// jobs' remaining run times and the boots from the fleet's history; a
+// job's estimate is the median of its starts. One projection from each
+// duration's median would be late: the first of many running jobs to end
+// ends sooner than the earliest of their medians.
+const Samples = 15
+
+// drawer answers how much longer something of a history of durations runs,
+// given how long it has run (ok false: the history is empty).
+type drawer func(h History, elapsed time.Duration) (time.Duration, bool)
+
+// sampler is the k-th projection's drawer (History.Draw) at now, at random
+// from a generator seeded by k and now alone: the same snapshot gives the
+// same estimates, and no draw is the same at every moment.
+func sampler(k int, now time.Time) drawer {
+	rng := rand.New(rand.NewPCG(uint64(k), uint64(now.UnixNano())))
+	return func(h History, elapsed time.Duration) (time.Duration, bool) {
+		return h.Draw(elapsed, rng.IntN)
+	}
 }
 
 type origin int
@@ -50,7 +108,8 @@ const (
 
 // slot is one slot of a projected instance.
 type slot struct {
-	// tenant holds it ("" when free) until freeAt, when known.
+	// held: a job of tenant holds it until freeAt, when known.
+	held   bool
 	tenant string
 	freeAt time.Time
 	known  bool
@@ -86,7 +145,7 @@ func (in *pinst) usable(t time.Time) bool {
 func (in *pinst) busy() int {
 	n := 0
 	for _, s := range in.slots {
-		if s.tenant != "" {
+		if s.held {
 			n++
 		}
 	}
@@ -112,11 +171,12 @@ type projection struct {
 	s        Snapshot
 	now      time.Time
 	interval time.Duration
-	boot     time.Duration
+	left     drawer
 	bootOK   bool
 	insts    []*pinst
 	jobs     []*pjob // in queue order
-	waiting  int     // jobs not started
+	byID     map[string]*pjob
+	waiting  int // jobs not started
 	leased   map[string]int
 	// running counts the leased jobs (the snapshot's and the projection's).
 	running                      int
@@ -130,15 +190,16 @@ type projection struct {
 	launches                     int
 }
 
-func newProjection(s Snapshot, now time.Time) *projection {
-	p := &projection{s: s, now: now, interval: s.Interval, leased: map[string]int{}, lastActive: s.LastActiveAt, nextTick: s.NextTick}
+func newProjection(s Snapshot, now time.Time, left drawer) *projection {
+	p := &projection{s: s, now: now, interval: s.Interval, left: left, leased: map[string]int{}, lastActive: s.LastActiveAt,
+		nextTick: s.NextTick, byID: map[string]*pjob{}}
 	if p.interval <= 0 {
 		p.interval = DefaultInterval
 	}
 	if p.nextTick.Before(now) {
 		p.nextTick = now
 	}
-	p.boot, p.bootOK = s.Boot.Median()
+	p.bootOK = len(s.Boot) > 0
 	set := map[string]bool{}
 	for _, q := range s.Queued {
 		set[q.WorkflowID] = true
@@ -189,10 +250,7 @@ func newProjection(s Snapshot, now time.Time) *projection {
 		} else {
 			in.origin = fromBooting
 			p.bootingNow++
-			if p.bootOK {
-				left, _ := s.Boot.Remaining(now.Sub(in.firstSeen))
-				in.readyAt, in.readyKnown = now.Add(left), true
-			}
+			p.booting(in, now, now.Sub(in.firstSeen))
 		}
 		p.insts = append(p.insts, in)
 	}
@@ -201,7 +259,7 @@ func newProjection(s Snapshot, now time.Time) *projection {
 		for range n {
 			p.launches++
 			in := &pinst{id: "pending-" + strconv.Itoa(p.launches), origin: fromBooting, firstSeen: now, onDemand: onDemand, slots: make([]slot, slots)}
-			in.readyAt, in.readyKnown = now.Add(p.boot), p.bootOK
+			p.booting(in, now, 0)
 			p.bootingNow++
 			p.insts = append(p.insts, in)
 		}
@@ -225,7 +283,9 @@ func newProjection(s Snapshot, now time.Time) *projection {
 	}
 	lease.InQueueOrder(qs)
 	for _, c := range qs {
-		p.jobs = append(p.jobs, &pjob{q: byID[c.JobID]})
+		j := &pjob{q: byID[c.JobID]}
+		p.jobs = append(p.jobs, j)
+		p.byID[c.JobID] = j
 	}
 	p.waiting = len(p.jobs)
 	p.censusNow = maps.Clone(p.leased)
@@ -233,10 +293,18 @@ func newProjection(s Snapshot, now time.Time) *projection {
 	return p
 }
 
+// booting sets when an instance that has booted for elapsed at t is
+// expected ready (unknown without a boot history).
+func (p *projection) booting(in *pinst, t time.Time, elapsed time.Duration) {
+	if left, ok := p.left(p.s.Boot, elapsed); ok {
+		in.readyAt, in.readyKnown = t.Add(left), true
+	}
+}
+
 // holding is a slot held by a job of the workflow leased at since.
 func (p *projection) holding(tenant, workflow string, since, t time.Time) slot {
-	sl := slot{tenant: tenant, used: true}
-	if left, ok := p.s.RunTimes[workflow].Remaining(t.Sub(since)); ok {
+	sl := slot{held: true, tenant: tenant, used: true}
+	if left, ok := p.left(p.s.RunTimes[workflow], t.Sub(since)); ok {
 		sl.freeAt, sl.known = t.Add(left), true
 	} else {
 		p.held++
@@ -268,10 +336,10 @@ func (p *projection) release(t time.Time) {
 	for _, in := range p.insts {
 		for k := range in.slots {
 			sl := &in.slots[k]
-			if sl.tenant != "" && sl.known && !sl.freeAt.After(t) {
+			if sl.held && sl.known && !sl.freeAt.After(t) {
 				p.leased[sl.tenant]--
 				p.running--
-				sl.tenant = ""
+				sl.held, sl.tenant = false, ""
 				if in.busy() == 0 {
 					in.idleSince = sl.freeAt
 				}
@@ -296,7 +364,7 @@ func (p *projection) next(t time.Time) (time.Time, bool) {
 			at(in.readyAt)
 		}
 		for _, sl := range in.slots {
-			if sl.tenant != "" && sl.known {
+			if sl.held && sl.known {
 				at(sl.freeAt)
 			}
 		}
@@ -346,7 +414,7 @@ func (p *projection) lease(t time.Time) {
 	slices.SortStableFunc(free, func(a, b *pinst) int { return a.idleSince.Compare(b.idleSince) })
 	for _, in := range free {
 		for k := range in.slots {
-			if in.slots[k].tenant != "" {
+			if in.slots[k].held {
 				continue
 			}
 			j := p.pick(in, t)
@@ -485,7 +553,7 @@ func (p *projection) tick(t time.Time) bool {
 		p.launches++
 		in := &pinst{id: "launch-" + strconv.Itoa(p.launches), origin: fromTick, firstSeen: t, tick: t,
 			tickLaunch: launchSpot + launchOD, onDemand: i >= launchSpot, slots: make([]slot, max(1, p.s.Settings.Slots))}
-		in.readyAt, in.readyKnown = t.Add(p.boot), p.bootOK
+		p.booting(in, t, 0)
 		p.insts = append(p.insts, in)
 	}
 	if p.s.Spot != nil {
