@@ -19,11 +19,12 @@ import (
 // fleet's workers and a bounded sample of finished jobs, never
 // the fleet's history (docs/data-model.md, "Estimates").
 
-// RunSamplesPerShard bounds the run times an estimate reads: those of the
-// newest jobs of each shard that succeeded within RunWindow.
+// RunSamples bounds the run times an estimate reads: those of the newest
+// RunSamples jobs (spread over the shards) that succeeded within
+// RunWindow, as many as the simulator keeps per workflow.
 const (
-	RunWindow          = 24 * time.Hour
-	RunSamplesPerShard = 50
+	RunWindow  = 24 * time.Hour
+	RunSamples = 200
 )
 
 // TickInterval is the scaler's schedule (rate(1 minute)).
@@ -61,7 +62,7 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 		snap.NextTick = last.Add(TickInterval)
 	}
 	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen)
-	runs, err := s.RecentRuns(ctx, fleet, now.Add(-RunWindow), RunSamplesPerShard)
+	runs, err := s.RecentRuns(ctx, fleet, now.Add(-RunWindow), ceilDiv(RunSamples, s.shardCount(fleet)))
 	if err != nil {
 		return snap, err
 	}
