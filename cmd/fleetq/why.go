@@ -157,8 +157,10 @@ func whatWouldChange(f wire.Fleet) []string {
 		out = append(out, fmt.Sprintf("it is at its max %d and its work needs %d: a higher max_instances lets it grow; until then queued jobs wait for running ones to end", f.Max, need))
 	case work > 0 && need > d.Desired:
 		out = append(out, fmt.Sprintf("its work needs %d: it grows at the next tick", need))
+	case work > 0 && need < d.Desired:
+		out = append(out, fmt.Sprintf("its work needs %d of its %d instances: the idle ones beyond are terminated once idle past the scale-in grace, unless new work takes them", need, d.Desired))
 	case work > 0:
-		out = append(out, fmt.Sprintf("it grows when its ready and leased jobs need more than %d instances, and shrinks when they need fewer", d.Desired))
+		out = append(out, fmt.Sprintf("its work needs all %d instances: it grows when its ready and leased jobs need more, and shrinks when they need fewer", d.Desired))
 	case d.Desired > f.Min:
 		out = append(out, fmt.Sprintf("it has no work: once its idle window passes it shrinks to its min %d; a new job keeps it", f.Min))
 	default:
