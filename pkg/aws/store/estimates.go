@@ -3,11 +3,14 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/cost"
 	"github.com/fleetq/fleetq/pkg/domain/eta"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -58,10 +61,21 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 		return snap, err
 	}
 	snap.Desired, snap.LastActiveAt = st.Desired, st.LastActiveAt
-	if last := st.LastTick(); !last.IsZero() {
-		snap.NextTick = last.Add(TickInterval)
+	last, ticked := st.LastTick()
+	if ticked {
+		snap.NextTick = last.At.Add(TickInterval)
 	}
 	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen)
+	if f.OnDemand.Enabled() && ticked && last.Inputs.Ladder != nil {
+		onDemand, err := s.onDemandInstances(ctx, workers)
+		if err != nil {
+			return snap, err
+		}
+		snap.Spot = estimateSpot(f, last, onDemand)
+		for i := range snap.Workers {
+			snap.Workers[i].OnDemand = onDemand[snap.Workers[i].InstanceID]
+		}
+	}
 	runs, err := s.RecentRuns(ctx, fleet, now.Add(-RunWindow), ceilDiv(RunSamples, s.shardCount(fleet)))
 	if err != nil {
 		return snap, err
@@ -85,7 +99,7 @@ func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time) ([]eta.
 		out = append(out, eta.Worker{
 			Worker: scaling.Worker{ID: w.ID, InstanceID: w.InstanceID, Leases: w.Leases, Draining: w.Status != worker.Active,
 				LastSeen: w.LastSeenAt, IdleSince: w.IdleSince()},
-			OnDemand: w.PurchaseOption == cost.OnDemand, Pending: !w.Approved,
+			Pending: !w.Approved,
 		})
 		if w.InstanceID != "" {
 			registered[w.InstanceID] = true
@@ -106,6 +120,46 @@ func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time) ([]eta.
 	}
 	slices.SortFunc(insts, func(a, b scaling.Instance) int { return cmp.Compare(a.ID, b.ID) })
 	return out, insts
+}
+
+// estimateSpot is a fleet's Spot group beside its On-Demand one as the
+// last tick recorded it (its ladder inputs): how long Spot had been short
+// then and each group's desired capacity; onDemand are the instances whose
+// workers registered On-Demand (one still booting is counted with Spot's).
+// The type and zone Spot refused are not recorded.
+func estimateSpot(f *fleetconfig.Fleet, last fleetstate.Decision, onDemand map[string]bool) *eta.Spot {
+	l := last.Inputs.Ladder
+	sp := &eta.Spot{After: f.OnDemand.FallbackAfter.Std(), WaitSLO: f.OnDemand.WaitSLO.Std(), OnDemand: onDemand,
+		SpotDesired: l.SpotDesired, OnDemandDesired: l.OnDemandDesired}
+	if l.SpotShortSeconds > 0 {
+		sp.ShortSince = last.At.Add(-time.Duration(l.SpotShortSeconds) * time.Second)
+	}
+	return sp
+}
+
+// onDemandInstances are the instances of the workers registered On-Demand.
+// The listing leaves the purchase option out, so each worker is read once
+// per process (it never changes) and remembered.
+func (s *Store) onDemandInstances(ctx context.Context, ws []worker.Worker) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, w := range ws {
+		od, known := s.onDemand.Load(w.ID)
+		if !known {
+			full, err := s.GetWorker(ctx, w.ID)
+			if errors.Is(err, ErrNotFound) {
+				continue // gone since the listing
+			}
+			if err != nil {
+				return nil, err
+			}
+			od = full.PurchaseOption == cost.OnDemand
+			s.onDemand.Store(w.ID, od)
+		}
+		if od.(bool) && w.InstanceID != "" {
+			out[w.InstanceID] = true
+		}
+	}
+	return out, nil
 }
 
 // FleetQueue reads a fleet's live jobs one by one: the queued jobs, ready

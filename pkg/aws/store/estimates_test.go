@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -139,5 +140,40 @@ func TestEstimateSnapshotReadsTheFleet(t *testing.T) {
 	}
 	if runs := snap.RunTimes["wf-a"]; len(runs) != 0 {
 		t.Errorf("run times = %v before any job succeeded", runs)
+	}
+}
+
+// A fleet with an On-Demand rung is read with its Spot group as the last
+// tick recorded it: since when Spot has been short, each group's desired
+// capacity, and the instances whose workers registered On-Demand.
+func TestEstimateSnapshotReadsTheSpotShortage(t *testing.T) {
+	cfg, err := fleetconfig.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(5 * time.Minute)
+	e := newEnvWith(t, cfg)
+	if _, err := e.st.RegisterWorker(e.ctx, store.Registration{WorkerID: "od", Fleet: "gpu", Stage: "test", InstanceID: "i-od",
+		MaxConcurrency: 1, TokenHash: "hash-od", PurchaseOption: "on-demand"}); err != nil {
+		t.Fatal(err)
+	}
+	e.register("spot", "gpu", 1)
+	tick := e.clock.Now()
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: tick, Desired: 3, Reason: scaling.RecordedReason(scaling.ReasonGrow, "grow 2→3"),
+		Inputs: fleetstate.Inputs{Ladder: &fleetstate.LadderInputs{SpotShortSeconds: 120, SpotDesired: 2, OnDemandDesired: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.st.EstimateSnapshot(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := snap.Spot
+	if sp == nil || !sp.ShortSince.Equal(tick.Add(-2*time.Minute)) || sp.After != 5*time.Minute || sp.SpotDesired != 2 || sp.OnDemandDesired != 1 ||
+		!sp.OnDemand["i-od"] || sp.OnDemand["i-spot"] {
+		t.Fatalf("spot = %+v", sp)
+	}
+	// Without the rung, one group.
+	if snap, err := newEnv(t).st.EstimateSnapshot(e.ctx, "gpu"); err != nil || snap.Spot != nil {
+		t.Fatalf("a fleet without an On-Demand rung: spot %+v, %v", snap.Spot, err)
 	}
 }

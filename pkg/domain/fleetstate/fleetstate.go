@@ -141,10 +141,10 @@ type State struct {
 // BootSamples is how many of its latest boots a fleet keeps.
 const BootSamples = 10
 
-// LastTick is when the scaler's tick last decided for the fleet (zero:
-// never): the newest of its decisions that is a tick's, not a wake's or a
+// LastTick is the scaler's tick's last decision for the fleet (false:
+// none): the newest of its decisions that is a tick's, not a wake's or a
 // bridge start's.
-func (s State) LastTick() time.Time {
+func (s State) LastTick() (Decision, bool) {
 	ds := s.History
 	if s.LastDecision != nil {
 		ds = append([]Decision{*s.LastDecision}, ds...)
@@ -152,10 +152,10 @@ func (s State) LastTick() time.Time {
 	for _, d := range ds {
 		switch d.Reason.Code() {
 		case scaling.ReasonGrow, scaling.ReasonShrink, scaling.ReasonHold:
-			return d.At
+			return d, true
 		}
 	}
-	return time.Time{}
+	return Decision{}, false
 }
 
 // WithBoots is the latest BootSamples of kept and then more.

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/job"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
 )
@@ -236,4 +238,31 @@ func sameInstant(a, b string) bool {
 	ta, err1 := time.Parse(time.RFC3339, a)
 	tb, err2 := time.Parse(time.RFC3339, b)
 	return err1 == nil && err2 == nil && ta.Truncate(time.Second).Equal(tb.Truncate(time.Second))
+}
+
+// A fleet whose last tick found Spot short for a minute, with an
+// On-Demand rung after 5: a queued job waits on Spot, and on the rung.
+func TestAJobWaitsOnSpotAndTheOnDemandRung(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, fakeClock(clk), func(o *devstack.Options) {
+		o.Config.Fleets[0].OnDemand.FallbackAfter = fleetconfig.Duration(5 * time.Minute)
+	})
+	id := h.file("j", "acme", "wf-a")
+	st := h.stack.Store
+	prev, err := st.GetFleetState(t.Context(), "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := clk.Now()
+	if err := st.RecordDecision(t.Context(), "gpu", fleetstate.Record{Decision: fleetstate.Decision{At: tick, Desired: 1,
+		Reason: scaling.RecordedReason(scaling.ReasonHold, "hold 1"),
+		Inputs: fleetstate.Inputs{Ladder: &fleetstate.LadderInputs{SpotShortSeconds: 60, SpotDesired: 1}}}}, prev); err != nil {
+		t.Fatal(err)
+	}
+	e := h.estimate(id, "op")
+	if e.code != "spot_unavailable" || e.params["next_rung"] != "on-demand" || !sameInstant(e.params["since"], tick.Add(-time.Minute).Format(time.RFC3339)) ||
+		!sameInstant(e.params["rung_at"], tick.Add(4*time.Minute).Format(time.RFC3339)) {
+		t.Errorf("estimate %+v, want spot_unavailable since a minute ago, the On-Demand rung in 4", e)
+	}
 }

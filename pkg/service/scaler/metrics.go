@@ -115,8 +115,8 @@ func (s *Scaler) registeredSince(ctx context.Context, workers []worker.Worker, s
 // BootWindow), for the estimates of its queued jobs' starts.
 func (s *Scaler) latestBoots(ctx context.Context, snap snapshot) []time.Duration {
 	since := snap.now.Add(-BootWindow)
-	if last := snap.state.LastTick(); last.After(since) {
-		since = last.Add(time.Millisecond)
+	if last, ok := snap.state.LastTick(); ok && last.At.After(since) {
+		since = last.At.Add(time.Millisecond)
 	}
 	var more []time.Duration
 	for _, w := range s.registeredSince(ctx, snap.workers, since) {
