@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -175,9 +176,21 @@ type projection struct {
 	bootOK   bool
 	insts    []*pinst
 	jobs     []*pjob // in queue order
-	byID     map[string]*pjob
-	waiting  int // jobs not started
-	leased   map[string]int
+	// head: the jobs before it have started or ended.
+	head int
+	byID map[string]*pjob
+	// lines are the queue cut by tenant, workflow and pinning, each in
+	// queue order: a poll's first choice is among their heads.
+	lines []*line
+	// times are the moments a backoff or a queue deadline runs out, sorted.
+	times []time.Time
+	// cands, instances and workers are reused from one poll or tick to
+	// the next.
+	cands     []lease.Candidate
+	instances []scaling.Instance
+	workers   []scaling.Worker
+	waiting   int // jobs not started
+	leased    map[string]int
 	// running counts the leased jobs (the snapshot's and the projection's).
 	running                      int
 	desired, spotDes, odDes      int
@@ -282,11 +295,26 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 		byID[q.JobID] = q
 	}
 	lease.InQueueOrder(qs)
+	lines := map[lineKey]*line{}
 	for _, c := range qs {
 		j := &pjob{q: byID[c.JobID]}
 		p.jobs = append(p.jobs, j)
 		p.byID[c.JobID] = j
+		k := lineKey{c.TenantID, c.WorkflowID, c.OnDemandOnly}
+		l := lines[k]
+		if l == nil {
+			l = &line{workflow: c.WorkflowID, pinned: c.OnDemandOnly}
+			lines[k] = l
+			p.lines = append(p.lines, l)
+		}
+		l.jobs = append(l.jobs, j)
+		for _, u := range []time.Time{j.q.NotBefore, j.q.QueueDeadline} {
+			if u.After(now) {
+				p.times = append(p.times, u)
+			}
+		}
 	}
+	slices.SortFunc(p.times, time.Time.Compare)
 	p.waiting = len(p.jobs)
 	p.censusNow = maps.Clone(p.leased)
 	p.atMaxNow = s.Settings.Max > 0 && len(p.insts) >= s.Settings.Max
@@ -369,13 +397,8 @@ func (p *projection) next(t time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	for _, j := range p.jobs {
-		if !j.started && !j.expired {
-			at(j.q.NotBefore)
-			if !j.q.QueueDeadline.IsZero() {
-				at(j.q.QueueDeadline)
-			}
-		}
+	if i := sort.Search(len(p.times), func(i int) bool { return p.times[i].After(t) }); i < len(p.times) {
+		at(p.times[i])
 	}
 	return next, other
 }
@@ -387,19 +410,45 @@ func (p *projection) rungAhead(t time.Time) bool {
 	return sp != nil && !sp.ShortSince.IsZero() && sp.After > 0 && t.Before(sp.ShortSince.Add(sp.After))
 }
 
-// due are the jobs not started that may be leased at t, in queue order.
-func (p *projection) due(t time.Time) []*pjob {
-	var out []*pjob
-	for _, j := range p.jobs {
-		if !j.started && !j.expired && lease.QueueExpired(j.q.Candidate, t) {
-			j.expired = true
-			p.waiting--
-		}
-		if !j.started && !j.expired && !j.q.NotBefore.After(t) {
-			out = append(out, j)
+// leasable reports whether the job may be leased at t: not started, not
+// waiting out a backoff, not past its queue deadline (then it is ended).
+func (p *projection) leasable(j *pjob, t time.Time) bool {
+	if j.started || j.expired {
+		return false
+	}
+	if lease.QueueExpired(j.q.Candidate, t) {
+		j.expired = true
+		p.waiting--
+		return false
+	}
+	return !j.q.NotBefore.After(t)
+}
+
+type lineKey struct {
+	tenant, workflow string
+	pinned           bool
+}
+
+// line is the queued jobs of one tenant, workflow and pinning, in queue
+// order; those before head have started or ended.
+type line struct {
+	jobs     []*pjob
+	head     int
+	workflow string
+	pinned   bool
+}
+
+// first is the line's first job leasable at t (nil: none).
+func (l *line) first(p *projection, t time.Time) *pjob {
+	for l.head < len(l.jobs) && (l.jobs[l.head].started || l.jobs[l.head].expired) {
+		l.head++
+	}
+	for _, j := range l.jobs[l.head:] {
+		if p.leasable(j, t) {
+			return j
 		}
 	}
-	return out
+	return nil
 }
 
 // lease gives the free slots of the usable instances to the queue, the
@@ -429,26 +478,33 @@ func (p *projection) lease(t time.Time) {
 // pick is the job a poll of the instance's worker leases at t: the first
 // of the plan whose tenant is below its max_leased.
 func (p *projection) pick(in *pinst, t time.Time) *pjob {
-	due := p.due(t)
-	if len(due) == 0 {
-		return nil
-	}
-	byID := make(map[string]*pjob, len(due))
-	cands := make([]lease.Candidate, len(due))
-	for i, j := range due {
-		cands[i] = j.q.Candidate
-		byID[j.q.JobID] = j
-	}
 	wfs := in.workflows
 	if wfs == nil {
 		wfs = p.workflows
 	}
+	// Each line's first job stands for the line: the plan tries a tenant's
+	// later jobs only after its first, and passes over a tenant at its cap
+	// altogether.
+	cands := p.cands[:0]
+	for _, l := range p.lines {
+		if (l.pinned && !in.onDemand) || !slices.Contains(wfs, l.workflow) {
+			continue
+		}
+		if j := l.first(p, t); j != nil {
+			cands = append(cands, j.q.Candidate)
+		}
+	}
+	p.cands = cands
+	if len(cands) == 0 {
+		return nil
+	}
+	lease.InQueueOrder(cands)
 	plan := lease.MakePlan(p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t))
 	for _, a := range plan.Attempts {
 		if a.Terms.Slot > 0 && p.leased[a.TenantID] >= a.Terms.Slot {
 			continue
 		}
-		return byID[a.JobID]
+		return p.byID[a.JobID]
 	}
 	return nil
 }
@@ -481,20 +537,15 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 // its answer: victims gone, launches booting. It reports whether anything
 // changed.
 func (p *projection) tick(t time.Time) bool {
-	due := p.due(t)
-	ready := len(due) - p.capHeld(due)
-	in := scaling.Input{Now: t, Settings: p.s.Settings, Ready: ready, Leased: p.running, Desired: p.desired, LastActiveAt: p.lastActive}
-	pinnedReady := 0
-	var oldest time.Time
-	for _, j := range due {
-		if j.q.OnDemandOnly {
-			pinnedReady++
-		}
-		if oldest.IsZero() || j.q.Created.Before(oldest) {
-			oldest = j.q.Created
-		}
+	w := p.work(t)
+	in := scaling.Input{Now: t, Settings: p.s.Settings, Ready: w.ready - p.capHeld(w), Leased: p.running, Desired: p.desired, LastActiveAt: p.lastActive}
+	pinnedReady, oldest := w.pinned, w.oldest
+	var odSet map[string]bool
+	if p.s.Spot != nil {
+		odSet = map[string]bool{}
 	}
-	odSet := map[string]bool{}
+	in.Instances, in.Workers = p.instances[:0], p.workers[:0]
+	defer func() { p.instances, p.workers = in.Instances, in.Workers }()
 	for _, inst := range p.insts {
 		state := scaling.StatePending
 		registered := inst.origin == fromWorker || (inst.readyKnown && !inst.readyAt.After(t))
@@ -507,10 +558,10 @@ func (p *projection) tick(t time.Time) bool {
 			if inst.origin == fromWorker && inst.lastSeen.Before(p.now) && inst.busy() == 0 {
 				seen = inst.lastSeen // an idle worker not heard from stays so
 			}
-			in.Workers = append(in.Workers, scaling.Worker{ID: "w-" + inst.id, InstanceID: inst.id, Leases: inst.busy(),
+			in.Workers = append(in.Workers, scaling.Worker{ID: inst.id, InstanceID: inst.id, Leases: inst.busy(),
 				Draining: inst.draining, LastSeen: seen, IdleSince: inst.idleSince})
 		}
-		if inst.onDemand {
+		if inst.onDemand && odSet != nil {
 			odSet[inst.id] = true
 		}
 	}
@@ -572,22 +623,54 @@ func (p *projection) count(onDemand bool) int {
 	return n
 }
 
-// capHeld is how many of the due jobs the tenants' max_leased caps keep
+// work is the leasable work at t as a tick counts it.
+type work struct {
+	ready, pinned int
+	oldest        time.Time
+	// byTenant counts the ready jobs per tenant (nil without tenants).
+	byTenant map[string]int
+}
+
+// work counts the jobs leasable at t: all of them, per tenant, pinned,
+// and when the oldest was queued.
+func (p *projection) work(t time.Time) work {
+	var w work
+	if p.s.Tenants != nil {
+		w.byTenant = map[string]int{}
+	}
+	for p.head < len(p.jobs) && (p.jobs[p.head].started || p.jobs[p.head].expired) {
+		p.head++
+	}
+	for _, j := range p.jobs[p.head:] {
+		if !p.leasable(j, t) {
+			continue
+		}
+		w.ready++
+		if j.q.OnDemandOnly {
+			w.pinned++
+		}
+		if w.oldest.IsZero() || j.q.Created.Before(w.oldest) {
+			w.oldest = j.q.Created
+		}
+		if w.byTenant != nil {
+			w.byTenant[j.q.TenantID]++
+		}
+	}
+	return w
+}
+
+// capHeld is how many of the ready jobs the tenants' max_leased caps keep
 // from running (the scaler does not size for them).
-func (p *projection) capHeld(due []*pjob) int {
+func (p *projection) capHeld(w work) int {
 	ts := p.s.Tenants
 	if ts == nil {
 		return 0
 	}
-	ready := map[string]int{}
-	for _, j := range due {
-		ready[j.q.TenantID]++
-	}
 	var tenants []fairshare.Tenant
 	n := 0
-	for id, r := range ready {
+	for id, r := range w.byTenant {
 		tenants = append(tenants, fairshare.Tenant{ID: id, MaxLeased: ts(id).MaxLeased, Ready: r, Leased: p.leased[id]})
 		n += r + p.leased[id]
 	}
-	return min(max(n-fairshare.Demand(tenants), 0), len(due))
+	return min(max(n-fairshare.Demand(tenants), 0), w.ready)
 }
