@@ -220,9 +220,11 @@ type Snapshot struct {
 	// Interval is the time between its ticks (zero: a minute).
 	NextTick time.Time
 	Interval time.Duration
-	// Boot are the fleet's recent boots, launch to registered.
+	// Boot are the fleet's recent boots, launch to registered (Boots).
 	Boot History
-	// RunTimes are each workflow's recent run times (succeeded attempts).
+	// RunTimes are each workflow's recent run times (succeeded attempts);
+	// under "" the fleet's of any workflow, for a workflow with none of its
+	// own (fleetstate.Outcomes.Runs).
 	RunTimes map[string]History
 	// Tenants answers a tenant's settings (weight, max_leased); nil when the
 	// stage lists no tenants (no fair share, no caps).

@@ -332,7 +332,11 @@ func (p *projection) booting(in *pinst, t time.Time, elapsed time.Duration) {
 // holding is a slot held by a job of the workflow leased at since.
 func (p *projection) holding(tenant, workflow string, since, t time.Time) slot {
 	sl := slot{held: true, tenant: tenant, used: true}
-	if left, ok := p.left(p.s.RunTimes[workflow], t.Sub(since)); ok {
+	h := p.s.RunTimes[workflow]
+	if len(h) == 0 {
+		h = p.s.RunTimes[""]
+	}
+	if left, ok := p.left(h, t.Sub(since)); ok {
 		sl.freeAt, sl.known = t.Add(left), true
 	} else {
 		p.held++
