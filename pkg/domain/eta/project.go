@@ -109,11 +109,12 @@ const (
 
 // slot is one slot of a projected instance.
 type slot struct {
-	// held: a job of tenant holds it until freeAt, when known.
-	held   bool
-	tenant string
-	freeAt time.Time
-	known  bool
+	// held: a job of tenant holds it until freeAt, when known; pinned: the
+	// job is pinned to On-Demand.
+	held, pinned bool
+	tenant       string
+	freeAt       time.Time
+	known        bool
 	// used: a job held it in the projection (or at the snapshot).
 	used bool
 }
@@ -129,7 +130,6 @@ type pinst struct {
 	// tick and tickLaunch: the tick that launched it, and how many it did.
 	tick       time.Time
 	tickLaunch int
-	worker     string
 	workflows  []string
 	onDemand   bool
 	pending    bool
@@ -198,7 +198,6 @@ type projection struct {
 	workflows                    []string
 	pinnedLeased                 int
 	censusNow                    map[string]int
-	atMaxNow                     bool
 	bootingNow, pendingNow, held int
 	launches                     int
 }
@@ -249,7 +248,7 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 		}
 		if w, ok := workers[inst.ID]; ok {
 			in.origin, in.readyAt, in.readyKnown = fromWorker, now, true
-			in.worker, in.workflows, in.pending, in.draining = w.ID, w.Workflows, w.Pending, w.Draining
+			in.workflows, in.pending, in.draining = w.Workflows, w.Pending, w.Draining
 			in.idleSince, in.lastSeen = w.IdleSince, w.LastSeen
 			if w.Pending {
 				p.pendingNow++
@@ -259,6 +258,7 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 					in.slots = append(in.slots, slot{})
 				}
 				in.slots[k] = p.holding(r.TenantID, r.WorkflowID, r.LeasedAt, now)
+				in.slots[k].pinned = r.OnDemandOnly
 			}
 		} else {
 			in.origin = fromBooting
@@ -317,7 +317,6 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	slices.SortFunc(p.times, time.Time.Compare)
 	p.waiting = len(p.jobs)
 	p.censusNow = maps.Clone(p.leased)
-	p.atMaxNow = s.Settings.Max > 0 && len(p.insts) >= s.Settings.Max
 	return p
 }
 
@@ -371,7 +370,10 @@ func (p *projection) release(t time.Time) {
 			if sl.held && sl.known && !sl.freeAt.After(t) {
 				p.leased[sl.tenant]--
 				p.running--
-				sl.held, sl.tenant = false, ""
+				if sl.pinned {
+					p.pinnedLeased--
+				}
+				sl.held, sl.pinned, sl.tenant = false, false, ""
 				if in.busy() == 0 {
 					in.idleSince = sl.freeAt
 				}
@@ -529,6 +531,7 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 	j.started, j.start, j.on, j.reused = true, t, in, sl.used
 	j.atMax = p.s.Settings.Max > 0 && len(p.insts) >= p.s.Settings.Max
 	*sl = p.holding(j.q.TenantID, j.q.WorkflowID, t, t)
+	sl.pinned = j.q.OnDemandOnly
 	p.leased[j.q.TenantID]++
 	p.running++
 	p.waiting--
