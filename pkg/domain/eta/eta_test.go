@@ -362,3 +362,12 @@ func TestAWorkflowWithNoRunsTakesTheFleets(t *testing.T) {
 	s.Queued = []Queued{queued("j", "acme", time.Second)}
 	want(t, estimate(t, s, "j"), CodeFleetAtMax, now.Add(6*time.Minute), nil)
 }
+
+// A fleet with no group runs on workers started by hand: each one's
+// machine is capacity, as the scaler counts it.
+func TestWorkersStartedByHandAreCapacity(t *testing.T) {
+	s := fleet(4)
+	s.Workers = []Worker{{Worker: scaling.Worker{ID: "w-1", InstanceID: "laptop", LastSeen: now}}}
+	s.Queued = []Queued{queued("j", "acme", time.Second)}
+	want(t, estimate(t, s, "j"), CodeLeasing, now, nil)
+}

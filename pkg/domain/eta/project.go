@@ -218,6 +218,19 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	}
 	p.workflows = slices.Sorted(maps.Keys(set))
 
+	if len(s.Instances) == 0 {
+		// A fleet with no group: its workers were started by hand, and
+		// each machine a worker registered from is an instance in service,
+		// as the scaler counts it.
+		seen := map[string]bool{}
+		for _, w := range s.Workers {
+			if w.InstanceID != "" && !seen[w.InstanceID] {
+				seen[w.InstanceID] = true
+				s.Instances = append(s.Instances, scaling.Instance{ID: w.InstanceID, LifecycleState: scaling.StateInService})
+			}
+		}
+		s.Desired = len(s.Instances)
+	}
 	workers := map[string]Worker{}
 	for _, w := range s.Workers {
 		if w.InstanceID != "" {
