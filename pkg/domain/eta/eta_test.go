@@ -371,3 +371,16 @@ func TestWorkersStartedByHandAreCapacity(t *testing.T) {
 	s.Queued = []Queued{queued("j", "acme", time.Second)}
 	want(t, estimate(t, s, "j"), CodeLeasing, now, nil)
 }
+
+// Of the samples' starts, the estimate is the one most others fall within
+// the tolerance of, not their median; among equals, the nearest the median.
+func TestTheEstimateIsWhereMostSamplesAgree(t *testing.T) {
+	var starts []time.Time
+	for _, s := range []int{60, 70, 80, 240, 480, 720, 960} {
+		starts = append(starts, now.Add(time.Duration(s)*time.Second))
+	}
+	k := densest(starts, func(k int) (time.Time, bool) { return starts[k], true }, now, len(starts)/2)
+	if !starts[k].Equal(now.Add(80 * time.Second)) {
+		t.Fatalf("estimate %s, want 1m20s from now: three of seven starts lie within a minute of it, the nearest the median of 4m", starts[k].Sub(now))
+	}
+}

@@ -48,8 +48,9 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	order := ps[0].order()
 	out := make([]Estimate, 0, len(order))
 	for i, j := range order {
-		// The sample in the middle of the job's starts (those that never
-		// start last) answers for it.
+		// The sample whose start most others agree with answers for the
+		// job; when it starts in no more than half, the median one (those
+		// that never start sort last).
 		type pick struct {
 			p *projection
 			j *pjob
@@ -70,14 +71,43 @@ func Project(s Snapshot, now time.Time) []Estimate {
 			return 0
 		})
 		m := picks[len(picks)/2]
+		if m.j.started {
+			m = picks[densest(picks, func(k int) (time.Time, bool) { return picks[k].j.start, picks[k].j.started }, now, len(picks)/2)]
+		}
 		out = append(out, m.p.estimate(m.j, i+1))
 	}
 	return out
 }
 
+// densest is the sample whose start has the most of the samples' starts
+// within the goal's tolerance of it (max(60 s, 20% of its wait from now)),
+// the one nearest mid (the median) among equals.
+func densest[T any](xs []T, at func(k int) (time.Time, bool), now time.Time, mid int) int {
+	best, most := mid, -1
+	for i := range xs {
+		ti, ok := at(i)
+		if !ok {
+			continue
+		}
+		tol := max(time.Minute, ti.Sub(now)/5)
+		n := 0
+		for k := range xs {
+			if tk, ok := at(k); ok && tk.Sub(ti) <= tol && ti.Sub(tk) <= tol {
+				n++
+			}
+		}
+		if n > most || (n == most && abs(i-mid) < abs(best-mid)) {
+			best, most = i, n
+		}
+	}
+	return best
+}
+
+func abs(n int) int { return max(n, -n) }
+
 // Samples is how many projections Project runs, each drawing the running
 // jobs' remaining run times and the boots from the fleet's history; a
-// job's estimate is the median of its starts. One projection from each
+// job's estimate is the start most of its starts agree on. One projection from each
 // duration's median would be late: the first of many running jobs to end
 // ends sooner than the earliest of their medians.
 const Samples = 15
