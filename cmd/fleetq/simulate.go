@@ -59,7 +59,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	bridge := fs.Int("bridge", 0, "give fleetq's policy bridge capacity: a warm pool of N stopped instances on the On-Demand group, started when work arrives that running workers cannot take; the table shows fleetq without and with it (default: the --config fleet's bridge.pool)")
 	bridgeState := fs.String("bridge-state", "", "the bridge pool's state: stopped or hibernated (default: the --config fleet's bridge.state, else stopped)")
 	bridgeMax := fs.Duration("bridge-max", 0, "a bridge instance's longest life: past it, it takes no new job (default: the --config fleet's bridge.max_minutes, else 30m)")
-	estimates := fs.Bool("estimates", false, "also measure fleetq's start estimates: at each submit and each tick project every queued job's start (as GET /api/jobs/{id} does) and report the share within max(60s, 20% of the wait) of the actual lease")
+	estimates := fs.Bool("estimates", false, "also measure fleetq's start estimates: at each submit and each tick project every queued job's start (eta.Project) and report the share within max(60s, 20% of the wait) of the actual lease")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")

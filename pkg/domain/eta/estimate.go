@@ -81,52 +81,68 @@ func (p *projection) waitingOn(j *pjob, e Estimate) WaitingOn {
 	q := j.q
 	switch {
 	case q.NotBefore.After(p.now):
-		return say(CodeBackoff, "waiting out a retry backoff until %s", ParamUntil, stamp(q.NotBefore))
+		return say(CodeBackoff, "waiting out a retry backoff until "+clock(q.NotBefore), ParamUntil, stamp(q.NotBefore))
 	case j.started && !j.start.After(p.now) && j.on.origin == fromWorker && !j.reused:
 		return say(CodeLeasing, "a free slot takes it at its next poll")
 	case !q.QueueDeadline.IsZero() && (!j.started || j.start.After(q.QueueDeadline)):
-		return say(CodeQueueDeadlineNear, "its queue timeout ends at %s, before it is expected to start", ParamAt, stamp(q.QueueDeadline))
+		return say(CodeQueueDeadlineNear, "its queue timeout ends at "+clock(q.QueueDeadline)+", before it is expected to start",
+			ParamAt, stamp(q.QueueDeadline))
 	}
 	if ts := p.s.Tenants; ts != nil {
 		if c := ts(q.TenantID).MaxLeased; c > 0 && p.censusNow[q.TenantID] >= c {
 			n := p.censusNow[q.TenantID]
-			return say(CodeTenantAtCap, "tenant %s runs %s jobs, its max_leased of %s; one must end first",
+			return say(CodeTenantAtCap, fmt.Sprintf("tenant %s runs %s, its max_leased; one must end first", q.TenantID, count(n, "job")),
 				ParamTenant, q.TenantID, ParamLeased, strconv.Itoa(n), ParamMaxLeased, strconv.Itoa(c))
 		}
 	}
 	if sp := p.s.Spot; sp != nil && !sp.ShortSince.IsZero() && (!j.started || (j.on.origin == fromTick && j.on.onDemand)) {
 		return p.spotWait(sp)
 	}
+	ahead := e.Position - 1
 	if !j.started {
 		switch {
 		case e.Basis == BasisAwaitingApproval:
-			return say(CodeWorkerApproval, "%s workers await an operator's approval", ParamPending, strconv.Itoa(p.pendingNow))
+			return say(CodeWorkerApproval, count(p.pendingNow, "worker")+" awaiting an operator's approval",
+				ParamPending, strconv.Itoa(p.pendingNow))
 		case e.Basis == BasisNoHistory && p.bootingNow > 0:
-			return say(CodeCapacityBooting, "%s instances booting; the fleet has no boot history to time them by",
+			return say(CodeCapacityBooting, count(p.bootingNow, "instance")+" booting; the fleet has no boot history to time them by",
 				ParamInstances, strconv.Itoa(p.bootingNow))
 		case e.Basis == BasisNoHistory && p.launches > 0:
-			return say(CodeScaleOutNextTick, "the scaler's tick at %s launches capacity; the fleet has no boot history to time it by",
+			return say(CodeScaleOutNextTick, "the scaler's tick at "+clock(p.firstTick())+" launches capacity; the fleet has no boot history to time it by",
 				ParamAt, stamp(p.firstTick()))
 		case p.atMax():
-			return say(CodeFleetAtMax, "the fleet is at its max of %s instances and every slot is taken",
+			return say(CodeFleetAtMax, fmt.Sprintf("the fleet is at its max of %s and every slot is taken", count(p.s.Settings.Max, "instance")),
 				ParamMax, strconv.Itoa(p.s.Settings.Max))
 		}
-		return say(CodeJobsAhead, "%s jobs ahead", ParamAhead, strconv.Itoa(e.Position-1))
+		return say(CodeJobsAhead, count(ahead, "job")+" ahead", ParamAhead, strconv.Itoa(ahead))
 	}
-	ready := stamp(j.start)
+	ready, at := stamp(j.start), clock(j.start)
 	switch {
 	case !j.reused && j.on.origin == fromBooting:
-		return say(CodeCapacityBooting, "%s instances booting; one is expected ready for it at %s",
+		return say(CodeCapacityBooting, fmt.Sprintf("%s booting; one is expected ready for it at %s", count(p.bootingNow, "instance"), at),
 			ParamInstances, strconv.Itoa(p.bootingNow), ParamReadyAt, ready)
 	case !j.reused && j.on.origin == fromTick:
-		return say(CodeScaleOutNextTick, "the scaler's tick at %s launches %s instances, one expected ready for it at %s",
+		return say(CodeScaleOutNextTick, fmt.Sprintf("the scaler's tick at %s launches %s; one is expected ready for it at %s",
+			clock(j.on.tick), count(j.on.tickLaunch, "instance"), at),
 			ParamAt, stamp(j.on.tick), ParamLaunch, strconv.Itoa(j.on.tickLaunch), ParamReadyAt, ready)
 	case j.atMax:
-		return say(CodeFleetAtMax, "the fleet is at its max of %s instances; a slot is expected to free for it at %s",
+		return say(CodeFleetAtMax, fmt.Sprintf("the fleet is at its max of %s; a slot is expected to free for it at %s",
+			count(p.s.Settings.Max, "instance"), at),
 			ParamMax, strconv.Itoa(p.s.Settings.Max), ParamReadyAt, ready)
+	case ahead == 0:
+		return say(CodeJobsAhead, "first in line; a running job is expected to end and free a slot for it at "+at,
+			ParamAhead, "0", ParamReadyAt, ready)
 	}
-	return say(CodeJobsAhead, "%s jobs ahead; a slot is expected to free for it at %s",
-		ParamAhead, strconv.Itoa(e.Position-1), ParamReadyAt, ready)
+	return say(CodeJobsAhead, fmt.Sprintf("%s ahead; a slot is expected to free for it at %s", count(ahead, "job"), at),
+		ParamAhead, strconv.Itoa(ahead), ParamReadyAt, ready)
+}
+
+// count is n things, in words: "1 job", "3 jobs".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }
 
 // spotWait is a job waiting on Spot capacity, with the rung it moves to.
@@ -145,18 +161,12 @@ func (p *projection) spotWait(sp *Spot) WaitingOn {
 	if sp.AZ != "" {
 		args = append(args, ParamZone, sp.AZ)
 	}
-	w := WaitingOn{Code: CodeSpotUnavailable, Params: map[string]string{}}
-	for i := 0; i+1 < len(args); i += 2 {
-		w.Params[args[i]] = args[i+1]
-	}
 	if sp.After <= 0 {
-		w.Text = fmt.Sprintf("Spot has had no %s since %s and the fleet has no On-Demand rung", what, clock(sp.ShortSince))
-		return w
+		return say(CodeSpotUnavailable, fmt.Sprintf("Spot has had no %s since %s and the fleet has no On-Demand rung", what, clock(sp.ShortSince)), args...)
 	}
 	rung := sp.ShortSince.Add(sp.After)
-	w.Params[ParamNextRung], w.Params[ParamRungAt] = scaling.RungOnDemand, stamp(rung)
-	w.Text = fmt.Sprintf("Spot has had no %s since %s; launches move to On-Demand at %s", what, clock(sp.ShortSince), clock(rung))
-	return w
+	args = append(args, ParamNextRung, scaling.RungOnDemand, ParamRungAt, stamp(rung))
+	return say(CodeSpotUnavailable, fmt.Sprintf("Spot has had no %s since %s; launches move to On-Demand at %s", what, clock(sp.ShortSince), clock(rung)), args...)
 }
 
 // firstTick is the first tick of the projection.
@@ -167,24 +177,16 @@ func (p *projection) firstTick() time.Time {
 	return p.s.NextTick
 }
 
-// say makes a WaitingOn from its code, a text whose %s are the params'
-// values in order (times shown as a clock), and the params as name, value
-// pairs.
-func say(c Code, format string, pairs ...string) WaitingOn {
-	w := WaitingOn{Code: c}
-	var vals []any
+// say makes a WaitingOn from its code, its line of text, and its params
+// as name, value pairs.
+func say(c Code, text string, pairs ...string) WaitingOn {
+	w := WaitingOn{Code: c, Text: text}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if w.Params == nil {
 			w.Params = map[string]string{}
 		}
 		w.Params[pairs[i]] = pairs[i+1]
-		v := pairs[i+1]
-		if t, err := time.Parse(time.RFC3339, v); err == nil {
-			v = clock(t)
-		}
-		vals = append(vals, v)
 	}
-	w.Text = fmt.Sprintf(format, vals...)
 	return w
 }
 

@@ -165,14 +165,15 @@ type Running struct {
 // Worker is a registered worker.
 type Worker struct {
 	// Worker is the worker as the scaling policy sees it (id, instance,
-	// leases, draining, last seen, idle since).
+	// leases, last seen, idle since; draining when its status is not
+	// active), as the scaler's tick builds it.
 	scaling.Worker
 	// Workflows it serves (nil: every workflow of the queue).
 	Workflows []string
 	// OnDemand: its instance is On-Demand.
 	OnDemand bool
-	// Pending: it awaits an operator's approval and leases nothing until
-	// then.
+	// Pending: it awaits an operator's approval (not approved) and leases
+	// nothing until then.
 	Pending bool
 }
 
@@ -209,7 +210,10 @@ type Snapshot struct {
 	Running []Running
 	// Instances are the group's live instances (both groups' with Spot),
 	// each with FirstSeen; Desired is the group's desired capacity (the
-	// Spot group's and the On-Demand group's summed with Spot).
+	// Spot group's and the On-Demand group's summed with Spot). A fleet
+	// with no group (workers started by hand) has none: each machine a
+	// worker registered from is then an instance in service, as the
+	// scaler counts it.
 	Instances []scaling.Instance
 	Desired   int
 	// Workers are the fleet's registered workers.
@@ -220,9 +224,11 @@ type Snapshot struct {
 	// Interval is the time between its ticks (zero: a minute).
 	NextTick time.Time
 	Interval time.Duration
-	// Boot are the fleet's recent boots, launch to registered.
+	// Boot are the fleet's recent boots, launch to registered (Boots).
 	Boot History
-	// RunTimes are each workflow's recent run times (succeeded attempts).
+	// RunTimes are each workflow's recent run times (succeeded attempts);
+	// under "" the fleet's of any workflow, for a workflow with none of its
+	// own (fleetstate.Outcomes.Runs).
 	RunTimes map[string]History
 	// Tenants answers a tenant's settings (weight, max_leased); nil when the
 	// stage lists no tenants (no fair share, no caps).

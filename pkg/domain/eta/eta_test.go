@@ -10,6 +10,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/lease"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
 var now = time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC)
@@ -332,5 +333,54 @@ func TestHistoryDrawsTheRest(t *testing.T) {
 	}
 	if got, _ := (History{5 * m, 5 * m}).Draw(6*m, first); got != 0 {
 		t.Errorf("past a history of one duration: drew %s, want 0 (it ends at once)", got)
+	}
+}
+
+// A fleet's boots are its workers' launch-to-registration times, those
+// started from a warm pool or unhealthy left out.
+func TestBootsOfWorkers(t *testing.T) {
+	at := func(m int) time.Time { return now.Add(time.Duration(m) * time.Minute) }
+	ws := []worker.Worker{
+		{ID: "a", Status: worker.Active, RegisteredAt: at(4), Boot: worker.Boot{LaunchedAt: at(0)}},
+		{ID: "b", Status: worker.Draining, RegisteredAt: at(8), Boot: worker.Boot{LaunchedAt: at(3)}},
+		{ID: "pool", Status: worker.Active, RegisteredAt: at(1), Boot: worker.Boot{LaunchedAt: at(0), FromPool: true}},
+		{ID: "sick", Status: worker.Unhealthy, RegisteredAt: at(9), Boot: worker.Boot{LaunchedAt: at(0)}},
+		{ID: "by-hand", Status: worker.Active, RegisteredAt: at(2)},
+	}
+	if got := Boots(ws); !reflect.DeepEqual(got, History{4 * time.Minute, 5 * time.Minute}) {
+		t.Fatalf("boots %v, want 4m and 5m", got)
+	}
+}
+
+// A workflow with no run of its own is timed by the fleet's runs of any
+// workflow.
+func TestAWorkflowWithNoRunsTakesTheFleets(t *testing.T) {
+	s := fleet(1)
+	s.busy("a", "acme", 4*time.Minute)
+	s.Running[0].WorkflowID = "new"
+	s.RunTimes = map[string]History{"": {10 * time.Minute}}
+	s.Queued = []Queued{queued("j", "acme", time.Second)}
+	want(t, estimate(t, s, "j"), CodeFleetAtMax, now.Add(6*time.Minute), nil)
+}
+
+// A fleet with no group runs on workers started by hand: each one's
+// machine is capacity, as the scaler counts it.
+func TestWorkersStartedByHandAreCapacity(t *testing.T) {
+	s := fleet(4)
+	s.Workers = []Worker{{Worker: scaling.Worker{ID: "w-1", InstanceID: "laptop", LastSeen: now}}}
+	s.Queued = []Queued{queued("j", "acme", time.Second)}
+	want(t, estimate(t, s, "j"), CodeLeasing, now, nil)
+}
+
+// Of the samples' starts, the estimate is the one most others fall within
+// the tolerance of, not their median; among equals, the nearest the median.
+func TestTheEstimateIsWhereMostSamplesAgree(t *testing.T) {
+	var starts []time.Time
+	for _, s := range []int{60, 70, 80, 240, 480, 720, 960} {
+		starts = append(starts, now.Add(time.Duration(s)*time.Second))
+	}
+	k := densest(starts, func(k int) (time.Time, bool) { return starts[k], true }, now, len(starts)/2)
+	if !starts[k].Equal(now.Add(80 * time.Second)) {
+		t.Fatalf("estimate %s, want 1m20s from now: three of seven starts lie within a minute of it, the nearest the median of 4m", starts[k].Sub(now))
 	}
 }

@@ -4,7 +4,25 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
+
+// Boots are the workers' boots, launch to registration: what a fleet's
+// instances took to take work (Snapshot.Boot). Workers started from a warm
+// pool, that reported no launch, or that reported themselves unhealthy are
+// left out (as worker.BootTimeline leaves the last out).
+func Boots(ws []worker.Worker) History {
+	var h History
+	for _, w := range ws {
+		b := w.Boot
+		if b.FromPool || b.LaunchedAt.IsZero() || w.Status == worker.Unhealthy || !w.RegisteredAt.After(b.LaunchedAt) {
+			continue
+		}
+		h = append(h, w.RegisteredAt.Sub(b.LaunchedAt))
+	}
+	return h
+}
 
 // sorted is a copy of the history, shortest first.
 func (h History) sorted() History {

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -47,8 +48,9 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	order := ps[0].order()
 	out := make([]Estimate, 0, len(order))
 	for i, j := range order {
-		// The sample in the middle of the job's starts (those that never
-		// start last) answers for it.
+		// The sample whose start most others agree with answers for the
+		// job; when it starts in no more than half, the median one (those
+		// that never start sort last).
 		type pick struct {
 			p *projection
 			j *pjob
@@ -69,14 +71,43 @@ func Project(s Snapshot, now time.Time) []Estimate {
 			return 0
 		})
 		m := picks[len(picks)/2]
+		if m.j.started {
+			m = picks[densest(picks, func(k int) (time.Time, bool) { return picks[k].j.start, picks[k].j.started }, now, len(picks)/2)]
+		}
 		out = append(out, m.p.estimate(m.j, i+1))
 	}
 	return out
 }
 
+// densest is the sample whose start has the most of the samples' starts
+// within the goal's tolerance of it (max(60 s, 20% of its wait from now)),
+// the one nearest mid (the median) among equals.
+func densest[T any](xs []T, at func(k int) (time.Time, bool), now time.Time, mid int) int {
+	best, most := mid, -1
+	for i := range xs {
+		ti, ok := at(i)
+		if !ok {
+			continue
+		}
+		tol := max(time.Minute, ti.Sub(now)/5)
+		n := 0
+		for k := range xs {
+			if tk, ok := at(k); ok && tk.Sub(ti) <= tol && ti.Sub(tk) <= tol {
+				n++
+			}
+		}
+		if n > most || (n == most && abs(i-mid) < abs(best-mid)) {
+			best, most = i, n
+		}
+	}
+	return best
+}
+
+func abs(n int) int { return max(n, -n) }
+
 // Samples is how many projections Project runs, each drawing the running
 // jobs' remaining run times and the boots from the fleet's history; a
-// job's estimate is the median of its starts. One projection from each
+// job's estimate is the start most of its starts agree on. One projection from each
 // duration's median would be late: the first of many running jobs to end
 // ends sooner than the earliest of their medians.
 const Samples = 15
@@ -108,11 +139,12 @@ const (
 
 // slot is one slot of a projected instance.
 type slot struct {
-	// held: a job of tenant holds it until freeAt, when known.
-	held   bool
-	tenant string
-	freeAt time.Time
-	known  bool
+	// held: a job of tenant holds it until freeAt, when known; pinned: the
+	// job is pinned to On-Demand.
+	held, pinned bool
+	tenant       string
+	freeAt       time.Time
+	known        bool
 	// used: a job held it in the projection (or at the snapshot).
 	used bool
 }
@@ -128,7 +160,6 @@ type pinst struct {
 	// tick and tickLaunch: the tick that launched it, and how many it did.
 	tick       time.Time
 	tickLaunch int
-	worker     string
 	workflows  []string
 	onDemand   bool
 	pending    bool
@@ -175,9 +206,21 @@ type projection struct {
 	bootOK   bool
 	insts    []*pinst
 	jobs     []*pjob // in queue order
-	byID     map[string]*pjob
-	waiting  int // jobs not started
-	leased   map[string]int
+	// head: the jobs before it have started or ended.
+	head int
+	byID map[string]*pjob
+	// lines are the queue cut by tenant, workflow and pinning, each in
+	// queue order: a poll's first choice is among their heads.
+	lines []*line
+	// times are the moments a backoff or a queue deadline runs out, sorted.
+	times []time.Time
+	// cands, instances and workers are reused from one poll or tick to
+	// the next.
+	cands     []lease.Candidate
+	instances []scaling.Instance
+	workers   []scaling.Worker
+	waiting   int // jobs not started
+	leased    map[string]int
 	// running counts the leased jobs (the snapshot's and the projection's).
 	running                      int
 	desired, spotDes, odDes      int
@@ -185,7 +228,6 @@ type projection struct {
 	workflows                    []string
 	pinnedLeased                 int
 	censusNow                    map[string]int
-	atMaxNow                     bool
 	bootingNow, pendingNow, held int
 	launches                     int
 }
@@ -206,6 +248,19 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	}
 	p.workflows = slices.Sorted(maps.Keys(set))
 
+	if len(s.Instances) == 0 {
+		// A fleet with no group: its workers were started by hand, and
+		// each machine a worker registered from is an instance in service,
+		// as the scaler counts it.
+		seen := map[string]bool{}
+		for _, w := range s.Workers {
+			if w.InstanceID != "" && !seen[w.InstanceID] {
+				seen[w.InstanceID] = true
+				s.Instances = append(s.Instances, scaling.Instance{ID: w.InstanceID, LifecycleState: scaling.StateInService})
+			}
+		}
+		s.Desired = len(s.Instances)
+	}
 	workers := map[string]Worker{}
 	for _, w := range s.Workers {
 		if w.InstanceID != "" {
@@ -236,7 +291,7 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 		}
 		if w, ok := workers[inst.ID]; ok {
 			in.origin, in.readyAt, in.readyKnown = fromWorker, now, true
-			in.worker, in.workflows, in.pending, in.draining = w.ID, w.Workflows, w.Pending, w.Draining
+			in.workflows, in.pending, in.draining = w.Workflows, w.Pending, w.Draining
 			in.idleSince, in.lastSeen = w.IdleSince, w.LastSeen
 			if w.Pending {
 				p.pendingNow++
@@ -246,6 +301,7 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 					in.slots = append(in.slots, slot{})
 				}
 				in.slots[k] = p.holding(r.TenantID, r.WorkflowID, r.LeasedAt, now)
+				in.slots[k].pinned = r.OnDemandOnly
 			}
 		} else {
 			in.origin = fromBooting
@@ -282,14 +338,28 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 		byID[q.JobID] = q
 	}
 	lease.InQueueOrder(qs)
+	lines := map[lineKey]*line{}
 	for _, c := range qs {
 		j := &pjob{q: byID[c.JobID]}
 		p.jobs = append(p.jobs, j)
 		p.byID[c.JobID] = j
+		k := lineKey{c.TenantID, c.WorkflowID, c.OnDemandOnly}
+		l := lines[k]
+		if l == nil {
+			l = &line{workflow: c.WorkflowID, pinned: c.OnDemandOnly}
+			lines[k] = l
+			p.lines = append(p.lines, l)
+		}
+		l.jobs = append(l.jobs, j)
+		for _, u := range []time.Time{j.q.NotBefore, j.q.QueueDeadline} {
+			if u.After(now) {
+				p.times = append(p.times, u)
+			}
+		}
 	}
+	slices.SortFunc(p.times, time.Time.Compare)
 	p.waiting = len(p.jobs)
 	p.censusNow = maps.Clone(p.leased)
-	p.atMaxNow = s.Settings.Max > 0 && len(p.insts) >= s.Settings.Max
 	return p
 }
 
@@ -304,7 +374,11 @@ func (p *projection) booting(in *pinst, t time.Time, elapsed time.Duration) {
 // holding is a slot held by a job of the workflow leased at since.
 func (p *projection) holding(tenant, workflow string, since, t time.Time) slot {
 	sl := slot{held: true, tenant: tenant, used: true}
-	if left, ok := p.left(p.s.RunTimes[workflow], t.Sub(since)); ok {
+	h := p.s.RunTimes[workflow]
+	if len(h) == 0 {
+		h = p.s.RunTimes[""]
+	}
+	if left, ok := p.left(h, t.Sub(since)); ok {
 		sl.freeAt, sl.known = t.Add(left), true
 	} else {
 		p.held++
@@ -339,7 +413,10 @@ func (p *projection) release(t time.Time) {
 			if sl.held && sl.known && !sl.freeAt.After(t) {
 				p.leased[sl.tenant]--
 				p.running--
-				sl.held, sl.tenant = false, ""
+				if sl.pinned {
+					p.pinnedLeased--
+				}
+				sl.held, sl.pinned, sl.tenant = false, false, ""
 				if in.busy() == 0 {
 					in.idleSince = sl.freeAt
 				}
@@ -369,13 +446,8 @@ func (p *projection) next(t time.Time) (time.Time, bool) {
 			}
 		}
 	}
-	for _, j := range p.jobs {
-		if !j.started && !j.expired {
-			at(j.q.NotBefore)
-			if !j.q.QueueDeadline.IsZero() {
-				at(j.q.QueueDeadline)
-			}
-		}
+	if i := sort.Search(len(p.times), func(i int) bool { return p.times[i].After(t) }); i < len(p.times) {
+		at(p.times[i])
 	}
 	return next, other
 }
@@ -387,19 +459,45 @@ func (p *projection) rungAhead(t time.Time) bool {
 	return sp != nil && !sp.ShortSince.IsZero() && sp.After > 0 && t.Before(sp.ShortSince.Add(sp.After))
 }
 
-// due are the jobs not started that may be leased at t, in queue order.
-func (p *projection) due(t time.Time) []*pjob {
-	var out []*pjob
-	for _, j := range p.jobs {
-		if !j.started && !j.expired && lease.QueueExpired(j.q.Candidate, t) {
-			j.expired = true
-			p.waiting--
-		}
-		if !j.started && !j.expired && !j.q.NotBefore.After(t) {
-			out = append(out, j)
+// leasable reports whether the job may be leased at t: not started, not
+// waiting out a backoff, not past its queue deadline (then it is ended).
+func (p *projection) leasable(j *pjob, t time.Time) bool {
+	if j.started || j.expired {
+		return false
+	}
+	if lease.QueueExpired(j.q.Candidate, t) {
+		j.expired = true
+		p.waiting--
+		return false
+	}
+	return !j.q.NotBefore.After(t)
+}
+
+type lineKey struct {
+	tenant, workflow string
+	pinned           bool
+}
+
+// line is the queued jobs of one tenant, workflow and pinning, in queue
+// order; those before head have started or ended.
+type line struct {
+	jobs     []*pjob
+	head     int
+	workflow string
+	pinned   bool
+}
+
+// first is the line's first job leasable at t (nil: none).
+func (l *line) first(p *projection, t time.Time) *pjob {
+	for l.head < len(l.jobs) && (l.jobs[l.head].started || l.jobs[l.head].expired) {
+		l.head++
+	}
+	for _, j := range l.jobs[l.head:] {
+		if p.leasable(j, t) {
+			return j
 		}
 	}
-	return out
+	return nil
 }
 
 // lease gives the free slots of the usable instances to the queue, the
@@ -429,26 +527,33 @@ func (p *projection) lease(t time.Time) {
 // pick is the job a poll of the instance's worker leases at t: the first
 // of the plan whose tenant is below its max_leased.
 func (p *projection) pick(in *pinst, t time.Time) *pjob {
-	due := p.due(t)
-	if len(due) == 0 {
-		return nil
-	}
-	byID := make(map[string]*pjob, len(due))
-	cands := make([]lease.Candidate, len(due))
-	for i, j := range due {
-		cands[i] = j.q.Candidate
-		byID[j.q.JobID] = j
-	}
 	wfs := in.workflows
 	if wfs == nil {
 		wfs = p.workflows
 	}
+	// Each line's first job stands for the line: the plan tries a tenant's
+	// later jobs only after its first, and passes over a tenant at its cap
+	// altogether.
+	cands := p.cands[:0]
+	for _, l := range p.lines {
+		if (l.pinned && !in.onDemand) || !slices.Contains(wfs, l.workflow) {
+			continue
+		}
+		if j := l.first(p, t); j != nil {
+			cands = append(cands, j.q.Candidate)
+		}
+	}
+	p.cands = cands
+	if len(cands) == 0 {
+		return nil
+	}
+	lease.InQueueOrder(cands)
 	plan := lease.MakePlan(p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t))
 	for _, a := range plan.Attempts {
 		if a.Terms.Slot > 0 && p.leased[a.TenantID] >= a.Terms.Slot {
 			continue
 		}
-		return byID[a.JobID]
+		return p.byID[a.JobID]
 	}
 	return nil
 }
@@ -469,6 +574,7 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 	j.started, j.start, j.on, j.reused = true, t, in, sl.used
 	j.atMax = p.s.Settings.Max > 0 && len(p.insts) >= p.s.Settings.Max
 	*sl = p.holding(j.q.TenantID, j.q.WorkflowID, t, t)
+	sl.pinned = j.q.OnDemandOnly
 	p.leased[j.q.TenantID]++
 	p.running++
 	p.waiting--
@@ -481,20 +587,15 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 // its answer: victims gone, launches booting. It reports whether anything
 // changed.
 func (p *projection) tick(t time.Time) bool {
-	due := p.due(t)
-	ready := len(due) - p.capHeld(due)
-	in := scaling.Input{Now: t, Settings: p.s.Settings, Ready: ready, Leased: p.running, Desired: p.desired, LastActiveAt: p.lastActive}
-	pinnedReady := 0
-	var oldest time.Time
-	for _, j := range due {
-		if j.q.OnDemandOnly {
-			pinnedReady++
-		}
-		if oldest.IsZero() || j.q.Created.Before(oldest) {
-			oldest = j.q.Created
-		}
+	w := p.work(t)
+	in := scaling.Input{Now: t, Settings: p.s.Settings, Ready: w.ready - p.capHeld(w), Leased: p.running, Desired: p.desired, LastActiveAt: p.lastActive}
+	pinnedReady, oldest := w.pinned, w.oldest
+	var odSet map[string]bool
+	if p.s.Spot != nil {
+		odSet = map[string]bool{}
 	}
-	odSet := map[string]bool{}
+	in.Instances, in.Workers = p.instances[:0], p.workers[:0]
+	defer func() { p.instances, p.workers = in.Instances, in.Workers }()
 	for _, inst := range p.insts {
 		state := scaling.StatePending
 		registered := inst.origin == fromWorker || (inst.readyKnown && !inst.readyAt.After(t))
@@ -507,10 +608,10 @@ func (p *projection) tick(t time.Time) bool {
 			if inst.origin == fromWorker && inst.lastSeen.Before(p.now) && inst.busy() == 0 {
 				seen = inst.lastSeen // an idle worker not heard from stays so
 			}
-			in.Workers = append(in.Workers, scaling.Worker{ID: "w-" + inst.id, InstanceID: inst.id, Leases: inst.busy(),
+			in.Workers = append(in.Workers, scaling.Worker{ID: inst.id, InstanceID: inst.id, Leases: inst.busy(),
 				Draining: inst.draining, LastSeen: seen, IdleSince: inst.idleSince})
 		}
-		if inst.onDemand {
+		if inst.onDemand && odSet != nil {
 			odSet[inst.id] = true
 		}
 	}
@@ -572,22 +673,54 @@ func (p *projection) count(onDemand bool) int {
 	return n
 }
 
-// capHeld is how many of the due jobs the tenants' max_leased caps keep
+// work is the leasable work at t as a tick counts it.
+type work struct {
+	ready, pinned int
+	oldest        time.Time
+	// byTenant counts the ready jobs per tenant (nil without tenants).
+	byTenant map[string]int
+}
+
+// work counts the jobs leasable at t: all of them, per tenant, pinned,
+// and when the oldest was queued.
+func (p *projection) work(t time.Time) work {
+	var w work
+	if p.s.Tenants != nil {
+		w.byTenant = map[string]int{}
+	}
+	for p.head < len(p.jobs) && (p.jobs[p.head].started || p.jobs[p.head].expired) {
+		p.head++
+	}
+	for _, j := range p.jobs[p.head:] {
+		if !p.leasable(j, t) {
+			continue
+		}
+		w.ready++
+		if j.q.OnDemandOnly {
+			w.pinned++
+		}
+		if w.oldest.IsZero() || j.q.Created.Before(w.oldest) {
+			w.oldest = j.q.Created
+		}
+		if w.byTenant != nil {
+			w.byTenant[j.q.TenantID]++
+		}
+	}
+	return w
+}
+
+// capHeld is how many of the ready jobs the tenants' max_leased caps keep
 // from running (the scaler does not size for them).
-func (p *projection) capHeld(due []*pjob) int {
+func (p *projection) capHeld(w work) int {
 	ts := p.s.Tenants
 	if ts == nil {
 		return 0
 	}
-	ready := map[string]int{}
-	for _, j := range due {
-		ready[j.q.TenantID]++
-	}
 	var tenants []fairshare.Tenant
 	n := 0
-	for id, r := range ready {
+	for id, r := range w.byTenant {
 		tenants = append(tenants, fairshare.Tenant{ID: id, MaxLeased: ts(id).MaxLeased, Ready: r, Leased: p.leased[id]})
 		n += r + p.leased[id]
 	}
-	return min(max(n-fairshare.Demand(tenants), 0), len(due))
+	return min(max(n-fairshare.Demand(tenants), 0), w.ready)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"testing"
+	"time"
 )
 
 // estimateRuns are the runs docs/simulation.md ("Estimates") reports: each
@@ -48,5 +49,22 @@ func TestEstimatesAreMeasuredWhenAsked(t *testing.T) {
 	}
 	if r := Run(w, NewKEDA(), Options{Seed: 1, Estimates: true}); r.Estimates != nil {
 		t.Fatal("estimates measured under a baseline: the projection runs fleetq's rules")
+	}
+}
+
+// An estimate is within the goal when it is off by at most a minute, or by
+// at most a fifth of the wait from the estimate to the lease; one with no
+// start is a miss.
+func TestAnEstimateIsWithinAMinuteOrAFifthOfTheWait(t *testing.T) {
+	t.Parallel()
+	m := time.Minute
+	var a Accuracy
+	a.add(5*m, 0, 6*m, true)                // off by 1m of a 6m wait: within
+	a.add(4*m-70*time.Second, 0, 4*m, true) // off by 70s of a 4m wait: out
+	a.add(40*m, 0, 50*m, true)              // off by 10m of a 50m wait: within (a fifth)
+	a.add(40*m, 0, 51*m, true)              // off by 11m of a 51m wait: out
+	a.add(0, 0, 30*time.Second, false)
+	if a.Estimates != 5 || a.Within != 2 || a.Unknown != 1 || a.Waited != 4 || a.WaitedWithin != 2 {
+		t.Fatalf("%+v: want 2 of 5 within, 1 unknown, 4 made more than a minute ahead", a)
 	}
 }
