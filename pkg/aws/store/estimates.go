@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -65,7 +66,11 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	if ticked {
 		snap.NextTick = last.At.Add(TickInterval)
 	}
-	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen)
+	askedAt := now
+	if st.LastDecision != nil && !st.LastDecision.At.IsZero() {
+		askedAt = st.LastDecision.At
+	}
+	snap.Workers, snap.Instances = estimateWorkers(workers, st.FirstSeen, st.Desired, askedAt)
 	if f.OnDemand.Enabled() && ticked && last.Inputs.Ladder != nil {
 		onDemand, err := s.onDemandInstances(ctx, workers)
 		if err != nil {
@@ -90,9 +95,12 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 
 // estimateWorkers are the workers as a projection sees them, and the
 // instances: each the scaler saw (firstSeen), in service when a worker
-// registered from it, booting otherwise; without any seen (no capacity
-// attached: workers started by hand), each worker's machine in service.
-func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time) ([]eta.Worker, []scaling.Instance) {
+// registered from it, booting otherwise; each other machine a worker
+// registered from (seen by no tick yet, or started by hand), in service;
+// and the launches the desired capacity asks for beyond them, booting
+// since askedAt, when the decision that set it (a wake on enqueue, or a
+// tick) asked for them.
+func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time, desired int, askedAt time.Time) ([]eta.Worker, []scaling.Instance) {
 	out := make([]eta.Worker, 0, len(ws))
 	registered := map[string]bool{}
 	for _, w := range ws {
@@ -113,12 +121,15 @@ func estimateWorkers(ws []worker.Worker, firstSeen map[string]time.Time) ([]eta.
 		}
 		insts = append(insts, scaling.Instance{ID: id, LifecycleState: state, FirstSeen: seen})
 	}
-	if len(firstSeen) == 0 {
-		for id := range registered {
+	for id := range registered {
+		if _, seen := firstSeen[id]; !seen {
 			insts = append(insts, scaling.Instance{ID: id, LifecycleState: scaling.StateInService})
 		}
 	}
 	slices.SortFunc(insts, func(a, b scaling.Instance) int { return cmp.Compare(a.ID, b.ID) })
+	for i := len(insts); i < desired; i++ {
+		insts = append(insts, scaling.Instance{ID: fmt.Sprintf("asked-%d", i), LifecycleState: scaling.StatePending, FirstSeen: askedAt})
+	}
 	return out, insts
 }
 
