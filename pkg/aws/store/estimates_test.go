@@ -177,3 +177,33 @@ func TestEstimateSnapshotReadsTheSpotShortage(t *testing.T) {
 		t.Fatalf("a fleet without an On-Demand rung: spot %+v, %v", snap.Spot, err)
 	}
 }
+
+// A fleet woken on enqueue, which no tick has seen since: the launches the
+// wake asked for are booting since the wake; a worker registered from a
+// machine no tick saw yet is in service.
+func TestEstimateSnapshotCountsTheLaunchesAskedFor(t *testing.T) {
+	e := newEnv(t)
+	e.submit("j1", "wf-a", 0)
+	woken := e.clock.Now()
+	if ok, err := e.st.WakeFleet(e.ctx, "gpu", 1, 3, scaling.WakeReason(1)); !ok || err != nil {
+		t.Fatalf("wake: %v, %v", ok, err)
+	}
+	e.clock.Advance(30 * time.Second)
+	e.register("w1", "gpu", 1)
+	snap, err := e.st.EstimateSnapshot(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inService, booting int
+	for _, in := range snap.Instances {
+		switch {
+		case in.ID == "i-w1" && in.LifecycleState == scaling.StateInService:
+			inService++
+		case in.LifecycleState == scaling.StatePending && in.FirstSeen.Equal(woken):
+			booting++
+		}
+	}
+	if len(snap.Instances) != 3 || inService != 1 || booting != 2 {
+		t.Fatalf("instances %+v, want i-w1 in service and 2 booting since the wake", snap.Instances)
+	}
+}
