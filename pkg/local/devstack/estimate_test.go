@@ -15,9 +15,16 @@ import (
 )
 
 // A burst of jobs submitted to a fleet at zero, which has run before (it
-// keeps its boots and run times): the start each job's estimate gives at
-// submit is within max(60 s, 20% of its actual wait) of when it was
-// actually leased.
+// keeps its boots and run times): every job has an estimate at submit, at
+// least 80% of them (the goal, docs/scaling.md) are within max(60 s, 20%
+// of the actual wait) of when the job was actually leased, and none is off
+// by more than twice that.
+//
+// Each one within the tolerance is not held: over 20 runs 155 of 160
+// estimates were, and 5 runs had one estimate off by 65 to 90 s. The
+// projection leases the queue in its order, the stack's pollers take the
+// head of the queue in a shuffled order (the lease planner's spread), so
+// the starts are right as a set and a job of the burst may take another's.
 func TestDevStackEstimatesABurstOnAnEmptyFleet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,7 +100,7 @@ func TestDevStackEstimatesABurstOnAnEmptyFleet(t *testing.T) {
 		return true
 	})
 
-	met := 0
+	met, known := 0, 0
 	for _, id := range ids {
 		e := estimates[id]
 		leased := firstLease(jobOf(stack, id))
@@ -107,15 +114,22 @@ func TestDevStackEstimatesABurstOnAnEmptyFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		known++
 		miss := at.Sub(leased).Abs()
 		t.Logf("%s: place %d, estimated after %s (%s: %s), leased after %s, off by %s", id, e.Position, at.Sub(submitted), e.WaitingOn.Code, e.WaitingOn.Text, wait, miss)
-		if miss > tolerance {
-			t.Errorf("%s: estimated at %s, leased at %s: off by %s, more than %s", id, at, leased, miss, tolerance)
-			continue
+		switch {
+		case miss > 2*tolerance:
+			t.Errorf("%s: estimated at %s, leased at %s: off by %s, more than twice %s", id, at, leased, miss, tolerance)
+		case miss > tolerance:
+			t.Logf("%s: off by more than %s", id, tolerance)
+		default:
+			met++
 		}
-		met++
 	}
 	t.Logf("%d of %d estimates at submit within max(60 s, 20%% of the wait)", met, burst)
+	if known == burst && met*5 < burst*4 {
+		t.Errorf("%d of %d estimates within max(60 s, 20%% of the wait), fewer than 80%%", met, burst)
+	}
 }
 
 // firstLease is when the job was first leased (zero: never).
