@@ -10,6 +10,16 @@ import (
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
+// registerBooted registers a worker of the gpu fleet with the boot its
+// agent reported.
+func (h *harness) registerBooted(id string, boot worker.Boot) {
+	h.t.Helper()
+	if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
+		TokenHash: "hash-" + id, Boot: boot}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // Each tick publishes the fleet's boot phases over the workers registered
 // in the last hour, one EMF line per phase (dimension Phase) before the
 // fleet's own line: a bridge's start from the pool is its own phase, and a
@@ -17,13 +27,7 @@ import (
 func TestTickPublishesBootPhases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	register := func(id string, boot worker.Boot) {
-		t.Helper()
-		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
-			TokenHash: "hash-" + id, Boot: boot}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register := h.registerBooted
 	now := h.clock.Now()
 	// Registered two hours ago: out of the window.
 	register("old", worker.Boot{LaunchedAt: now.Add(-20 * time.Minute), AgentStartedAt: now})
@@ -78,13 +82,7 @@ func TestTickPublishesBootPhases(t *testing.T) {
 func TestTickKeepsTheLatestBoots(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	register := func(id string, boot worker.Boot) {
-		t.Helper()
-		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
-			TokenHash: "hash-" + id, Boot: boot}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register := h.registerBooted
 	now := h.clock.Now()
 	register("a", worker.Boot{LaunchedAt: now.Add(-200 * time.Second)})
 	register("bridge", worker.Boot{LaunchedAt: now.Add(-40 * time.Second), FromPool: true})
