@@ -234,6 +234,7 @@ type Snapshot struct {
 	// stage lists no tenants (no fair share, no caps).
 	Tenants func(id string) fleetconfig.Tenant
 	// Spot is the fleet's Spot shortage and On-Demand rung; nil for a
-	// fleet of one group.
+	// fleet of one group whose launches do not fail (one whose Spot
+	// launches fail for lack of capacity sets ShortSince, After zero).
 	Spot *Spot
 }
