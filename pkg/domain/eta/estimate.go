@@ -45,8 +45,15 @@ func (p *projection) order() []*pjob {
 	in.Tenants.Leased = p.censusNow
 	in.Now = time.Time{} // every job is placed, past its queue deadline or not
 	var out []*pjob
+	placed := map[string]bool{}
 	for _, a := range lease.MakePlan(in).Attempts {
 		out = append(out, byID[a.JobID])
+		placed[a.JobID] = true
+	}
+	for _, c := range ready {
+		if !placed[c.JobID] { // none is left out, whatever the rule
+			out = append(out, byID[c.JobID])
+		}
 	}
 	slices.SortStableFunc(later, func(a, b *pjob) int { return a.q.NotBefore.Compare(b.q.NotBefore) })
 	return append(out, later...)

@@ -20,15 +20,17 @@ const (
 	// CodeJobsAhead: the job waits for running jobs to end and for the
 	// jobs ahead of it in lease order to take the slots that free first.
 	// Params: ahead (jobs ahead in line), ready_at (when the slot it is
-	// projected to take frees).
+	// projected to take frees; absent when the start cannot be said).
 	CodeJobsAhead Code = "jobs_ahead"
 	// CodeCapacityBooting: the job waits for instances already launched
 	// (or asked for) to boot and register. Params: instances (booting
-	// now), ready_at (when the one it is projected to take is ready).
+	// now), ready_at (when the one it is projected to take is ready;
+	// absent without a boot history).
 	CodeCapacityBooting Code = "capacity_booting"
 	// CodeScaleOutNextTick: no capacity on the way covers the job; the
 	// scaler's next tick launches it. Params: at (the tick), launch (how
-	// many instances that tick launches), ready_at (a boot later).
+	// many instances that tick launches) and ready_at (a boot later), the
+	// last two absent without a boot history.
 	CodeScaleOutNextTick Code = "scale_out_next_tick"
 	// CodeTenantAtCap: the job's tenant runs as many jobs as its max_leased
 	// allows; one of them must end first. Params: tenant, max_leased,
@@ -39,8 +41,8 @@ const (
 	// slot it is projected to take frees, absent when unknown).
 	CodeFleetAtMax Code = "fleet_at_max"
 	// CodeSpotUnavailable: the capacity the job needs is refused by Spot
-	// (no Spot capacity for the type in the zone). Params: type, zone,
-	// since, next_rung ("on-demand", absent without an On-Demand rung),
+	// (no Spot capacity for the type in the zone). Params: since, type and
+	// zone (when known), next_rung ("on-demand", absent without an On-Demand rung),
 	// rung_at (when launches move to it, absent without one).
 	CodeSpotUnavailable Code = "spot_unavailable"
 	// CodeBackoff: the job waits out a retry backoff before it may be
@@ -56,7 +58,7 @@ const (
 	CodeQueueDeadlineNear Code = "queue_deadline_near"
 )
 
-// Codes are every Code, in the order the docs list them.
+// Codes are every Code.
 var Codes = []Code{CodeLeasing, CodeJobsAhead, CodeCapacityBooting, CodeScaleOutNextTick, CodeTenantAtCap,
 	CodeFleetAtMax, CodeSpotUnavailable, CodeBackoff, CodeWorkerApproval, CodeQueueDeadlineNear}
 
@@ -234,6 +236,7 @@ type Snapshot struct {
 	// stage lists no tenants (no fair share, no caps).
 	Tenants func(id string) fleetconfig.Tenant
 	// Spot is the fleet's Spot shortage and On-Demand rung; nil for a
-	// fleet of one group.
+	// fleet of one group whose launches do not fail (one whose Spot
+	// launches fail for lack of capacity sets ShortSince, After zero).
 	Spot *Spot
 }

@@ -239,7 +239,9 @@ func (e *engine) etaSnapshot() eta.Snapshot {
 		s.Queued = append(s.Queued, eta.Queued{Candidate: lease.Candidate{JobID: strconv.Itoa(j.id), TenantID: j.spec.Tenant,
 			WorkflowID: j.spec.Workflow, Created: epoch.Add(j.spec.Arrival), OnDemandOnly: j.pinned}})
 	}
-	if p.after > 0 {
+	if p.after > 0 || e.spotShortSince >= 0 {
+		// The Spot group and the On-Demand one beside it, or a group of one
+		// whose Spot launches are failing (its scaling activities say so).
 		s.Spot = &eta.Spot{After: p.after, WaitSLO: p.waitSLO, OnDemand: map[string]bool{}, SpotDesired: e.desired, OnDemandDesired: e.odDesired}
 		if e.spotShortSince >= 0 {
 			s.Spot.ShortSince = epoch.Add(e.spotShortSince)

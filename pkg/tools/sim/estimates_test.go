@@ -68,3 +68,28 @@ func TestAnEstimateIsWithinAMinuteOrAFifthOfTheWait(t *testing.T) {
 		t.Fatalf("%+v: want 2 of 5 within, 1 unknown, 4 made more than a minute ahead", a)
 	}
 }
+
+// While Spot is short, a job that needs new capacity waits on Spot: with
+// an On-Demand rung its start is the rung's launch a boot later, and holds
+// to the goal; without one it cannot be said.
+func TestEstimatesWhileSpotIsShort(t *testing.T) {
+	t.Parallel()
+	w, _ := BuiltIn("backtest", 1, 1)
+	o := Options{Seed: 1, SpotRate: 0.01, Estimates: true, SpotShortages: []Span{{From: 3 * time.Hour, To: 5 * time.Hour}}}
+	rung := o
+	rung.FallbackAfter = 10 * time.Minute
+	for _, c := range []struct {
+		name string
+		o    Options
+		ok   func(a *Accuracy) bool
+	}{
+		{"with a rung", rung, func(a *Accuracy) bool { return a.Unknown == 0 && a.Share() >= 0.8 }},
+		{"without one", o, func(a *Accuracy) bool { return a.Unknown == a.Estimates }},
+	} {
+		r := Run(w, policyMakers["fleetq"](c.o), c.o)
+		a := r.Estimates.ByCode["spot_unavailable"]
+		if a == nil || a.Estimates == 0 || !c.ok(a) {
+			t.Errorf("%s: estimates waiting on Spot %+v", c.name, a)
+		}
+	}
+}
