@@ -85,9 +85,16 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	if err != nil {
 		return snap, err
 	}
-	snap.RunTimes = make(map[string]eta.History, len(runs))
+	// Under "" every run of the fleet, for a workflow with none of its own.
+	snap.RunTimes = make(map[string]eta.History, len(runs)+1)
+	var all eta.History
 	for wf, r := range runs {
 		snap.RunTimes[wf] = r
+		all = append(all, r...)
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		snap.RunTimes[""] = all
 	}
 	snap.Boot = slices.Sorted(slices.Values(st.Boots))
 	return snap, nil

@@ -115,7 +115,7 @@ func TestEstimateSnapshotCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Queued) != 100 || len(snap.Running) != 10 || len(snap.Workers) != 2 || len(snap.RunTimes["wf-a"]) != 20 {
+	if len(snap.Queued) != 100 || len(snap.Running) != 10 || len(snap.Workers) != 2 || len(snap.RunTimes["wf-a"]) != 20 || len(snap.RunTimes[""]) != 20 {
 		t.Fatalf("snapshot of %d queued, %d running, %d workers, %d runs", len(snap.Queued), len(snap.Running), len(snap.Workers), len(snap.RunTimes["wf-a"]))
 	}
 	const shards = 4

@@ -43,17 +43,6 @@ var bootPoints = []struct {
 	{PointFirstLease, func(w Worker) time.Time { return w.FirstClaimAt }},
 }
 
-// Booted is how long the worker's instance took from its launch to the
-// worker's registration; false for an instance started from a warm pool
-// (a bridge: a start, not a launch) or one that reported no launch.
-func (w Worker) Booted() (time.Duration, bool) {
-	b := w.Boot
-	if b.LaunchedAt.IsZero() || b.FromPool || w.RegisteredAt.Before(b.LaunchedAt) {
-		return 0, false
-	}
-	return w.RegisteredAt.Sub(b.LaunchedAt), true
-}
-
 // PhaseName is the name of the phase from one moment to another:
 // "launch_to_agent", "runner_ready_to_warmed_up", ...
 func PhaseName(from, to string) string { return from + "_to_" + to }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/eta"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
@@ -118,13 +119,7 @@ func (s *Scaler) latestBoots(ctx context.Context, snap snapshot) []time.Duration
 	if last, ok := snap.state.LastTick(); ok && last.At.After(since) {
 		since = last.At.Add(time.Millisecond)
 	}
-	var more []time.Duration
-	for _, w := range s.registeredSince(ctx, snap.workers, since) {
-		if b, ok := w.Booted(); ok {
-			more = append(more, b)
-		}
-	}
-	return fleetstate.WithBoots(snap.state.Boots, more)
+	return fleetstate.WithBoots(snap.state.Boots, eta.Boots(s.registeredSince(ctx, snap.workers, since)))
 }
 
 func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {
