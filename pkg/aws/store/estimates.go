@@ -37,9 +37,10 @@ const TickInterval = time.Minute
 // EstimateSnapshot reads everything a projection of the fleet's queued
 // jobs needs (eta.Snapshot): its live jobs (FleetQueue), workers, state
 // (the instances the last tick saw, its desired capacity, idle clock, last
-// tick and latest boots) and recent run times by workflow (RecentRuns). The instances are those the scaler recorded as first
-// seen: one with a registered worker is in service, one without is
-// booting. A fleet with an On-Demand rung is read as one group.
+// tick and latest boots) and recent run times by workflow (RecentRuns).
+// The instances are those the scaler recorded as first seen
+// (estimateWorkers); a fleet with an On-Demand rung adds its Spot group as
+// the last tick recorded it (estimateSpot).
 func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapshot, error) {
 	f, err := s.fleet(fleet)
 	if err != nil {

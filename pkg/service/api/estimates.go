@@ -19,9 +19,13 @@ type EstimateStore interface {
 
 // EstimateTTL is how long a process keeps a fleet's projected estimates,
 // so that many reads of one fleet's jobs cost one snapshot every few
-// seconds. A queued job missing from them (queued since) reads the fleet
-// again at once.
-const EstimateTTL = 5 * time.Second
+// seconds. A queued job missing from them reads the fleet again at once
+// when it changed since the snapshot, or within EstimateLag before it (the
+// index may not have shown it yet); one missing longer waits for the TTL.
+const (
+	EstimateTTL = 5 * time.Second
+	EstimateLag = time.Second
+)
 
 // estimates are the projected estimates of each fleet, per process.
 type estimates struct {
@@ -45,8 +49,9 @@ func newEstimates(st EstimateStore, clk clock.Clock) *estimates {
 }
 
 // of answers a queued job's estimate, and whether there is one (a job
-// the fleet's snapshot does not hold as queued has none).
-func (e *estimates) of(ctx context.Context, fleet, jobID string) (eta.Estimate, bool, error) {
+// the fleet's snapshot does not hold as queued has none); changed is when
+// the job last changed.
+func (e *estimates) of(ctx context.Context, fleet, jobID string, changed time.Time) (eta.Estimate, bool, error) {
 	e.mu.Lock()
 	f := e.fleet[fleet]
 	if f == nil {
@@ -57,8 +62,8 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string) (eta.Estimate, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := e.clock.Now()
-	if est, ok := f.byJob[jobID]; ok && now.Sub(f.at) < EstimateTTL {
-		return est, true, nil
+	if est, ok := f.byJob[jobID]; f.byJob != nil && now.Sub(f.at) < EstimateTTL && (ok || changed.Before(f.at.Add(-EstimateLag))) {
+		return est, ok, nil
 	}
 	snap, err := e.read(ctx, fleet)
 	if err != nil {
@@ -76,8 +81,8 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string) (eta.Estimate, 
 // estimateOf is a queued job's estimate, if its fleet's projection has
 // one. The estimate is an answer's extra: when it cannot be read, the job
 // is answered without one and the error is logged.
-func (s *server) estimateOf(ctx context.Context, fleet, jobID string) (eta.Estimate, bool) {
-	est, ok, err := s.estimates.of(ctx, fleet, jobID)
+func (s *server) estimateOf(ctx context.Context, fleet, jobID string, changed time.Time) (eta.Estimate, bool) {
+	est, ok, err := s.estimates.of(ctx, fleet, jobID, changed)
 	if err != nil {
 		s.log.WarnContext(ctx, "estimate", "job_id", jobID, "fleet", fleet, "error", err.Error())
 	}
@@ -89,18 +94,18 @@ func (s *server) withEstimate(ctx context.Context, v *wire.Job, j job.Job) {
 	if j.Status != job.Queued {
 		return
 	}
-	if est, ok := s.estimateOf(ctx, j.FleetSlug, j.ID); ok {
+	if est, ok := s.estimateOf(ctx, j.FleetSlug, j.ID, j.UpdatedAt); ok {
 		v.EstimatedStartAt, v.EstimateBasis, v.Position = rfc3339(est.StartAt), string(est.Basis), est.Position
 		v.WaitingOn = &wire.WaitingOn{Code: string(est.WaitingOn.Code), Params: est.WaitingOn.Params, Text: est.WaitingOn.Text}
 	}
 }
 
 // summaryEstimate adds a listed queued job's expected start to its entry.
-func (s *server) summaryEstimate(ctx context.Context, v *wire.JobSummary) {
-	if v.Status != string(job.Queued) {
+func (s *server) summaryEstimate(ctx context.Context, v *wire.JobSummary, j job.Summary) {
+	if j.Status != job.Queued {
 		return
 	}
-	if est, ok := s.estimateOf(ctx, v.FleetSlug, v.JobID); ok {
+	if est, ok := s.estimateOf(ctx, v.FleetSlug, v.JobID, j.UpdatedAt); ok {
 		v.EstimatedStartAt = rfc3339(est.StartAt)
 	}
 }

@@ -128,7 +128,9 @@ func (s *server) listJobs(ctx context.Context, fleet string, status job.Status, 
 		}
 		for _, j := range js {
 			j.Fleet = f.Slug
-			out = append(out, summaryOf(j))
+			v := summaryOf(j)
+			s.summaryEstimate(ctx, &v, j)
+			out = append(out, v)
 		}
 	}
 	return out, nil
@@ -181,12 +183,8 @@ func (o consoleOps) Workers(ctx context.Context) ([]wire.Worker, error) {
 	return v, o.wireErr(ctx, err)
 }
 
-// Jobs lists jobs of a status, each queued one with its expected start.
 func (o consoleOps) Jobs(ctx context.Context, fleet, status string, limit int) ([]wire.JobSummary, error) {
 	v, err := o.s.listJobs(ctx, fleet, job.Status(status), limit)
-	for i := range v {
-		o.s.summaryEstimate(ctx, &v[i])
-	}
 	return v, o.wireErr(ctx, err)
 }
 
