@@ -19,6 +19,10 @@ import fleetq
 
 ENV = os.environ
 
+#: What a queued job may wait on (docs/api.md, "When will my job start").
+WAITING_ON_CODES = {"leasing", "jobs_ahead", "capacity_booting", "scale_out_next_tick", "tenant_at_cap",
+                    "fleet_at_max", "spot_unavailable", "backoff", "worker_approval", "queue_deadline_near"}
+
 
 def worker_call(path, body, auth):
     """Calls a worker route as the agent would; returns (status, body)."""
@@ -115,7 +119,16 @@ class ClientTest(unittest.TestCase):
 
     def test_cancel(self):
         job_id = self.client.submit("t1", self.workflow, job_id="py-2", priority=-5)
-        self.assertEqual(self.wait_dispatched(job_id).status, "queued")
+        queued = self.wait_dispatched(job_id)
+        self.assertEqual(queued.status, "queued")
+        # A queued job says what it waits on, its place in line and how its
+        # estimate was made (a start only when the fleet's history can time it).
+        self.assertIsInstance(queued.waiting_on, fleetq.WaitingOn)
+        self.assertIn(queued.waiting_on.code, WAITING_ON_CODES)
+        self.assertTrue(queued.waiting_on.text)
+        self.assertGreaterEqual(queued.position, 1)
+        self.assertTrue(queued.estimate_basis)
+        self.assertEqual(queued.estimated_start_at is None, queued.estimate_basis != "projection")
         self.assertEqual(self.client.cancel(job_id), "canceled")
         job = self.client.wait(job_id, timeout=5, interval=0.05)
         self.assertEqual(job.status, "canceled")

@@ -34,7 +34,8 @@ var jobsUsage = `usage: fleetq jobs <submit|get|wait|cancel|retry|list|logs> [fl
          queue a job (POST /api/jobs); prints its id, <tenant>:<job id>. Resubmitting
          with the same --job-id yields one job. --callback-url receives its outcomes, signed.
   get ID     the job's status (accepted until dispatch files it, then queued, leased,
-             succeeded, dead or canceled), attempts, result and last error (GET /api/jobs/{job_id})
+             succeeded, dead or canceled), attempts, result and last error, and while queued
+             its estimated start, place in line and what it waits on (GET /api/jobs/{job_id})
   wait ID    poll until the job succeeded, is dead or canceled (--timeout, --interval);
              exit 0 when it succeeded, 3 when dead or canceled, 1 on timeout
   cancel ID  cancel an accepted, queued or leased job (POST /api/jobs/{job_id}/cancel)
@@ -385,6 +386,9 @@ func printJob(w io.Writer, j wire.Job) error {
 	}
 	if j.Progress != nil {
 		row("progress", fmt.Sprintf("%.0f%%", *j.Progress*100))
+	}
+	for _, r := range estimateRows(j) {
+		row(r[0], r[1])
 	}
 	if len(j.Result) > 0 && string(j.Result) != "null" {
 		row("result", string(j.Result))

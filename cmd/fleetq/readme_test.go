@@ -261,6 +261,21 @@ func TestCommandLineExamples(t *testing.T) {
 			if want := "sleep: job " + id + " attempt 1 sleeps "; err != nil || !strings.Contains(out, want) {
 				fail("exit %v, want the runner's line %q:\n%s%s", err, want, out, errOut)
 			}
+		case strings.Contains(line, bin+" why ") && strings.Contains(line, "--fleet "):
+			kind = "why fleet"
+			out, errOut, err := run(l, line)
+			if err != nil || !strings.HasPrefix(out, "fleet demo: desired ") || !strings.Contains(out, "\nlast decision ") || !strings.Contains(out, "\nwhat would change it: ") {
+				fail("exit %v, want the demo fleet's size, last decision and what would change it:\n%s%s", err, out, errOut)
+			}
+		case strings.Contains(line, bin+" why "):
+			kind = "why"
+			id := idOf(l)
+			out, errOut, err := run(l, line)
+			queued := regexp.MustCompile(`(?m)^job ` + regexp.QuoteMeta(id) + ` is queued in fleet demo$`).MatchString(out)
+			if err != nil || !queued && !regexp.MustCompile(`(?m)^job `+regexp.QuoteMeta(id)+` is (leased|succeeded|dead|canceled)`).MatchString(out) ||
+				queued && (!strings.Contains(out, "  estimated start: ") || !strings.Contains(out, "  waiting on: ")) {
+				fail("exit %v, want job %s's status, and while queued its estimate and what it waits on:\n%s%s", err, id, out, errOut)
+			}
 		case strings.Contains(line, bin+" jobs cancel "):
 			kind = "cancel"
 			id := idOf(l)
@@ -367,7 +382,7 @@ func TestCommandLineExamples(t *testing.T) {
 		}
 		seen[kind] = true
 	}
-	required := []string{"key", "submit", "wait", "get", "logs", "cancel", "list", "fleets", "console"}
+	required := []string{"key", "submit", "wait", "get", "logs", "why", "why fleet", "cancel", "list", "fleets", "console"}
 	if noCurl == nil {
 		required = append(required, "curl submit", "curl job", "curl logs")
 	}

@@ -84,6 +84,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	poolIdle := fs.Duration("pool-idle", 0, "how long an idle Spot pool instance runs on for the next job before it is stopped back into the pool (0: stopped at the first tick that finds it idle and not needed)")
 	poolStartMin := fs.Duration("pool-start-min", sim.DefaultStoppedStart[0], "shortest delay from a Spot pool start to a registered worker (an assumption for g5/g6: measure it)")
 	poolStartMax := fs.Duration("pool-start-max", sim.DefaultStoppedStart[1], "longest delay from a Spot pool start to a registered worker")
+	estimates := fs.Bool("estimates", false, "also measure fleetq's start estimates: at each submit and each tick project every queued job's start (eta.Project) and report the share within max(60s, 20% of the wait) of the actual lease")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	paretoFile := fs.String("pareto", "", "also draw GPU-hours against p95 wait, one point per policy plus fleetq with warm spares (08:00-22:00, 1, 2 and 4), to FILE.svg or FILE.png")
 	plotFile := fs.String("plot", "", "also draw instances in service and jobs waiting over time to FILE.svg or FILE.png")
@@ -115,7 +116,7 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		SpotShortages: shortages, FallbackAfter: *fallback, WaitSLO: *waitSLO, OnDemandPricePerHour: *odPrice, PreemptionCap: *preemptionCap,
 		FairShare: *fair, TenantMaxLeased: *tenantCap, SpotHotspots: hotspots, NoWeigh: !*weigh,
 		Bridge: *bridge, BridgeState: *bridgeState, BridgeMaxLife: *bridgeMax,
-		SpotPool: *spotPool, SpotPoolPairs: poolPairs, PoolStartFailures: poolFailures, PoolStartMin: *poolStartMin, PoolStartMax: *poolStartMax, PoolIdle: *poolIdle}
+		SpotPool: *spotPool, SpotPoolPairs: poolPairs, PoolStartFailures: poolFailures, PoolStartMin: *poolStartMin, PoolStartMax: *poolStartMax, PoolIdle: *poolIdle, Estimates: *estimates}
 	if *spotPool < 0 {
 		fmt.Fprintln(stderr, "fleetq simulate: --spot-pool must be a pool size >= 0")
 		return 2

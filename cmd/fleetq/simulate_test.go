@@ -115,3 +115,24 @@ func TestSimulateSpotPool(t *testing.T) {
 		}
 	}
 }
+
+func TestSimulateEstimates(t *testing.T) {
+	t.Parallel()
+	r := simulateJSON(t, "--workload", "backtest", "--estimates")
+	es, ok := r["estimates"].(map[string]any)
+	if !ok {
+		t.Fatalf("no estimates in %v", r)
+	}
+	submit := es["at_submit"].(map[string]any)
+	if submit["estimates"].(float64) != r["jobs"].(float64) || submit["within"].(float64) <= 0 {
+		t.Fatalf("estimates at submit %v of %v jobs: want one per job, some within the goal", submit, r["jobs"])
+	}
+	if _, ok := simulateJSON(t, "--workload", "backtest")["estimates"]; ok {
+		t.Fatal("estimates measured without --estimates")
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(t.Context(), []string{"simulate", "--workload", "backtest", "--policy", "fleetq", "--estimates"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "fleetq start estimates") || !strings.Contains(out.String(), "at submit") {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}

@@ -37,7 +37,7 @@ from typing import Any, Callable, Dict, List, Optional
 #: without the leading v); pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Job", "JobError", "JobSummary", "APIError", "STATUSES", "FINAL_STATUSES",
+__all__ = ["Client", "Job", "JobError", "JobSummary", "WaitingOn", "APIError", "STATUSES", "FINAL_STATUSES",
            "WebhookError", "verify_webhook", "key_id"]
 
 #: Every status a job has: accepted from the moment its submission is
@@ -74,6 +74,18 @@ class JobError:
 
 
 @dataclass(frozen=True)
+class WaitingOn:
+    """The one thing a queued job waits on: ``code`` (leasing, jobs_ahead,
+    capacity_booting, scale_out_next_tick, tenant_at_cap, fleet_at_max,
+    spot_unavailable, backoff, worker_approval, queue_deadline_near), its
+    ``params`` (strings: counts, RFC 3339 times) and a ``text`` to show."""
+
+    code: str
+    text: str
+    params: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Job:
     """A job as GET /api/jobs/{job_id} answers it. Times are RFC 3339 strings
     or None; ``result`` is the worker's result object or None."""
@@ -98,6 +110,13 @@ class Job:
     error: Optional[JobError] = None
     history: List[Dict[str, Any]] = field(default_factory=list)
     cost_usd: Optional[float] = None  # what the finished job cost; None until priced
+    #: While queued: when the job is expected to start (None when the
+    #: estimate cannot say; ``estimate_basis`` says why), how the estimate
+    #: was made, what the job waits on and its place in line (1: next).
+    estimated_start_at: Optional[str] = None
+    estimate_basis: str = ""
+    waiting_on: Optional[WaitingOn] = None
+    position: Optional[int] = None
 
     @property
     def finished(self) -> bool:
@@ -117,7 +136,15 @@ class Job:
             error=JobError(message=err["message"], retryable=err["retryable"], code=err.get("code", "")) if err else None,
             history=list(d.get("history") or []),
             cost_usd=d.get("cost_usd"),
+            estimated_start_at=d.get("estimated_start_at"), estimate_basis=d.get("estimate_basis", ""),
+            waiting_on=_waiting_on(d.get("waiting_on")), position=d.get("position"),
         )
+
+
+def _waiting_on(w: Optional[Dict[str, Any]]) -> Optional[WaitingOn]:
+    if not w:
+        return None
+    return WaitingOn(code=w["code"], text=w.get("text", ""), params=dict(w.get("params") or {}))
 
 
 @dataclass(frozen=True)

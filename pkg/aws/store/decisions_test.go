@@ -164,3 +164,23 @@ func TestRecordBridgeStartWritesWhatItIsGiven(t *testing.T) {
 		t.Fatalf("history %+v", s.History)
 	}
 }
+
+// The tick keeps the fleet's latest boots with its decision; a decision
+// without boots leaves them.
+func TestTheFleetStateKeepsTheLatestBoots(t *testing.T) {
+	e := newEnv(t)
+	boots := []time.Duration{time.Minute, 90 * time.Second}
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0, Desired: 1}, Boots: boots}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.record("gpu", fleetstate.Record{Decision: fleetstate.Decision{At: t0.Add(time.Minute), Desired: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.st.GetFleetState(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Boots, boots) {
+		t.Fatalf("boots %v, want %v", st.Boots, boots)
+	}
+}

@@ -27,7 +27,8 @@
 // and deadlines.go (jobs and their leases), with fairlease.go (the reads fair
 // share asks for), leasecap.go (tenants' leased caps), tenants.go (tenants'
 // queued caps), tenantjobs.go (a tenant's jobs listed a page at a time)
-// and ondemand.go (jobs pinned to On-Demand); workers.go, retoken.go (a worker's token replaced, its leases
+// and ondemand.go (jobs pinned to On-Demand), estimates.go (the snapshot a
+// queued job's estimated start is projected from); workers.go, retoken.go (a worker's token replaced, its leases
 // moved to the new one), preempt.go (draining and ending workers the control
 // plane decided to end, their leases requeued), fleetstate.go,
 // registration.go, bootreports.go (machines that could not start work),

@@ -58,6 +58,9 @@ type fleetItem struct {
 	ForecastHours  map[string]forecast.Hour `dynamodbav:"forecast_hours"`
 	ForecastBudget forecast.Budget          `dynamodbav:"forecast_budget"`
 	ForecastMS     int64                    `dynamodbav:"forecast_ms"`
+	// BootsMS are the fleet's latest boots in milliseconds, oldest first
+	// (State.Boots).
+	BootsMS []int64 `dynamodbav:"boots_ms,omitempty"`
 }
 
 // GetFleetState reads a fleet's state; a fleet never touched reads as zeros.
@@ -80,6 +83,9 @@ func (s *Store) GetFleetState(ctx context.Context, slug string) (fleetstate.Stat
 				st.Forecast.Hours[n] = h
 			}
 		}
+	}
+	for _, b := range it.BootsMS {
+		st.Boots = append(st.Boots, time.Duration(b)*time.Millisecond)
 	}
 	if len(it.FirstSeen) > 0 {
 		st.FirstSeen = make(map[string]time.Time, len(it.FirstSeen))
@@ -365,6 +371,13 @@ func (s *Store) recordDecision(ctx context.Context, fleet string, r fleetstate.R
 		set = set.Set(expression.Name(attrFirstSeen), expression.Value(sv))
 	} else {
 		set = set.Set(expression.Name(attrFirstSeen), null())
+	}
+	if len(r.Boots) > 0 {
+		boots := make([]int64, len(r.Boots))
+		for i, b := range r.Boots {
+			boots[i] = b.Milliseconds()
+		}
+		set = set.Set(expression.Name(attrBootsMS), expression.Value(boots))
 	}
 	if r.Forecast != nil {
 		if set, err = forecastSet(set, *r.Forecast); err != nil {

@@ -116,6 +116,7 @@ const (
 	attrForecastHours  = "forecast_hours"
 	attrForecastBudget = "forecast_budget"
 	attrForecastMS     = "forecast_ms"
+	attrBootsMS        = "boots_ms"
 	attrWokenMS        = "woken_ms"
 	attrDecisionSeq    = "decision_seq"
 

@@ -75,6 +75,9 @@ type Store struct {
 	planner *lease.Planner
 	// spot holds each fleet's *spotCache (spotprices.go).
 	spot sync.Map
+	// onDemand holds whether each worker read for an estimate registered
+	// On-Demand (estimates.go): a worker's purchase option never changes.
+	onDemand sync.Map
 }
 
 // New returns a store over the given table.

@@ -132,6 +132,36 @@ type State struct {
 	// Seq counts the decisions written (ticks and wakes); a decision is
 	// written only on the state it was made from.
 	Seq int64
+	// Boots are the fleet's latest boots, launch to registration, oldest
+	// first (at most BootSamples): kept by the tick, so a fleet back at
+	// zero still knows how long its instances take.
+	Boots []time.Duration
+}
+
+// BootSamples is how many of its latest boots a fleet keeps.
+const BootSamples = 10
+
+// LastTick is the scaler's tick's last decision for the fleet (false:
+// none): the newest of its decisions that is a tick's, not a wake's or a
+// bridge start's.
+func (s State) LastTick() (Decision, bool) {
+	ds := s.History
+	if s.LastDecision != nil {
+		ds = append([]Decision{*s.LastDecision}, ds...)
+	}
+	for _, d := range ds {
+		switch d.Reason.Code() {
+		case scaling.ReasonGrow, scaling.ReasonShrink, scaling.ReasonHold:
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// WithBoots is the latest BootSamples of kept and then more.
+func WithBoots(kept, more []time.Duration) []time.Duration {
+	all := append(append([]time.Duration(nil), kept...), more...)
+	return all[max(0, len(all)-BootSamples):]
 }
 
 // Record is what the scaler writes after a tick.
@@ -143,6 +173,8 @@ type Record struct {
 	FirstSeen map[string]time.Time
 	// Forecast, when set, replaces the forecast's memory.
 	Forecast *Forecast
+	// Boots, when set, replaces the fleet's latest boots (State.Boots).
+	Boots []time.Duration
 }
 
 // InterruptionKind is what ended or threatened an instance, as counted.

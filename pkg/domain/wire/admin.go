@@ -156,6 +156,10 @@ type JobSummary struct {
 	Attempts    int     `json:"attempts"`
 	Preemptions int     `json:"preemptions"`
 	UpdatedAt   *string `json:"updated_at"`
+	// EstimatedStartAt is a queued job's expected start, as GET
+	// /api/jobs/{job_id} answers it (absent when it cannot say, and for a
+	// job not queued).
+	EstimatedStartAt *string `json:"estimated_start_at,omitempty"`
 }
 
 // RejectedResponse is the 200 answer of GET /api/admin/rejected.

@@ -65,6 +65,24 @@ type Job struct {
 	// Callback is the delivery of the latest outcome to the job's
 	// callback_url; absent for a job without one.
 	Callback *JobCallback `json:"callback,omitempty"`
+	// EstimatedStartAt, EstimateBasis, WaitingOn and Position are a queued
+	// job's estimate (docs/api.md, "When will my job start"): when it is
+	// expected to be leased (absent when the estimate cannot say), how the
+	// estimate was made, the one thing it waits on, and its place in its
+	// fleet's lease order (1: next). All are absent for a job not queued.
+	EstimatedStartAt *string    `json:"estimated_start_at,omitempty"`
+	EstimateBasis    string     `json:"estimate_basis,omitempty"`
+	WaitingOn        *WaitingOn `json:"waiting_on,omitempty"`
+	Position         int        `json:"position,omitempty"`
+}
+
+// WaitingOn is the one thing a queued job waits on: a code from a closed
+// set that programs match on, its parameters (each a string: a count, a
+// time in RFC 3339, an instance type ...), and one line a person reads.
+type WaitingOn struct {
+	Code   string            `json:"code"`
+	Params map[string]string `json:"params,omitempty"`
+	Text   string            `json:"text"`
 }
 
 // JobCallback is a job's callback_url and how the delivery of its latest

@@ -52,6 +52,7 @@ type JobStore interface {
 	Cancel(ctx context.Context, id string) (job.Status, error)
 	AcceptJob(ctx context.Context, n job.Spec, fresh bool) (job.Job, bool, error)
 	WithdrawJob(ctx context.Context, tenant, id string) error
+	EstimateStore
 }
 
 // AdminStore is what the operator routes need.
@@ -158,6 +159,7 @@ type server struct {
 	log           *slog.Logger
 	console       *console.Console
 	checked       *checkedTokens
+	estimates     *estimates
 }
 
 func (s *server) announce(ctx context.Context, jobID string) {
@@ -196,7 +198,7 @@ func New(cfg *fleetconfig.Config, st Store, queue Enqueuer, consoleKeys console.
 	}
 	s := &server{Config: cfg, Store: st, Queue: queue, Operator: operator, Clock: clk, Attestor: c.Attestor,
 		FleetSecrets: c.FleetSecrets, Assets: c.Assets, Events: c.Events, RegisterLimit: c.RegisterLimit,
-		NewJobID: c.NewJobID, log: log, checked: newCheckedTokens(clk)}
+		NewJobID: c.NewJobID, log: log, checked: newCheckedTokens(clk), estimates: newEstimates(st, clk)}
 	con, err := console.New(consoleOps{s}, consoleKeys, st, clk, log, console.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("api.New: %w", err)

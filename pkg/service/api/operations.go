@@ -128,7 +128,9 @@ func (s *server) listJobs(ctx context.Context, fleet string, status job.Status, 
 		}
 		for _, j := range js {
 			j.Fleet = f.Slug
-			out = append(out, summaryOf(j))
+			v := summaryOf(j)
+			s.summaryEstimate(ctx, &v, j)
+			out = append(out, v)
 		}
 	}
 	return out, nil
@@ -186,12 +188,15 @@ func (o consoleOps) Jobs(ctx context.Context, fleet, status string, limit int) (
 	return v, o.wireErr(ctx, err)
 }
 
+// Job is a job as GET /api/jobs/{job_id} answers it, with its estimate.
 func (o consoleOps) Job(ctx context.Context, id string) (wire.Job, error) {
 	j, err := o.s.Store.GetJob(ctx, id)
 	if err != nil {
 		return wire.Job{}, o.wireErr(ctx, err)
 	}
-	return viewJob(j), nil
+	v := viewJob(j)
+	o.s.withEstimate(ctx, &v, j)
+	return v, nil
 }
 
 func (o consoleOps) Cancel(ctx context.Context, operator, id string) (string, error) {

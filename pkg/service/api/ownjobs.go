@@ -55,7 +55,9 @@ func (s *server) listOwnJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.JobsResponse{Jobs: make([]wire.JobSummary, 0, len(page)), NextCursor: next}
 	for _, j := range page {
-		out.Jobs = append(out.Jobs, summaryOf(j))
+		v := summaryOf(j)
+		s.summaryEstimate(r.Context(), &v, j)
+		out.Jobs = append(out.Jobs, v)
 	}
 	wire.WriteJSON(w, http.StatusOK, out)
 }

@@ -186,7 +186,9 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	wire.WriteJSON(w, http.StatusOK, viewJob(j))
+	v := viewJob(j)
+	s.withEstimate(r.Context(), &v, j)
+	wire.WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) {

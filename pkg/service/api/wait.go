@@ -54,7 +54,9 @@ func (s *server) waitJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	wire.WriteJSON(w, http.StatusOK, viewJob(j))
+	v := viewJob(j)
+	s.withEstimate(r.Context(), &v, j)
+	wire.WriteJSON(w, http.StatusOK, v)
 }
 
 // waitForChange answers j as soon as its status is not since: j itself if

@@ -165,6 +165,14 @@ func (s *consoleStack) waitJob(id string) job.Job {
 	return j
 }
 
+// deref is a time the API may leave out, or "".
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 func (s *consoleStack) job(id string) job.Job {
 	s.t.Helper()
 	j, err := s.stack.Store.GetJob(context.Background(), id)
@@ -402,6 +410,38 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	}
 	run("jobs screenshot", shot("jobs"))
+
+	// A queued job: the jobs list shows its expected start (a dash when the
+	// estimate cannot say), its page what it waits on, how the estimate was
+	// made and its place in line, as GET /api/jobs/{job_id} answers them.
+	var queued string
+	for _, id := range ids {
+		if s.job(id).Status == job.Queued && s.job(id).FleetSlug == "render" {
+			queued = id
+			break
+		}
+	}
+	var est wire.Job
+	s.call("GET", strings.Replace(wire.PathJob, "{job_id}", queued, 1), "op", nil, &est)
+	if est.WaitingOn == nil || est.EstimateBasis == "" || est.Position < 1 {
+		t.Fatalf("the API answers queued job %s without its estimate: %+v", queued, est)
+	}
+	run("jobs with estimates", chromedp.Navigate(stack.URL+"/console/jobs"), chromedp.WaitVisible(chromedp.CSS("#jobs")))
+	got := text(fmt.Sprintf(`#jobs tr[data-job=%q] td.estimate`, queued))
+	if known := est.EstimatedStartAt != nil; got == "" || (got == "—") == known {
+		t.Errorf("job %s's expected start in the list is %q; the API's is %v", queued, got, deref(est.EstimatedStartAt))
+	}
+	run("queued job page", chromedp.Navigate(stack.URL+"/console/jobs/"+queued), chromedp.WaitVisible(chromedp.CSS("#waiting-on")))
+	if got := text("#waiting-on"); !strings.Contains(got, "("+est.WaitingOn.Code+")") || !strings.Contains(got, est.WaitingOn.Text[:min(10, len(est.WaitingOn.Text))]) {
+		t.Errorf("job %s waits on %q on its page; the API says %s: %s", queued, got, est.WaitingOn.Code, est.WaitingOn.Text)
+	}
+	if got := text("#position"); got != fmt.Sprint(est.Position) {
+		t.Errorf("job %s's place in line is %q on its page; the API says %d", queued, got, est.Position)
+	}
+	if got := text("#estimate"); !strings.Contains(got, "("+est.EstimateBasis+")") {
+		t.Errorf("job %s's expected start is %q on its page; the API's basis is %s", queued, got, est.EstimateBasis)
+	}
+	run("queued job screenshot", shot("job-queued"))
 
 	// A leased job's page: its history timeline, as the store has it.
 	run("job page", chromedp.Navigate(stack.URL+"/console/jobs/"+leased), chromedp.WaitVisible(chromedp.CSS("#history")))

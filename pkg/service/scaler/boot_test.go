@@ -2,12 +2,23 @@ package scaler_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
+
+// registerBooted registers a worker of the gpu fleet with the boot its
+// agent reported.
+func (h *harness) registerBooted(id string, boot worker.Boot) {
+	h.t.Helper()
+	if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
+		TokenHash: "hash-" + id, Boot: boot}); err != nil {
+		h.t.Fatal(err)
+	}
+}
 
 // Each tick publishes the fleet's boot phases over the workers registered
 // in the last hour, one EMF line per phase (dimension Phase) before the
@@ -16,13 +27,7 @@ import (
 func TestTickPublishesBootPhases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	register := func(id string, boot worker.Boot) {
-		t.Helper()
-		if _, err := h.sys.Store.RegisterWorker(h.ctx, worker.Registration{WorkerID: id, Fleet: "gpu", Stage: "test", MaxConcurrency: 1,
-			TokenHash: "hash-" + id, Boot: boot}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register := h.registerBooted
 	now := h.clock.Now()
 	// Registered two hours ago: out of the window.
 	register("old", worker.Boot{LaunchedAt: now.Add(-20 * time.Minute), AgentStartedAt: now})
@@ -68,5 +73,29 @@ func TestTickPublishesBootPhases(t *testing.T) {
 		if d == nil || d["BootPhaseP50Seconds"] != w[0] || d["BootPhaseP95Seconds"] != w[1] || d["BootPhaseMaxSeconds"] != w[2] || d["BootPhaseWorkers"] != w[3] {
 			t.Errorf("phase %s: %v, want p50 %v p95 %v max %v over %v workers", name, d, w[0], w[1], w[2], w[3])
 		}
+	}
+}
+
+// The tick keeps the fleet's latest boots, launch to registration, of the
+// workers registered since the tick before: a bridge's start from the pool
+// is not a launch, and a worker counted once is not counted again.
+func TestTickKeepsTheLatestBoots(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	register := h.registerBooted
+	now := h.clock.Now()
+	register("a", worker.Boot{LaunchedAt: now.Add(-200 * time.Second)})
+	register("bridge", worker.Boot{LaunchedAt: now.Add(-40 * time.Second), FromPool: true})
+	h.tick()
+	h.advance(time.Minute)
+	now = h.clock.Now()
+	register("b", worker.Boot{LaunchedAt: now.Add(-100 * time.Second)})
+	h.tick()
+	st, err := h.sys.Store.GetFleetState(h.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{200 * time.Second, 100 * time.Second}; !slices.Equal(st.Boots, want) {
+		t.Fatalf("boots %v, want %v", st.Boots, want)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetq/fleetq/pkg/domain/eta"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/fleetstate"
 	"github.com/fleetq/fleetq/pkg/domain/worker"
 )
 
@@ -84,22 +86,40 @@ func (s *Scaler) fleetMetrics(ctx context.Context, f *fleetconfig.Fleet, r Fleet
 const BootWindow = time.Hour
 
 // bootTimeline is the boot timeline of the fleet's workers registered
-// within BootWindow. The listing leaves boot times out (the index does not
-// carry them), so it reads each of those workers: a read per instance that
-// registered in the last hour, bounded by the fleet's launches.
+// within BootWindow.
 func (s *Scaler) bootTimeline(ctx context.Context, workers []worker.Worker, now time.Time) worker.Timeline {
+	return worker.BootTimeline(s.registeredSince(ctx, workers, now.Add(-BootWindow)))
+}
+
+// registeredSince reads the workers registered at or after since in full.
+// The listing leaves boot times out (the index does not carry them), so it
+// reads each of those workers: a read per instance registered since,
+// bounded by the fleet's launches. A worker gone since the listing, or
+// unreadable, is left out.
+func (s *Scaler) registeredSince(ctx context.Context, workers []worker.Worker, since time.Time) []worker.Worker {
 	var recent []worker.Worker
 	for _, w := range workers {
-		if w.RegisteredAt.IsZero() || now.Sub(w.RegisteredAt) > BootWindow {
+		if w.RegisteredAt.IsZero() || w.RegisteredAt.Before(since) {
 			continue
 		}
 		full, err := s.store.GetWorker(ctx, w.ID)
 		if err != nil {
-			continue // gone since the listing, or unreadable: left out
+			continue
 		}
 		recent = append(recent, full)
 	}
-	return worker.BootTimeline(recent)
+	return recent
+}
+
+// latestBoots are the fleet's latest boots after this tick: those it kept,
+// then those of the workers registered since the last tick (within
+// BootWindow), for the estimates of its queued jobs' starts.
+func (s *Scaler) latestBoots(ctx context.Context, snap snapshot) []time.Duration {
+	since := snap.now.Add(-BootWindow)
+	if last, ok := snap.state.LastTick(); ok && last.At.After(since) {
+		since = last.At.Add(time.Millisecond)
+	}
+	return fleetstate.WithBoots(snap.state.Boots, eta.Boots(s.registeredSince(ctx, snap.workers, since)))
 }
 
 func (s *Scaler) emitMetrics(ctx context.Context, f *fleetconfig.Fleet, r FleetReport, workers []worker.Worker, now time.Time) error {

@@ -490,7 +490,8 @@ func (s *Scaler) record(ctx context.Context, f *fleetconfig.Fleet, snap snapshot
 		mem = &m
 		rec.Inputs.Forecast = &fleetstate.ForecastInputs{Instances: p.input.Forecast.Instances, Extra: d.ForecastExtra}
 	}
-	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem}, snap.state); err != nil {
+	if err := s.store.RecordDecision(ctx, f.Slug, fleetstate.Record{Decision: rec, LastActiveAt: d.LastActiveAt, FirstSeen: p.firstSeen, Forecast: mem,
+		Boots: s.latestBoots(ctx, snap)}, snap.state); err != nil {
 		return err
 	}
 	s.log.Info("scaling decision", "fleet", f.Slug, "desired", r.Desired, "reason", r.Reason.String(), "reason_code", string(r.Reason.Code()),

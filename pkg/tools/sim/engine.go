@@ -119,6 +119,9 @@ type Options struct {
 	Horizon time.Duration
 	// Sample is the timeline's resolution for plots (default 1 minute).
 	Sample time.Duration
+	// Estimates measures fleetq's start estimates against the actual
+	// leases (estimates.go; fleetq simulate --estimates).
+	Estimates bool
 }
 
 func (o *Options) defaults(w Workload) {
@@ -324,6 +327,10 @@ type engine struct {
 	timeline []Sample
 	// planner leases jobs to polling instances (leasing.go).
 	planner *lease.Planner
+	// est makes and keeps the start estimates (nil: not measured).
+	est *estimator
+	// lastTick is when the policy's tick last ran (0: not yet).
+	lastTick time.Duration
 }
 
 // Run simulates the workload under one policy.
@@ -335,6 +342,7 @@ func Run(w Workload, p Policy, o Options) Result {
 		spot: newSpotPlacement(o),
 	}
 	e.planner = e.newPlanner()
+	e.est = e.newEstimator()
 	if sw, ok := p.(spotWeigher); ok && !o.NoWeigh {
 		e.weighs = sw.weighsSpot()
 	}
@@ -394,12 +402,14 @@ func (e *engine) handle(ev *event) {
 		}
 		e.waiting = append(e.waiting, ev.job)
 		e.decide(Arrival)
+		e.estimate(ev.job)
 	case evReady:
 		in := e.insts[ev.inst]
 		if in == nil || in.gone {
 			return
 		}
 		in.registered, in.idleSince = true, e.now
+		e.booted(in)
 		if m := in.member; m != nil && m.inst == in && m.state == scaling.PoolStarting {
 			m.to(scaling.PoolRunning, e.now)
 		}
@@ -409,6 +419,7 @@ func (e *engine) handle(ev *event) {
 			return
 		}
 		in := e.insts[j.on]
+		e.ran(j, e.now-j.started)
 		e.detach(in, j)
 		j.done = true
 		e.res.Completed++
@@ -454,6 +465,7 @@ func (e *engine) handle(ev *event) {
 	case evPoolStopped, evPoolBack:
 		e.poolEvent(ev)
 	case evTick:
+		e.lastTick = e.now
 		e.decide(Tick)
 		e.push(&event{at: e.now + e.pol.Interval(), kind: evTick})
 	case evSample:
@@ -464,6 +476,9 @@ func (e *engine) handle(ev *event) {
 		return
 	}
 	e.dispatch()
+	if ev.kind == evTick {
+		e.estimate(nil)
+	}
 }
 
 // dispatch gives waiting jobs to free slots of registered workers, as their
@@ -539,6 +554,7 @@ func (e *engine) start(in *instance, j *jobState) {
 	}
 	j.run++
 	j.on, j.started = in.id, e.now
+	e.leased(j)
 	if j.start < 0 {
 		if in.bridge {
 			e.res.BridgedJobs++
@@ -904,6 +920,7 @@ func (e *engine) finish() {
 	}
 	r.ColdStarts = len(e.ttfl)
 	r.Timeline = e.timeline
+	r.Estimates = e.estimates()
 }
 
 // costByWorkflow shares the bill among the workflows by the time their jobs

@@ -182,14 +182,21 @@ func (*Fleetq) Interval() time.Duration { return time.Minute }
 // Victims implements Policy.
 func (*Fleetq) Victims() VictimRule { return VictimNamed }
 
-// Decide implements Policy.
-func (p *Fleetq) Decide(t Trigger, o Observation) Action {
+// settingsFor are the policy's settings for an observation: its fleet's
+// slots, min and max, and the warm windows while the workload's days last.
+func (p *Fleetq) settingsFor(o Observation) scaling.Settings {
 	s := p.settings
 	s.Slots, s.Min, s.Max = o.Slots, o.MinInstances, o.MaxInstances
-	warm := p.warmUntil == 0 || o.Now < p.warmUntil
-	if !warm {
+	if p.warmUntil != 0 && o.Now >= p.warmUntil {
 		s.Warm = nil
 	}
+	return s
+}
+
+// Decide implements Policy.
+func (p *Fleetq) Decide(t Trigger, o Observation) Action {
+	s := p.settingsFor(o)
+	warm := p.warmUntil == 0 || o.Now < p.warmUntil
 	ready := o.Queued
 	if o.Capped {
 		// Capacity for the work the tenants' caps let run, not for a

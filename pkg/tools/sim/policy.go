@@ -215,6 +215,9 @@ type Result struct {
 	KillTimes []time.Duration `json:"-"`
 	// WorkloadEnd is the end of the workload's last day of arrivals.
 	WorkloadEnd time.Duration `json:"-"`
+	// Estimates are fleetq's start estimates against the actual leases
+	// (Options.Estimates; nil when not measured).
+	Estimates *Estimates `json:"estimates,omitempty"`
 }
 
 func ceilDiv(a, b int) int {

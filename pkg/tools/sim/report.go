@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -38,6 +40,38 @@ func (r Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %d Spot pool starts (%d more failed for capacity, for %d jobs), %d stops, %d created, %d interrupted, %.1f pool Spot hours, %d of %d jobs started on a pool instance, pool volumes $%.2f (in cost $)\n",
 				x.Policy, x.PoolStarts, x.PoolStartFailures, x.PoolFallbackJobs, x.PoolStops, x.PoolCreates, x.PoolInterruptions, x.SpotPoolGPUHours, x.PoolJobs, x.Jobs, x.SpotPoolStorageUSD)
 		}
+	}
+	for _, x := range r.Results {
+		if x.Estimates != nil {
+			if err := x.Estimates.writeTable(w, x.Policy); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeTable prints a run's estimates: at submit, at later ticks, and by
+// what the job waited on, each as the share within the goal.
+func (es *Estimates) writeTable(w io.Writer, policy string) error {
+	fmt.Fprintf(w, "%s start estimates (within max(60s, 20%% of the wait from the estimate to the lease)):\n", policy)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join([]string{"made", "estimates", "within", "share", "unknown", "waited>1m", "share", "p90 error", ""}, "\t"))
+	row := func(name string, a Accuracy) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%d\t%d\t%.0f%%\t%s\t\n", name, a.Estimates, a.Within, 100*a.Share(),
+			a.Unknown, a.Waited, 100*a.WaitedShare(), dur(a.P90ErrorS))
+	}
+	row("at submit", es.AtSubmit)
+	row("at ticks", es.AtTicks)
+	codes := slices.Sorted(maps.Keys(es.ByCode))
+	for _, c := range codes {
+		row(string(c), *es.ByCode[c])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if es.Unresolved > 0 {
+		fmt.Fprintf(w, "%d estimates of jobs not leased by the horizon are left out\n", es.Unresolved)
 	}
 	return nil
 }

@@ -83,7 +83,8 @@ func TestSeedRegressionVisibleOnlyKillsBusyWorkers(t *testing.T) {
 // beats it on both GPU-hours and p95 wait.
 // TestFleetqMeetsItsTargets holds the goals docs/simulation.md records as
 // met: against the baselines on every built-in workload, and the goals of
-// warm capacity, the forecast, the Spot shortage and tenant fairness.
+// warm capacity, the forecast, the Spot shortage, tenant fairness, the
+// bridge and the start estimates.
 func TestFleetqMeetsItsTargets(t *testing.T) {
 	t.Parallel()
 	t.Run("against_the_baselines", fleetqBeatsTheBaselines)
@@ -93,6 +94,7 @@ func TestFleetqMeetsItsTargets(t *testing.T) {
 	t.Run("fair_share_shields_the_others_from_a_burst", goalFairShareShieldsTheOthersFromABurst)
 	t.Run("bridge_starts_cold_work_within_a_minute", goalBridgeStartsColdWorkWithinAMinute)
 	t.Run("spot_pool_starts_cold_work_within_a_minute_at_spot_prices", goalSpotPoolStartsColdWorkAtSpotPrices)
+	t.Run("start_estimates_within_the_goal", goalStartEstimatesWithinTheGoal)
 }
 
 func fleetqBeatsTheBaselines(t *testing.T) {

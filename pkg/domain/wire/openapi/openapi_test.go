@@ -4,9 +4,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fleetq/fleetq/pkg/domain/eta"
 	"github.com/fleetq/fleetq/pkg/domain/wire/openapi"
 )
 
@@ -123,5 +125,33 @@ func TestTransportReportsMismatches(t *testing.T) {
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "extra") {
 		t.Fatalf("reported %v, want one mismatch on /api/jobs only", errs)
+	}
+}
+
+// The document names every code of what a job waits on and every basis of
+// an estimate, and nothing else: a client can match on them.
+func TestTheEstimateEnumsAreTheDomains(t *testing.T) {
+	doc, err := openapi.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := func(schema string) []string {
+		var out []string
+		for _, v := range doc.Components.Schemas[schema].Value.Enum {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	var codes []string
+	for _, c := range eta.Codes {
+		codes = append(codes, string(c))
+	}
+	if got := enum("WaitingOnCode"); !slices.Equal(got, codes) {
+		t.Errorf("WaitingOnCode enum %v, want eta.Codes %v", got, codes)
+	}
+	bases := []string{string(eta.BasisProjection), string(eta.BasisNoHistory), string(eta.BasisAtMaxUnknownRunTimes),
+		string(eta.BasisAwaitingApproval), string(eta.BasisSpotShort), string(eta.BasisQueueTimeout), string(eta.BasisBeyondHorizon)}
+	if got := enum("EstimateBasis"); !slices.Equal(got, bases) {
+		t.Errorf("EstimateBasis enum %v, want %v", got, bases)
 	}
 }
