@@ -776,7 +776,7 @@ func (e *engine) observe() Observation {
 	return o
 }
 
-func (e *engine) decide(t Trigger) {
+func (e *engine) decide(t Trigger) Action {
 	if t == Tick && e.weighs {
 		occupied := map[string]int{}
 		for _, id := range e.order {
@@ -812,6 +812,7 @@ func (e *engine) decide(t Trigger) {
 	}
 	e.reconcile()
 	e.applyPool(a)
+	return a
 }
 
 func (e *engine) sample() {
