@@ -26,8 +26,10 @@ func goalSpotPoolStartsColdWorkAtSpotPrices(t *testing.T) {
 		bridge   int
 		maxCost  float64 // × the oracle's dollars
 	}{
-		{"video", 16, nil, 0, 1.15}, {"video", 16, failing, 0, 1.15}, {"video", 16, failing, 2, 1.21},
-		{"backtest", 10, nil, 0, 1.15}, {"backtest", 10, failing, 0, 1.15}, {"backtest", 10, failing, 2, 1.22},
+		// With a bridge, a failed start's jobs still go to another pair's
+		// stopped instance first: the goal holds there too.
+		{"video", 16, nil, 0, 1.15}, {"video", 16, failing, 0, 1.15}, {"video", 16, failing, 2, 1.15},
+		{"backtest", 10, nil, 0, 1.15}, {"backtest", 10, failing, 0, 1.15}, {"backtest", 10, failing, 2, 1.15},
 	} {
 		w, _ := BuiltIn(c.workload, 1, 1)
 		o := Options{Seed: 1, SpotRate: 0.01, PricePerHour: 0.45, SpotPool: c.pool, PoolStartFailures: c.failures, Bridge: c.bridge}
@@ -46,8 +48,8 @@ func goalSpotPoolStartsColdWorkAtSpotPrices(t *testing.T) {
 		if len(c.failures) > 0 && p.PoolStartFailures == 0 {
 			t.Errorf("%s: no start failed", name)
 		}
-		if c.bridge > 0 && p.BridgedJobs == 0 {
-			t.Errorf("%s: no job fell back to a bridge", name)
+		if c.bridge > 0 && p.BridgeStarts == 0 {
+			t.Errorf("%s: no bridge started", name)
 		}
 		if p.P50WaitS > 60 {
 			t.Errorf("%s: p50 wait %.0fs, want ≤ 60s", name, p.P50WaitS)
