@@ -212,9 +212,8 @@ func TestDecidePool(t *testing.T) {
 	}
 }
 
-// A failed start avoids its pair for the fleet's avoid time and hands
-// exactly the start's jobs to On-Demand; the next start skips the pair.
-// A failed start's jobs go to a stopped instance on another pair that is
+// A failed start avoids its pair for the fleet's avoid time; the next
+// start skips the pair. A failed start's jobs go to a stopped instance on another pair that is
 // not avoided and that no other start takes (one more start); only when
 // none is left do they go to On-Demand. An interrupted instance is never
 // that start.

@@ -33,10 +33,7 @@ import (
 // raises no group.
 func TestDispatchFunctionStartsAStoppedPoolInstanceOnEnqueue(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	lambdaAWSEnv(t)
 	_, table := testenv.DynamoDB(t)
 	as, err := localaws.StartAutoScaling("")
 	if err != nil {

@@ -152,10 +152,9 @@ func (m *poolMember) to(st scaling.PoolState, now time.Duration) {
 	m.gen++
 }
 
-// poolStart starts a stopped member for the jobs of order; it reports
-// false when the start fails for want of Spot capacity (the member stays
-// stopped).
-func (e *engine) poolStart(m *poolMember, order scaling.PoolOrder) bool {
+// poolStart starts a stopped member; it reports false when the start
+// fails for want of Spot capacity (the member stays stopped).
+func (e *engine) poolStart(m *poolMember) bool {
 	if rate := e.opt.poolFailureRate(m.pair); rate > 0 && e.rng.Float64() < rate {
 		e.res.PoolStartFailures++
 		return false
@@ -282,7 +281,7 @@ func (e *engine) applyPool(a Action) {
 			e.res.PoolBadStarts++ // an interrupted or busy one: never asked for
 			continue
 		}
-		if !e.poolStart(m, o) {
+		if !e.poolStart(m) {
 			failed = append(failed, o)
 		}
 	}
