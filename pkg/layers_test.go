@@ -209,8 +209,12 @@ func TestFunctionsLinkOnlyWhatTheyCall(t *testing.T) {
 	notFor := map[string][]string{
 		"api": slices.Concat(svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/spotprice"}),
 		// The wait route's function is the API's handler on a function of its own.
-		"wait":         slices.Concat(svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/spotprice"}),
-		"dispatch":     slices.Concat(api, svc("interruption", "agent", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/auth"}),
+		"wait": slices.Concat(svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/scalerfn", "system/interruptionfn"), []string{sdk + "ec2", module + "pkg/aws/spotprice"}),
+		// Dispatch links EC2's client for one call: its wake starts the
+		// stopped instances of the fleets' Spot pools on enqueue
+		// (system/spotpools, the scaler's constructor, over pkg/aws/ec2pool),
+		// not at the next tick. It reads no Spot price.
+		"dispatch":     slices.Concat(api, svc("interruption", "agent", "system/scalerfn", "system/interruptionfn"), []string{module + "pkg/aws/spotprice", module + "pkg/aws/auth"}),
 		"scaler":       slices.Concat(api, svc("dispatch", "interruption", "agent", "system/dispatchfn", "system/interruptionfn")),
 		"interruption": slices.Concat(api, svc("dispatch", "agent", "system/dispatchfn", "system/scalerfn"), []string{sdk + "ec2", module + "pkg/aws/auth"}),
 	}

@@ -318,25 +318,73 @@ func pairOrder(pairs []Pair, held map[Pair][]PoolInstance) []Pair {
 func startedSlots(s Settings, starts []PoolOrder) int { return len(starts) * max(1, s.Slots) }
 
 // PoolFailure is a pool start that failed for want of Spot capacity
-// (InsufficientInstanceCapacity): its pair is avoided until Until, and
-// exactly the jobs the start was for go to the On-Demand fallback (a
-// bridge start, or the ladder's On-Demand launch); the instance stays
-// stopped in the pool.
+// (InsufficientInstanceCapacity): its pair is avoided until Until and the
+// instance stays stopped in the pool. The start's jobs go to a stopped
+// instance on another pair (Retry: one more start) when one is left, and
+// only otherwise to the On-Demand fallback (Jobs: a bridge start, or the
+// ladder's On-Demand launch).
 type PoolFailure struct {
 	Pair  Pair
 	Until time.Time
-	// Jobs are the ready jobs handed to On-Demand.
+	// Retry is the start on another pair that takes the failed start's
+	// jobs; nil when none is left.
+	Retry *PoolOrder
+	// Jobs are the ready jobs handed to On-Demand: the failed start's when
+	// there is no Retry, else none.
 	Jobs   int
 	Reason Reason
 }
 
 // PoolStartFailed decides a pool start that failed for want of Spot
-// capacity.
-func PoolStartFailed(s Settings, now time.Time, start PoolOrder) PoolFailure {
-	until := now.Add(s.SpotPool.Avoid)
-	return PoolFailure{Pair: start.Pair, Until: until, Jobs: start.For, Reason: Reason{ReasonPoolFallback,
-		fmt.Sprintf("pool start %s failed on %s (no Spot capacity): %s avoided for %s; %d jobs to On-Demand",
-			start.ID, start.Pair, start.Pair, shortDuration(s.SpotPool.Avoid), start.For)}}
+// capacity: its pair is avoided for SpotPool.Avoid, and its jobs go to the
+// longest stopped instance of another pair that in.Avoided does not avoid
+// and that no start already ordered takes (claimed, by instance id; the
+// pair with the fewest instances starting or running first), as PoolStart
+// would pick it; only when there is none do they go to On-Demand. An
+// interrupted instance is never started. The caller avoids the pair
+// (Avoided.Avoid) before deciding a failure of the retry.
+func PoolStartFailed(in PoolInput, start PoolOrder, claimed map[string]bool) PoolFailure {
+	s, now := in.Settings, in.Now
+	f := PoolFailure{Pair: start.Pair, Until: now.Add(s.SpotPool.Avoid)}
+	head := fmt.Sprintf("pool start %s failed on %s (no Spot capacity): %s avoided for %s",
+		start.ID, start.Pair, start.Pair, shortDuration(s.SpotPool.Avoid))
+	v := viewPool(in)
+	live := make(map[Pair]int, len(v.live))
+	for p, n := range v.live {
+		live[p] = n
+	}
+	pairs := make(map[string]Pair, len(in.Pool))
+	for _, p := range in.Pool {
+		pairs[p.ID] = p.Pair
+	}
+	for id := range claimed {
+		if p, ok := pairs[id]; ok && id != start.ID {
+			live[p]++ // ordered to start: as good as starting
+		}
+	}
+	var best *PoolInstance
+	for _, p := range pairOrder(s.SpotPool.Pairs, v.startable) {
+		if p == start.Pair || in.Avoided.Avoids(p, now) {
+			continue
+		}
+		for k := range v.startable[p] {
+			if inst := v.startable[p][k]; !claimed[inst.ID] {
+				if best == nil || live[p] < live[best.Pair] {
+					best = &inst
+				}
+				break
+			}
+		}
+	}
+	if best == nil {
+		f.Jobs = start.For
+		f.Reason = Reason{ReasonPoolFallback, fmt.Sprintf("%s; %d jobs to On-Demand", head, start.For)}
+		return f
+	}
+	f.Retry = &PoolOrder{ID: best.ID, Pair: best.Pair, For: start.For, Reason: Reason{ReasonPoolStart,
+		fmt.Sprintf("pool start %s (%s) for the %d jobs of %s's failed start", best.ID, best.Pair, start.For, start.ID)}}
+	f.Reason = Reason{ReasonPoolFallback, fmt.Sprintf("%s; its %d jobs to %s (%s)", head, start.For, best.ID, best.Pair)}
+	return f
 }
 
 // Avoid records a failure's pair as avoided until its end.

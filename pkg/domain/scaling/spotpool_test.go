@@ -212,39 +212,68 @@ func TestDecidePool(t *testing.T) {
 	}
 }
 
-// A failed start avoids its pair for the fleet's avoid time and hands
-// exactly the start's jobs to On-Demand; the next start skips the pair.
+// A failed start avoids its pair for the fleet's avoid time; the next
+// start skips the pair. A failed start's jobs go to a stopped instance on another pair that is
+// not avoided and that no other start takes (one more start); only when
+// none is left do they go to On-Demand. An interrupted instance is never
+// that start.
 func TestPoolStartFailed(t *testing.T) {
 	t.Parallel()
-	in := (&pool{}).stopped(4, pairA, pairB).input(4, 3, 0)
+	in := (&pool{}).stopped(4, pairA, pairB).add(pairC, PoolInterrupted, time.Hour).input(5, 4, 0)
 	d := PoolStart(in)
-	if len(d.Starts) != 2 || d.Starts[0].Pair != pairA || d.Starts[0].For != 2 {
+	if len(d.Starts) != 2 || d.Starts[0].Pair != pairA || d.Starts[0].For != 2 || d.Starts[1].ID != "p-1" {
 		t.Fatalf("starts %q", orders(d.Starts))
 	}
-	f := PoolStartFailed(in.Settings, t0, d.Starts[0])
-	if f.Pair != pairA || f.Jobs != 2 || !f.Until.Equal(t0.Add(15*time.Minute)) || f.Reason.Code() != ReasonPoolFallback {
+	claimed := map[string]bool{"p-0": true, "p-1": true}
+	f := PoolStartFailed(in, d.Starts[0], claimed)
+	if f.Pair != pairA || f.Jobs != 0 || !f.Until.Equal(t0.Add(15*time.Minute)) || f.Reason.Code() != ReasonPoolFallback {
 		t.Fatalf("failure %+v", f)
 	}
-	if want := "pool start p-0 failed on g5.xlarge/us-east-1a (no Spot capacity): g5.xlarge/us-east-1a avoided for 15m; 2 jobs to On-Demand"; f.Reason.String() != want {
+	if want := "pool start p-0 failed on g5.xlarge/us-east-1a (no Spot capacity): g5.xlarge/us-east-1a avoided for 15m; its 2 jobs to p-3 (g5.xlarge/us-east-1b)"; f.Reason.String() != want {
 		t.Fatalf("reason %q, want %q", f.Reason, want)
 	}
+	r := f.Retry
+	if r == nil || r.ID != "p-3" || r.Pair != pairB || r.For != 2 || r.Reason.Code() != ReasonPoolStart {
+		t.Fatalf("retry %+v, want p-3 on %s for the 2 jobs (p-1 is taken, p-2 is on the failed pair, p-4 interrupted)", r, pairB)
+	}
+	if want := "pool start p-3 (g5.xlarge/us-east-1b) for the 2 jobs of p-0's failed start"; r.Reason.String() != want {
+		t.Fatalf("retry's reason %q, want %q", r.Reason, want)
+	}
 	in.Avoided.Avoid(f)
+	claimed[r.ID] = true
+	// The retry fails too: pair A is avoided, B failed, C holds only an
+	// interrupted instance: On-Demand takes exactly those 2 jobs.
+	f2 := PoolStartFailed(in, *r, claimed)
+	if f2.Retry != nil || f2.Jobs != 2 || f2.Pair != pairB {
+		t.Fatalf("second failure %+v, want its 2 jobs to On-Demand", f2)
+	}
+	if want := "pool start p-3 failed on g5.xlarge/us-east-1b (no Spot capacity): g5.xlarge/us-east-1b avoided for 15m; 2 jobs to On-Demand"; f2.Reason.String() != want {
+		t.Fatalf("reason %q, want %q", f2.Reason, want)
+	}
+	in.Avoided.Avoid(f2)
 	// The failed jobs are On-Demand's now (its start counts as free slots);
 	// the other start is on its way (starting).
 	in.Pool[1].State, in.Free = PoolStarting, 2
 	again := PoolStart(in)
 	if len(again.Starts) != 0 {
-		t.Fatalf("after the failure, started %q again for jobs already covered", orders(again.Starts))
+		t.Fatalf("after the failures, started %q again for jobs already covered", orders(again.Starts))
 	}
 	in.Ready = 7
 	again = PoolStart(in)
 	for _, s := range again.Starts {
-		if s.Pair == pairA {
-			t.Fatalf("started %s on the avoided pair", s.ID)
+		if s.Pair == pairA || s.Pair == pairB {
+			t.Fatalf("started %s on an avoided pair", s.ID)
 		}
 	}
 	if in.Avoided.Avoids(pairA, t0.Add(15*time.Minute)) || !in.Avoided.Avoids(pairA, t0.Add(14*time.Minute)) {
 		t.Fatal("the pair is avoided for exactly the avoid time")
+	}
+	// With no Avoided map and nothing claimed, the failed pair itself is
+	// never the retry's.
+	in = (&pool{}).stopped(2, pairA).input(2, 2, 0)
+	in.Avoided = nil
+	if f := PoolStartFailed(in, PoolOrder{ID: "p-0", Pair: pairA, For: 2}, nil); f.Retry != nil || f.Jobs != 2 {
+		t.Fatalf("failure %+v: the only other stopped instance is on the failed pair", f)
 	}
 }
 

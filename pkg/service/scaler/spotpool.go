@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/fault"
@@ -117,7 +118,7 @@ type PoolReport struct {
 	// be drained (never stopped).
 	Started, Stopped, Ended, Created, Kept []string
 	// Failed are the starts refused for want of Spot capacity, each with
-	// the jobs handed to On-Demand.
+	// its retry on another pair or the jobs handed to On-Demand.
 	Failed []scaling.PoolFailure
 	// Covered are the ready jobs the pool takes: the decision's, less the
 	// failed starts'.
@@ -160,12 +161,23 @@ func poolIDs(records []scaling.PoolInstance) map[string]bool {
 
 // start claims each stopped instance of the starts (a claim another wake
 // won is skipped) and starts it. A start without Spot capacity puts the
-// instance back to stopped, avoids its pair and hands exactly its jobs to
-// On-Demand (rep.Failed); one EC2 holds stopped after an interruption is
-// marked interrupted. Each start and failure is recorded with its reason.
-func (p pool) start(ctx context.Context, now time.Time, starts []scaling.PoolOrder, rep *PoolReport) error {
-	slug := p.f.Slug
+// instance back to stopped and avoids its pair; its jobs go to a stopped
+// instance on another pair (scaling.PoolStartFailed's retry, started the
+// same way), and to On-Demand only when none is left (rep.Failed); one EC2
+// holds stopped after an interruption is marked interrupted. Each start
+// and failure is recorded with its reason. in is the decision's input.
+func (p pool) start(ctx context.Context, in scaling.PoolInput, starts []scaling.PoolOrder, rep *PoolReport) error {
+	slug, now := p.f.Slug, in.Now
+	claimed := make(map[string]bool, len(starts))
 	for _, o := range starts {
+		claimed[o.ID] = true
+	}
+	if in.Avoided == nil {
+		in.Avoided = scaling.Avoided{}
+	}
+	starts = slices.Clone(starts)
+	for i := 0; i < len(starts); i++ {
+		o := starts[i]
 		err := p.store.MovePoolInstance(ctx, slug, o.ID, scaling.PoolStarting, now, o.For)
 		if errors.Is(err, fault.ErrConflict) {
 			continue // another wake claimed it
@@ -182,7 +194,12 @@ func (p pool) start(ctx context.Context, now time.Time, starts []scaling.PoolOrd
 				return err
 			}
 		case errors.Is(err, ErrNoSpotCapacity):
-			fail := scaling.PoolStartFailed(p.s, now, o)
+			fail := scaling.PoolStartFailed(in, o, claimed)
+			in.Avoided.Avoid(fail)
+			if fail.Retry != nil {
+				claimed[fail.Retry.ID] = true
+				starts = append(starts, *fail.Retry)
+			}
 			rep.Failed = append(rep.Failed, fail)
 			p.log.Info("pool start failed", "fleet", slug, "instance_id", o.ID, "reason", fail.Reason.String())
 			if err := p.store.MovePoolInstance(ctx, slug, o.ID, scaling.PoolStopped, now, 0); err != nil {
@@ -208,6 +225,19 @@ func (p pool) start(ctx context.Context, now time.Time, starts []scaling.PoolOrd
 	}
 	rep.Covered = max(0, rep.Decision.Covered-rep.failedJobs())
 	return nil
+}
+
+// fallbacks counts the failed starts whose jobs went to On-Demand (no
+// retry took them): the pool's live instances are the decision's less
+// them.
+func (r *PoolReport) fallbacks() int {
+	n := 0
+	for _, f := range r.Failed {
+		if f.Retry == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // markInterrupted records that EC2 stopped a pool instance on an
@@ -280,14 +310,14 @@ func (s *Scaler) tickPool(ctx context.Context, f *fleetconfig.Fleet, snap snapsh
 	if err := pl.create(ctx, snap.now, d.Creates, rep); err != nil {
 		return err
 	}
-	if err := pl.start(ctx, snap.now, d.Starts, rep); err != nil {
+	if err := pl.start(ctx, in, d.Starts, rep); err != nil {
 		return err
 	}
 	p.input.Ready = max(0, p.input.Ready-rep.Covered)
 	p.input.Leased = max(0, p.input.Leased-d.Leased)
 	p.input.Elsewhere += d.Leased
 	// The groups share the fleet's max with the pool's live instances.
-	p.input.Settings.Max = max(0, p.input.Settings.Max-(d.Live-len(rep.Failed)))
+	p.input.Settings.Max = max(0, p.input.Settings.Max-(d.Live-rep.fallbacks()))
 	return nil
 }
 

@@ -276,3 +276,37 @@ func TestDrainedPoolInstanceIsEndedAndReplaced(t *testing.T) {
 		t.Fatalf("stats %+v, pool %+v: want one more created to replace it", s, h.poolRecords())
 	}
 }
+
+// A wake's pool start that EC2 refuses for want of Spot capacity avoids
+// its pair and starts a stopped instance on another pair for the same
+// jobs: no Spot launch, nothing handed to On-Demand, both decisions
+// recorded.
+func TestFailedPoolStartTakesAnotherPairsInstanceFirst(t *testing.T) {
+	t.Parallel()
+	h := newPoolHarness(t)
+	short := scaling.Pair{InstanceType: "g5.xlarge", Zone: "us-east-1a"}
+	h.fleet.SetPoolShort(short, true)
+	h.submit(2, "a") // one worker's slots: one start, on the first pair
+	if err := h.waker.Wake(h.ctx, "gpu", 2); err != nil {
+		t.Fatal(err)
+	}
+	var started []scaling.PoolInstance
+	for _, p := range h.poolRecords() {
+		if p.State == scaling.PoolStarting {
+			started = append(started, p)
+		}
+	}
+	if s := h.fleet.Stats(); s.PoolFailed != 1 || s.PoolStarted != 1 || len(started) != 1 || started[0].Pair == short || started[0].StartFor != 2 {
+		t.Fatalf("stats %+v, starting %+v: want the failed start's 2 jobs on another pair's instance", s, started)
+	}
+	if g, _ := h.fleet.Describe(h.ctx, "gpu"); g.Desired != 0 {
+		t.Fatalf("Spot group desired %d: the pool took the jobs", g.Desired)
+	}
+	_, avoided, _ := h.sys.Store.ReadPool(h.ctx, "gpu")
+	st, _ := h.sys.Store.GetFleetState(h.ctx, "gpu")
+	if len(avoided) != 1 || !avoided.Avoids(short, h.clock.Now()) || !slices.ContainsFunc(st.History, func(d fleetstate.Decision) bool {
+		return d.Reason.Code() == scaling.ReasonPoolFallback && strings.Contains(d.Reason.String(), "its 2 jobs to "+started[0].ID)
+	}) || st.History[0].Reason.Code() != scaling.ReasonPoolStart || !strings.Contains(st.History[0].Reason.String(), started[0].ID) {
+		t.Fatalf("avoided %v, history %+v: want %s avoided, the failure and the start on another pair recorded", avoided, st.History, short)
+	}
+}

@@ -155,10 +155,10 @@ func (w *Waker) startPool(ctx context.Context, f *fleetconfig.Fleet) (covered, l
 		in.Others += groupCount(od)
 	}
 	rep := &PoolReport{Decision: scaling.PoolStart(in)}
-	if err := pl.start(ctx, in.Now, rep.Decision.Starts, rep); err != nil {
+	if err := pl.start(ctx, in, rep.Decision.Starts, rep); err != nil {
 		return 0, 0, nil, fmt.Errorf("pool %s: %w", f.Slug, err)
 	}
-	return rep.Covered, rep.Decision.Live - len(rep.Failed), poolIDs(records), nil
+	return rep.Covered, rep.Decision.Live - rep.fallbacks(), poolIDs(records), nil
 }
 
 // startBridges starts the bridge instances a fleet's ready jobs need beyond

@@ -205,15 +205,22 @@ func metric(t *testing.T, lines *bytes.Buffer, fleet, name string) float64 {
 	return -1
 }
 
+// lambdaAWSEnv sets the SDK's environment as Lambda gives it a function:
+// the region and credentials (here the embedded servers'), no instance
+// metadata.
+func lambdaAWSEnv(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
 // TestLambdaWiring builds every function exactly as its main does, from a
 // Lambda environment pointing at embedded AWS endpoints, and replays the
 // samples through the handlers lambda.Start would call.
 func TestLambdaWiring(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	lambdaAWSEnv(t)
 	_, table := testenv.DynamoDB(t)
 	sqsSrv, err := localaws.SharedSQS("")
 	if err != nil {

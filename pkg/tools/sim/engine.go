@@ -792,7 +792,7 @@ func (e *engine) observe() Observation {
 	return o
 }
 
-func (e *engine) decide(t Trigger) {
+func (e *engine) decide(t Trigger) Action {
 	if t == Tick && e.weighs {
 		occupied := map[string]int{}
 		for _, id := range e.order {
@@ -828,6 +828,7 @@ func (e *engine) decide(t Trigger) {
 	}
 	e.reconcile()
 	e.applyPool(a)
+	return a
 }
 
 func (e *engine) sample() {

@@ -232,7 +232,7 @@ func (p *Fleetq) Decide(t Trigger, o Observation) Action {
 	case Idle:
 		return Keep
 	case PoolFailed:
-		return p.poolFailed(o, s)
+		return p.poolFailed(o, s, p.poolInput(o, s, ready))
 	}
 	now := epoch.Add(o.Now)
 	a := Action{}

@@ -183,8 +183,8 @@ type Result struct {
 	PoolStorageUSD      float64 `json:"pool_storage_usd,omitempty"`
 	// The Spot pool's (fleetq's, --spot-pool): PoolStarts counts the
 	// instances started, PoolStartFailures the starts refused for want of
-	// Spot capacity, PoolFallbackJobs the jobs those were for (handed to
-	// the bridge, or left to the next decision), PoolStops the instances stopped back into the pool,
+	// Spot capacity, PoolFallbackJobs the jobs of those no other pool
+	// start took (handed to the bridge, or left to the next decision), PoolStops the instances stopped back into the pool,
 	// PoolCreates those launched to refill it, PoolInterruptions those EC2
 	// stopped, PoolJobs the jobs first started on one, SpotPoolGPUHours
 	// their Spot hours (in GPUHours, a minute at least per start), and

@@ -152,13 +152,11 @@ func (m *poolMember) to(st scaling.PoolState, now time.Duration) {
 	m.gen++
 }
 
-// poolStart starts a stopped member for the jobs of order; it reports
-// false when the start fails for want of Spot capacity (the member stays
-// stopped).
-func (e *engine) poolStart(m *poolMember, order scaling.PoolOrder) bool {
+// poolStart starts a stopped member; it reports false when the start
+// fails for want of Spot capacity (the member stays stopped).
+func (e *engine) poolStart(m *poolMember) bool {
 	if rate := e.opt.poolFailureRate(m.pair); rate > 0 && e.rng.Float64() < rate {
 		e.res.PoolStartFailures++
-		e.res.PoolFallbackJobs += order.For
 		return false
 	}
 	e.res.PoolStarts++
@@ -257,7 +255,8 @@ func (e *engine) poolEvent(ev *event) {
 }
 
 // applyPool applies a policy's pool orders. A start that fails is put to
-// the policy (Trigger PoolFailed) for its fallback.
+// the policy (Trigger PoolFailed) for its fallback: another start, or
+// On-Demand.
 func (e *engine) applyPool(a Action) {
 	for _, o := range a.PoolStops {
 		if m := e.member(o); m != nil && (m.state == scaling.PoolRunning || m.state == scaling.PoolStarting) {
@@ -282,13 +281,15 @@ func (e *engine) applyPool(a Action) {
 			e.res.PoolBadStarts++ // an interrupted or busy one: never asked for
 			continue
 		}
-		if !e.poolStart(m, o) {
+		if !e.poolStart(m) {
 			failed = append(failed, o)
 		}
 	}
 	for _, o := range failed {
 		e.failed = &o
-		e.decide(PoolFailed)
+		if a := e.decide(PoolFailed); len(a.PoolStarts) == 0 {
+			e.res.PoolFallbackJobs += o.For // no other Spot start took them
+		}
 		e.failed = nil
 	}
 }
@@ -368,15 +369,21 @@ func (p *Fleetq) poolInput(o Observation, s scaling.Settings, ready int) scaling
 	return in
 }
 
-// poolFailed is the fallback of a failed pool start, as the scaler's wake
-// applies it: the pair avoided, and the start's jobs left to the groups —
-// a fleet at zero raised for them, and bridges started for them when the
-// fleet has a bridge (else they wait for the next decision: a start on
-// another pair, or the Spot group).
-func (p *Fleetq) poolFailed(o Observation, s scaling.Settings) Action {
-	f := scaling.PoolStartFailed(s, epoch.Add(o.Now), *o.FailedStart)
+// poolFailed is the fallback of a failed pool start, as the scaler applies
+// it (scaling.PoolStartFailed): the pair avoided, and the start's jobs
+// started on another pair's stopped instance when one is left (a start
+// that may fail in turn); else left to the groups — a fleet at zero raised
+// for them, and bridges started for them when the fleet has a bridge (else
+// they wait for the next decision: a start on another pair, or the Spot
+// group).
+func (p *Fleetq) poolFailed(o Observation, s scaling.Settings, in scaling.PoolInput) Action {
+	f := scaling.PoolStartFailed(in, *o.FailedStart, nil)
 	p.avoided.Avoid(f)
 	a := Keep
+	if f.Retry != nil {
+		a.PoolStarts = []scaling.PoolOrder{*f.Retry}
+		return a
+	}
 	if o.Desired == 0 && o.OnDemandDesired == 0 {
 		a.Desired = scaling.Need(s, f.Jobs)
 	}

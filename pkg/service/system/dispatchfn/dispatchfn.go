@@ -13,19 +13,22 @@ import (
 	"github.com/fleetq/fleetq/pkg/service/dispatch"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/spotpools"
 )
 
 // Function is the dispatch function, for system.StartLambda.
 var Function = system.Function{Name: awsenv.Dispatch, Handler: func(l *system.Lambda, _ io.Writer) (any, error) { return Handler(l) }}
 
 // Handler returns the dispatch function's handler, waking the
-// fleets' groups of FLEETQ_FLEET_GROUPS.
+// fleets' groups of FLEETQ_FLEET_GROUPS and starting the stopped
+// instances of the fleets' Spot pools through EC2 (the scaler's
+// constructor: spotpools.Capacity) when work arrives.
 func Handler(e *system.Lambda) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
 	groups, err := e.FleetGroups()
 	if err != nil {
 		return nil, err
 	}
-	h, err := NewDispatch(e.Env, groups)
+	h, err := NewDispatch(e.Env, spotpools.Capacity(groups, spotpools.EC2(e), e.Config))
 	if err != nil {
 		return nil, err
 	}

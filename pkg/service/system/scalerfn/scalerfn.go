@@ -9,14 +9,13 @@ import (
 	"io"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/fleetq/fleetq/pkg/aws/auth"
 	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/spotprice"
-	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
 	"github.com/fleetq/fleetq/pkg/service/system"
+	"github.com/fleetq/fleetq/pkg/service/system/spotpools"
 	"github.com/fleetq/fleetq/pkg/service/webhook"
 )
 
@@ -46,26 +45,13 @@ func Handler(e *system.Lambda, metrics io.Writer) (func(context.Context, events.
 			return nil, err
 		}
 	}
-	var capacity scaler.Capacity = groups
-	if spotPools(e.Config) {
-		// The fleets' Spot pools run through EC2 beside their groups.
-		capacity = NewPoolGroups(groups, EC2(e), e.Config)
-	}
-	sc, err := NewScaler(e.Env, capacity, metrics, spotprice.Reader{EC2: EC2(e)})
+	client := spotpools.EC2(e)
+	// The fleets' Spot pools run through EC2 beside their groups.
+	sc, err := NewScaler(e.Env, spotpools.Capacity(groups, client, e.Config), metrics, spotprice.Reader{EC2: client})
 	if err != nil {
 		return nil, err
 	}
 	return ScheduleHandler(sc), nil
-}
-
-// spotPools reports whether a fleet of cfg keeps a stopped Spot pool.
-func spotPools(cfg *fleetconfig.Config) bool {
-	for _, f := range cfg.Fleets {
-		if f.SpotPool.Enabled() {
-			return true
-		}
-	}
-	return false
 }
 
 // webhookKeys are the keys job callbacks are signed with: the Secrets
@@ -76,12 +62,6 @@ func webhookKeys(e *system.Lambda) (webhook.Keys, error) {
 		return nil, fmt.Errorf("%w: the scaler cannot sign job callbacks", err)
 	}
 	return &auth.SecretsManagerKeys{Client: e.SecretsManager(), ID: arn, Window: system.KeyRotationWindow}, nil
-}
-
-// EC2 returns an EC2 client (FLEETQ_EC2_ENDPOINT overrides the endpoint),
-// for the scaler's Spot price reads.
-func EC2(e *system.Lambda) *ec2.Client {
-	return ec2.NewFromConfig(e.AWS, func(o *ec2.Options) { e.Endpoint(awsenv.EnvEC2Endpoint, &o.BaseEndpoint) })
 }
 
 // NewScaler returns the tick over every fleet. capacity is the fleets'

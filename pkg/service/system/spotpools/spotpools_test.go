@@ -1,4 +1,4 @@
-package scalerfn_test
+package spotpools_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
-	"github.com/fleetq/fleetq/pkg/service/system/scalerfn"
+	"github.com/fleetq/fleetq/pkg/service/system/spotpools"
 )
 
 // In AWS the scaler runs a fleet's pool through its ec2pool adapter: the
@@ -68,7 +68,7 @@ fleets:
 	groups := scaler.Groups{Adapter: asg.New(autoscaling.NewFromConfig(localaws.Config(as.URL)), asg.Options{}),
 		Names:   map[string]string{"gpu": "fleetq-test-gpu", "other": "fleetq-test-other"},
 		Subnets: []scaler.Subnet{{ID: "subnet-0a", Zone: "us-east-1a"}, {ID: "subnet-0b", Zone: "us-east-1b"}, {ID: "subnet-0c", Zone: "us-east-1c"}}}
-	g := scalerfn.NewPoolGroups(groups, ec2.NewFromConfig(localaws.Config(a.URL)), cfg)
+	g := spotpools.NewPoolGroups(groups, ec2.NewFromConfig(localaws.Config(a.URL)), cfg)
 	if !g.HasSpotPool("gpu") || g.HasSpotPool("other") {
 		t.Fatal("HasSpotPool: want gpu only")
 	}

@@ -1,23 +1,60 @@
-package scalerfn
+// Package spotpools builds the EC2 side of the fleets' stopped Spot pools
+// (pkg/aws/ec2pool) beside their groups: the one constructor the scaler
+// function (which runs the pools) and the dispatch function (whose wake
+// starts their instances on enqueue) both build their capacity with. It
+// is a package of its own so that dispatch links it without the scaler
+// function's other dependencies.
+package spotpools
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/fleetq/fleetq/pkg/aws/awsenv"
 	"github.com/fleetq/fleetq/pkg/aws/ec2pool"
 	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/service/scaler"
+	"github.com/fleetq/fleetq/pkg/service/system"
 )
+
+// EC2 returns the function's EC2 client (FLEETQ_EC2_ENDPOINT overrides
+// the endpoint).
+func EC2(e *system.Lambda) *ec2.Client {
+	return ec2.NewFromConfig(e.AWS, func(o *ec2.Options) { e.Endpoint(awsenv.EnvEC2Endpoint, &o.BaseEndpoint) })
+}
+
+// Capacity is what a function raises and starts: the fleets' groups, and,
+// when a fleet of cfg keeps a stopped Spot pool, the groups with the
+// fleets' pools through client (PoolGroups).
+func Capacity(groups scaler.Groups, client ec2pool.API, cfg *fleetconfig.Config) scaler.Capacity {
+	if !enabled(cfg) {
+		return groups
+	}
+	return NewPoolGroups(groups, client, cfg)
+}
+
+// enabled reports whether a fleet of cfg keeps a stopped Spot pool.
+func enabled(cfg *fleetconfig.Config) bool {
+	for _, f := range cfg.Fleets {
+		if f.SpotPool.Enabled() {
+			return true
+		}
+	}
+	return false
+}
 
 // PoolGroups are the fleets' groups (scaler.Groups) with the EC2 side of
 // their stopped Spot pools: each fleet's pool runs through its ec2pool
 // adapter (Pools, by slug), and EC2's refusals reach the scaler as its
 // own: no Spot capacity (scaler.ErrNoSpotCapacity), an instance EC2 holds
-// stopped after an interruption (scaler.ErrPoolInterrupted). It is built
-// here, in the scaler's composition root, so that only the scaler function
-// links EC2's client.
+// stopped after an interruption (scaler.ErrPoolInterrupted). The scaler
+// function runs the pools through it; the dispatch function only starts
+// their instances (its role may start the stage's pool instances and
+// nothing else of EC2's but DescribeInstances).
 type PoolGroups struct {
 	scaler.Groups
 	Pools map[string]ec2pool.Pool
