@@ -17,6 +17,15 @@ import (
 // gets no StartAt (BasisBeyondHorizon).
 const Horizon = 24 * time.Hour
 
+// MaxProjected is how many queued jobs a projection follows, the first in
+// queue order; a job behind them gets no StartAt (BasisBeyondHorizon) and
+// keeps its Position. A projection's cost grows with the jobs it follows
+// (docs/benchmarks.md, BenchmarkProject); 500 is ten times the slots of
+// the fleets the simulator measures at their max, more than any of their
+// queues in the workloads there, and keeps a projection of a fleet of 50
+// busy instances within tens of milliseconds.
+const MaxProjected = 500
+
 // DefaultInterval is the scaler's tick when the snapshot names none.
 const DefaultInterval = time.Minute
 
@@ -34,6 +43,9 @@ const DefaultInterval = time.Minute
 // moment the free slots lease the queue in the planner's order
 // (lease.MakePlan, with fair share and the tenants' max_leased).
 func Project(s Snapshot, now time.Time) []Estimate {
+	var behind []Queued
+	s.Queued, behind = cut(s.Queued, now)
+	s.Beyond += len(behind)
 	s.Boot = s.Boot.sorted()
 	runs := make(map[string]History, len(s.RunTimes))
 	for wf, h := range s.RunTimes {
@@ -76,7 +88,41 @@ func Project(s Snapshot, now time.Time) []Estimate {
 		}
 		out = append(out, m.p.estimate(m.j, i+1))
 	}
+	for i, q := range behind {
+		out = append(out, beyond(q, len(order)+i+1))
+	}
 	return out
+}
+
+// cut is the queue's first MaxProjected jobs in queue order (ready ones by
+// the queue's order, then those waiting out a backoff by when they are due)
+// and those behind them, in that order.
+func cut(qs []Queued, now time.Time) (ahead, behind []Queued) {
+	if len(qs) <= MaxProjected {
+		return qs, nil
+	}
+	qs = slices.Clone(qs)
+	slices.SortStableFunc(qs, func(a, b Queued) int {
+		aLater, bLater := a.NotBefore.After(now), b.NotBefore.After(now)
+		switch {
+		case aLater && bLater:
+			return a.NotBefore.Compare(b.NotBefore)
+		case aLater:
+			return 1
+		case bLater:
+			return -1
+		}
+		return lease.QueueCompare(a.Candidate, b.Candidate)
+	})
+	return qs[:MaxProjected], qs[MaxProjected:]
+}
+
+// beyond is the estimate of a job behind the jobs a projection follows, at
+// position pos in queue order.
+func beyond(q Queued, pos int) Estimate {
+	return Estimate{JobID: q.JobID, Position: pos, Basis: BasisBeyondHorizon,
+		WaitingOn: say(CodeJobsAhead, count(pos-1, "job")+" ahead; too far back in line to project",
+			ParamAhead, strconv.Itoa(pos-1))}
 }
 
 // densest is the sample whose start has the most of the samples' starts
@@ -684,7 +730,8 @@ type work struct {
 // work counts the jobs leasable at t: all of them, per tenant, pinned,
 // and when the oldest was queued.
 func (p *projection) work(t time.Time) work {
-	var w work
+	// The jobs behind those followed are ready work to the scaler.
+	w := work{ready: p.s.Beyond}
 	if p.s.Tenants != nil {
 		w.byTenant = map[string]int{}
 	}
