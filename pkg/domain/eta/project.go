@@ -594,12 +594,17 @@ func (p *projection) pick(in *pinst, t time.Time) *pjob {
 		return nil
 	}
 	lease.InQueueOrder(cands)
-	plan := lease.MakePlan(p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t))
-	for _, a := range plan.Attempts {
-		if a.Terms.Slot > 0 && p.leased[a.TenantID] >= a.Terms.Slot {
-			continue
+	// The plan's order (lease.MakePlan's, without building its attempts):
+	// the candidates are leasable at t, so its Skip passes them all, and
+	// an attempt's slot term is its tenant's max_leased.
+	pi := p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t)
+	for _, c := range lease.Order(cands, pi.Worker, pi.Tenants, pi.Spread, nil) {
+		if pi.Cap != nil {
+			if n := pi.Cap(c.TenantID); n > 0 && p.leased[c.TenantID] >= n {
+				continue
+			}
 		}
-		return p.byID[a.JobID]
+		return p.byID[c.JobID]
 	}
 	return nil
 }

@@ -150,43 +150,43 @@ func oneTenant(cands []Candidate) bool {
 // jobs. Jobs of tenants at their max_leased (as far as the census knows)
 // come last, oldest first: other tenants' jobs are tried before them.
 func fairMerge(head []Candidate, leased map[string]int, settings func(string) fleetconfig.Tenant) []Candidate {
+	// Each tenant's jobs are its positions in head, in order; a tenant is
+	// found by a scan of those seen (a head holds few tenants).
 	var ts []fairshare.Tenant
-	var queues [][]Candidate
-	at := map[string]int{}
-	for _, c := range head {
-		i, ok := at[c.TenantID]
-		if !ok {
+	var queues [][]int
+	for k, c := range head {
+		i := slices.IndexFunc(ts, func(t fairshare.Tenant) bool { return t.ID == c.TenantID })
+		if i < 0 {
 			var s fleetconfig.Tenant
 			if settings != nil {
 				s = settings(c.TenantID)
 			}
 			i = len(ts)
-			at[c.TenantID] = i
 			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: s.Weight, MaxLeased: s.MaxLeased, Leased: leased[c.TenantID], OldestReady: c.Created})
 			queues = append(queues, nil)
 		}
 		ts[i].Ready++
-		queues[i] = append(queues[i], c)
+		queues[i] = append(queues[i], k)
 	}
 	out := make([]Candidate, 0, len(head))
-	taken := map[string]bool{}
+	taken := make([]bool, len(head))
 	for {
 		i := fairshare.Pick(ts)
 		if i < 0 {
 			break
 		}
-		c := queues[i][0]
-		out = append(out, c)
-		taken[c.JobID] = true
+		k := queues[i][0]
+		out = append(out, head[k])
+		taken[k] = true
 		queues[i] = queues[i][1:]
 		ts[i].Leased++
 		ts[i].Ready--
 		if len(queues[i]) > 0 {
-			ts[i].OldestReady = queues[i][0].Created
+			ts[i].OldestReady = head[queues[i][0]].Created
 		}
 	}
-	for _, c := range head {
-		if !taken[c.JobID] {
+	for k, c := range head {
+		if !taken[k] {
 			out = append(out, c)
 		}
 	}
