@@ -69,9 +69,13 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	if ticked {
 		snap.NextTick = last.At.Add(TickInterval)
 	}
-	if !complete && ticked && last.Inputs.Tick != nil {
-		// The jobs behind the head read, as many as the last tick counted.
-		snap.Beyond = max(0, last.Inputs.Tick.Ready+last.Inputs.Tick.Delayed-len(snap.Queued))
+	if !complete {
+		// The jobs behind the head read: as many as the last tick counted,
+		// at least one.
+		snap.Beyond = 1
+		if ticked && last.Inputs.Tick != nil {
+			snap.Beyond = max(1, last.Inputs.Tick.Ready+last.Inputs.Tick.Delayed-len(snap.Queued))
+		}
 	}
 	askedAt := now
 	if st.LastDecision != nil && !st.LastDecision.At.IsZero() {

@@ -117,6 +117,14 @@ func cut(qs []Queued, now time.Time) (ahead, behind []Queued) {
 	return qs[:MaxProjected], qs[MaxProjected:]
 }
 
+// Behind is the estimate of a queued job a snapshot left out (one with
+// Beyond jobs), behind the ahead jobs it holds: no start
+// (BasisBeyondHorizon), its place in line unknown.
+func Behind(jobID string, ahead int) Estimate {
+	return Estimate{JobID: jobID, Basis: BasisBeyondHorizon,
+		WaitingOn: say(CodeJobsAhead, "at least "+count(ahead, "job")+" ahead; too far back in line to project")}
+}
+
 // beyond is the estimate of a job behind the jobs a projection follows, at
 // position pos in queue order.
 func beyond(q Queued, pos int) Estimate {
