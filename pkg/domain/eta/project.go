@@ -46,6 +46,14 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	var behind []Queued
 	s.Queued, behind = cut(s.Queued, now)
 	s.Beyond += len(behind)
+	// Every projection follows the queue in the same order: sorted once,
+	// each job found by its index.
+	s.Queued = slices.Clone(s.Queued)
+	slices.SortStableFunc(s.Queued, func(a, b Queued) int { return lease.QueueCompare(a.Candidate, b.Candidate) })
+	index := make(map[string]int, len(s.Queued))
+	for i, q := range s.Queued {
+		index[q.JobID] = i
+	}
 	s.Boot = s.Boot.sorted()
 	runs := make(map[string]History, len(s.RunTimes))
 	for wf, h := range s.RunTimes {
@@ -54,7 +62,7 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	s.RunTimes = runs
 	ps := make([]*projection, Samples)
 	for k := range ps {
-		ps[k] = newProjection(s, now, sampler(k, now))
+		ps[k] = newProjection(s, now, sampler(k, now), index)
 		ps[k].run()
 	}
 	order := ps[0].order()
@@ -69,7 +77,7 @@ func Project(s Snapshot, now time.Time) []Estimate {
 		}
 		picks := make([]pick, len(ps))
 		for k, p := range ps {
-			picks[k] = pick{p, p.byID[j.q.JobID]}
+			picks[k] = pick{p, p.job(j.q.JobID)}
 		}
 		slices.SortStableFunc(picks, func(a, b pick) int {
 			switch {
@@ -262,7 +270,8 @@ type projection struct {
 	jobs     []*pjob // in queue order
 	// head: the jobs before it have started or ended.
 	head int
-	byID map[string]*pjob
+	// index is each job's place in jobs, by id.
+	index map[string]int
 	// lines are the queue cut by tenant, workflow and pinning, each in
 	// queue order: a poll's first choice is among their heads.
 	lines []*line
@@ -286,9 +295,11 @@ type projection struct {
 	launches                     int
 }
 
-func newProjection(s Snapshot, now time.Time, left drawer) *projection {
+// newProjection is a projection of the snapshot, whose Queued are in
+// queue order (lease.QueueCompare) and found by index.
+func newProjection(s Snapshot, now time.Time, left drawer, index map[string]int) *projection {
 	p := &projection{s: s, now: now, interval: s.Interval, left: left, leased: map[string]int{}, lastActive: s.LastActiveAt,
-		nextTick: s.NextTick, byID: map[string]*pjob{}}
+		nextTick: s.NextTick, index: index}
 	if p.interval <= 0 {
 		p.interval = DefaultInterval
 	}
@@ -385,18 +396,14 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	}
 	p.desired = max(s.Desired, len(p.insts))
 
-	qs := make([]lease.Candidate, len(s.Queued))
-	byID := map[string]Queued{}
-	for i, q := range s.Queued {
-		qs[i] = q.Candidate
-		byID[q.JobID] = q
-	}
-	lease.InQueueOrder(qs)
 	lines := map[lineKey]*line{}
-	for _, c := range qs {
-		j := &pjob{q: byID[c.JobID]}
-		p.jobs = append(p.jobs, j)
-		p.byID[c.JobID] = j
+	jobs := make([]pjob, len(s.Queued))
+	p.jobs = make([]*pjob, len(s.Queued))
+	for i, q := range s.Queued {
+		j := &jobs[i]
+		j.q = q
+		p.jobs[i] = j
+		c := q.Candidate
 		k := lineKey{c.TenantID, c.WorkflowID, c.OnDemandOnly}
 		l := lines[k]
 		if l == nil {
@@ -416,6 +423,9 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	p.censusNow = maps.Clone(p.leased)
 	return p
 }
+
+// job is the projected job of the id.
+func (p *projection) job(id string) *pjob { return p.jobs[p.index[id]] }
 
 // booting sets when an instance that has booted for elapsed at t is
 // expected ready (unknown without a boot history).
@@ -612,7 +622,7 @@ func (p *projection) pick(in *pinst, t time.Time) *pjob {
 				continue
 			}
 		}
-		return p.byID[c.JobID]
+		return p.job(c.JobID)
 	}
 	return nil
 }
