@@ -50,10 +50,14 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	// each job found by its index.
 	s.Queued = slices.Clone(s.Queued)
 	slices.SortStableFunc(s.Queued, func(a, b Queued) int { return lease.QueueCompare(a.Candidate, b.Candidate) })
-	index := make(map[string]int, len(s.Queued))
-	for i, q := range s.Queued {
-		index[q.JobID] = i
+	q := queue{index: make(map[string]int, len(s.Queued))}
+	for i, j := range s.Queued {
+		q.index[j.JobID] = i
+		if plain(j, now) {
+			q.byCreated = append(q.byCreated, i)
+		}
 	}
+	slices.SortStableFunc(q.byCreated, func(a, b int) int { return s.Queued[a].Created.Compare(s.Queued[b].Created) })
 	s.Boot = s.Boot.sorted()
 	runs := make(map[string]History, len(s.RunTimes))
 	for wf, h := range s.RunTimes {
@@ -62,7 +66,7 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	s.RunTimes = runs
 	ps := make([]*projection, Samples)
 	for k := range ps {
-		ps[k] = newProjection(s, now, sampler(k, now), index)
+		ps[k] = newProjection(s, now, sampler(k, now), q)
 		ps[k].run()
 	}
 	order := ps[0].order()
@@ -246,6 +250,20 @@ func (in *pinst) busy() int {
 }
 
 // pjob is a projected queued job.
+// queue is what every projection of a snapshot shares of its queue, in
+// queue order: each job's index by id, and the plain jobs' indexes, oldest
+// first.
+type queue struct {
+	index     map[string]int
+	byCreated []int
+}
+
+// plain reports whether a queued job is ready at now and has no queue
+// deadline: until it starts, it is leasable.
+func plain(q Queued, now time.Time) bool {
+	return !q.NotBefore.After(now) && q.QueueDeadline.IsZero()
+}
+
 type pjob struct {
 	q       Queued
 	started bool
@@ -258,6 +276,8 @@ type pjob struct {
 	// expired: its queue deadline passed in the projection before it
 	// started (the sweeper ends it).
 	expired bool
+	// plain: it is leasable until it starts (plain).
+	plain bool
 }
 
 type projection struct {
@@ -268,10 +288,17 @@ type projection struct {
 	bootOK   bool
 	insts    []*pinst
 	jobs     []*pjob // in queue order
-	// head: the jobs before it have started or ended.
-	head int
-	// index is each job's place in jobs, by id.
-	index map[string]int
+	// index is each job's place in jobs, by id; byCreated the plain
+	// jobs', oldest first, those before oldest started.
+	index     map[string]int
+	byCreated []int
+	oldest    int
+	// ready counts the plain jobs not started, in all and pinned, and per
+	// tenant (with tenants); others are the jobs not plain. work reads
+	// them at each tick instead of the whole queue.
+	ready    work
+	others   []*pjob
+	byTenant map[string]int
 	// lines are the queue cut by tenant, workflow and pinning, each in
 	// queue order: a poll's first choice is among their heads.
 	lines []*line
@@ -297,9 +324,12 @@ type projection struct {
 
 // newProjection is a projection of the snapshot, whose Queued are in
 // queue order (lease.QueueCompare) and found by index.
-func newProjection(s Snapshot, now time.Time, left drawer, index map[string]int) *projection {
+func newProjection(s Snapshot, now time.Time, left drawer, q queue) *projection {
 	p := &projection{s: s, now: now, interval: s.Interval, left: left, leased: map[string]int{}, lastActive: s.LastActiveAt,
-		nextTick: s.NextTick, index: index}
+		nextTick: s.NextTick, index: q.index, byCreated: q.byCreated}
+	if s.Tenants != nil {
+		p.ready.byTenant, p.byTenant = map[string]int{}, map[string]int{}
+	}
 	if p.interval <= 0 {
 		p.interval = DefaultInterval
 	}
@@ -401,8 +431,13 @@ func newProjection(s Snapshot, now time.Time, left drawer, index map[string]int)
 	p.jobs = make([]*pjob, len(s.Queued))
 	for i, q := range s.Queued {
 		j := &jobs[i]
-		j.q = q
+		j.q, j.plain = q, plain(q, now)
 		p.jobs[i] = j
+		if j.plain {
+			p.ready.add(j, 1)
+		} else {
+			p.others = append(p.others, j)
+		}
 		c := q.Candidate
 		k := lineKey{c.TenantID, c.WorkflowID, c.OnDemandOnly}
 		l := lines[k]
@@ -647,6 +682,9 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 	p.leased[j.q.TenantID]++
 	p.running++
 	p.waiting--
+	if j.plain {
+		p.ready.add(j, -1)
+	}
 	if j.q.OnDemandOnly {
 		p.pinnedLeased++
 	}
@@ -750,31 +788,46 @@ type work struct {
 	byTenant map[string]int
 }
 
+// add counts n more of the job's kind.
+func (w *work) add(j *pjob, n int) {
+	w.ready += n
+	if j.q.OnDemandOnly {
+		w.pinned += n
+	}
+	if w.byTenant != nil {
+		w.byTenant[j.q.TenantID] += n
+	}
+}
+
 // work counts the jobs leasable at t: all of them, per tenant, pinned,
-// and when the oldest was queued.
+// and when the oldest was queued. The plain ones are counted as they
+// start; the others are looked at.
 func (p *projection) work(t time.Time) work {
 	// The jobs behind those followed are ready work to the scaler.
-	w := work{ready: p.s.Beyond}
-	if p.s.Tenants != nil {
-		w.byTenant = map[string]int{}
+	w := work{ready: p.s.Beyond + p.ready.ready, pinned: p.ready.pinned}
+	if p.byTenant != nil {
+		clear(p.byTenant)
+		for id, n := range p.ready.byTenant {
+			if n > 0 {
+				p.byTenant[id] = n
+			}
+		}
+		w.byTenant = p.byTenant
 	}
-	for p.head < len(p.jobs) && (p.jobs[p.head].started || p.jobs[p.head].expired) {
-		p.head++
+	for p.oldest < len(p.byCreated) && p.jobs[p.byCreated[p.oldest]].started {
+		p.oldest++
 	}
-	for _, j := range p.jobs[p.head:] {
+	if p.oldest < len(p.byCreated) {
+		w.oldest = p.jobs[p.byCreated[p.oldest]].q.Created
+	}
+	for _, j := range p.others {
 		if !p.leasable(j, t) {
 			continue
-		}
-		w.ready++
-		if j.q.OnDemandOnly {
-			w.pinned++
 		}
 		if w.oldest.IsZero() || j.q.Created.Before(w.oldest) {
 			w.oldest = j.q.Created
 		}
-		if w.byTenant != nil {
-			w.byTenant[j.q.TenantID]++
-		}
+		w.add(j, 1)
 	}
 	return w
 }
