@@ -70,16 +70,17 @@ func Project(s Snapshot, now time.Time) []Estimate {
 		ps[k].run()
 	}
 	order := ps[0].order()
-	out := make([]Estimate, 0, len(order))
+	out := make([]Estimate, 0, len(order)+len(behind))
+	type pick struct {
+		p *projection
+		j *pjob
+	}
+	picks := make([]pick, len(ps))
 	for i, j := range order {
 		// The sample whose start most others agree with answers for the
 		// job; when it starts in no more than half, the median one (those
 		// that never start sort last).
-		type pick struct {
-			p *projection
-			j *pjob
-		}
-		picks := make([]pick, len(ps))
+		picks = picks[:len(ps)]
 		for k, p := range ps {
 			picks[k] = pick{p, p.job(j.q.JobID)}
 		}
@@ -307,6 +308,7 @@ type projection struct {
 	// cands, instances and workers are reused from one poll or tick to
 	// the next.
 	cands     []lease.Candidate
+	free      []*pinst
 	instances []scaling.Instance
 	workers   []scaling.Worker
 	waiting   int // jobs not started
@@ -602,7 +604,8 @@ func (l *line) first(p *projection, t time.Time) *pjob {
 // lease gives the free slots of the usable instances to the queue, the
 // longest idle instance first, each by the planner's rule.
 func (p *projection) lease(t time.Time) {
-	var free []*pinst
+	free := p.free[:0]
+	defer func() { p.free = free }()
 	for _, in := range p.insts {
 		if in.usable(t) && in.busy() < len(in.slots) {
 			free = append(free, in)
