@@ -428,3 +428,29 @@ func TestJobsBeyondTheSnapshotCountForTheScaler(t *testing.T) {
 		t.Fatalf("waits on %+v, want the tick to launch 40", w)
 	}
 }
+
+// The texts count in agreement: one instance, two instances.
+func TestWaitingOnCountsAgree(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		s := fleet(n)
+		for i := range n {
+			s.booting(fmt.Sprint(i), time.Minute)
+		}
+		s.Boot = nil
+		s.Queued = []Queued{queued("j", "t", time.Minute)}
+		booting := map[int]string{1: "1 instance booting; the fleet has no boot history to time it by",
+			2: "2 instances booting; the fleet has no boot history to time them by"}[n]
+		if e := estimate(t, s, "j"); e.WaitingOn.Text != booting {
+			t.Errorf("booting: %q, want %q", e.WaitingOn.Text, booting)
+		}
+		s = fleet(n)
+		for i := range n {
+			s.busy(fmt.Sprint(i), "t", time.Minute)
+		}
+		s.Queued = []Queued{queued("j", "t", time.Minute)}
+		atMax := map[int]string{1: "the fleet is at its max of 1 instance;", 2: "the fleet is at its max of 2 instances;"}[n]
+		if e := estimate(t, s, "j"); !strings.HasPrefix(e.WaitingOn.Text, atMax) {
+			t.Errorf("at max: %q, want it to begin %q", e.WaitingOn.Text, atMax)
+		}
+	}
+}
