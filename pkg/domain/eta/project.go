@@ -531,18 +531,19 @@ func (p *projection) release(t time.Time) {
 func (p *projection) next(t time.Time) (time.Time, bool) {
 	next, other := p.nextTick, false
 	at := func(u time.Time) {
-		if u.After(t) && u.Before(next) {
-			next, other = u, true
-		} else if u.After(t) {
+		if u.After(t) {
 			other = true
+			if u.Before(next) {
+				next = u
+			}
 		}
 	}
 	for _, in := range p.insts {
 		if in.readyKnown && !in.pending && !in.draining {
 			at(in.readyAt)
 		}
-		for _, sl := range in.slots {
-			if sl.held && sl.known {
+		for k := range in.slots {
+			if sl := &in.slots[k]; sl.held && sl.known {
 				at(sl.freeAt)
 			}
 		}
