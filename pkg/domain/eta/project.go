@@ -20,11 +20,12 @@ const Horizon = 24 * time.Hour
 // MaxProjected is how many queued jobs a projection follows, the first in
 // queue order; a job behind them gets no StartAt (BasisBeyondHorizon) and
 // keeps its Position. A projection's cost grows with the jobs it follows
-// (docs/benchmarks.md, BenchmarkProject); 500 is ten times the slots of
-// the fleets the simulator measures at their max, more than any of their
-// queues in the workloads there, and keeps a projection of a fleet of 50
-// busy instances within tens of milliseconds.
-const MaxProjected = 500
+// and the ticks until the last of them starts (docs/benchmarks.md, "Start
+// estimates"): behind 50 busy instances at their max, 250 jobs take some
+// 10 MB and 30 ms, 500 some 18 MB and 60 ms; 250 keeps one projection
+// within 20 MB and well within 50 ms on the API function, and the
+// simulator's workloads estimate as well with it as without.
+const MaxProjected = 250
 
 // DefaultInterval is the scaler's tick when the snapshot names none.
 const DefaultInterval = time.Minute
