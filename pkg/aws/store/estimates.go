@@ -231,7 +231,7 @@ func (s *Store) readQueueHead(ctx context.Context, fleet string, limit int) ([]e
 	}
 	limits := make([]int, len(parts))
 	for i := range limits {
-		limits[i] = max(share, 0)
+		limits[i] = share
 	}
 	var heads [][]jobItem
 	var err error

@@ -130,7 +130,8 @@ func TestEstimateSnapshotCost(t *testing.T) {
 
 // A fleet with more queued jobs than a projection follows reads only the
 // head of its queue, eta.MaxProjected jobs and a job more per shard at
-// most, and a job behind the head gets no start and says so.
+// most, and says that more are queued (the API answers a job behind the
+// head beyond_horizon: TestAJobBehindTheSnapshotIsBeyondIt).
 func TestEstimateSnapshotReadsTheQueuesHead(t *testing.T) {
 	e := newEnv(t)
 	n := eta.MaxProjected + 40
@@ -145,8 +146,8 @@ func TestEstimateSnapshotReadsTheQueuesHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	const shards = 4
-	if len(snap.Queued) > eta.MaxProjected || len(snap.Queued) < eta.MaxProjected/shards {
-		t.Fatalf("snapshot of %d queued, want at most %d", len(snap.Queued), eta.MaxProjected)
+	if len(snap.Queued) > eta.MaxProjected || len(snap.Queued) < eta.MaxProjected/shards || snap.Beyond < 1 {
+		t.Fatalf("snapshot of %d queued and %d beyond, want at most %d and some beyond", len(snap.Queued), snap.Beyond, eta.MaxProjected)
 	}
 	for i, q := range snap.Queued {
 		if q.JobID != fmt.Sprintf("q-%04d", i) {

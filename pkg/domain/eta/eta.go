@@ -209,10 +209,11 @@ type Snapshot struct {
 	// Settings are the fleet's scaling settings (scaling.SettingsOf).
 	Settings scaling.Settings
 	// Queued are the fleet's queued jobs, in any order: all of them, or
-	// at least its first MaxProjected in queue order (ready jobs by
-	// priority then age, then those waiting out a backoff by when they are
-	// due). Beyond counts the queued jobs it leaves out, as far as known:
-	// the scaler's ticks count them as ready work.
+	// the head of its queue in queue order (ready jobs by priority then
+	// age, then those waiting out a backoff by when they are due), with
+	// Beyond counting the queued jobs left out, as far as known: the
+	// scaler's ticks count them as ready work. A projection follows at most
+	// MaxProjected of them.
 	Queued []Queued
 	Beyond int
 	// Running are its leased jobs.

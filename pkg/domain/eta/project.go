@@ -251,7 +251,6 @@ func (in *pinst) busy() int {
 	return n
 }
 
-// pjob is a projected queued job.
 // queue is what every projection of a snapshot shares of its queue, in
 // queue order: each job's index by id, and the plain jobs' indexes, oldest
 // first.
@@ -266,6 +265,7 @@ func plain(q Queued, now time.Time) bool {
 	return !q.NotBefore.After(now) && q.QueueDeadline.IsZero()
 }
 
+// pjob is a projected queued job.
 type pjob struct {
 	q       Queued
 	started bool
@@ -278,7 +278,7 @@ type pjob struct {
 	// expired: its queue deadline passed in the projection before it
 	// started (the sweeper ends it).
 	expired bool
-	// plain: it is leasable until it starts (plain).
+	// plain: it is leasable until it starts (func plain).
 	plain bool
 }
 

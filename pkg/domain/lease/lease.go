@@ -72,8 +72,9 @@ type Shuffle func(n int, swap func(i, j int))
 //     strict order);
 //  4. for an On-Demand worker, pinned jobs first within their priority.
 //
-// The answer may share cands' array. A full worker gets nothing to try. The claim still checks every
-// condition: a tenant's cap, the worker's state, the job's.
+// The answer may share cands' array. A full worker gets nothing to try.
+// The claim still checks every condition: a tenant's cap, the worker's
+// state, the job's.
 func Order(cands []Candidate, w Worker, t Tenants, spread int, shuffle Shuffle) []Candidate {
 	if w.Full {
 		return nil
