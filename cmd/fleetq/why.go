@@ -123,8 +123,8 @@ func inWords(d time.Duration) string {
 // would change it.
 func explainFleet(w io.Writer, f wire.Fleet) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fleet %s: desired %d (min %d, max %d), %d in service, %d workers; %d queued, %d leased\n",
-		f.FleetSlug, f.Desired, f.Min, f.Max, f.InService, f.Workers, f.Queued, f.Leased)
+	fmt.Fprintf(&b, "fleet %s: desired %d (min %d, max %d), %d in service, %s; %d queued, %d leased\n",
+		f.FleetSlug, f.Desired, f.Min, f.Max, f.InService, things(f.Workers, "worker"), f.Queued, f.Leased)
 	d := f.LastDecision
 	if d == nil {
 		b.WriteString("the scaler has not decided for it yet: its first tick sizes it to its work\n")
@@ -158,7 +158,9 @@ func whatWouldChange(f wire.Fleet) []string {
 	case work > 0 && need > d.Desired:
 		out = append(out, fmt.Sprintf("its work needs %d: it grows at the next tick", need))
 	case work > 0 && need < d.Desired:
-		out = append(out, fmt.Sprintf("its work needs %d of its %d instances: the idle ones beyond are terminated once idle past the scale-in grace, unless new work takes them", need, d.Desired))
+		out = append(out, fmt.Sprintf("its work needs %d of its %s: the idle ones beyond are terminated once idle past the scale-in grace, unless new work takes them", need, things(d.Desired, "instance")))
+	case work > 0 && d.Desired == 1:
+		out = append(out, "its work needs its 1 instance: it grows when its ready and leased jobs need more, and shrinks when they need none")
 	case work > 0:
 		out = append(out, fmt.Sprintf("its work needs all %d instances: it grows when its ready and leased jobs need more, and shrinks when they need fewer", d.Desired))
 	case d.Desired > f.Min:
@@ -167,16 +169,30 @@ func whatWouldChange(f wire.Fleet) []string {
 		out = append(out, fmt.Sprintf("it has no work and is at its min %d: a new job grows it (from zero, on enqueue)", f.Min))
 	}
 	if n := in["cap_held"]; n > 0 {
-		out = append(out, fmt.Sprintf("%d ready jobs are held by their tenants' max_leased caps and not sized for: they count once their tenants' running jobs end", n))
+		out = append(out, agree(n, "1 ready job is held by its tenant's max_leased cap and not sized for: it counts once its tenant's running jobs end",
+			"%d ready jobs are held by their tenants' max_leased caps and not sized for: they count once their tenants' running jobs end"))
 	}
 	if n := in["delayed"]; n > 0 {
-		out = append(out, fmt.Sprintf("%d jobs wait out a retry backoff and count once it passes", n))
+		out = append(out, agree(n, "1 job waits out a retry backoff and counts once it passes", "%d jobs wait out a retry backoff and count once it passes"))
 	}
 	if n := in["booting"]; n > 0 {
-		out = append(out, fmt.Sprintf("%d instances are booting and take work once registered", n))
+		out = append(out, agree(n, "1 instance is booting and takes work once registered", "%d instances are booting and take work once registered"))
 	}
 	if n := in["unhealthy"] + in["unresponsive"]; n > 0 {
-		out = append(out, fmt.Sprintf("%d instances never registered or stopped answering and are replaced", n))
+		out = append(out, agree(n, "1 instance never registered or stopped answering and is replaced", "%d instances never registered or stopped answering and are replaced"))
 	}
 	return out
+}
+
+// things is n things in words: "1 instance", "2 instances".
+func things(n int, thing string) string {
+	return agree(n, "1 "+thing, "%d "+thing+"s")
+}
+
+// agree is the sentence for one, or the one for many with n in its %d.
+func agree(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
 }

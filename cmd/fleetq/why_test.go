@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -119,6 +120,36 @@ func TestWhatWouldChangeAFleetAtRest(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), c.want) {
 			t.Errorf("%q missing from\n%s", c.want, out.String())
+		}
+	}
+}
+
+// What would change a fleet counts its instances and jobs in agreement:
+// one instance, one job, two instances.
+func TestWhatWouldChangeCountsAgree(t *testing.T) {
+	for _, c := range []struct {
+		desired int
+		inputs  string
+		want    []string
+	}{
+		{1, `"leased":1,"need":1,"busy":1,"delayed":1,"booting":1,"unhealthy":1,"cap_held":1`, []string{"1 in service, 1 worker;", "its work needs its 1 instance:",
+			"1 ready job is held by its tenant's max_leased cap", "1 job waits out a retry backoff and counts once it passes",
+			"1 instance is booting and takes work once registered", "1 instance never registered or stopped answering and is replaced"}},
+		{2, `"leased":1,"need":1,"busy":1,"idle":1`, []string{"2 in service, 2 workers;", "its work needs 1 of its 2 instances:"}},
+		{3, `"leased":1,"need":1,"busy":1,"idle":2,"booting":2`, []string{"its work needs 1 of its 3 instances:", "2 instances are booting and take work once registered"}},
+		{2, `"leased":2,"need":2,"busy":2,"delayed":2`, []string{"its work needs all 2 instances:", "2 jobs wait out a retry backoff and count once it passes"}},
+	} {
+		body := fmt.Sprintf(`{"fleets":[{"fleet_slug":"gpu","stage":"s","workflows":[],"queued":0,"leased":1,"desired":%d,"in_service":%[1]d,"workers":%[1]d,"outdated_agents":0,"min":0,"max":4,
+"last_decision":{"at":null,"desired":%[1]d,"reason":"hold","reason_code":"hold","in_service":%[1]d,"inputs":{%s}}}]}`, c.desired, c.inputs)
+		srv, _ := serveJSON(t, body)
+		var out, errOut bytes.Buffer
+		if code := runCLI(t.Context(), []string{"why", "--api", srv.URL, "--operator-token", "op", "--fleet", "gpu"}, &out, &errOut); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%q missing from\n%s", w, out.String())
+			}
 		}
 	}
 }

@@ -51,9 +51,11 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	if len(s.cfg.Tenants) > 0 {
 		snap.Tenants = s.cfg.Tenant
 	}
-	if snap.Queued, snap.Running, err = s.FleetQueue(ctx, fleet); err != nil {
+	queued, running, complete, err := s.FleetQueue(ctx, fleet, eta.MaxProjected)
+	if err != nil {
 		return snap, err
 	}
+	snap.Queued, snap.Running = queued, running
 	workers, err := s.ListWorkers(ctx, fleet)
 	if err != nil {
 		return snap, err
@@ -66,6 +68,14 @@ func (s *Store) EstimateSnapshot(ctx context.Context, fleet string) (eta.Snapsho
 	last, ticked := st.LastTick()
 	if ticked {
 		snap.NextTick = last.At.Add(TickInterval)
+	}
+	if !complete {
+		// The jobs behind the head read: as many as the last tick counted,
+		// at least one.
+		snap.Beyond = 1
+		if ticked && last.Inputs.Tick != nil {
+			snap.Beyond = max(1, last.Inputs.Tick.Ready+last.Inputs.Tick.Delayed-len(snap.Queued))
+		}
 	}
 	askedAt := now
 	if st.LastDecision != nil && !st.LastDecision.At.IsZero() {
@@ -181,37 +191,100 @@ func (s *Store) onDemandInstances(ctx context.Context, ws []worker.Worker) (map[
 	return out, nil
 }
 
-// FleetQueue reads a fleet's live jobs one by one: the queued jobs, ready
-// (every shard, in lease order) and waiting out a backoff (with when they
-// are due), and the leased jobs with their workers and lease times. One
-// index query per shard of the ready and leased partitions and one of the
-// delayed, each bounded by the live backlog.
-func (s *Store) FleetQueue(ctx context.Context, fleet string) ([]eta.Queued, []eta.Running, error) {
-	ready, err := s.readReady(ctx, fleet, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	delayed, err := s.queryIndex(ctx, delayedPartition(fleet), "", 0, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	queued := make([]eta.Queued, 0, len(ready)+len(delayed))
-	for i := range ready {
-		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&ready[i])})
-	}
-	for i := range delayed {
-		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&delayed[i]), NotBefore: fromMS(delayed[i].NotBeforeMS)})
+// FleetQueue reads a fleet's live jobs one by one: the head of its queued
+// jobs, at most limit of them in queue order (readQueueHead), and the
+// leased jobs with their workers and lease times. complete reports whether
+// the queued are all of them. One index query per shard of the ready and
+// leased partitions and at most one of the delayed; the queued read is
+// bounded by limit, the leased by the fleet's slots.
+func (s *Store) FleetQueue(ctx context.Context, fleet string, limit int) (queued []eta.Queued, running []eta.Running, complete bool, err error) {
+	if queued, complete, err = s.readQueueHead(ctx, fleet, limit); err != nil {
+		return nil, nil, false, err
 	}
 	leased, err := s.readShards(ctx, s.shardPartitions(prefixLeased, fleet), "", "", 0, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	running := make([]eta.Running, 0, len(leased))
+	running = make([]eta.Running, 0, len(leased))
 	for _, it := range leased {
 		running = append(running, eta.Running{JobID: it.JobID, TenantID: it.TenantID, WorkflowID: it.WorkflowID,
 			WorkerID: it.WorkerID, LeasedAt: fromMS(it.LeasedMS), OnDemandOnly: it.OnDemandOnly})
 	}
-	return queued, running, nil
+	return queued, running, complete, nil
+}
+
+// readQueueHead reads the first of a fleet's queued jobs in queue order,
+// at most limit (0: all): ready ones by priority then age, then those
+// waiting out a backoff by when they are due, as eta.Project follows
+// them. Each ready shard is read to its share of limit (one query each,
+// ceil(limit/shards) items); the merge is the queue's head up to the
+// first shard that had more than its share, where it is cut, so no job
+// is left out before the last one answered. The delayed partition is read
+// (to what limit leaves) only when the ready queue was read whole. It
+// reads at most limit + shards items; complete reports whether the
+// answer is every queued job.
+func (s *Store) readQueueHead(ctx context.Context, fleet string, limit int) ([]eta.Queued, bool, error) {
+	parts := s.readyPartitions(fleet)
+	share := 0
+	if limit > 0 {
+		share = ceilDiv(limit, len(parts))
+	}
+	limits := make([]int, len(parts))
+	for i := range limits {
+		limits[i] = share
+	}
+	var heads [][]jobItem
+	var err error
+	if share > 0 {
+		heads, err = s.readShardHeads(ctx, fleet, limits)
+	} else {
+		var all []jobItem
+		all, err = s.readReady(ctx, fleet, 0)
+		heads = [][]jobItem{all}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var ready []jobItem
+	cutAt, cut := "", false
+	for _, h := range heads {
+		ready = append(ready, h...)
+		if share > 0 && len(h) >= share && (!cut || h[len(h)-1].GSI1SK < cutAt) {
+			cutAt, cut = h[len(h)-1].GSI1SK, true
+		}
+	}
+	inQueueOrder(ready)
+	if cut {
+		n := 0
+		for n < len(ready) && ready[n].GSI1SK <= cutAt {
+			n++
+		}
+		ready = ready[:n]
+	}
+	if limit > 0 && len(ready) > limit {
+		ready, cut = ready[:limit], true
+	}
+	queued := make([]eta.Queued, 0, len(ready))
+	for i := range ready {
+		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&ready[i])})
+	}
+	if cut {
+		return queued, false, nil
+	}
+	rest := 0
+	if limit > 0 {
+		if rest = limit - len(ready); rest == 0 {
+			return queued, false, nil
+		}
+	}
+	delayed, err := s.queryIndex(ctx, delayedPartition(fleet), "", rest, true)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range delayed {
+		queued = append(queued, eta.Queued{Candidate: estimateCandidate(&delayed[i]), NotBefore: fromMS(delayed[i].NotBeforeMS)})
+	}
+	return queued, limit == 0 || len(delayed) < rest, nil
 }
 
 // estimateCandidate is a queued job as the lease planner sees it, without

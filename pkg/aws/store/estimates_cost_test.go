@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetq/fleetq/pkg/aws/store"
+	"github.com/fleetq/fleetq/pkg/domain/eta"
 	"github.com/fleetq/fleetq/pkg/local/localaws"
 	"github.com/fleetq/fleetq/pkg/local/testenv"
 )
@@ -125,4 +126,45 @@ func TestEstimateSnapshotCost(t *testing.T) {
 		t.Errorf("%d queries and %d reads, want %d and %d", db.queries, db.gets, wantQ, wantG)
 	}
 	t.Logf("one snapshot: %d queries, %d item reads, %.0f index entries, %.1f read units", db.queries, db.gets, db.entries, db.units)
+}
+
+// A fleet with more queued jobs than a projection follows reads only the
+// head of its queue, eta.MaxProjected jobs and a job more per shard at
+// most, and says that more are queued (the API answers a job behind the
+// head beyond_horizon: TestAJobBehindTheSnapshotIsBeyondIt).
+func TestEstimateSnapshotReadsTheQueuesHead(t *testing.T) {
+	e := newEnv(t)
+	n := eta.MaxProjected + 40
+	for i := range n {
+		e.submit(fmt.Sprintf("q-%04d", i), "wf-a", 0)
+		e.clock.Advance(time.Millisecond)
+	}
+	db := &readCounter{Client: localaws.DynamoDBClient(testenv.DynamoDBEndpoint(t))}
+	st := store.New(db, store.Options{Table: e.st.Table(), Config: e.cfg, Clock: e.clock, LeaseSpread: 1, Logger: slog.New(slog.DiscardHandler)})
+	snap, err := st.EstimateSnapshot(e.ctx, "gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shards = 4
+	if len(snap.Queued) > eta.MaxProjected || len(snap.Queued) < eta.MaxProjected/shards || snap.Beyond < 1 {
+		t.Fatalf("snapshot of %d queued and %d beyond, want at most %d and some beyond", len(snap.Queued), snap.Beyond, eta.MaxProjected)
+	}
+	for i, q := range snap.Queued {
+		if q.JobID != fmt.Sprintf("q-%04d", i) {
+			t.Fatalf("queued %d is %s: not the queue's head", i, q.JobID)
+		}
+	}
+	if db.entries > eta.MaxProjected+shards {
+		t.Errorf("read %.0f index entries, want at most %d", db.entries, eta.MaxProjected+shards)
+	}
+	// ready, leased, succeeded and workers per shard; the fleet's state.
+	if wantQ := 4 * shards; db.queries > wantQ+1 || db.gets != 1 {
+		t.Errorf("%d queries and %d reads, want at most %d and 1", db.queries, db.gets, wantQ+1)
+	}
+	es := eta.Project(snap, e.clock.Now())
+	last := es[len(es)-1]
+	if last.JobID != fmt.Sprintf("q-%04d", len(snap.Queued)-1) || last.Position != len(snap.Queued) {
+		t.Fatalf("the last estimate %+v", last)
+	}
+	t.Logf("one snapshot of a queue of %d: %d queries, %d item reads, %.0f index entries, %.1f read units", n, db.queries, db.gets, db.entries, db.units)
 }

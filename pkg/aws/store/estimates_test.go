@@ -36,7 +36,7 @@ func TestFleetQueueReadsEachLiveJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	queued, running, err := e.st.FleetQueue(e.ctx, "gpu")
+	queued, running, complete, err := e.st.FleetQueue(e.ctx, "gpu", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestFleetQueueReadsEachLiveJob(t *testing.T) {
 			t.Errorf("%s carries the claim's handle", q.JobID)
 		}
 	}
-	if got := strings.Join(order, ","); got != "high,low,low2,fails" {
+	if got := strings.Join(order, ","); got != "high,low,low2,fails" || !complete {
 		t.Errorf("queued = %s, want high,low,low2 (priority, then age) and then fails, waiting out its backoff", got)
 	}
 	for _, q := range queued[:3] {

@@ -112,7 +112,11 @@ func (p *projection) waitingOn(j *pjob, e Estimate) WaitingOn {
 			return say(CodeWorkerApproval, count(p.pendingNow, "worker")+" awaiting an operator's approval",
 				ParamPending, strconv.Itoa(p.pendingNow))
 		case e.Basis == BasisNoHistory && p.bootingNow > 0:
-			return say(CodeCapacityBooting, count(p.bootingNow, "instance")+" booting; the fleet has no boot history to time them by",
+			them := "them"
+			if p.bootingNow == 1 {
+				them = "it"
+			}
+			return say(CodeCapacityBooting, count(p.bootingNow, "instance")+" booting; the fleet has no boot history to time "+them+" by",
 				ParamInstances, strconv.Itoa(p.bootingNow))
 		case e.Basis == BasisNoHistory && p.launches > 0:
 			return say(CodeScaleOutNextTick, "the scaler's tick at "+clock(p.firstTick())+" launches capacity; the fleet has no boot history to time it by",

@@ -124,7 +124,9 @@ const (
 	// is zero.
 	BasisQueueTimeout Basis = "queue_timeout"
 	// BasisBeyondHorizon: the job does not start within the projection's
-	// horizon (Horizon); StartAt is zero.
+	// horizon (Horizon), or it is further back in line than the jobs the
+	// projection follows (MaxProjected; its Position is still told when
+	// known); StartAt is zero.
 	BasisBeyondHorizon Basis = "beyond_horizon"
 )
 
@@ -206,8 +208,14 @@ type History []time.Duration
 type Snapshot struct {
 	// Settings are the fleet's scaling settings (scaling.SettingsOf).
 	Settings scaling.Settings
-	// Queued are the fleet's queued jobs, in any order.
+	// Queued are the fleet's queued jobs, in any order: all of them, or
+	// the head of its queue in queue order (ready jobs by priority then
+	// age, then those waiting out a backoff by when they are due), with
+	// Beyond counting the queued jobs left out, as far as known: the
+	// scaler's ticks count them as ready work. A projection follows at most
+	// MaxProjected of them.
 	Queued []Queued
+	Beyond int
 	// Running are its leased jobs.
 	Running []Running
 	// Instances are the group's live instances (both groups' with Spot),

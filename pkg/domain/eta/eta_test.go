@@ -384,3 +384,73 @@ func TestTheEstimateIsWhereMostSamplesAgree(t *testing.T) {
 		t.Fatalf("estimate %s, want 1m20s from now: three of seven starts lie within a minute of it, the nearest the median of 4m", starts[k].Sub(now))
 	}
 }
+
+// A queue longer than MaxProjected is projected to its first MaxProjected
+// jobs in queue order; each behind them has no start, says so, and keeps
+// its place in line.
+func TestALongQueueIsProjectedToItsCap(t *testing.T) {
+	s := fleet(50)
+	for i := range 50 {
+		s.busy(fmt.Sprint(i), "t", time.Duration(i)*10*time.Second)
+	}
+	n := MaxProjected + 30
+	for i := range n {
+		s.Queued = append(s.Queued, queued(fmt.Sprint("j", i), "t", time.Duration(n-i)*time.Second))
+	}
+	es := Project(s, now)
+	if len(es) != n {
+		t.Fatalf("%d estimates for %d queued", len(es), n)
+	}
+	if e := es[MaxProjected-1]; !e.Known() || e.JobID != fmt.Sprint("j", MaxProjected-1) {
+		t.Errorf("the last projected: %+v", e)
+	}
+	for i, e := range es[MaxProjected:] {
+		pos := MaxProjected + i + 1
+		if e.Known() || e.Basis != BasisBeyondHorizon || e.Position != pos || e.JobID != fmt.Sprint("j", pos-1) {
+			t.Fatalf("beyond the cap: %+v", e)
+		}
+		if w := e.WaitingOn; w.Code != CodeJobsAhead || w.Params[ParamAhead] != fmt.Sprint(pos-1) || !strings.Contains(w.Text, fmt.Sprint(pos-1, " jobs ahead")) {
+			t.Fatalf("beyond the cap waits on %+v", w)
+		}
+	}
+}
+
+// Jobs queued beyond those the snapshot lists (Snapshot.Beyond) count as
+// ready work for the scaler's ticks.
+func TestJobsBeyondTheSnapshotCountForTheScaler(t *testing.T) {
+	s := fleet(40)
+	for i := range 10 {
+		s.Queued = append(s.Queued, queued(fmt.Sprint("j", i), "t", time.Duration(10-i)*time.Second))
+	}
+	s.Beyond = 30
+	e := estimate(t, s, "j0")
+	if w := e.WaitingOn; w.Code != CodeScaleOutNextTick || w.Params[ParamLaunch] != "40" {
+		t.Fatalf("waits on %+v, want the tick to launch 40", w)
+	}
+}
+
+// The texts count in agreement: one instance, two instances.
+func TestWaitingOnCountsAgree(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		s := fleet(n)
+		for i := range n {
+			s.booting(fmt.Sprint(i), time.Minute)
+		}
+		s.Boot = nil
+		s.Queued = []Queued{queued("j", "t", time.Minute)}
+		booting := map[int]string{1: "1 instance booting; the fleet has no boot history to time it by",
+			2: "2 instances booting; the fleet has no boot history to time them by"}[n]
+		if e := estimate(t, s, "j"); e.WaitingOn.Text != booting {
+			t.Errorf("booting: %q, want %q", e.WaitingOn.Text, booting)
+		}
+		s = fleet(n)
+		for i := range n {
+			s.busy(fmt.Sprint(i), "t", time.Minute)
+		}
+		s.Queued = []Queued{queued("j", "t", time.Minute)}
+		atMax := map[int]string{1: "the fleet is at its max of 1 instance;", 2: "the fleet is at its max of 2 instances;"}[n]
+		if e := estimate(t, s, "j"); !strings.HasPrefix(e.WaitingOn.Text, atMax) {
+			t.Errorf("at max: %q, want it to begin %q", e.WaitingOn.Text, atMax)
+		}
+	}
+}

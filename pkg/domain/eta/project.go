@@ -17,6 +17,16 @@ import (
 // gets no StartAt (BasisBeyondHorizon).
 const Horizon = 24 * time.Hour
 
+// MaxProjected is how many queued jobs a projection follows, the first in
+// queue order; a job behind them gets no StartAt (BasisBeyondHorizon) and
+// keeps its Position. A projection's cost grows with the jobs it follows
+// and the ticks until the last of them starts (docs/benchmarks.md, "Start
+// estimates"): behind 50 busy instances at their max, 250 jobs take some
+// 10 MB and 30 ms, 500 some 18 MB and 60 ms; 250 keeps one projection
+// within 20 MB and well within 50 ms on the API function, and the
+// simulator's workloads estimate as well with it as without.
+const MaxProjected = 250
+
 // DefaultInterval is the scaler's tick when the snapshot names none.
 const DefaultInterval = time.Minute
 
@@ -34,6 +44,21 @@ const DefaultInterval = time.Minute
 // moment the free slots lease the queue in the planner's order
 // (lease.MakePlan, with fair share and the tenants' max_leased).
 func Project(s Snapshot, now time.Time) []Estimate {
+	var behind []Queued
+	s.Queued, behind = cut(s.Queued, now)
+	s.Beyond += len(behind)
+	// Every projection follows the queue in the same order: sorted once,
+	// each job found by its index.
+	s.Queued = slices.Clone(s.Queued)
+	slices.SortStableFunc(s.Queued, func(a, b Queued) int { return lease.QueueCompare(a.Candidate, b.Candidate) })
+	q := queue{index: make(map[string]int, len(s.Queued))}
+	for i, j := range s.Queued {
+		q.index[j.JobID] = i
+		if plain(j, now) {
+			q.byCreated = append(q.byCreated, i)
+		}
+	}
+	slices.SortStableFunc(q.byCreated, func(a, b int) int { return s.Queued[a].Created.Compare(s.Queued[b].Created) })
 	s.Boot = s.Boot.sorted()
 	runs := make(map[string]History, len(s.RunTimes))
 	for wf, h := range s.RunTimes {
@@ -42,22 +67,23 @@ func Project(s Snapshot, now time.Time) []Estimate {
 	s.RunTimes = runs
 	ps := make([]*projection, Samples)
 	for k := range ps {
-		ps[k] = newProjection(s, now, sampler(k, now))
+		ps[k] = newProjection(s, now, sampler(k, now), q)
 		ps[k].run()
 	}
 	order := ps[0].order()
-	out := make([]Estimate, 0, len(order))
+	out := make([]Estimate, 0, len(order)+len(behind))
+	type pick struct {
+		p *projection
+		j *pjob
+	}
+	picks := make([]pick, len(ps))
 	for i, j := range order {
 		// The sample whose start most others agree with answers for the
 		// job; when it starts in no more than half, the median one (those
 		// that never start sort last).
-		type pick struct {
-			p *projection
-			j *pjob
-		}
-		picks := make([]pick, len(ps))
+		picks = picks[:len(ps)]
 		for k, p := range ps {
-			picks[k] = pick{p, p.byID[j.q.JobID]}
+			picks[k] = pick{p, p.job(j.q.JobID)}
 		}
 		slices.SortStableFunc(picks, func(a, b pick) int {
 			switch {
@@ -76,7 +102,49 @@ func Project(s Snapshot, now time.Time) []Estimate {
 		}
 		out = append(out, m.p.estimate(m.j, i+1))
 	}
+	for i, q := range behind {
+		out = append(out, beyond(q, len(order)+i+1))
+	}
 	return out
+}
+
+// cut is the queue's first MaxProjected jobs in queue order (ready ones by
+// the queue's order, then those waiting out a backoff by when they are due)
+// and those behind them, in that order.
+func cut(qs []Queued, now time.Time) (ahead, behind []Queued) {
+	if len(qs) <= MaxProjected {
+		return qs, nil
+	}
+	qs = slices.Clone(qs)
+	slices.SortStableFunc(qs, func(a, b Queued) int {
+		aLater, bLater := a.NotBefore.After(now), b.NotBefore.After(now)
+		switch {
+		case aLater && bLater:
+			return a.NotBefore.Compare(b.NotBefore)
+		case aLater:
+			return 1
+		case bLater:
+			return -1
+		}
+		return lease.QueueCompare(a.Candidate, b.Candidate)
+	})
+	return qs[:MaxProjected], qs[MaxProjected:]
+}
+
+// Behind is the estimate of a queued job a snapshot left out (one with
+// Beyond jobs), behind the ahead jobs it holds: no start
+// (BasisBeyondHorizon), its place in line unknown.
+func Behind(jobID string, ahead int) Estimate {
+	return Estimate{JobID: jobID, Basis: BasisBeyondHorizon,
+		WaitingOn: say(CodeJobsAhead, "at least "+count(ahead, "job")+" ahead; too far back in line to project")}
+}
+
+// beyond is the estimate of a job behind the jobs a projection follows, at
+// position pos in queue order.
+func beyond(q Queued, pos int) Estimate {
+	return Estimate{JobID: q.JobID, Position: pos, Basis: BasisBeyondHorizon,
+		WaitingOn: say(CodeJobsAhead, count(pos-1, "job")+" ahead; too far back in line to project",
+			ParamAhead, strconv.Itoa(pos-1))}
 }
 
 // densest is the sample whose start has the most of the samples' starts
@@ -183,6 +251,20 @@ func (in *pinst) busy() int {
 	return n
 }
 
+// queue is what every projection of a snapshot shares of its queue, in
+// queue order: each job's index by id, and the plain jobs' indexes, oldest
+// first.
+type queue struct {
+	index     map[string]int
+	byCreated []int
+}
+
+// plain reports whether a queued job is ready at now and has no queue
+// deadline: until it starts, it is leasable.
+func plain(q Queued, now time.Time) bool {
+	return !q.NotBefore.After(now) && q.QueueDeadline.IsZero()
+}
+
 // pjob is a projected queued job.
 type pjob struct {
 	q       Queued
@@ -196,6 +278,8 @@ type pjob struct {
 	// expired: its queue deadline passed in the projection before it
 	// started (the sweeper ends it).
 	expired bool
+	// plain: it is leasable until it starts (func plain).
+	plain bool
 }
 
 type projection struct {
@@ -206,9 +290,17 @@ type projection struct {
 	bootOK   bool
 	insts    []*pinst
 	jobs     []*pjob // in queue order
-	// head: the jobs before it have started or ended.
-	head int
-	byID map[string]*pjob
+	// index is each job's place in jobs, by id; byCreated the plain
+	// jobs', oldest first, those before oldest started.
+	index     map[string]int
+	byCreated []int
+	oldest    int
+	// ready counts the plain jobs not started, in all and pinned, and per
+	// tenant (with tenants); others are the jobs not plain. work reads
+	// them at each tick instead of the whole queue.
+	ready    work
+	others   []*pjob
+	byTenant map[string]int
 	// lines are the queue cut by tenant, workflow and pinning, each in
 	// queue order: a poll's first choice is among their heads.
 	lines []*line
@@ -217,6 +309,7 @@ type projection struct {
 	// cands, instances and workers are reused from one poll or tick to
 	// the next.
 	cands     []lease.Candidate
+	free      []*pinst
 	instances []scaling.Instance
 	workers   []scaling.Worker
 	waiting   int // jobs not started
@@ -232,9 +325,14 @@ type projection struct {
 	launches                     int
 }
 
-func newProjection(s Snapshot, now time.Time, left drawer) *projection {
+// newProjection is a projection of the snapshot, whose Queued are in
+// queue order (lease.QueueCompare) and found by index.
+func newProjection(s Snapshot, now time.Time, left drawer, q queue) *projection {
 	p := &projection{s: s, now: now, interval: s.Interval, left: left, leased: map[string]int{}, lastActive: s.LastActiveAt,
-		nextTick: s.NextTick, byID: map[string]*pjob{}}
+		nextTick: s.NextTick, index: q.index, byCreated: q.byCreated}
+	if s.Tenants != nil {
+		p.ready.byTenant, p.byTenant = map[string]int{}, map[string]int{}
+	}
 	if p.interval <= 0 {
 		p.interval = DefaultInterval
 	}
@@ -331,18 +429,19 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	}
 	p.desired = max(s.Desired, len(p.insts))
 
-	qs := make([]lease.Candidate, len(s.Queued))
-	byID := map[string]Queued{}
-	for i, q := range s.Queued {
-		qs[i] = q.Candidate
-		byID[q.JobID] = q
-	}
-	lease.InQueueOrder(qs)
 	lines := map[lineKey]*line{}
-	for _, c := range qs {
-		j := &pjob{q: byID[c.JobID]}
-		p.jobs = append(p.jobs, j)
-		p.byID[c.JobID] = j
+	jobs := make([]pjob, len(s.Queued))
+	p.jobs = make([]*pjob, len(s.Queued))
+	for i, q := range s.Queued {
+		j := &jobs[i]
+		j.q, j.plain = q, plain(q, now)
+		p.jobs[i] = j
+		if j.plain {
+			p.ready.add(j, 1)
+		} else {
+			p.others = append(p.others, j)
+		}
+		c := q.Candidate
 		k := lineKey{c.TenantID, c.WorkflowID, c.OnDemandOnly}
 		l := lines[k]
 		if l == nil {
@@ -362,6 +461,9 @@ func newProjection(s Snapshot, now time.Time, left drawer) *projection {
 	p.censusNow = maps.Clone(p.leased)
 	return p
 }
+
+// job is the projected job of the id.
+func (p *projection) job(id string) *pjob { return p.jobs[p.index[id]] }
 
 // booting sets when an instance that has booted for elapsed at t is
 // expected ready (unknown without a boot history).
@@ -430,18 +532,19 @@ func (p *projection) release(t time.Time) {
 func (p *projection) next(t time.Time) (time.Time, bool) {
 	next, other := p.nextTick, false
 	at := func(u time.Time) {
-		if u.After(t) && u.Before(next) {
-			next, other = u, true
-		} else if u.After(t) {
+		if u.After(t) {
 			other = true
+			if u.Before(next) {
+				next = u
+			}
 		}
 	}
 	for _, in := range p.insts {
 		if in.readyKnown && !in.pending && !in.draining {
 			at(in.readyAt)
 		}
-		for _, sl := range in.slots {
-			if sl.held && sl.known {
+		for k := range in.slots {
+			if sl := &in.slots[k]; sl.held && sl.known {
 				at(sl.freeAt)
 			}
 		}
@@ -503,7 +606,8 @@ func (l *line) first(p *projection, t time.Time) *pjob {
 // lease gives the free slots of the usable instances to the queue, the
 // longest idle instance first, each by the planner's rule.
 func (p *projection) lease(t time.Time) {
-	var free []*pinst
+	free := p.free[:0]
+	defer func() { p.free = free }()
 	for _, in := range p.insts {
 		if in.usable(t) && in.busy() < len(in.slots) {
 			free = append(free, in)
@@ -548,12 +652,17 @@ func (p *projection) pick(in *pinst, t time.Time) *pjob {
 		return nil
 	}
 	lease.InQueueOrder(cands)
-	plan := lease.MakePlan(p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t))
-	for _, a := range plan.Attempts {
-		if a.Terms.Slot > 0 && p.leased[a.TenantID] >= a.Terms.Slot {
-			continue
+	// The plan's order (lease.MakePlan's, without building its attempts):
+	// the candidates are leasable at t, so its Skip passes them all, and
+	// an attempt's slot term is its tenant's max_leased.
+	pi := p.inputs(cands, lease.Worker{Workflows: wfs, OnDemand: in.onDemand}, t)
+	for _, c := range lease.Order(cands, pi.Worker, pi.Tenants, pi.Spread, nil) {
+		if pi.Cap != nil {
+			if n := pi.Cap(c.TenantID); n > 0 && p.leased[c.TenantID] >= n {
+				continue
+			}
 		}
-		return p.byID[a.JobID]
+		return p.job(c.JobID)
 	}
 	return nil
 }
@@ -578,6 +687,9 @@ func (p *projection) start(j *pjob, in *pinst, k int, t time.Time) {
 	p.leased[j.q.TenantID]++
 	p.running++
 	p.waiting--
+	if j.plain {
+		p.ready.add(j, -1)
+	}
 	if j.q.OnDemandOnly {
 		p.pinnedLeased++
 	}
@@ -681,30 +793,46 @@ type work struct {
 	byTenant map[string]int
 }
 
+// add counts n more of the job's kind.
+func (w *work) add(j *pjob, n int) {
+	w.ready += n
+	if j.q.OnDemandOnly {
+		w.pinned += n
+	}
+	if w.byTenant != nil {
+		w.byTenant[j.q.TenantID] += n
+	}
+}
+
 // work counts the jobs leasable at t: all of them, per tenant, pinned,
-// and when the oldest was queued.
+// and when the oldest was queued. The plain ones are counted as they
+// start; the others are looked at.
 func (p *projection) work(t time.Time) work {
-	var w work
-	if p.s.Tenants != nil {
-		w.byTenant = map[string]int{}
+	// The jobs behind those followed are ready work to the scaler.
+	w := work{ready: p.s.Beyond + p.ready.ready, pinned: p.ready.pinned}
+	if p.byTenant != nil {
+		clear(p.byTenant)
+		for id, n := range p.ready.byTenant {
+			if n > 0 {
+				p.byTenant[id] = n
+			}
+		}
+		w.byTenant = p.byTenant
 	}
-	for p.head < len(p.jobs) && (p.jobs[p.head].started || p.jobs[p.head].expired) {
-		p.head++
+	for p.oldest < len(p.byCreated) && p.jobs[p.byCreated[p.oldest]].started {
+		p.oldest++
 	}
-	for _, j := range p.jobs[p.head:] {
+	if p.oldest < len(p.byCreated) {
+		w.oldest = p.jobs[p.byCreated[p.oldest]].q.Created
+	}
+	for _, j := range p.others {
 		if !p.leasable(j, t) {
 			continue
-		}
-		w.ready++
-		if j.q.OnDemandOnly {
-			w.pinned++
 		}
 		if w.oldest.IsZero() || j.q.Created.Before(w.oldest) {
 			w.oldest = j.q.Created
 		}
-		if w.byTenant != nil {
-			w.byTenant[j.q.TenantID]++
-		}
+		w.add(j, 1)
 	}
 	return w
 }

@@ -72,13 +72,17 @@ type Shuffle func(n int, swap func(i, j int))
 //     strict order);
 //  4. for an On-Demand worker, pinned jobs first within their priority.
 //
-// A full worker gets nothing to try. The claim still checks every
-// condition: a tenant's cap, the worker's state, the job's.
+// The answer may share cands' array. A full worker gets nothing to try.
+// The claim still checks every condition: a tenant's cap, the worker's
+// state, the job's.
 func Order(cands []Candidate, w Worker, t Tenants, spread int, shuffle Shuffle) []Candidate {
 	if w.Full {
 		return nil
 	}
-	out := Leasable(cands, w)
+	out := cands // not copied when the worker may lease each
+	if slices.ContainsFunc(cands, func(c Candidate) bool { return !leasable(c, w) }) {
+		out = Leasable(cands, w)
+	}
 	if t.FairShare && NeedsCensus(out, t) {
 		n := topCount(out)
 		out = append(fairMerge(out[:n], t.Leased, t.Settings), out[n:]...)
@@ -96,11 +100,15 @@ func Order(cands []Candidate, w Worker, t Tenants, spread int, shuffle Shuffle) 
 func Leasable(cands []Candidate, w Worker) []Candidate {
 	out := make([]Candidate, 0, len(cands))
 	for _, c := range cands {
-		if slices.Contains(w.Workflows, c.WorkflowID) && (w.OnDemand || !c.OnDemandOnly) {
+		if leasable(c, w) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+func leasable(c Candidate, w Worker) bool {
+	return slices.Contains(w.Workflows, c.WorkflowID) && (w.OnDemand || !c.OnDemandOnly)
 }
 
 // Pinned reports whether any candidate is pinned to On-Demand: only then
@@ -150,43 +158,47 @@ func oneTenant(cands []Candidate) bool {
 // jobs. Jobs of tenants at their max_leased (as far as the census knows)
 // come last, oldest first: other tenants' jobs are tried before them.
 func fairMerge(head []Candidate, leased map[string]int, settings func(string) fleetconfig.Tenant) []Candidate {
-	var ts []fairshare.Tenant
-	var queues [][]Candidate
-	at := map[string]int{}
-	for _, c := range head {
-		i, ok := at[c.TenantID]
-		if !ok {
+	// Each tenant's jobs are a chain through next (-1 ends it; taken marks
+	// a job merged) from its first not yet merged; a tenant is found by a
+	// scan of those seen (a head holds few tenants).
+	const taken = -2
+	ts := make([]fairshare.Tenant, 0, min(len(head), 8))
+	type chain struct{ first, last int }
+	chains := make([]chain, 0, cap(ts))
+	next := make([]int, len(head))
+	for k, c := range head {
+		next[k] = -1
+		i := slices.IndexFunc(ts, func(t fairshare.Tenant) bool { return t.ID == c.TenantID })
+		if i < 0 {
 			var s fleetconfig.Tenant
 			if settings != nil {
 				s = settings(c.TenantID)
 			}
 			i = len(ts)
-			at[c.TenantID] = i
 			ts = append(ts, fairshare.Tenant{ID: c.TenantID, Weight: s.Weight, MaxLeased: s.MaxLeased, Leased: leased[c.TenantID], OldestReady: c.Created})
-			queues = append(queues, nil)
+			chains = append(chains, chain{k, k})
+		} else {
+			next[chains[i].last], chains[i].last = k, k
 		}
 		ts[i].Ready++
-		queues[i] = append(queues[i], c)
 	}
 	out := make([]Candidate, 0, len(head))
-	taken := map[string]bool{}
 	for {
 		i := fairshare.Pick(ts)
 		if i < 0 {
 			break
 		}
-		c := queues[i][0]
-		out = append(out, c)
-		taken[c.JobID] = true
-		queues[i] = queues[i][1:]
+		k := chains[i].first
+		out = append(out, head[k])
+		chains[i].first, next[k] = next[k], taken
 		ts[i].Leased++
 		ts[i].Ready--
-		if len(queues[i]) > 0 {
-			ts[i].OldestReady = queues[i][0].Created
+		if f := chains[i].first; f >= 0 {
+			ts[i].OldestReady = head[f].Created
 		}
 	}
-	for _, c := range head {
-		if !taken[c.JobID] {
+	for k, c := range head {
+		if next[k] != taken {
 			out = append(out, c)
 		}
 	}

@@ -111,13 +111,17 @@ func QueueExpired(c Candidate, now time.Time) bool {
 // InQueueOrder sorts candidates as the ready queue holds them: highest
 // priority, then oldest, then by id.
 func InQueueOrder(cands []Candidate) {
-	slices.SortStableFunc(cands, func(a, b Candidate) int {
-		if a.Priority != b.Priority {
-			return b.Priority - a.Priority
-		}
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.JobID, b.JobID)
-	})
+	slices.SortStableFunc(cands, QueueCompare)
+}
+
+// QueueCompare orders two candidates as the queue does: highest priority,
+// then oldest, then by id.
+func QueueCompare(a, b Candidate) int {
+	if a.Priority != b.Priority {
+		return b.Priority - a.Priority
+	}
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.JobID, b.JobID)
 }

@@ -240,10 +240,21 @@ func Decide(in Input) Decision {
 // at once; the idle workers are the candidates for shrinking.
 func classify(in Input) (c Counts, victims []Victim, idle []Worker) {
 	s, now := in.Settings, in.Now
-	workers := byInstance(in.Workers)
+	// Each instance's worker, by its index (the last one registered from
+	// it), so the index holds no copies of the workers.
+	workers := make(map[string]int, len(in.Workers))
+	for i, w := range in.Workers {
+		if w.InstanceID != "" {
+			workers[w.InstanceID] = i
+		}
+	}
 	c.Ready, c.Leased, c.Instances = in.Ready, in.Leased, len(in.Instances)
 	for _, inst := range in.Instances {
-		w, ok := workers[inst.ID]
+		var w Worker
+		i, ok := workers[inst.ID]
+		if ok {
+			w = in.Workers[i]
+		}
 		switch {
 		case !ok:
 			seen := inst.FirstSeen

@@ -42,6 +42,9 @@ type fleetEstimates struct {
 	mu    sync.Mutex
 	at    time.Time
 	byJob map[string]eta.Estimate
+	// behind: the snapshot left out the queue's tail, after held jobs.
+	behind bool
+	held   int
 }
 
 func newEstimates(st EstimateStore, clk clock.Clock) *estimates {
@@ -63,7 +66,7 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string, changed time.Ti
 	defer f.mu.Unlock()
 	now := e.clock.Now()
 	if est, ok := f.byJob[jobID]; f.byJob != nil && now.Sub(f.at) < EstimateTTL && (ok || changed.Before(f.at.Add(-EstimateLag))) {
-		return est, ok, nil
+		return f.orBehind(jobID, est, ok)
 	}
 	snap, err := e.read(ctx, fleet)
 	if err != nil {
@@ -71,10 +74,21 @@ func (e *estimates) of(ctx context.Context, fleet, jobID string, changed time.Ti
 	}
 	all := eta.Project(snap, now)
 	f.at, f.byJob = now, make(map[string]eta.Estimate, len(all))
+	f.behind, f.held = snap.Beyond > 0, len(snap.Queued)
 	for _, x := range all {
 		f.byJob[x.JobID] = x
 	}
 	est, ok := f.byJob[jobID]
+	return f.orBehind(jobID, est, ok)
+}
+
+// orBehind is a job's estimate, or when the snapshot left the queue's tail
+// out and the job is not in it, that it is behind those it holds (the
+// caller asks only of a job its record says is queued).
+func (f *fleetEstimates) orBehind(jobID string, est eta.Estimate, ok bool) (eta.Estimate, bool, error) {
+	if !ok && f.behind {
+		return eta.Behind(jobID, f.held), true, nil
+	}
 	return est, ok, nil
 }
 

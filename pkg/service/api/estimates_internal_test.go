@@ -15,12 +15,13 @@ import (
 // counts the reads.
 type snapshots struct {
 	queued []string
+	beyond int
 	reads  int
 }
 
 func (s *snapshots) EstimateSnapshot(_ context.Context, fleet string) (eta.Snapshot, error) {
 	s.reads++
-	snap := eta.Snapshot{Settings: scaling.Settings{Slots: 1, Max: 2}}
+	snap := eta.Snapshot{Settings: scaling.Settings{Slots: 1, Max: 2}, Beyond: s.beyond}
 	for _, id := range s.queued {
 		snap.Queued = append(snap.Queued, eta.Queued{Candidate: lease.Candidate{JobID: id, TenantID: "acme", WorkflowID: "wf"}})
 	}
@@ -73,5 +74,26 @@ func TestAProcessReadsAFleetOnceInTheTTL(t *testing.T) {
 	of("other", "a", long)
 	if src.reads != 5 {
 		t.Fatalf("%d reads after the TTL and of another fleet, want 5", src.reads)
+	}
+}
+
+// A queued job behind the head of the queue a snapshot holds (a fleet
+// with more queued than a projection follows) is answered as beyond it,
+// from the same snapshot.
+func TestAJobBehindTheSnapshotIsBeyondIt(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	src := &snapshots{queued: []string{"a", "b"}, beyond: 3}
+	e := newEstimates(src, clk)
+	for _, changed := range []time.Time{clk.Now().Add(-time.Hour), clk.Now()} {
+		est, ok, err := e.of(t.Context(), "gpu", "tail", changed)
+		if err != nil || !ok {
+			t.Fatalf("no estimate (%v)", err)
+		}
+		if est.Known() || est.Basis != eta.BasisBeyondHorizon || est.WaitingOn.Code != eta.CodeJobsAhead || est.WaitingOn.Text != "at least 2 jobs ahead; too far back in line to project" {
+			t.Fatalf("behind the snapshot: %+v", est)
+		}
+	}
+	if src.reads != 2 {
+		t.Fatalf("%d reads, want 2 (one more for the job changed since)", src.reads)
 	}
 }
