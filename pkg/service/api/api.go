@@ -137,6 +137,13 @@ type Config struct {
 	// RegisterLimit is registrations per minute per source address
 	// (default: the config's registration_limit).
 	RegisterLimit int
+	// WaitConcurrency is the most waits (GET /api/jobs/{job_id}/wait) one
+	// process holds at once; past it a wait is answered 429 at once
+	// (default: the config's wait_concurrency). In AWS a function's
+	// process serves one request at a time and the wait function's
+	// reserved concurrency is the cap; the dev stack serves every route
+	// from one process, and this keeps its waits to the same number.
+	WaitConcurrency int
 	// NewJobID names jobs submitted without a job_id (default: a random
 	// UUID).
 	NewJobID func() string
@@ -156,10 +163,12 @@ type server struct {
 	Events        Announcer
 	RegisterLimit int
 	NewJobID      func() string
-	log           *slog.Logger
-	console       *console.Console
-	checked       *checkedTokens
-	estimates     *estimates
+	// waits holds a token for each wait in progress (WaitConcurrency).
+	waits     chan struct{}
+	log       *slog.Logger
+	console   *console.Console
+	checked   *checkedTokens
+	estimates *estimates
 }
 
 func (s *server) announce(ctx context.Context, jobID string) {
@@ -189,16 +198,21 @@ func New(cfg *fleetconfig.Config, st Store, queue Enqueuer, consoleKeys console.
 		return nil, errors.New("api.New: no logger")
 	case c.RegisterLimit < 0:
 		return nil, fmt.Errorf("api.New: registration limit %d is negative", c.RegisterLimit)
+	case c.WaitConcurrency < 0:
+		return nil, fmt.Errorf("api.New: wait concurrency %d is negative", c.WaitConcurrency)
 	}
 	if c.RegisterLimit == 0 {
 		c.RegisterLimit = cfg.RegistrationLimit
+	}
+	if c.WaitConcurrency == 0 {
+		c.WaitConcurrency = max(1, cfg.WaitConcurrency)
 	}
 	if c.NewJobID == nil {
 		c.NewJobID = uuid.NewString
 	}
 	s := &server{Config: cfg, Store: st, Queue: queue, Operator: operator, Clock: clk, Attestor: c.Attestor,
 		FleetSecrets: c.FleetSecrets, Assets: c.Assets, Events: c.Events, RegisterLimit: c.RegisterLimit,
-		NewJobID: c.NewJobID, log: log, checked: newCheckedTokens(clk), estimates: newEstimates(st, clk)}
+		NewJobID: c.NewJobID, waits: make(chan struct{}, c.WaitConcurrency), log: log, checked: newCheckedTokens(clk), estimates: newEstimates(st, clk)}
 	con, err := console.New(consoleOps{s}, consoleKeys, st, clk, log, console.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("api.New: %w", err)

@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetq/fleetq/pkg/domain/job"
@@ -18,6 +20,9 @@ import (
 const (
 	DefaultWaitSeconds = 20
 	WaitReread         = time.Second
+	// WaitFullRetry is the Retry-After of a wait refused at the cap: the
+	// clients' interval between two looks at a job.
+	WaitFullRetry = 2 * time.Second
 )
 
 // waitJob is GET /api/jobs/{job_id}/wait: the job as GET answers it, as
@@ -48,6 +53,18 @@ func (s *server) waitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if since == "" {
 		since = j.Status
+	}
+	if j.Status == since {
+		// Only a wait that waits takes one of the stage's wait_concurrency.
+		select {
+		case s.waits <- struct{}{}:
+			defer func() { <-s.waits }()
+		default:
+			s.writeError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, RetryAfter: WaitFullRetry,
+				Message: fmt.Sprintf("the stage holds its most waits at once (wait_concurrency %d); look with GET %s and wait again after the Retry-After seconds",
+					cap(s.waits), strings.Replace(wire.PathJob, "{job_id}", raw, 1))})
+			return
+		}
 	}
 	j, err = waitForChange(r.Context(), s.Clock, WaitReread, time.Duration(secs)*time.Second, j, since, read)
 	if err != nil {
