@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
 	"github.com/fleetq/fleetq/pkg/domain/scaling"
@@ -21,8 +22,11 @@ type pool struct {
 func (p *pool) PoolInstanceOf(_ context.Context, fleet, id string) (scaling.PoolInstance, bool, error) {
 	p.reads.Add(1)
 	st, ok := p.states[fleet+"/"+id]
-	return scaling.PoolInstance{ID: id, State: st}, ok, nil
+	return scaling.PoolInstance{ID: id, State: st, Since: poolSince}, ok, nil
 }
+
+// poolSince is every pool record's time of its state.
+var poolSince = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
 // newPoolHarness is newHarness's groups with a Spot pool for video and
 // audio (none for music), outside the groups.
@@ -63,6 +67,10 @@ func TestVerifyAcceptsAStartedPoolInstance(t *testing.T) {
 		}
 		if got.Fleet != "video" || got.InstanceID != c.instance || !got.SpotPool || got.Group != "" || got.State != c.state {
 			t.Fatalf("%s: identity %+v", c.instance, got)
+		}
+		// A starting instance's record tells when the pool started it.
+		if want := (c.state == "starting"); got.PoolStartedAt.Equal(poolSince) != want || !want && !got.PoolStartedAt.IsZero() {
+			t.Fatalf("%s: started at %s, want the record's %s only while starting", c.instance, got.PoolStartedAt, poolSince)
 		}
 	}
 	// A group instance is still a group instance.

@@ -143,6 +143,10 @@ type Identity struct {
 	// SpotPool: the instance is one of the fleet's Spot pool instances,
 	// started (in no group).
 	SpotPool bool
+	// PoolStartedAt is when the pool started the instance: its record's
+	// time while it is starting (zero when it is running already: EC2
+	// restarted it after an interruption, or its agent registers again).
+	PoolStartedAt time.Time
 }
 
 func unauthenticated(format string, a ...any) error {
@@ -209,6 +213,9 @@ func (v *Verifier) poolInstance(ctx context.Context, out Identity, fleet string)
 		return Identity{}, denied("instance %s of fleet %s's Spot pool is %s, not started", out.InstanceID, fleet, p.State)
 	}
 	out.State, out.SpotPool = string(p.State), true
+	if p.State == scaling.PoolStarting {
+		out.PoolStartedAt = p.Since
+	}
 	return out, nil
 }
 

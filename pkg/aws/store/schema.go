@@ -103,6 +103,7 @@ const (
 	attrBootReadyMS    = "boot_ready_ms"
 	attrBootWarmMS     = "boot_warm_ms"
 	attrBootFromPool   = "boot_from_pool"
+	attrBootSpotPool   = "boot_spot_pool"
 	attrSourceIP       = "source_ip"
 	attrAgentVersion   = "agent_version"
 

@@ -58,7 +58,7 @@ func (s *Store) createWorker(ctx context.Context, r Registration, workerCap int,
 		Status: string(worker.Active), Approved: approved,
 		RegisteredMS: ms(now), LastSeenMS: ms(now), SourceIP: r.SourceIP, AgentKeyHash: r.AgentKeyHash, AgentVersion: r.AgentVersion,
 		BootLaunchMS: msOrZero(r.Boot.LaunchedAt), BootAgentMS: msOrZero(r.Boot.AgentStartedAt), BootReadyMS: msOrZero(r.Boot.RunnerReadyAt),
-		BootWarmMS: msOrZero(r.Boot.WarmedUpAt), BootFromPool: r.Boot.FromPool,
+		BootWarmMS: msOrZero(r.Boot.WarmedUpAt), BootFromPool: r.Boot.FromPool, BootSpotPool: r.Boot.SpotPool,
 	}
 	if r.InstanceID != "" {
 		it.GSI2PK, it.GSI2SK = instancePartition(r.InstanceID), r.WorkerID
@@ -133,7 +133,8 @@ func (s *Store) reregisterWorker(ctx context.Context, r Registration, requireApp
 	}{{attrBootLaunchMS, r.Boot.LaunchedAt}, {attrBootAgentMS, r.Boot.AgentStartedAt}, {attrBootReadyMS, r.Boot.RunnerReadyAt}, {attrBootWarmMS, r.Boot.WarmedUpAt}} {
 		set = set.Set(expression.Name(b.name), expression.Value(msOrZero(b.at)))
 	}
-	set = set.Set(expression.Name(attrBootFromPool), expression.Value(r.Boot.FromPool))
+	set = set.Set(expression.Name(attrBootFromPool), expression.Value(r.Boot.FromPool)).
+		Set(expression.Name(attrBootSpotPool), expression.Value(r.Boot.SpotPool))
 	exists := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Name(attrFleet).Equal(expression.Value(r.Fleet)))
 	err := errConditionFailed
 	if r.AgentKeyHash != "" {
@@ -552,6 +553,7 @@ type workerItem struct {
 	BootReadyMS    int64    `dynamodbav:"boot_ready_ms,omitempty"`
 	BootWarmMS     int64    `dynamodbav:"boot_warm_ms,omitempty"`
 	BootFromPool   bool     `dynamodbav:"boot_from_pool,omitempty"`
+	BootSpotPool   bool     `dynamodbav:"boot_spot_pool,omitempty"`
 }
 
 // msOrZero is a time in Unix milliseconds, 0 for the zero time.
@@ -593,7 +595,7 @@ func (it *workerItem) toWorker() worker.Worker {
 		AgentVersion:   it.AgentVersion,
 		FirstClaimAt:   timeOrZero(it.FirstClaimMS),
 		Boot: worker.Boot{LaunchedAt: timeOrZero(it.BootLaunchMS), AgentStartedAt: timeOrZero(it.BootAgentMS),
-			RunnerReadyAt: timeOrZero(it.BootReadyMS), WarmedUpAt: timeOrZero(it.BootWarmMS), FromPool: it.BootFromPool},
+			RunnerReadyAt: timeOrZero(it.BootReadyMS), WarmedUpAt: timeOrZero(it.BootWarmMS), FromPool: it.BootFromPool, SpotPool: it.BootSpotPool},
 	}
 	if it.Capabilities != "" {
 		w.Capabilities = json.RawMessage(it.Capabilities)

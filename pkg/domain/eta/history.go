@@ -10,13 +10,13 @@ import (
 
 // Boots are the workers' boots, launch to registration: what a fleet's
 // instances took to take work (Snapshot.Boot). Workers started from a warm
-// pool, that reported no launch, or that reported themselves unhealthy are
+// pool or the Spot pool, that reported no launch, or that reported themselves unhealthy are
 // left out (as worker.BootTimeline leaves the last out).
 func Boots(ws []worker.Worker) History {
 	var h History
 	for _, w := range ws {
 		b := w.Boot
-		if b.FromPool || b.LaunchedAt.IsZero() || w.Status == worker.Unhealthy || !w.RegisteredAt.After(b.LaunchedAt) {
+		if b.StartPoint() != worker.PointLaunch || b.LaunchedAt.IsZero() || w.Status == worker.Unhealthy || !w.RegisteredAt.After(b.LaunchedAt) {
 			continue
 		}
 		h = append(h, w.RegisteredAt.Sub(b.LaunchedAt))

@@ -63,11 +63,12 @@ type FleetBoot struct {
 // BootPhase is one phase of the way from launch to the first job.
 type BootPhase struct {
 	// Name is <from>_to_<to>, between two consecutive moments a worker
-	// reported: launch or pool_start (an instance started from a warm
-	// pool: a bridge), agent, runner_ready, warmed_up (a fleet with a
-	// warm-up), registered, first_lease (launch_to_agent,
-	// pool_start_to_agent, runner_ready_to_warmed_up, ...). P50S, P95S and
-	// MaxS are its median, 95th percentile (nearest rank) and longest.
+	// reported: launch, pool_start (an instance started from a warm pool:
+	// a bridge) or spot_pool_start (started from the fleet's stopped Spot
+	// pool), agent, runner_ready, warmed_up (a fleet with a warm-up),
+	// registered, first_lease (launch_to_agent, pool_start_to_agent,
+	// spot_pool_start_to_agent, runner_ready_to_warmed_up, ...). P50S, P95S
+	// and MaxS are its median, 95th percentile (nearest rank) and longest.
 	Name    string  `json:"name"`
 	Workers int     `json:"workers"`
 	P50S    float64 `json:"p50_s"`

@@ -5,37 +5,33 @@ import (
 	"time"
 )
 
-// A boot's moments, in order. An instance starts at its launch, or at its
-// start from a warm pool (a bridge: PoolStart); a phase runs from one
-// moment a worker has to the next it has.
+// A boot's moments, in order. An instance starts at its launch, at its
+// start from a warm pool (a bridge: PoolStart), or at its start from the
+// fleet's stopped Spot pool (SpotPoolStart); a phase runs from one moment
+// a worker has to the next it has. The two pool starts are moments of
+// their own, not one moment with a field beside it: a fleet's timeline
+// gathers phases by their moments alone, so only distinct moments keep a
+// bridge's start and a Spot pool's apart.
 const (
-	PointLaunch      = "launch"
-	PointPoolStart   = "pool_start"
-	PointAgent       = "agent"
-	PointRunnerReady = "runner_ready"
-	PointWarmedUp    = "warmed_up"
-	PointRegistered  = "registered"
-	PointFirstLease  = "first_lease"
+	PointLaunch        = "launch"
+	PointPoolStart     = "pool_start"
+	PointSpotPoolStart = "spot_pool_start"
+	PointAgent         = "agent"
+	PointRunnerReady   = "runner_ready"
+	PointWarmedUp      = "warmed_up"
+	PointRegistered    = "registered"
+	PointFirstLease    = "first_lease"
 )
 
-// bootPoints are the moments in order; launch and pool start are the same
-// place (an instance has one or the other).
+// bootPoints are the moments in order; launch and the two pool starts are
+// the same place (an instance has one of them).
 var bootPoints = []struct {
 	name string
 	at   func(Worker) time.Time
 }{
-	{PointLaunch, func(w Worker) time.Time {
-		if w.Boot.FromPool {
-			return time.Time{}
-		}
-		return w.Boot.LaunchedAt
-	}},
-	{PointPoolStart, func(w Worker) time.Time {
-		if !w.Boot.FromPool {
-			return time.Time{}
-		}
-		return w.Boot.LaunchedAt
-	}},
+	{PointLaunch, startedAs(PointLaunch)},
+	{PointPoolStart, startedAs(PointPoolStart)},
+	{PointSpotPoolStart, startedAs(PointSpotPoolStart)},
 	{PointAgent, func(w Worker) time.Time { return w.Boot.AgentStartedAt }},
 	{PointRunnerReady, func(w Worker) time.Time { return w.Boot.RunnerReadyAt }},
 	{PointWarmedUp, func(w Worker) time.Time { return w.Boot.WarmedUpAt }},
@@ -43,8 +39,31 @@ var bootPoints = []struct {
 	{PointFirstLease, func(w Worker) time.Time { return w.FirstClaimAt }},
 }
 
+// startedAs is the moment point of a worker's boot when its instance
+// started that way (launch, pool_start or spot_pool_start), else zero.
+func startedAs(point string) func(Worker) time.Time {
+	return func(w Worker) time.Time {
+		if w.Boot.StartPoint() != point {
+			return time.Time{}
+		}
+		return w.Boot.LaunchedAt
+	}
+}
+
+// StartPoint is the moment a boot's LaunchedAt is: PointSpotPoolStart,
+// PointPoolStart or PointLaunch.
+func (b Boot) StartPoint() string {
+	switch {
+	case b.SpotPool:
+		return PointSpotPoolStart
+	case b.FromPool:
+		return PointPoolStart
+	}
+	return PointLaunch
+}
+
 // PhaseName is the name of the phase from one moment to another:
-// "launch_to_agent", "runner_ready_to_warmed_up", ...
+// "launch_to_agent", "spot_pool_start_to_agent", "runner_ready_to_warmed_up", ...
 func PhaseName(from, to string) string { return from + "_to_" + to }
 
 // Phase is one phase of one worker's boot.

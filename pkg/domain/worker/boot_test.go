@@ -53,3 +53,34 @@ func TestBootTimeline(t *testing.T) {
 		t.Fatal("a timeline of an unhealthy worker and one that reported nothing")
 	}
 }
+
+// A start from the fleet's stopped Spot pool is its own phase, apart from
+// a bridge's start from the On-Demand warm pool and from a launch, even
+// when the agent also said it came from a pool.
+func TestBootTimelineKeepsSpotPoolStartsApart(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ws := []Worker{
+		{ID: "spot", Status: Active, Boot: Boot{LaunchedAt: at(0), AgentStartedAt: at(100)}},
+		{ID: "bridge", Status: Active, Boot: Boot{LaunchedAt: at(0), FromPool: true, AgentStartedAt: at(20)}},
+		{ID: "pool", Status: Active, Boot: Boot{LaunchedAt: at(0), FromPool: true, SpotPool: true, AgentStartedAt: at(30)}},
+		{ID: "pool2", Status: Active, Boot: Boot{LaunchedAt: at(0), SpotPool: true, AgentStartedAt: at(40)}},
+	}
+	if got := ws[2].BootPhases(); len(got) != 1 || got[0].Name != "spot_pool_start_to_agent" || got[0].Took != 30*time.Second {
+		t.Fatalf("the pool instance's phases %+v", got)
+	}
+	tl := BootTimeline(ws)
+	want := []struct {
+		name     string
+		workers  int
+		p50, max int
+	}{{"launch_to_agent", 1, 100, 100}, {"pool_start_to_agent", 1, 20, 20}, {"spot_pool_start_to_agent", 2, 30, 40}}
+	if tl.Workers != 4 || len(tl.Phases) != len(want) {
+		t.Fatalf("timeline %+v: want 4 workers, %d phases", tl, len(want))
+	}
+	for i, w := range want {
+		if p := tl.Phases[i]; p.Name != w.name || p.Workers != w.workers || p.P50 != time.Duration(w.p50)*time.Second || p.Max != time.Duration(w.max)*time.Second {
+			t.Errorf("phase %d = %+v, want %+v", i, p, w)
+		}
+	}
+}

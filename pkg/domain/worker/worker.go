@@ -66,6 +66,10 @@ type Boot struct {
 	// FromPool says LaunchedAt is the instance's start from a warm pool (a
 	// bridge), not its launch.
 	FromPool bool
+	// SpotPool says LaunchedAt is the instance's start from the fleet's
+	// stopped Spot pool (the API sets it when the attestation found the
+	// instance in the pool), not its launch nor a bridge's start.
+	SpotPool bool
 }
 
 // IdleSince is when the worker last held no lease: its last release, or its

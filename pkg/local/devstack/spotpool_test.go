@@ -83,6 +83,25 @@ func TestDevStackStartsAStoppedSpotPoolInstanceForAColdStart(t *testing.T) {
 	if w, err := stack.Store.GetWorker(ctx, started); err != nil || w.InstanceID != started || w.PurchaseOption != "spot" {
 		t.Fatalf("the pool instance's worker %+v, %v", w, err)
 	}
+	// Its boot's first phase runs from the pool's start (a quarter of the
+	// boot delay on the dev stack) to its agent, named apart from a
+	// bridge's start from the On-Demand warm pool and from a launch.
+	var fleets struct {
+		Fleets []struct {
+			Boot *struct {
+				Workers int `json:"workers"`
+				Phases  []struct {
+					Name string  `json:"name"`
+					MaxS float64 `json:"max_s"`
+				} `json:"phases"`
+			} `json:"boot"`
+		} `json:"fleets"`
+	}
+	getJSON(t, stack, "/api/admin/fleets", &fleets)
+	if boot := fleets.Fleets[0].Boot; boot == nil || boot.Workers != 1 || len(boot.Phases) == 0 ||
+		boot.Phases[0].Name != "spot_pool_start_to_agent" || boot.Phases[0].MaxS != (bootDelay/4).Seconds() {
+		t.Fatalf("boot timeline %+v: want the pool instance's spot_pool_start_to_agent, %s", boot, bootDelay/4)
+	}
 	r := tickDemo(t, stack)
 	if r.Pool == nil || len(r.Pool.Stopped) != 0 || poolState(started) != scaling.PoolRunning || r.Desired != 0 {
 		t.Fatalf("busy pool instance: %+v, %s, desired %d (%s)", r.Pool, poolState(started), r.Desired, r.Reason)

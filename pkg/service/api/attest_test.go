@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/fleetq/fleetq/pkg/aws/attest"
+	"github.com/fleetq/fleetq/pkg/domain/fleetconfig"
+	"github.com/fleetq/fleetq/pkg/domain/scaling"
 	"github.com/fleetq/fleetq/pkg/domain/wire"
 	"github.com/fleetq/fleetq/pkg/lib/clock"
 	"github.com/fleetq/fleetq/pkg/local/devstack"
@@ -154,5 +156,50 @@ func TestReRegistrationByAnotherAgentNeedsApproval(t *testing.T) {
 	clk.Advance(time.Hour)
 	if reg("agent-two-key-0123456789") {
 		t.Fatal("another agent key inherited the approval")
+	}
+}
+
+// An instance the attestation finds starting in its fleet's Spot pool
+// boots from the pool record's time of the start, not from the time its
+// agent reported, and the fleet's timeline shows that phase under its own
+// name.
+func TestAttestedSpotPoolInstanceBootsFromThePoolStart(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	h := newHarness(t, func(o *devstack.Options) {
+		o.Clock = clk
+		f, _ := o.Config.Fleet("gpu")
+		f.SpotPool = fleetconfig.SpotPool{Size: 1, VolumeGB: 60, MaxAgeHours: 168, AvoidMinutes: 15, Pairs: []fleetconfig.SpotPoolPair{
+			{InstanceType: "g5.xlarge", Zone: "us-east-1a"}, {InstanceType: "g5.xlarge", Zone: "us-east-1b"}, {InstanceType: "g5.xlarge", Zone: "us-east-1c"}}}
+	})
+	ctx := context.Background()
+	pair := scaling.Pair{InstanceType: "g5.xlarge", Zone: "us-east-1a"}
+	id, err := h.stack.Fleet.CreatePoolInstance(ctx, "gpu", pair, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := clk.Now()
+	if err := h.stack.Store.AddPoolInstance(ctx, "gpu", scaling.PoolInstance{ID: id, Pair: pair, State: scaling.PoolStarting, Since: started}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(30 * time.Second)
+	a := &attested{harness: h, clock: clk}
+	r := a.send("POST", wire.PathRegister, map[string]string{wire.HeaderIdentity: wire.EncodeIdentity(a.identity("gpu", id, "test"))},
+		map[string]any{"worker_id": id, "fleet_slug": "gpu", "stage": "test", "boot": map[string]any{
+			"launched_at": started.Add(-time.Minute).Format(time.RFC3339), "from_pool": true, "agent_started_at": started.Add(20 * time.Second).Format(time.RFC3339)}})
+	h.want(r, 201, "")
+	var boot *wire.FleetBoot
+	for _, f := range h.do("GET", "/api/admin/fleets", "op", nil).body["fleets"].([]any) {
+		if m := f.(map[string]any); m["fleet_slug"] == "gpu" && m["boot"] != nil {
+			b := m["boot"].(map[string]any)
+			boot = &wire.FleetBoot{Workers: int(b["workers"].(float64))}
+			for _, p := range b["phases"].([]any) {
+				p := p.(map[string]any)
+				boot.Phases = append(boot.Phases, wire.BootPhase{Name: p["name"].(string), MaxS: p["max_s"].(float64)})
+			}
+		}
+	}
+	if boot == nil || boot.Workers != 1 || len(boot.Phases) != 2 || boot.Phases[0].Name != "spot_pool_start_to_agent" || boot.Phases[0].MaxS != 20 {
+		t.Fatalf("gpu's boot timeline %+v: want spot_pool_start_to_agent 20 s from the pool's start", boot)
 	}
 }

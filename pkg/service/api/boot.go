@@ -54,6 +54,18 @@ func parseBoot(b *wire.BootTimes, now time.Time) (worker.Boot, error) {
 	return out, nil
 }
 
+// spotPoolBoot is the boot of an instance the attestation found started in
+// its fleet's Spot pool: it began at the pool's start (the pool record's
+// time of the start when the record is still starting; else the time the
+// agent reported, its instance's last start), a phase of its own.
+func spotPoolBoot(b worker.Boot, startedAt time.Time) worker.Boot {
+	b.SpotPool = true
+	if !startedAt.IsZero() {
+		b.LaunchedAt = startedAt.UTC()
+	}
+	return b
+}
+
 // fleetBoot is the boot timeline of a fleet's workers as the API shows it
 // (worker.BootTimeline); nil when no worker has a phase.
 func fleetBoot(ws []worker.Worker) *wire.FleetBoot {

@@ -82,6 +82,9 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if id := proof.identity; id != nil && id.SpotPool {
+		boot = spotPoolBoot(boot, id.PoolStartedAt)
+	}
 	token, parsed := auth.NewWorkerToken(f.Slug, req.WorkerID)
 	caps, _ := strictjson.RequireObject("capabilities", req.Capabilities)
 	wk, err := s.Store.RegisterWorker(ctx, worker.Registration{
