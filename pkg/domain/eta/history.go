@@ -10,8 +10,9 @@ import (
 
 // Boots are the workers' boots, launch to registration: what a fleet's
 // instances took to take work (Snapshot.Boot). Workers started from a warm
-// pool or the Spot pool, that reported no launch, or that reported themselves unhealthy are
-// left out (as worker.BootTimeline leaves the last out).
+// pool or the Spot pool, that reported no launch, or that reported
+// themselves unhealthy are left out (as worker.BootTimeline leaves the
+// last out).
 func Boots(ws []worker.Worker) History {
 	var h History
 	for _, w := range ws {
