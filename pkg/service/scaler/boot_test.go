@@ -22,8 +22,9 @@ func (h *harness) registerBooted(id string, boot worker.Boot) {
 
 // Each tick publishes the fleet's boot phases over the workers registered
 // in the last hour, one EMF line per phase (dimension Phase) before the
-// fleet's own line: a bridge's start from the pool is its own phase, and a
-// worker registered earlier than the window is left out.
+// fleet's own line: a bridge's start from the pool is its own phase, so
+// is a start from the fleet's Spot pool, and a worker registered earlier
+// than the window is left out.
 func TestTickPublishesBootPhases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -36,6 +37,7 @@ func TestTickPublishesBootPhases(t *testing.T) {
 	register("spot-1", worker.Boot{LaunchedAt: now.Add(-200 * time.Second), AgentStartedAt: now.Add(-100 * time.Second), RunnerReadyAt: now.Add(-40 * time.Second)})
 	register("spot-2", worker.Boot{LaunchedAt: now.Add(-300 * time.Second), AgentStartedAt: now.Add(-100 * time.Second), RunnerReadyAt: now.Add(-50 * time.Second)})
 	register("bridge", worker.Boot{LaunchedAt: now.Add(-40 * time.Second), FromPool: true, AgentStartedAt: now.Add(-20 * time.Second), RunnerReadyAt: now.Add(-10 * time.Second)})
+	register("pool", worker.Boot{LaunchedAt: now.Add(-130 * time.Second), SpotPool: true, AgentStartedAt: now.Add(-100 * time.Second), RunnerReadyAt: now.Add(-45 * time.Second)})
 	h.metrics.Reset()
 	h.tick()
 
@@ -62,8 +64,9 @@ func TestTickPublishesBootPhases(t *testing.T) {
 	want := map[string][4]float64{ // p50, p95, max, workers
 		"launch_to_agent":            {100, 200, 200, 2},
 		"pool_start_to_agent":        {20, 20, 20, 1},
-		"agent_to_runner_ready":      {50, 60, 60, 3},
-		"runner_ready_to_registered": {40, 50, 50, 3},
+		"spot_pool_start_to_agent":   {30, 30, 30, 1},
+		"agent_to_runner_ready":      {50, 60, 60, 4},
+		"runner_ready_to_registered": {40, 50, 50, 4},
 	}
 	if len(phases) != len(want) {
 		t.Fatalf("phases %v, want %v", phases, want)
