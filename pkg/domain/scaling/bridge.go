@@ -107,7 +107,7 @@ func DecideBridge(in BridgeInput) BridgeDecision {
 	pending := max(0, in.BridgeDesired-len(bridges))
 	free += pending * slots
 	for _, inst := range bridges {
-		w, ok := workers[inst.ID]
+		w, ok := workers.of(inst.ID)
 		seen := inst.FirstSeen
 		if seen.IsZero() {
 			seen = now

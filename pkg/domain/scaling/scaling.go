@@ -240,21 +240,10 @@ func Decide(in Input) Decision {
 // at once; the idle workers are the candidates for shrinking.
 func classify(in Input) (c Counts, victims []Victim, idle []Worker) {
 	s, now := in.Settings, in.Now
-	// Each instance's worker, by its index (the last one registered from
-	// it), so the index holds no copies of the workers.
-	workers := make(map[string]int, len(in.Workers))
-	for i, w := range in.Workers {
-		if w.InstanceID != "" {
-			workers[w.InstanceID] = i
-		}
-	}
+	workers := byInstance(in.Workers)
 	c.Ready, c.Leased, c.Instances = in.Ready, in.Leased, len(in.Instances)
 	for _, inst := range in.Instances {
-		var w Worker
-		i, ok := workers[inst.ID]
-		if ok {
-			w = in.Workers[i]
-		}
+		w, ok := workers.of(inst.ID)
 		switch {
 		case !ok:
 			seen := inst.FirstSeen
@@ -379,15 +368,31 @@ func reason(in Input, d Decision, why string, shrunk, kept int) Reason {
 	return r
 }
 
+// instanceWorkers finds an instance's worker (the last one registered from
+// it) by its index in the workers, so the index holds no copies of them.
+type instanceWorkers struct {
+	ws []Worker
+	at map[string]int
+}
+
 // byInstance indexes workers by their instance.
-func byInstance(ws []Worker) map[string]Worker {
-	m := make(map[string]Worker, len(ws))
-	for _, w := range ws {
+func byInstance(ws []Worker) instanceWorkers {
+	at := make(map[string]int, len(ws))
+	for i, w := range ws {
 		if w.InstanceID != "" {
-			m[w.InstanceID] = w
+			at[w.InstanceID] = i
 		}
 	}
-	return m
+	return instanceWorkers{ws: ws, at: at}
+}
+
+// of is the instance's worker, if one registered from it.
+func (x instanceWorkers) of(instanceID string) (Worker, bool) {
+	i, ok := x.at[instanceID]
+	if !ok {
+		return Worker{}, false
+	}
+	return x.ws[i], true
 }
 
 func countWhy(vs []Victim, why string) int {

@@ -192,7 +192,7 @@ func viewPool(in PoolInput) poolView {
 			v.interrupt++
 		case PoolStarting, PoolRunning:
 			v.live[p.Pair]++
-			w, ok := workers[p.ID]
+			w, ok := workers.of(p.ID)
 			switch {
 			case !ok:
 				if s.BootTimeout > 0 && now.Sub(p.Since) >= s.BootTimeout {
