@@ -186,16 +186,21 @@ func (p *Planner) Next(ctx context.Context, src Source, poll Poll) (j job.Job, o
 			return job.Job{}, false, err
 		}
 		plan, err := p.plan(ctx, src, poll, cands, more, window, now)
-		if err == nil && one && len(plan.Attempts) == 0 {
-			// Nothing in that shard for this worker: read them all.
-			if cands, more, err = p.read(ctx, src, poll.Fleet, shards, window, false); err == nil {
-				plan, err = p.plan(ctx, src, poll, cands, more, window, now)
-			}
-		}
 		if err != nil {
 			return job.Job{}, false, err
 		}
 		r, err := p.claimFirst(ctx, src, poll, plan.Attempts, round < p.o.Rereads)
+		if err == nil && one && !r.won && !r.lost && !r.refused {
+			// Nothing in that shard this worker could take (none planned,
+			// or each passed over at its tenant's cap): read them all.
+			if cands, more, err = p.read(ctx, src, poll.Fleet, shards, window, false); err != nil {
+				return job.Job{}, false, err
+			}
+			if plan, err = p.plan(ctx, src, poll, cands, more, window, now); err != nil {
+				return job.Job{}, false, err
+			}
+			r, err = p.claimFirst(ctx, src, poll, plan.Attempts, round < p.o.Rereads)
+		}
 		if r.lost {
 			p.mem.widen(p.o.Spread, p.maxWindow())
 		} else if r.won {
